@@ -1,0 +1,1 @@
+"""Achilles: the project package and platform core."""

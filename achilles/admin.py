@@ -1,0 +1,44 @@
+from django.contrib import admin
+from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
+
+from achilles.models import AgentModel, ApiToken, PlatformSettings, User
+from achilles.platform import platform_settings_invalidate
+
+
+@admin.register(User)
+class UserAdmin(BaseUserAdmin):
+    fieldsets = BaseUserAdmin.fieldsets + (("Achilles", {"fields": ("timezone",)}),)
+    list_display = ("username", "email", "is_staff", "is_active", "timezone")
+
+
+@admin.register(PlatformSettings)
+class PlatformSettingsAdmin(admin.ModelAdmin):
+    list_display = ("__str__", "timezone", "weekly_token_budget", "agent_iteration_cap", "web_search_enabled", "updated_at")
+
+    def has_add_permission(self, request):
+        return not PlatformSettings.objects.exists()
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        platform_settings_invalidate()
+
+
+@admin.register(AgentModel)
+class AgentModelAdmin(admin.ModelAdmin):
+    list_display = ("name", "provider", "kind", "context_window", "is_default")
+    list_filter = ("kind", "provider", "is_default")
+    search_fields = ("name",)
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    list_display = ("name", "user", "prefix", "created_at", "last_used_at", "revoked_at")
+    readonly_fields = ("prefix", "key_hash", "last_used_at")
+    search_fields = ("user__username", "name", "prefix")
+
+    def has_add_permission(self, request):
+        # A token's secret is shown once; create them with `manage.py api_token` or the API.
+        return False

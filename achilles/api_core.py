@@ -1,0 +1,67 @@
+"""Core routes: the caller and their API tokens."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.http import HttpRequest
+from ninja import Router, Schema, Status
+from pydantic import Field
+
+from achilles import services
+from achilles.identity import principals_for
+from achilles.models import ApiToken
+
+router = Router(tags=["me"])
+
+
+class MeOut(Schema):
+    id: int
+    username: str
+    timezone: str
+    timezone_is_default: bool
+    principals: list[str]
+    is_staff: bool
+
+
+class TokenIn(Schema):
+    name: str = Field(min_length=1, max_length=100)
+
+
+class TokenOut(Schema):
+    id: int
+    name: str
+    prefix: str
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+
+class TokenCreatedOut(TokenOut):
+    token: str
+
+
+@router.get("/me", response=MeOut)
+def me(request: HttpRequest):
+    user = request.auth
+    return MeOut(id=user.pk, username=user.username, timezone=user.effective_timezone(),
+                 timezone_is_default=user.timezone is None, principals=principals_for(user),
+                 is_staff=user.is_staff)
+
+
+@router.get("/tokens", response=list[TokenOut], tags=["tokens"])
+def tokens_list(request: HttpRequest):
+    return list(ApiToken.objects.filter(user=request.auth))
+
+
+@router.post("/tokens", response={201: TokenCreatedOut}, tags=["tokens"])
+def tokens_create(request: HttpRequest, payload: TokenIn):
+    token, raw = services.api_token_create(user=request.auth, name=payload.name)
+    token.refresh_from_db()
+    return Status(201, TokenCreatedOut(**TokenOut.from_orm(token).dict(), token=raw))
+
+
+@router.delete("/tokens/{token_id}", response={204: None}, tags=["tokens"])
+def tokens_revoke(request: HttpRequest, token_id: int):
+    services.api_token_revoke(user=request.auth, token_id=token_id)
+    return Status(204, None)

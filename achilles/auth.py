@@ -1,0 +1,40 @@
+"""API authentication (PLAT-7): a session or a personal Bearer token."""
+
+from __future__ import annotations
+
+from asgiref.sync import sync_to_async
+from ninja.security import HttpBearer, SessionAuth
+
+from achilles.services import api_token_authenticate
+
+
+class BearerTokenAuth(HttpBearer):
+    """``Authorization: Bearer ach_…`` — a personal API token."""
+
+    def authenticate(self, request, token):
+        user = api_token_authenticate(token)
+        if user is not None:
+            request.user = user
+        return user
+
+
+class AsyncBearerTokenAuth(HttpBearer):
+    async def authenticate(self, request, token):
+        user = await sync_to_async(api_token_authenticate)(token)
+        if user is not None:
+            request.user = user
+        return user
+
+
+def authenticate_request(request):
+    """The user behind a plain Django request (session or Bearer), or None. For non-ninja views."""
+    user = getattr(request, "user", None)
+    if user is not None and user.is_authenticated:
+        return user
+    header = request.headers.get("Authorization", "")
+    if header.lower().startswith("bearer "):
+        return api_token_authenticate(header[7:].strip())
+    return None
+
+
+api_auth = [SessionAuth(), BearerTokenAuth()]

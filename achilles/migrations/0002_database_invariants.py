@@ -1,0 +1,18 @@
+"""Database-level invariants of the core: pgvector, the updated_at trigger, FK actions."""
+
+from django.db import migrations
+
+from achilles.db import BUMP_FUNCTION_SQL, AttachUpdatedAtTrigger, SetForeignKeyOnDelete
+
+
+class Migration(migrations.Migration):
+    dependencies = [("achilles", "0001_initial")]
+
+    operations = [
+        migrations.RunSQL("CREATE EXTENSION IF NOT EXISTS vector", reverse_sql=migrations.RunSQL.noop),
+        migrations.RunSQL(BUMP_FUNCTION_SQL, reverse_sql="DROP FUNCTION IF EXISTS achilles_bump_updated_at() CASCADE"),
+        AttachUpdatedAtTrigger("platform_settings"),
+        AttachUpdatedAtTrigger("agent_models"),
+        AttachUpdatedAtTrigger("api_tokens"),
+        SetForeignKeyOnDelete("apitoken", "user", "CASCADE"),
+    ]

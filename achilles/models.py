@@ -1,0 +1,137 @@
+"""Platform core tables: users, platform settings, the model allow-list, API tokens."""
+
+from __future__ import annotations
+
+import zoneinfo
+
+from django.contrib.auth.models import AbstractUser
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.db.models import Q
+from django.db.models.functions import Now
+
+
+def validate_timezone(value: str) -> None:
+    if value not in zoneinfo.available_timezones():
+        raise ValidationError(f"«{value}» is not an IANA time zone name")
+
+
+class TimestampedModel(models.Model):
+    """Abstract base: ``created_at``/``updated_at`` with database defaults.
+
+    ``updated_at`` is bumped by the ``achilles_bump_updated_at`` trigger on every UPDATE,
+    raw SQL included; each concrete table attaches it with ``AttachUpdatedAtTrigger``.
+    """
+
+    created_at = models.DateTimeField(db_default=Now(), editable=False)
+    updated_at = models.DateTimeField(db_default=Now(), editable=False)
+
+    class Meta:
+        abstract = True
+
+
+class User(AbstractUser):
+    """A person of the organisation; ``timezone`` NULL means the organisation's default."""
+
+    timezone = models.CharField(max_length=64, null=True, blank=True, validators=[validate_timezone])
+
+    class Meta:
+        db_table = "users"
+
+    @property
+    def principals(self) -> list[str]:
+        from achilles.identity import principals_for
+
+        return principals_for(self)
+
+    def effective_timezone(self) -> str:
+        from achilles.platform import platform_settings
+
+        return self.timezone or platform_settings().timezone
+
+
+class PlatformSettings(TimestampedModel):
+    """The singleton row of organisation-wide settings (PLAT-4); read via ``platform_settings()``."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1, editable=False)
+    timezone = models.CharField(max_length=64, default="Europe/Moscow", validators=[validate_timezone])
+    weekly_token_budget = models.PositiveIntegerField(default=200_000, help_text="Per agent owner, per week.")
+    agent_iteration_cap = models.PositiveSmallIntegerField(default=8)
+    agent_stale_after_seconds = models.PositiveIntegerField(default=300)
+    platform_prompt = models.TextField(blank=True, default="", help_text="Empty → the built-in default prompt.")
+    web_search_enabled = models.BooleanField(default=False)
+    web_search_url = models.URLField(blank=True, default="", help_text="SearxNG-compatible endpoint.")
+    answer_reserve_tokens = models.PositiveIntegerField(default=1024)
+    retrieval_top_k = models.PositiveSmallIntegerField(default=8)
+    cache_ttl_seconds = models.PositiveIntegerField(default=300)
+
+    class Meta:
+        db_table = "platform_settings"
+        verbose_name = "platform settings"
+        verbose_name_plural = "platform settings"
+        constraints = [
+            models.CheckConstraint(condition=Q(id=1), name="achilles_platformsettings_singleton",
+                                   violation_error_message="There is only one platform settings row."),
+            models.CheckConstraint(condition=Q(agent_iteration_cap__gte=1), name="achilles_platformsettings_iteration_cap_positive"),
+            models.CheckConstraint(condition=Q(retrieval_top_k__gte=1), name="achilles_platformsettings_top_k_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return "Platform settings"
+
+
+class ModelKind(models.TextChoices):
+    CHAT = "chat", "chat"
+    EMBEDDING = "embedding", "embedding"
+
+
+class AgentModel(TimestampedModel):
+    """A model on the allow-list (PLAT-5): what agents and conversations may use."""
+
+    name = models.CharField(max_length=100, unique=True)
+    provider = models.CharField(max_length=32, help_text="openai | builtin | hash | a registered provider")
+    kind = models.CharField(max_length=16, choices=ModelKind.choices, default=ModelKind.CHAT)
+    context_window = models.PositiveIntegerField(default=8192)
+    is_default = models.BooleanField(default=False)
+    options = models.JSONField(default=dict, blank=True,
+                               help_text='e.g. {"base_url": "...", "model": "...", "api_key_env": "LLM_API_KEY", "timeout": 60}')
+
+    class Meta:
+        db_table = "agent_models"
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["kind"], condition=Q(is_default=True),
+                                    name="achilles_agentmodel_one_default_per_kind",
+                                    violation_error_message="Only one default model per kind."),
+            models.CheckConstraint(condition=Q(kind__in=["chat", "embedding"]), name="achilles_agentmodel_kind_valid"),
+            models.CheckConstraint(condition=Q(context_window__gte=256), name="achilles_agentmodel_context_window_min"),
+            models.CheckConstraint(condition=~Q(name=""), name="achilles_agentmodel_name_not_empty"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def spec(self):
+        """The provider layer's view of this row."""
+        from achilles.llm.types import ModelSpec
+
+        return ModelSpec(name=self.name, provider=self.provider, kind=self.kind,
+                         context_window=self.context_window, options=dict(self.options or {}))
+
+
+class ApiToken(TimestampedModel):
+    """A personal API token (Bearer). Only a SHA-256 of the secret is stored."""
+
+    user = models.ForeignKey(User, on_delete=models.DO_NOTHING, related_name="api_tokens")
+    name = models.CharField(max_length=100, default="token")
+    prefix = models.CharField(max_length=16, db_index=True)
+    key_hash = models.CharField(max_length=64, unique=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "api_tokens"
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"

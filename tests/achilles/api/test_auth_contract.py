@@ -1,0 +1,107 @@
+"""Auth and error contract of the whole /api/ surface (PLAT-7/8)."""
+
+import re
+
+import pytest
+from django.test import Client
+
+from achilles.api import api
+from achilles.models import ApiToken
+
+pytestmark = [pytest.mark.api, pytest.mark.django_db]
+
+PLACEHOLDERS = {"int": "1", "uuid": "00000000-0000-0000-0000-000000000001"}
+
+
+def _routes():
+    """Every registered operation of the API, from its OpenAPI schema (new routes join automatically)."""
+    schema = api.get_openapi_schema(path_prefix="/api")
+    for path, methods in schema["paths"].items():
+        for method, operation in methods.items():
+            params = {p["name"]: p for p in operation.get("parameters", []) if p["in"] == "path"}
+
+            def fill(match):
+                p = params.get(match.group(1), {})
+                fmt = p.get("schema", {}).get("format") or p.get("schema", {}).get("type")
+                return PLACEHOLDERS["uuid"] if fmt == "uuid" else PLACEHOLDERS["int"]
+
+            yield method.upper(), re.sub(r"{(\w+)}", fill, path)
+
+
+ROUTES = list(_routes())
+
+
+def test_the_route_walk_finds_the_api():
+    assert ("GET", "/api/me") in ROUTES
+
+
+@pytest.mark.parametrize(("method", "path"), ROUTES)
+def test_every_api_route_without_credentials_answers_401(method, path):
+    response = Client().generic(method, path, data="{}", content_type="application/json")
+    assert response.status_code == 401, (method, path, response.content[:200])
+    assert response.json()["code"] == "not_authenticated"
+
+
+def test_me_with_a_session(client_for, user_factory):
+    user = user_factory(username="bob", groups=["finance"])
+    body = client_for(user).get("/api/me").json()
+    assert body["username"] == "bob"
+    assert body["is_staff"] is False
+    assert set(body["principals"]) >= {f"user:{user.pk}", "group:finance", "everyone"}
+
+
+def test_me_with_a_bearer_token(user, token_for):
+    response = Client().get("/api/me", **token_for(user))
+    assert response.status_code == 200
+    assert response.json()["username"] == user.username
+
+
+def test_a_wrong_or_revoked_token_answers_401(user, token_for):
+    headers = token_for(user)
+    assert Client().get("/api/me", HTTP_AUTHORIZATION="Bearer ach_nope_nope").status_code == 401
+    ApiToken.objects.update(revoked_at="2026-01-01T00:00:00Z")
+    assert Client().get("/api/me", **headers).status_code == 401
+
+
+def test_a_token_of_an_inactive_user_answers_401(user, token_for):
+    headers = token_for(user)
+    user.is_active = False
+    user.save()
+    assert Client().get("/api/me", **headers).status_code == 401
+
+
+def test_tokens_are_stored_hashed_and_shown_once(user, client_for):
+    client = client_for(user)
+    created = client.post("/api/tokens", {"name": "laptop"}, content_type="application/json")
+    assert created.status_code == 201
+    raw = created.json()["token"]
+    stored = ApiToken.objects.get()
+    assert raw not in (stored.key_hash, stored.prefix) and stored.key_hash != raw
+    listed = client.get("/api/tokens").json()
+    assert listed and "token" not in listed[0]
+    assert Client().get("/api/me", HTTP_AUTHORIZATION=f"Bearer {raw}").status_code == 200
+
+
+def test_validation_errors_are_422_in_the_common_shape(user, client_for):
+    response = client_for(user).post("/api/tokens", {"name": ""}, content_type="application/json")
+    assert response.status_code == 422
+    body = response.json()
+    assert body["code"] == "validation_error" and isinstance(body["detail"], list)
+
+
+def test_malformed_json_is_a_client_error_not_a_500(user, client_for):
+    response = client_for(user).post("/api/tokens", "{not json", content_type="application/json")
+    assert response.status_code in (400, 422)
+    assert "code" in response.json()
+
+
+def test_revoking_someone_elses_token_is_404(user_factory, client_for):
+    owner, other = user_factory(username="owner"), user_factory(username="other")
+    token_id = client_for(owner).post("/api/tokens", {"name": "x"}, content_type="application/json").json()["id"]
+    response = client_for(other).delete(f"/api/tokens/{token_id}")
+    assert response.status_code == 404 and response.json()["code"] == "not_found"
+
+
+def test_openapi_is_served():
+    assert Client().get("/api/openapi.json").status_code == 200
+    assert Client().get("/api/docs").status_code == 200

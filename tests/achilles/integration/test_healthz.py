@@ -1,0 +1,92 @@
+"""/healthz and the processes behind it: a real Celery worker and beat, and start-up checks."""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection
+from django.test import Client
+
+from achilles.health import heartbeat_write
+
+pytestmark = [pytest.mark.integration]
+ROOT = Path(settings.BASE_DIR)
+
+
+@pytest.mark.django_db
+def test_healthz_is_503_naming_the_missing_heartbeats():
+    response = Client().get("/healthz")
+    assert response.status_code == 503
+    body = response.json()
+    assert body["db"] == "ok" and body["redis"] == "ok"
+    assert body["worker"] == "no heartbeat" and body["beat"] == "no heartbeat"
+
+
+@pytest.mark.django_db
+def test_healthz_is_200_when_everything_answers():
+    heartbeat_write("worker")
+    heartbeat_write("beat")
+    response = Client().get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"db": "ok", "redis": "ok", "worker": "ok", "beat": "ok"}
+
+
+def _child_env(**extra):
+    env = {**os.environ, "ACHILLES_TESTING": "1", "ACHILLES_DB_NAME": connection.settings_dict["NAME"],
+           "TEST_DATABASE_NAME": settings.TEST_NAMESPACE, **extra}
+    return env
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_real_worker_and_beat_make_healthz_green(tmp_path):
+    # given a worker and beat started the way `make run` starts them
+    procs = [
+        subprocess.Popen([sys.executable, "-m", "celery", "-A", "achilles.celery_app", "worker", "--pool=solo",
+                          "--loglevel=WARNING", f"--hostname=health-{os.getpid()}@%h"],
+                         cwd=ROOT, env=_child_env(), stdout=subprocess.DEVNULL, stderr=open(tmp_path / "w.log", "w")),
+        subprocess.Popen([sys.executable, "-m", "celery", "-A", "achilles.celery_app", "beat", "--loglevel=WARNING",
+                          "-s", str(tmp_path / "beat-schedule")],
+                         cwd=ROOT, env=_child_env(), stdout=subprocess.DEVNULL, stderr=open(tmp_path / "b.log", "w")),
+    ]
+    try:
+        # when we poll /healthz
+        deadline, body = time.monotonic() + 60, {}
+        while time.monotonic() < deadline:
+            response = Client().get("/healthz")
+            body = response.json()
+            if response.status_code == 200:
+                break
+            time.sleep(0.5)
+        # then both heartbeats arrive
+        assert body == {"db": "ok", "redis": "ok", "worker": "ok", "beat": "ok"}, (
+            body, (tmp_path / "w.log").read_text()[-2000:], (tmp_path / "b.log").read_text()[-2000:])
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("REDIS_URL", "redis://127.0.0.1:1/0"),
+        ("DATABASE_URL", "postgres://nobody:secret@127.0.0.1:1/nothing"),
+        ("DEBUG", "perhaps"),
+    ],
+)
+def test_a_bad_or_silent_configured_service_stops_startup_naming_it(variable, value):
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env[variable] = value
+    result = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert variable in result.stderr
+    assert "secret" not in result.stderr

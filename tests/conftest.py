@@ -1,0 +1,88 @@
+"""Suite-wide fixtures and rules (markers by folder; unit tests never touch the database)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.factories import AgentModelFactory, UserFactory
+
+_DB_FIXTURES = {"db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback", "live_server"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        path = str(item.path)
+        for folder in ("unit", "integration", "api"):
+            if f"/{folder}/" in path and not item.get_closest_marker(folder):
+                item.add_marker(getattr(pytest.mark, folder))
+        if item.get_closest_marker("unit") and (
+            item.get_closest_marker("django_db") or _DB_FIXTURES & set(getattr(item, "fixturenames", ()))
+        ):
+            raise pytest.UsageError(f"{item.nodeid}: a unit test may not use the database")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(request):
+    """Each test starts with an empty cache namespace (platform settings, QE candidate cache)."""
+    if request.node.get_closest_marker("unit"):
+        yield
+        return
+
+    _clear_cache_namespace()
+    yield
+
+
+def _clear_cache_namespace() -> None:
+    import redis
+    from django.conf import settings
+
+    prefix = settings.CACHES["default"]["KEY_PREFIX"]
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    keys = list(client.scan_iter(match=f"{prefix}:*", count=500))
+    if keys:
+        client.delete(*keys)
+
+
+@pytest.fixture
+def user_factory(db):
+    return UserFactory
+
+
+@pytest.fixture
+def model_factory(db):
+    return AgentModelFactory
+
+
+@pytest.fixture
+def user(db):
+    return UserFactory(username="alice")
+
+
+@pytest.fixture
+def admin_user(db):
+    return UserFactory(username="root", is_staff=True, is_superuser=True)
+
+
+@pytest.fixture
+def client_for(db):
+    """``client_for(user)`` → a Django test client signed in as ``user`` (session auth)."""
+    from django.test import Client
+
+    def make(user):
+        client = Client()
+        client.force_login(user)
+        return client
+
+    return make
+
+
+@pytest.fixture
+def token_for(db):
+    """``token_for(user)`` → headers with a fresh personal Bearer token."""
+    from achilles.services import api_token_create
+
+    def make(user):
+        _, raw = api_token_create(user=user)
+        return {"HTTP_AUTHORIZATION": f"Bearer {raw}"}
+
+    return make

@@ -1,0 +1,36 @@
+"""factory_boy factories shared by every module's tests."""
+
+import factory
+from django.contrib.auth.models import Group
+
+from achilles.models import AgentModel, User
+
+
+class UserFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = User
+        django_get_or_create = ("username",)
+        skip_postgeneration_save = True
+
+    username = factory.Sequence(lambda n: f"user{n}")
+    email = factory.LazyAttribute(lambda o: f"{o.username}@example.com")
+    password = factory.django.Password("pass-word-123")
+    timezone = None
+
+    @factory.post_generation
+    def groups(self, create, extracted, **kwargs):
+        for name in extracted or ():
+            group, _ = Group.objects.get_or_create(name=name)
+            self.groups.add(group)
+
+
+class AgentModelFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = AgentModel
+
+    name = factory.Sequence(lambda n: f"model-{n}")
+    provider = "builtin"
+    kind = "chat"
+    context_window = 8192
+    is_default = False
+    options = factory.LazyFunction(dict)
