@@ -25,7 +25,7 @@ class Identity:
     @classmethod
     def for_user(cls, user) -> Identity:
         principals = frozenset(principals_for(user))
-        user_id = user.pk if PUBLIC != "" and getattr(user, "is_authenticated", False) else None
+        user_id = user.pk if getattr(user, "is_authenticated", False) else None
         return cls(principals=principals, user_id=user_id)
 
     @classmethod

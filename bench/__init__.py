@@ -1,0 +1,1 @@
+"""Benchmarks (not tests). Each ``bench/<name>.py`` or ``bench/<name>/__init__.py`` has ``main()``."""
