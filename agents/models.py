@@ -1,1 +1,125 @@
-"""Tables of this app."""
+"""Tables of the Agent Engine: ``agents`` and ``agent_runs`` (SPEC §5).
+
+The invariants live in the database (migration 0001): one active run per agent (partial
+UNIQUE), a skipped run never started (CHECK), FK actions ON DELETE CASCADE / SET NULL, a
+closed gate clears ``next_run_at`` (trigger + CHECK), an owner's deactivation disables their
+agents (trigger on ``users``), ``updated_at`` bumped by trigger.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+from achilles.models import AgentModel, TimestampedModel, User
+from agents.choices import AgentStatus, RunReason, RunState, RunTrigger
+
+
+class Agent(TimestampedModel):
+    """An employee's agent: instructions run on a schedule or on demand, within the owner's budget."""
+
+    owner = models.ForeignKey(User, on_delete=models.DO_NOTHING, related_name="agents")
+    name = models.CharField(max_length=200)
+    instructions = models.TextField(blank=True, default="")
+    model = models.ForeignKey(AgentModel, on_delete=models.DO_NOTHING, null=True, blank=True, related_name="agents")
+    schedule = models.JSONField(null=True, blank=True,
+                                help_text='null | {"type": "interval", "every_minutes": N} | '
+                                          '{"type": "calendar", "weekday": 0-6, "time": "HH:MM"}')
+    next_run_at = models.DateTimeField(null=True, blank=True,
+                                       help_text="UTC; NULL = not in the scheduler's scan.")
+    enabled = models.BooleanField(default=True, help_text="The owner's switch.")
+    admin_paused = models.BooleanField(default=False, help_text="The platform admin's sticky lock.")
+
+    class Meta:
+        db_table = "agents"
+        ordering = ["id"]
+        indexes = [
+            # The due scan: only schedulable agents are in the index at all, so a tick over 100k
+            # agents reads just the due prefix.
+            models.Index(fields=["next_run_at"], name="agents_agent_due_idx",
+                         condition=Q(next_run_at__isnull=False)),
+            models.Index(fields=["owner"], name="agents_agent_owner_idx"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=~Q(name=""), name="agents_agent_name_not_empty",
+                                   violation_error_message="An agent needs a name."),
+            models.CheckConstraint(
+                condition=Q(next_run_at__isnull=True) | (
+                    Q(enabled=True) & Q(admin_paused=False) & Q(model__isnull=False) & Q(schedule__isnull=False)
+                ),
+                name="agents_agent_closed_gate_not_scheduled",
+                violation_error_message="An agent with a closed gate or no schedule has no next run.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def gates_open(self) -> bool:
+        return self.enabled and not self.admin_paused and self.model_id is not None
+
+    def status(self, active_state: str | None = None) -> str:
+        """Summary of the gates and the active run (``active_state`` of the queued/running run, if any)."""
+        if self.admin_paused:
+            return AgentStatus.PAUSED_BY_ADMIN
+        if not self.enabled:
+            return AgentStatus.DISABLED
+        if self.model_id is None:
+            return AgentStatus.NO_MODEL
+        if active_state in (RunState.RUNNING, RunState.QUEUED):
+            return AgentStatus(active_state)
+        return AgentStatus.SCHEDULED if self.schedule else AgentStatus.MANUAL_ONLY
+
+
+class AgentRun(TimestampedModel):
+    """One run of an agent: queued → running → succeeded | failed, or skipped (never started)."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.DO_NOTHING, related_name="runs")
+    trigger = models.CharField(max_length=16, choices=RunTrigger.choices)
+    state = models.CharField(max_length=16, choices=RunState.choices, default=RunState.QUEUED)
+    reason = models.CharField(max_length=32, choices=RunReason.choices, blank=True, default="")
+    output = models.TextField(blank=True, default="")
+    error = models.TextField(blank=True, default="")
+    tokens_used = models.PositiveIntegerField(default=0)
+    scheduled_for = models.DateTimeField(null=True, blank=True, help_text="The slot a scheduled run was due at.")
+    enqueued_at = models.DateTimeField(null=True, blank=True, help_text="When the task reached the broker.")
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "agent_runs"
+        ordering = ["-id"]
+        indexes = [
+            models.Index(fields=["agent", "-id"], name="agents_agentrun_agent_idx"),
+            # The weekly budget sums tokens by finished_at per owner's agents.
+            models.Index(fields=["agent", "finished_at"], name="agents_agentrun_finished_idx",
+                         condition=Q(finished_at__isnull=False)),
+            # The reaper and the re-dispatcher scan only active runs.
+            models.Index(fields=["state", "heartbeat_at"], name="agents_agentrun_active_idx",
+                         condition=Q(state__in=["queued", "running"])),
+        ]
+        constraints = [
+            # Single-flight: a manual run racing a scheduled slot is settled here, not in code.
+            models.UniqueConstraint(fields=["agent"], condition=Q(state__in=["queued", "running"]),
+                                    name="agents_agentrun_one_active_per_agent",
+                                    violation_error_message="The agent already has a queued or running run."),
+            models.CheckConstraint(condition=~Q(state="skipped") | Q(started_at__isnull=True, tokens_used=0),
+                                   name="agents_agentrun_skipped_never_started",
+                                   violation_error_message="A skipped run was refused before it started."),
+            models.CheckConstraint(condition=Q(trigger__in=["manual", "scheduled"]),
+                                   name="agents_agentrun_trigger_valid"),
+            models.CheckConstraint(condition=Q(state__in=["queued", "running", "succeeded", "failed", "skipped"]),
+                                   name="agents_agentrun_state_valid"),
+            models.CheckConstraint(condition=Q(state__in=["queued", "running"]) | Q(finished_at__isnull=False),
+                                   name="agents_agentrun_finished_when_done"),
+            models.CheckConstraint(condition=~Q(state="running") | Q(started_at__isnull=False),
+                                   name="agents_agentrun_running_has_started"),
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} of agent {self.agent_id} ({self.state})"
+
+
+__all__ = ["Agent", "AgentRun", "RunReason", "RunState", "RunTrigger"]

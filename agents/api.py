@@ -1,0 +1,144 @@
+"""The agents API (AE-API): parse → service/selector → schema. Mounted in ``achilles/api.py``."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest
+from django.utils import timezone
+from ninja import Query, Router, Schema
+from pydantic import Field
+
+from achilles.errors import PermissionDenied
+from achilles.platform import platform_settings
+from agents import schedule as sched
+from agents import selectors, services
+from agents.models import Agent
+from agents.schemas import AgentAdminOut, AgentIn, AgentOut, AgentPatch, RunCreatedOut, RunOut
+
+router = Router(tags=["agents"])
+
+
+def _out(agent: Agent, active: dict[int, str], *, admin: bool = False) -> dict:
+    tz = agent.owner.timezone or platform_settings().timezone
+    data = {
+        "id": agent.pk, "name": agent.name, "instructions": agent.instructions,
+        "model": agent.model.name if agent.model_id else None, "schedule": agent.schedule,
+        "enabled": agent.enabled, "admin_paused": agent.admin_paused,
+        "status": agent.status(active.get(agent.pk)), "next_run_at": agent.next_run_at,
+        "next_runs": sched.preview(agent.schedule, tz, now=timezone.now(), first=agent.next_run_at)
+        if agent.next_run_at else [],
+        "timezone": tz, "created_at": agent.created_at, "updated_at": agent.updated_at,
+    }
+    if admin:
+        data.update(owner=agent.owner.username, owner_id=agent.owner_id, owner_active=agent.owner.is_active)
+    return data
+
+
+def _fresh(agent: Agent) -> Agent:
+    agent.refresh_from_db()
+    return agent
+
+
+def _refuse_admin_paused(payload: Schema) -> None:
+    if "admin_paused" in payload.model_fields_set:
+        raise PermissionDenied("admin_paused is set by platform admins only", code="admin_only")
+
+
+def _require_staff(request: HttpRequest) -> None:
+    if not request.auth.is_staff:
+        raise PermissionDenied("platform admins only", code="admin_only")
+
+
+@router.get("/agents", response=list[AgentOut])
+def agents_list(request: HttpRequest):
+    agents = list(selectors.agent_list_for_owner(user=request.auth))
+    active = selectors.active_run_states([a.pk for a in agents])
+    return [_out(a, active) for a in agents]
+
+
+@router.post("/agents", response={201: AgentOut})
+def agents_create(request: HttpRequest, payload: AgentIn):
+    _refuse_admin_paused(payload)
+    agent = services.agent_create(owner=request.auth, name=payload.name, instructions=payload.instructions,
+                                  model_name=payload.model,
+                                  schedule=payload.schedule.model_dump() if payload.schedule else None,
+                                  enabled=payload.enabled)
+    return 201, _out(_fresh(agent), {})
+
+
+@router.get("/agents/{int:agent_id}", response=AgentOut)
+def agents_get(request: HttpRequest, agent_id: int):
+    agent = selectors.agent_get_for_owner(agent_id=agent_id, user=request.auth)
+    return _out(agent, selectors.active_run_states([agent.pk]))
+
+
+@router.patch("/agents/{int:agent_id}", response=AgentOut)
+def agents_update(request: HttpRequest, agent_id: int, payload: AgentPatch):
+    agent = selectors.agent_get_for_owner(agent_id=agent_id, user=request.auth)
+    _refuse_admin_paused(payload)
+    changes = {}
+    for field in payload.model_fields_set:
+        value = getattr(payload, field)
+        if field == "schedule":
+            changes[field] = value.model_dump() if value is not None else None
+        elif value is None and field in ("name", "instructions", "enabled"):
+            continue  # explicit null on a non-nullable field: nothing to change
+        else:
+            changes[field] = value
+    agent = services.agent_update(agent=agent, changes=changes)
+    return _out(_fresh(agent), selectors.active_run_states([agent.pk]))
+
+
+@router.delete("/agents/{int:agent_id}", response={204: None})
+def agents_delete(request: HttpRequest, agent_id: int):
+    agent = selectors.agent_get_for_owner(agent_id=agent_id, user=request.auth)
+    services.agent_delete(agent=agent)
+    return 204, None
+
+
+@router.post("/agents/{int:agent_id}/run", response={202: RunCreatedOut})
+def agents_run(request: HttpRequest, agent_id: int):
+    agent = selectors.agent_get_for_owner(agent_id=agent_id, user=request.auth)
+    run = services.agent_run_request(agent=agent)
+    return 202, {"run_id": run.pk, "agent_id": agent.pk, "state": run.state, "trigger": run.trigger}
+
+
+class RunsQuery(Schema):
+    limit: int = Field(default=50, ge=1, le=200)
+    before_id: int | None = Field(default=None, ge=1)
+
+
+@router.get("/agents/{int:agent_id}/runs", response=list[RunOut])
+def agents_runs(request: HttpRequest, agent_id: int, query: Query[RunsQuery]):
+    agent = selectors.agent_get_for_owner(agent_id=agent_id, user=request.auth)
+    return selectors.agent_runs_list(agent=agent, limit=query.limit, before_id=query.before_id)
+
+
+# ------------------------------------------------------------------ admin registry
+
+class AdminAgentsQuery(Schema):
+    owner: str | None = None
+    enabled: bool | None = None
+    admin_paused: bool | None = None
+
+
+@router.get("/admin/agents", response=list[AgentAdminOut], tags=["admin"])
+def admin_agents_list(request: HttpRequest, query: Query[AdminAgentsQuery]):
+    _require_staff(request)
+    agents = list(selectors.agent_list_for_admin(owner=query.owner, enabled=query.enabled,
+                                                 admin_paused=query.admin_paused))
+    active = selectors.active_run_states([a.pk for a in agents])
+    return [_out(a, active, admin=True) for a in agents]
+
+
+@router.post("/admin/agents/{int:agent_id}/pause", response=AgentAdminOut, tags=["admin"])
+def admin_agents_pause(request: HttpRequest, agent_id: int):
+    _require_staff(request)
+    agent = services.agent_set_admin_paused(agent_id=agent_id, paused=True)
+    return _out(_fresh(agent), selectors.active_run_states([agent.pk]), admin=True)
+
+
+@router.post("/admin/agents/{int:agent_id}/resume", response=AgentAdminOut, tags=["admin"])
+def admin_agents_resume(request: HttpRequest, agent_id: int):
+    _require_staff(request)
+    agent = services.agent_set_admin_paused(agent_id=agent_id, paused=False)
+    return _out(_fresh(agent), selectors.active_run_states([agent.pk]), admin=True)

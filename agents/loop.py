@@ -1,0 +1,73 @@
+"""The agent loop (AE-LOOP): think → tool → observe, on the ``achilles.llm`` interface.
+
+Each iteration is one model round. A round with tool calls runs each call by name and appends
+the observations; a round without tool calls is the final report. The loop stops at the
+iteration cap (``failed``, ``reason=iteration_cap``) rather than calling the model forever.
+Tokens are summed from each round's ``Usage``, also when the run fails, since they were spent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from achilles.llm.base import ChatProvider, collect
+from achilles.llm.types import Message, ToolCall, ToolSpec
+
+MAX_OUTPUT_TOKENS = 2048
+
+
+class IterationCapReached(Exception):
+    """The model still asked for tools after ``cap`` rounds."""
+
+    def __init__(self, cap: int, tokens_used: int):
+        super().__init__(f"stopped after {cap} iterations without a final answer")
+        self.cap = cap
+        self.tokens_used = tokens_used
+
+
+class LoopFailed(Exception):
+    """The model provider failed mid-run; carries the tokens spent so far."""
+
+    def __init__(self, cause: BaseException, tokens_used: int):
+        super().__init__(str(cause))
+        self.cause = cause
+        self.tokens_used = tokens_used
+
+
+@dataclass
+class LoopResult:
+    output: str
+    tokens_used: int
+    iterations: int
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
+
+
+def run_loop(*, provider: ChatProvider, messages: Sequence[Message], tools: Sequence[ToolSpec],
+             call_tool: Callable[[ToolCall], str], cap: int,
+             heartbeat: Callable[[int, int], None] = lambda iteration, tokens: None) -> LoopResult:
+    """Run the loop to a final answer. ``call_tool`` returns an observation (errors included);
+    ``heartbeat(iteration, tokens_so_far)`` is called after every iteration."""
+    history = list(messages)
+    tokens = 0
+    made: list[ToolCall] = []
+    # One event loop for the whole run: providers may keep connections bound to it.
+    with asyncio.Runner() as runner:
+        for iteration in range(1, cap + 1):
+            try:
+                round_ = runner.run(collect(provider.stream(history, tools, MAX_OUTPUT_TOKENS)))
+            except Exception as exc:
+                raise LoopFailed(exc, tokens) from exc
+            tokens += round_.usage.total_tokens
+            if not round_.tool_calls:
+                heartbeat(iteration, tokens)
+                return LoopResult(output=round_.text.strip(), tokens_used=tokens, iterations=iteration,
+                                  tool_calls=made, messages=history)
+            history.append(Message(role="assistant", content=round_.text, tool_calls=round_.tool_calls))
+            for call in round_.tool_calls:
+                made.append(call)
+                history.append(Message(role="tool", content=call_tool(call), tool_call_id=call.id))
+            heartbeat(iteration, tokens)
+    raise IterationCapReached(cap, tokens)

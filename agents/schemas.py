@@ -1,0 +1,112 @@
+"""Ninja schemas of the agents API. ``extra="forbid"``: ``trigger``/``state`` or any unknown field
+in a body is a 422, never silently dropped. ``schedule`` is a discriminated union on ``type``."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Annotated, Literal
+
+from ninja import Schema
+from pydantic import ConfigDict, Field, field_validator
+
+HHMM = re.compile(r"^([01]\d|2[0-3]):[0-5]\d$")
+
+
+class _Strict(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+
+class IntervalSchedule(_Strict):
+    type: Literal["interval"]
+    every_minutes: int = Field(ge=1, le=60 * 24 * 366)
+
+
+class CalendarSchedule(_Strict):
+    type: Literal["calendar"]
+    weekday: int = Field(ge=0, le=6, description="Monday = 0 … Sunday = 6")
+    time: str = Field(description="HH:MM in the owner's time zone")
+
+    @field_validator("time")
+    @classmethod
+    def _hhmm(cls, value: str) -> str:
+        if not HHMM.match(value):
+            raise ValueError("time must be HH:MM (00:00–23:59)")
+        return value
+
+
+ScheduleIn = Annotated[IntervalSchedule | CalendarSchedule, Field(discriminator="type")]
+
+
+def _name_not_blank(value: str | None) -> str | None:
+    if value is not None and not value.strip():
+        raise ValueError("name must not be empty")
+    return value.strip() if value is not None else None
+
+
+class AgentIn(_Strict):
+    name: str = Field(min_length=1, max_length=200)
+    instructions: str = Field(default="", max_length=20_000)
+    model: str | None = Field(default=None, description="A chat model's name from the allow-list; omitted → the default")
+    schedule: ScheduleIn | None = None
+    enabled: bool = True
+    # Accepted only to answer an owner's attempt with 403 rather than a 422 (the lock is admin-only).
+    admin_paused: bool | None = Field(default=None, json_schema_extra={"readOnly": True})
+
+    _name = field_validator("name")(_name_not_blank)
+
+
+class AgentPatch(_Strict):
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    instructions: str | None = Field(default=None, max_length=20_000)
+    model: str | None = None
+    schedule: ScheduleIn | None = None
+    enabled: bool | None = None
+    admin_paused: bool | None = Field(default=None, json_schema_extra={"readOnly": True})
+
+    _name = field_validator("name")(_name_not_blank)
+
+
+class AgentOut(Schema):
+    id: int
+    name: str
+    instructions: str
+    model: str | None
+    schedule: dict | None
+    enabled: bool
+    admin_paused: bool
+    status: str
+    next_run_at: datetime | None
+    next_runs: list[datetime] = Field(description="The next 5 run times (UTC) while the gates are open")
+    timezone: str = Field(description="The zone calendar times are read in (the owner's, else the org's)")
+    created_at: datetime
+    updated_at: datetime
+
+
+class AgentAdminOut(AgentOut):
+    owner: str
+    owner_id: int
+    owner_active: bool
+
+
+class RunOut(Schema):
+    id: int
+    agent_id: int
+    trigger: str
+    state: str
+    reason: str
+    output: str
+    error: str
+    tokens_used: int
+    scheduled_for: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    heartbeat_at: datetime | None
+    created_at: datetime
+
+
+class RunCreatedOut(Schema):
+    run_id: int
+    agent_id: int
+    state: str
+    trigger: str

@@ -1,0 +1,26 @@
+"""Celery entry points of the Agent Engine: take ids, call services, nothing else."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+
+@shared_task(name="agents.tasks.agent_run_task", acks_late=True)
+def agent_run_task(run_id: int) -> str | None:
+    from agents.services import run_execute
+
+    return run_execute(run_id)
+
+
+@shared_task(name="agents.tasks.agents_scheduler_tick_task", ignore_result=True)
+def agents_scheduler_tick_task() -> int:
+    from agents.services import scheduler_tick
+
+    return len(scheduler_tick().queued)
+
+
+@shared_task(name="agents.tasks.agent_runs_reap_stale_task", ignore_result=True)
+def agent_runs_reap_stale_task() -> int:
+    from agents.services import agent_runs_reap_stale
+
+    return agent_runs_reap_stale()

@@ -1,0 +1,109 @@
+"""The agent's tools (AE-TOOLS): ``search``, ``graph``, ``sql`` — Knowledge Store primitives.
+
+Each call goes to ``knowledge.facade`` under the OWNER's identity; ACL is cut inside KS. The
+three are locked: always offered, even when KS is empty (an empty KS is not a readiness gate —
+the agent then reports honestly that there is no data). A tool error (a rejected SQL, a missing
+record) is an observation for the model, never a crash of the run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from achilles.errors import ApplicationError
+from achilles.llm.context import ContextSource, format_context
+from achilles.llm.types import ToolCall, ToolSpec
+
+logger = logging.getLogger(__name__)
+
+SEARCH_K = 8
+MAX_SQL_ROWS_SHOWN = 50
+MAX_OBSERVATION_CHARS = 12_000
+
+TOOL_SPECS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        name="search",
+        description="Search the company knowledge base. Returns numbered sources `[N] title` with their text.",
+        parameters={"type": "object", "properties": {"query": {"type": "string", "description": "a self-contained query"}},
+                    "required": ["query"]},
+    ),
+    ToolSpec(
+        name="graph",
+        description="Records linked to a record (Jira links, explicit links), up to depth 2.",
+        parameters={"type": "object",
+                    "properties": {"record_id": {"type": "integer"}, "depth": {"type": "integer", "minimum": 1, "maximum": 2}},
+                    "required": ["record_id"]},
+    ),
+    ToolSpec(
+        name="sql",
+        description="One read-only SELECT over the documented knowledge views; returns rows.",
+        parameters={"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
+    ),
+)
+TOOL_NAMES = tuple(spec.name for spec in TOOL_SPECS)
+
+
+class KnowledgeTools:
+    """Dispatches a tool call by name to the KS primitive, under ``identity`` (the owner's)."""
+
+    specs = TOOL_SPECS
+
+    def __init__(self, identity, ks: Any = None):
+        if ks is None:
+            from knowledge import facade as ks
+        self.identity = identity
+        self.ks = ks
+        self._handlers: dict[str, Callable[[dict], str]] = {"search": self._search, "graph": self._graph, "sql": self._sql}
+
+    def call(self, call: ToolCall) -> str:
+        """The observation for one tool call (text; errors included as text)."""
+        handler = self._handlers.get(call.name)
+        if handler is None:
+            return f"error: unknown tool {call.name!r}; available: {', '.join(TOOL_NAMES)}"
+        try:
+            observation = handler(dict(call.arguments or {}))
+        except ApplicationError as exc:
+            return f"error ({exc.code}): {exc.detail}"
+        except (KeyError, TypeError, ValueError) as exc:
+            return f"error (bad_arguments): {exc!r}"
+        except Exception as exc:  # a KS failure is an observation; the run itself goes on
+            logger.exception("agent tool %s failed", call.name)
+            return f"error (tool_failed): {type(exc).__name__}"
+        return observation[:MAX_OBSERVATION_CHARS]
+
+    def _search(self, args: dict) -> str:
+        query = str(args["query"]).strip()
+        if not query:
+            raise ValueError("query is empty")
+        result = self.ks.search(query, self.identity, SEARCH_K)
+        if not result.candidates:
+            note = "The knowledge base is empty." if result.is_empty else "Nothing found for this query."
+            if result.withheld:
+                systems = sorted({w.source_system for w in result.withheld})
+                note += f" Some relevant records exist that the owner may not see (sources: {', '.join(systems)})."
+            return note
+        sources = [ContextSource(i, f"{c.title} (record {c.record_id}, {c.source_system})", c.text)
+                   for i, c in enumerate(result.candidates, start=1)]
+        return format_context(sources)
+
+    def _graph(self, args: dict) -> str:
+        depth = max(1, min(2, int(args.get("depth", 1))))
+        result = self.ks.graph(int(args["record_id"]), self.identity, depth)
+        if not result.nodes:
+            return f"No linked records visible for record {result.root_record_id}."
+        return "\n".join(f"- record {n.record_id} «{n.title}» ({n.source_system}), {n.link_type} via {n.via_record_id}, depth {n.depth}"
+                         for n in result.nodes)
+
+    def _sql(self, args: dict) -> str:
+        result = self.ks.sql(str(args["query"]), self.identity)
+        lines = [" | ".join(result.columns)]
+        lines += [" | ".join(json.dumps(v, ensure_ascii=False, default=str) for v in row)
+                  for row in result.rows[:MAX_SQL_ROWS_SHOWN]]
+        if result.truncated or len(result.rows) > MAX_SQL_ROWS_SHOWN:
+            lines.append("(truncated)")
+        if not result.rows:
+            lines.append("(no rows)")
+        return "\n".join(lines)

@@ -1,0 +1,146 @@
+"""Agent Engine fixtures: a fake chat client, fake search/graph/sql (KS primitives), time control
+(time-machine's ``time_machine`` fixture), factories of agents/agent_runs, and the task handler
+called directly — no worker (the seed's «SAQ напрямую»; our queue is Celery)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import factory
+import pytest
+
+from achilles.errors import ApplicationError
+from achilles.llm.fake import ScriptedChatProvider
+from knowledge.facade import Candidate, GraphNode, GraphResult, SearchResult, SqlResult, Withheld
+from tests.factories import AgentModelFactory, UserFactory
+
+FAKE_PROVIDER = "fake-agent-engine"
+
+
+# ------------------------------------------------------------------ fake KS primitives
+
+@dataclass
+class FakeKnowledgeStore:
+    """Stands in for ``knowledge.facade``: records every call with the identity it ran under."""
+
+    documents: list[tuple[str, str]] = field(default_factory=lambda: [("Отпуск", "Сотрудникам положено 28 дней отпуска.")])
+    empty: bool = False
+    withheld: tuple[Withheld, ...] = ()
+    sql_error: ApplicationError | None = None
+    calls: list[tuple[str, Any, Any]] = field(default_factory=list)
+
+    def search(self, query, identity, k=8):
+        self.calls.append(("search", query, identity))
+        if self.empty:
+            return SearchResult(candidates=(), withheld=(), is_empty=True)
+        candidates = tuple(Candidate(record_id=i, chunk_id=i * 10, title=t, url=f"https://kb/{i}", source_system="files",
+                                     text=x, score=1.0 / (60 + i), rank=i)
+                           for i, (t, x) in enumerate(self.documents, start=1))
+        return SearchResult(candidates=candidates, withheld=self.withheld, is_empty=False)
+
+    def graph(self, record_id, identity, depth=1):
+        self.calls.append(("graph", record_id, identity))
+        return GraphResult(root_record_id=record_id, nodes=(
+            GraphNode(record_id=record_id + 1, title="PROJ-2 Связанная задача", url="", source_system="jira",
+                      depth=1, link_type="blocks", via_record_id=record_id),))
+
+    def sql(self, query, identity):
+        self.calls.append(("sql", query, identity))
+        if self.sql_error is not None:
+            raise self.sql_error
+        return SqlResult(columns=("source_system", "records"), rows=(("files", 3), ("jira", 2)), truncated=False)
+
+    def is_empty(self):
+        return self.empty
+
+    def names(self) -> list[str]:
+        return [c[0] for c in self.calls]
+
+
+@pytest.fixture
+def fake_ks(monkeypatch) -> FakeKnowledgeStore:
+    """The KS facade replaced by the fake for this test (search/graph/sql/is_empty)."""
+    from knowledge import facade
+
+    fake = FakeKnowledgeStore()
+    for name in ("search", "graph", "sql", "is_empty"):
+        monkeypatch.setattr(facade, name, getattr(fake, name))
+    return fake
+
+
+# ------------------------------------------------------------------ fake chat client
+
+@pytest.fixture
+def fake_chat():
+    """A scripted chat model reachable as provider ``fake-agent-engine``: add rounds to it."""
+    from achilles.llm.registry import register_provider, unregister_provider
+
+    provider = ScriptedChatProvider()
+    register_provider(FAKE_PROVIDER, lambda spec: provider)
+    yield provider
+    unregister_provider(FAKE_PROVIDER)
+
+
+# ------------------------------------------------------------------ factories
+
+class AgentFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = "agents.Agent"
+
+    owner = factory.SubFactory(UserFactory)
+    name = factory.Sequence(lambda n: f"agent-{n}")
+    instructions = "Что сказано в базе знаний про отпуск?"
+    model = factory.SubFactory(AgentModelFactory, provider=FAKE_PROVIDER)
+    schedule = None
+    enabled = True
+    admin_paused = False
+    next_run_at = None
+
+
+class AgentRunFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = "agents.AgentRun"
+
+    agent = factory.SubFactory(AgentFactory)
+    trigger = "manual"
+    state = "queued"
+
+
+@pytest.fixture
+def agent_factory(db):
+    return AgentFactory
+
+
+@pytest.fixture
+def run_factory(db):
+    return AgentRunFactory
+
+
+@pytest.fixture
+def chat_model(db):
+    """The default chat model of the allow-list, served by the fake chat client."""
+    return AgentModelFactory(name="fake-default", provider=FAKE_PROVIDER, is_default=True)
+
+
+@pytest.fixture
+def owner(db):
+    return UserFactory(username="owner")
+
+
+# ------------------------------------------------------------------ the task, without a worker
+
+@pytest.fixture
+def dispatched(monkeypatch):
+    """Captures what would go to the broker (run ids) instead of sending it."""
+    sent: list[int] = []
+    monkeypatch.setattr("agents.services._send", sent.append)
+    return sent
+
+
+@pytest.fixture
+def run_task():
+    """The Celery task's handler called directly, in-process: ``run_task(run_id)``."""
+    from agents.tasks import agent_run_task
+
+    return agent_run_task
