@@ -75,6 +75,8 @@ class GraphNode:
     depth: int
     link_type: str
     via_record_id: int
+    # Added: the link's direction as seen from ``via_record_id`` ("out": via → this node).
+    direction: Literal["out", "in"] = "out"
 
 
 @dataclass(frozen=True)

@@ -1,1 +1,151 @@
-"""Tables of this app."""
+"""Tables of the Knowledge Store (SPEC KS-1): records, chunks, links, access signals.
+
+Other apps never read these tables; they go through ``knowledge.facade``. Invariants the
+database holds itself (see ``migrations/0002_database_invariants.py``): the chunk's ``acl`` is a
+copy of its record's, kept by triggers; FKs cascade in the DB; row-level security for the
+``achilles_ks_reader`` role that runs ``sql()``.
+"""
+
+from __future__ import annotations
+
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector, SearchVectorField
+from django.db import models
+from django.db.models import F, Q
+from django.db.models.functions import Now
+from pgvector.django import HnswIndex, VectorField
+
+from achilles.models import TimestampedModel
+
+EMBEDDING_DIM = 384
+# One text-search configuration for the whole store (why: knowledge/README.md). PostgreSQL's
+# `russian` config stems Cyrillic words with the Russian Snowball stemmer and ASCII words with
+# the English one, so one tsvector serves a mixed corpus.
+TEXT_SEARCH_CONFIG = "russian"
+
+
+class Record(TimestampedModel):
+    """A source document (a file, a Confluence page, a Jira issue) under one ACL."""
+
+    source_system = models.CharField(max_length=64)
+    external_id = models.CharField(max_length=512)
+    title = models.CharField(max_length=500)
+    url = models.CharField(max_length=2000, blank=True, default="")
+    author_principal_id = models.CharField(max_length=200, null=True, blank=True)
+    acl = ArrayField(models.TextField(), default=list,
+                     help_text="Principals that may read the record: user:<id>, group:<name>, everyone, public.")
+    trust_score = models.FloatField(default=1.0)
+    origin = models.CharField(max_length=600, blank=True, default="",
+                              help_text="Who wrote it: ingest:<folder> or api; --prune only touches its own origin.")
+    content_hash = models.CharField(max_length=64, blank=True, default="")
+    embedding_model = models.CharField(max_length=100, null=True, blank=True,
+                                       help_text="The embedding model the chunks were embedded with (NULL: lexical only).")
+    content_changed_at = models.DateTimeField(db_default=Now())
+    last_accessed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "knowledge_records"
+        ordering = ["source_system", "external_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["source_system", "external_id"], name="knowledge_record_source_external_unique",
+                                    violation_error_message="A record with this source system and external id exists."),
+            models.CheckConstraint(condition=~Q(source_system=""), name="knowledge_record_source_not_empty"),
+            models.CheckConstraint(condition=~Q(external_id=""), name="knowledge_record_external_id_not_empty"),
+            models.CheckConstraint(condition=Q(trust_score__gte=0.0, trust_score__lte=1.0),
+                                   name="knowledge_record_trust_score_range"),
+        ]
+        indexes = [GinIndex(fields=["acl"], name="knowledge_record_acl_gin"),
+                   models.Index(fields=["origin"], name="knowledge_record_origin_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.source_system}:{self.external_id} — {self.title}"
+
+
+class Chunk(models.Model):
+    """A token-bounded piece of a record's text, with its search vector and embedding.
+
+    ``acl`` is a copy of the record's ACL written by database triggers (never by code), so
+    every candidate list filters one table with one GIN index.
+    """
+
+    record = models.ForeignKey(Record, on_delete=models.DO_NOTHING, related_name="chunks")
+    ordinal = models.PositiveIntegerField()
+    heading = models.CharField(max_length=1000, blank=True, default="")
+    text = models.TextField()
+    acl = ArrayField(models.TextField(), default=list, editable=False)
+    tsv = models.GeneratedField(
+        expression=SearchVector("heading", config=TEXT_SEARCH_CONFIG, weight="A")
+        + SearchVector("text", config=TEXT_SEARCH_CONFIG, weight="B"),
+        output_field=SearchVectorField(),
+        db_persist=True,
+    )
+    embedding = VectorField(dimensions=EMBEDDING_DIM, null=True, blank=True)
+    created_at = models.DateTimeField(db_default=Now(), editable=False)
+
+    class Meta:
+        db_table = "knowledge_chunks"
+        ordering = ["record_id", "ordinal"]
+        constraints = [
+            models.UniqueConstraint(fields=["record", "ordinal"], name="knowledge_chunk_record_ordinal_unique"),
+            models.CheckConstraint(condition=~Q(text=""), name="knowledge_chunk_text_not_empty"),
+        ]
+        indexes = [
+            GinIndex(fields=["acl"], name="knowledge_chunk_acl_gin"),
+            GinIndex(fields=["tsv"], name="knowledge_chunk_tsv_gin"),
+            HnswIndex(name="knowledge_chunk_embedding_hnsw", fields=["embedding"], m=16, ef_construction=64,
+                      opclasses=["vector_cosine_ops"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"chunk {self.ordinal} of record {self.record_id}"
+
+
+class RecordLink(TimestampedModel):
+    """A directed, typed link between two records (explicit links now, Jira links later)."""
+
+    from_record = models.ForeignKey(Record, on_delete=models.DO_NOTHING, related_name="links_out")
+    to_record = models.ForeignKey(Record, on_delete=models.DO_NOTHING, related_name="links_in")
+    link_type = models.CharField(max_length=64, default="relates")
+
+    class Meta:
+        db_table = "knowledge_record_links"
+        constraints = [
+            models.UniqueConstraint(fields=["from_record", "to_record", "link_type"], name="knowledge_link_unique"),
+            models.CheckConstraint(condition=~Q(from_record=F("to_record")), name="knowledge_link_not_self",
+                                   violation_error_message="A record cannot link to itself."),
+            models.CheckConstraint(condition=~Q(link_type=""), name="knowledge_link_type_not_empty"),
+        ]
+        indexes = [models.Index(fields=["to_record"], name="knowledge_link_to_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.from_record_id} -{self.link_type}-> {self.to_record_id}"
+
+
+class AccessKind(models.TextChoices):
+    ANSWER = "answer", "cited in an answer"
+    CLICK = "click", "citation clicked"
+
+
+class AccessSignal(models.Model):
+    """One use of a record (KS-8): cited in an answer or clicked; feeds the trust decay job."""
+
+    record = models.ForeignKey(Record, on_delete=models.DO_NOTHING, related_name="access_signals")
+    kind = models.CharField(max_length=16, choices=AccessKind.choices)
+    principal = models.CharField(max_length=200, null=True, blank=True)
+    message_id = models.CharField(max_length=64, null=True, blank=True)
+    created_at = models.DateTimeField(db_default=Now(), editable=False)
+
+    class Meta:
+        db_table = "knowledge_access_signals"
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(condition=Q(kind__in=["answer", "click"]), name="knowledge_access_kind_valid"),
+            # A cited record counts once per answer (QE-11): a retried register is a no-op.
+            models.UniqueConstraint(fields=["record", "message_id"], condition=Q(kind="answer", message_id__isnull=False),
+                                    name="knowledge_access_answer_once_per_message"),
+        ]
+        indexes = [models.Index(fields=["record", "created_at"], name="knowledge_access_record_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} of record {self.record_id}"

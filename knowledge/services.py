@@ -1,0 +1,224 @@
+"""Every write of the Knowledge Store: records (upsert/delete/prune), links, access signals, trust.
+
+Callers (the ingest command, the REST API, the admin, Celery tasks) parse input and call these;
+they never save a model themselves.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from django.db import IntegrityError, connection, transaction
+from django.db.models.functions import Now
+
+from achilles.errors import NotFound, ServiceUnavailable, ValidationFailed
+from knowledge.chunking import HEADING_SEPARATOR, chunk_text
+from knowledge.documents import DocumentError, validate_principal
+from knowledge.facade import Identity
+from knowledge.models import EMBEDDING_DIM, AccessKind, AccessSignal, Chunk, Record, RecordLink
+from knowledge.selectors import EmbeddingConfig, embedding_config, principals_of
+
+logger = logging.getLogger(__name__)
+
+_USER_ID = re.compile(r"^user:\d+$")
+TRUST_HALF_LIFE_DAYS = 180
+TRUST_FLOOR = 0.1
+
+
+@dataclass(frozen=True)
+class UpsertOutcome:
+    """What ``record_upsert`` did: ``created`` | ``updated`` | ``unchanged``."""
+
+    record_id: int
+    status: str
+    chunks: int
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+
+# --------------------------------------------------------------------------- principals
+
+def principal_resolve(value: str) -> str:
+    """Canonical principal: ``user:<username>`` → ``user:<id>``; unknown user → ValidationFailed."""
+    from achilles.models import User
+
+    try:
+        value = validate_principal(value)
+    except DocumentError as exc:
+        raise ValidationFailed(str(exc), code="invalid_principal") from exc
+    if value.startswith("user:") and not _USER_ID.match(value):
+        user_id = User.objects.filter(username=value[5:]).values_list("pk", flat=True).first()
+        if user_id is None:
+            raise ValidationFailed(f"no user named «{value[5:]}» for principal {value}", code="unknown_principal")
+        return f"user:{user_id}"
+    return value
+
+
+def acl_resolve(values: Iterable[str]) -> list[str]:
+    acl = sorted({principal_resolve(value) for value in values})
+    if not acl:
+        raise ValidationFailed("acl must name at least one principal", code="empty_acl")
+    return acl
+
+
+# --------------------------------------------------------------------------- records
+
+def _content_hash(*, title: str, url: str, acl: Sequence[str], author: str | None, drafts, model: str | None,
+                  extra: object = None) -> str:
+    payload = json.dumps([title, url, list(acl), author, [(d.heading, d.text) for d in drafts], model, extra],
+                         ensure_ascii=False, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def _embed(config: EmbeddingConfig, drafts) -> list[list[float]]:
+    texts = [f"{d.heading}{HEADING_SEPARATOR}{d.text}" if d.heading else d.text for d in drafts]
+    try:
+        vectors = config.provider.embed(texts)
+    except Exception as exc:
+        raise ServiceUnavailable(f"embedding with {config.name} failed: {exc}", code="embedding_failed") from exc
+    if len(vectors) != len(texts) or any(len(v) != EMBEDDING_DIM for v in vectors):
+        raise ServiceUnavailable(f"embedding model {config.name} must return {EMBEDDING_DIM}-dimensional vectors "
+                                 "(set options.dimensions)", code="embedding_failed")
+    return vectors
+
+
+def record_upsert(*, source_system: str, external_id: str, title: str, text: str, acl: Sequence[str],
+                  url: str = "", author_principal_id: str | None = None, origin: str = "api",
+                  links_fingerprint: object = None) -> UpsertOutcome:
+    """Create or replace the record ``(source_system, external_id)`` and its chunks.
+
+    Idempotent: the same content (and embedding model) is ``unchanged`` and writes nothing.
+    Embedding happens before the transaction, so a slow provider holds no row locks.
+    """
+    source_system = (source_system or "").strip()
+    external_id = (external_id or "").strip()
+    title = (title or "").strip()[:500]
+    if not source_system or not external_id:
+        raise ValidationFailed("source_system and external_id are required", code="invalid_record")
+    if not title:
+        raise ValidationFailed("title is required", code="invalid_record")
+    acl = acl_resolve(acl)
+    warnings: list[str] = []
+    author = None
+    if author_principal_id:
+        try:
+            author = principal_resolve(author_principal_id)
+        except ValidationFailed as exc:
+            warnings.append(f"author dropped: {exc.detail}")
+    drafts = chunk_text(text or "", title=title)
+    if not drafts:
+        raise ValidationFailed("empty document: no text to index", code="empty_document")
+    config = embedding_config()
+    model = config.name if config else None
+    digest = _content_hash(title=title, url=url or "", acl=acl, author=author, drafts=drafts, model=model,
+                           extra=links_fingerprint)
+    existing = Record.objects.filter(source_system=source_system, external_id=external_id).only("id", "content_hash").first()
+    if existing is not None and existing.content_hash == digest:
+        return UpsertOutcome(existing.pk, "unchanged", len(drafts), tuple(warnings))
+    vectors = _embed(config, drafts) if config else [None] * len(drafts)
+    fields = {"title": title, "url": url or "", "acl": acl, "author_principal_id": author, "origin": origin,
+              "content_hash": digest, "embedding_model": model}
+    with transaction.atomic():
+        record = Record.objects.select_for_update().filter(source_system=source_system, external_id=external_id).first()
+        status = "updated"
+        if record is None:
+            try:
+                with transaction.atomic():
+                    record = Record.objects.create(source_system=source_system, external_id=external_id, **fields)
+                status = "created"
+            except IntegrityError:  # a concurrent upsert created it first: replace theirs
+                record = Record.objects.select_for_update().get(source_system=source_system, external_id=external_id)
+        if status == "updated":
+            for name, value in fields.items():
+                setattr(record, name, value)
+            record.content_changed_at = Now()
+            record.save()
+            Chunk.objects.filter(record=record).delete()
+        Chunk.objects.bulk_create([
+            Chunk(record=record, ordinal=d.ordinal, heading=d.heading[:1000], text=d.text, embedding=v)
+            for d, v in zip(drafts, vectors, strict=True)
+        ])
+    return UpsertOutcome(record.pk, status, len(drafts), tuple(warnings))
+
+
+def record_delete(*, source_system: str, external_id: str) -> None:
+    """Delete a record; chunks, links and signals go with it (ON DELETE CASCADE in the DB)."""
+    deleted, _ = Record.objects.filter(source_system=source_system, external_id=external_id).delete()
+    if not deleted:
+        raise NotFound("record not found", code="record_not_found")
+
+
+def records_prune(*, origin: str, keep: set[tuple[str, str]]) -> int:
+    """Delete records written by ``origin`` whose (source_system, external_id) is not in ``keep``."""
+    stale = [pk for pk, system, ext in Record.objects.filter(origin=origin).values_list("pk", "source_system", "external_id")
+             if (system, ext) not in keep]
+    if stale:
+        Record.objects.filter(pk__in=stale).delete()
+    return len(stale)
+
+
+def record_links_set(*, record_id: int, source_system: str, links: Sequence[tuple[str, str]]) -> list[str]:
+    """Make the record's outgoing links exactly ``links`` [(to external id, type)]; returns unresolved ids."""
+    targets = dict(Record.objects.filter(source_system=source_system, external_id__in=[to for to, _ in links])
+                   .values_list("external_id", "pk"))
+    wanted = {(targets[to], link_type) for to, link_type in links if to in targets and targets[to] != record_id}
+    unresolved = [to for to, _ in links if to not in targets]
+    with transaction.atomic():
+        current = set(RecordLink.objects.filter(from_record_id=record_id).values_list("to_record_id", "link_type"))
+        for to_id, link_type in current - wanted:
+            RecordLink.objects.filter(from_record_id=record_id, to_record_id=to_id, link_type=link_type).delete()
+        RecordLink.objects.bulk_create([RecordLink(from_record_id=record_id, to_record_id=to_id, link_type=link_type)
+                                        for to_id, link_type in wanted - current], ignore_conflicts=True)
+    return unresolved
+
+
+def record_link_create(*, from_record_id: int, to_record_id: int, link_type: str = "relates") -> RecordLink:
+    if from_record_id == to_record_id:
+        raise ValidationFailed("a record cannot link to itself", code="invalid_link")
+    link, _ = RecordLink.objects.get_or_create(from_record_id=from_record_id, to_record_id=to_record_id,
+                                               link_type=link_type or "relates")
+    return link
+
+
+# --------------------------------------------------------------------------- access signals and trust
+
+def access_register(*, record_id: int, identity: Identity, kind: str, message_id: str | None = None) -> None:
+    """Record one use of a record (KS-8). The identity must see the record (else NotFound);
+    an ``answer`` signal counts once per message (a repeat is a no-op)."""
+    principals = principals_of(identity)
+    if kind not in AccessKind.values:
+        raise ValidationFailed(f"kind must be one of {', '.join(AccessKind.values)}", code="invalid_access_kind")
+    message = str(message_id)[:64] if message_id is not None else None
+    principal = f"user:{identity.user_id}" if identity.user_id is not None else None
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("UPDATE knowledge_records SET last_accessed_at = now() WHERE id = %s AND acl && %s::text[]",
+                       [record_id, principals])
+        if cursor.rowcount == 0:
+            raise NotFound("record not found", code="record_not_found")
+        cursor.execute(
+            "INSERT INTO knowledge_access_signals (record_id, kind, principal, message_id) VALUES (%s, %s, %s, %s) "
+            "ON CONFLICT DO NOTHING", [record_id, kind, principal, message])
+
+
+TRUST_DECAY_SQL = """
+WITH target AS (
+    SELECT id, GREATEST(%(floor)s, power(0.5, EXTRACT(EPOCH FROM (now() - GREATEST(content_changed_at,
+           COALESCE(last_accessed_at, content_changed_at)))) / 86400.0 / %(half_life)s)) AS trust
+    FROM knowledge_records
+)
+UPDATE knowledge_records r SET trust_score = LEAST(1.0, target.trust)
+FROM target
+WHERE r.id = target.id AND abs(r.trust_score - LEAST(1.0, target.trust)) > 0.001
+"""
+
+
+def trust_decay(*, half_life_days: float = TRUST_HALF_LIFE_DAYS, floor: float = TRUST_FLOOR) -> int:
+    """Recompute trust: halves every ``half_life_days`` without a content change or an access
+    signal, never below ``floor``; a fresh access or edit restores it. Returns rows changed."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(TRUST_DECAY_SQL, {"floor": floor, "half_life": half_life_days})
+        return cursor.rowcount

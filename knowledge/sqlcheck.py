@@ -1,0 +1,101 @@
+"""The static check of ``sql()`` queries (KS-6). Pure: sqlglot only, no database.
+
+A query passes when it is exactly one SELECT (set operations and CTEs of SELECTs allowed),
+reads only the documented ``ks_*`` views (or its own CTEs), calls only allow-listed functions
+and casts only to plain types. What runs is sqlglot's re-rendering of the checked tree, without
+comments, so what the database sees is what was checked. The database role, row-level security,
+the READ ONLY transaction and the timeout are the second line (``knowledge/sql.py``).
+"""
+
+from __future__ import annotations
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+from achilles.errors import ValidationFailed
+
+ALLOWED_VIEWS: dict[str, str] = {
+    "ks_records": "id, source_system, external_id, title, url, author_principal_id, trust_score, "
+                  "created_at, updated_at, last_accessed_at",
+    "ks_record_links": "from_record_id, to_record_id, link_type, created_at",
+    "ks_chunks": "id, record_id, ordinal, heading, text",
+}
+
+# sqlglot's names for them (e.g. date_trunc → TIMESTAMP_TRUNC, string_agg → GROUP_CONCAT).
+ALLOWED_FUNCTIONS = frozenset({
+    "COUNT", "SUM", "AVG", "MIN", "MAX", "ARRAY_AGG", "GROUP_CONCAT", "STDDEV", "LOGICAL_OR", "LOGICAL_AND",
+    "LOWER", "UPPER", "INITCAP", "LENGTH", "TRIM", "CONCAT", "LEFT", "RIGHT", "SUBSTRING", "REPLACE",
+    "SPLIT_PART", "STR_POSITION",
+    "COALESCE", "NULLIF", "GREATEST", "LEAST", "CASE", "IF",
+    "ABS", "ROUND", "FLOOR", "CEIL",
+    "DATE_TRUNC", "TIMESTAMP_TRUNC", "EXTRACT", "CURRENT_TIMESTAMP", "CURRENT_DATE", "TIME_TO_STR",
+    "CAST", "EXISTS", "ROW_NUMBER", "RANK", "DENSE_RANK",
+})
+ALLOWED_CAST_TYPES = frozenset({
+    "TEXT", "VARCHAR", "CHAR", "INT", "BIGINT", "SMALLINT", "DECIMAL", "FLOAT", "DOUBLE", "BOOLEAN",
+    "DATE", "TIMESTAMP", "TIMESTAMPTZ", "INTERVAL",
+})
+_FORBIDDEN_NODES = tuple(
+    node for node in (getattr(exp, name, None) for name in (
+        "Insert", "Update", "Delete", "Merge", "Create", "Drop", "Alter", "AlterTable", "TruncateTable", "Command",
+        "Copy", "Into", "Lock", "Set", "SetItem", "Transaction", "Commit", "Rollback", "Grant", "Use", "Pragma",
+        "LoadData", "Placeholder", "Parameter", "Describe", "Analyze", "Kill",
+    )) if isinstance(node, type)
+)
+MAX_QUERY_CHARS = 10_000
+
+
+def reject(reason: str) -> ValidationFailed:
+    return ValidationFailed(f"sql rejected: {reason}", code="sql_rejected")
+
+
+def _function_name(node: exp.Func) -> str:
+    return node.name.upper() if isinstance(node, exp.Anonymous) else node.sql_name().upper()
+
+
+def sql_check(query: str) -> str:
+    """The SQL to execute for ``query``, or ``ValidationFailed(code="sql_rejected")`` saying why."""
+    if not isinstance(query, str) or not query.strip():
+        raise reject("empty query")
+    if len(query) > MAX_QUERY_CHARS:
+        raise reject(f"longer than {MAX_QUERY_CHARS} characters")
+    if "\x00" in query:
+        raise reject("NUL byte")
+    try:
+        statements = [s for s in sqlglot.parse(query, read="postgres") if s is not None]
+    except SqlglotError as exc:
+        raise reject(f"cannot parse ({str(exc).splitlines()[0][:200]})") from exc
+    if len(statements) != 1:
+        raise reject(f"exactly one statement is allowed, got {len(statements)}")
+    tree = statements[0]
+    if not isinstance(tree, exp.Select | exp.Union | exp.Intersect | exp.Except):
+        raise reject(f"only SELECT is allowed, not {tree.key.upper()}")
+
+    cte_names = set()
+    for node in tree.walk():
+        if isinstance(node, _FORBIDDEN_NODES):
+            raise reject(f"{node.key.upper()} is not allowed")
+        if isinstance(node, exp.CTE):
+            if not isinstance(node.this, exp.Select | exp.Union | exp.Intersect | exp.Except):
+                raise reject("a CTE must be a SELECT")
+            cte_names.add(node.alias_or_name.lower())
+    for node in tree.walk():
+        if isinstance(node, exp.Table):
+            if not isinstance(node.this, exp.Identifier) or node.args.get("db") or node.args.get("catalog"):
+                raise reject(f"only the views {', '.join(sorted(ALLOWED_VIEWS))} may be read")
+            name = node.name.lower()
+            if name not in ALLOWED_VIEWS and name not in cte_names:
+                raise reject(f"«{node.name}» is not readable; allowed views: {', '.join(sorted(ALLOWED_VIEWS))}")
+        elif isinstance(node, exp.Func):
+            name = _function_name(node)
+            if name not in ALLOWED_FUNCTIONS:
+                raise reject(f"function {name.lower()}() is not allowed")
+            if isinstance(node, exp.Cast):
+                target = node.to.this.name if isinstance(node.to, exp.DataType) else "?"
+                if target not in ALLOWED_CAST_TYPES or node.to.expressions:
+                    raise reject(f"cast to {node.to.sql('postgres')} is not allowed")
+    try:
+        return tree.sql(dialect="postgres", comments=False)
+    except SqlglotError as exc:
+        raise reject(f"cannot render ({exc})") from exc
