@@ -59,7 +59,8 @@ class EmbeddingProvider(Protocol):
     """An embedding model, called from sync code (the Knowledge Store). ``dim`` may be None
     when only the provider knows it."""
 
-    dim: int | None
+    @property
+    def dim(self) -> int | None: ...
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
 
@@ -84,7 +85,9 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(len(text.encode("utf-8")) / 4)
 
 
-def estimate_input_tokens(messages: Sequence[Message], tools: Sequence[ToolSpec] = ()) -> int:
+def estimate_input_tokens(
+    messages: Sequence[Message], tools: Sequence[ToolSpec] = ()
+) -> int:
     """Estimate of a request's prompt: every message, its tool calls and the tool schemas."""
     total = 0
     for message in messages:
@@ -131,6 +134,10 @@ class Timeouts:
 
 T = TypeVar("T")
 
+# Yielded by a provider's inner stream for a raw chunk that carries no event (a role header,
+# reasoning tokens): it proves the upstream alive, so it resets the idle timer, and is dropped.
+KEEPALIVE: Any = object()
+
 
 async def guard_stream(
     events: AsyncIterator[T], timeouts: Timeouts, *, model: str = "model"
@@ -160,7 +167,8 @@ async def guard_stream(
                     raise _timeout(model, "total", timeouts.total) from None
                 raise _timeout(model, "idle" if started else "first", budget) from None
             started = True
-            yield item
+            if item is not KEEPALIVE:
+                yield item
     finally:
         aclose = getattr(events, "aclose", None)
         if aclose is not None:

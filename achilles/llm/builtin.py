@@ -22,7 +22,11 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from achilles.llm.base import estimate_input_tokens, estimate_output_tokens, estimate_tokens
+from achilles.llm.base import (
+    estimate_input_tokens,
+    estimate_output_tokens,
+    estimate_tokens,
+)
 from achilles.llm.context import ContextSource, parse_context
 from achilles.llm.text import (
     STOP_WORDS,
@@ -62,12 +66,15 @@ _SMALLTALK = {
     r"|great|cool|nice|got it|fine|sure|yes|no",
 }
 _SMALLTALK_RE = {
-    kind: re.compile(rf"(?<!\w)(?:{pattern})(?!\w)") for kind, pattern in _SMALLTALK.items()
+    kind: re.compile(rf"(?<!\w)(?:{pattern})(?!\w)")
+    for kind, pattern in _SMALLTALK.items()
 }
 _QUESTION_WORDS = frozenset(
-    "что кто где когда как какой какая какое какие каких каким какую каков какова сколько почему "
-    "зачем куда откуда чей чья чье чьи ли what who whom whose where when why how which "
-    "is are do does did can could should will would was were".split()
+    (
+        "что кто где когда как какой какая какое какие каких каким какую каков какова сколько "
+        "почему зачем куда откуда чей чья чье чьи ли what who whom whose where when why how which "
+        "is are do does did can could should will would was were "
+    ).split()
 )
 _REQUEST_RE = re.compile(
     r"(?<!\w)(?:расскаж\w*|скаж\w*|подскаж\w*|объясн\w*|покаж\w*|найд\w*|опиш\w*|перечисл\w*"
@@ -78,17 +85,24 @@ _REQUEST_RE = re.compile(
 _FIRST_PERSON = frozenset("я мы мне i we i'm im my".split())
 _CONNECTIVES = frozenset("а и ну and also plus so ещё еще тоже".split())
 _ANAPHORA = frozenset(
-    "него нее нему ней них ним нем он она оно они его ее их им ему ей этот эта это эти этого этой "
-    "этому этим этих этом тот та те того той там тогда "
-    "him her it them they this that those these there its their his he she".split()
+    (
+        "него нее нему ней них ним нем он она оно они его ее их им ему ей этот эта это эти этого "
+        "этой этому этим этих этом тот та те того той там тогда him her it them they this that "
+        "those these there its their his he she "
+    ).split()
 )
-_FOLLOW_UP_START = re.compile(r"^(?:а|и|ну|and|also|plus|what about|how about|ещё|еще|тоже)(?!\w)")
+_FOLLOW_UP_START = re.compile(
+    r"^(?:а|и|ну|and|also|plus|what about|how about|ещё|еще|тоже)(?!\w)"
+)
 
 _REPLIES = {
     "greeting": ("Здравствуйте! Чем могу помочь?", "Hello! How can I help?"),
     "thanks": ("Пожалуйста! Обращайтесь.", "You're welcome!"),
     "farewell": ("До свидания!", "Goodbye!"),
-    "how_are_you": ("Всё хорошо, спасибо! Чем могу помочь?", "I'm fine, thanks! How can I help?"),
+    "how_are_you": (
+        "Всё хорошо, спасибо! Чем могу помочь?",
+        "I'm fine, thanks! How can I help?",
+    ),
     "ack": (
         "Понял. Если нужна информация из базы знаний — задайте вопрос.",
         "Got it. Ask me a question if you need something from the knowledge base.",
@@ -106,7 +120,9 @@ _REPLIES = {
 def smalltalk_kind(text: str) -> str | None:
     """The first kind of small talk found in ``text`` (greeting, thanks, …), if any."""
     lowered = normalize(text)
-    return next((kind for kind, rx in _SMALLTALK_RE.items() if rx.search(lowered)), None)
+    return next(
+        (kind for kind, rx in _SMALLTALK_RE.items() if rx.search(lowered)), None
+    )
 
 
 def is_information_seeking(text: str) -> bool:
@@ -122,14 +138,21 @@ def is_information_seeking(text: str) -> bool:
     for rx in _SMALLTALK_RE.values():
         remainder = rx.sub(" ", remainder)
     tokens = words(remainder)
-    if not content_words(remainder) and not (set(tokens) & _QUESTION_WORDS and "?" in remainder):
+    if not content_words(remainder) and not (
+        set(tokens) & _QUESTION_WORDS and "?" in remainder
+    ):
         return False
     leading = [t for t in tokens if t not in _CONNECTIVES]
-    if "?" in remainder or (leading and leading[0] in _QUESTION_WORDS) or " ли " in f" {lowered} ":
+    if (
+        "?" in remainder
+        or (leading and leading[0] in _QUESTION_WORDS)
+        or " ли " in f" {lowered} "
+    ):
         return True
     if _REQUEST_RE.search(remainder):
         return True
-    if remainder.split() != lowered.split():  # small talk with some extra words, no question
+    had_small_talk = remainder.split() != lowered.split()
+    if had_small_talk:  # "спасибо, коллега": extra words, but no question
         return False
     return bool(leading) and leading[0] not in _FIRST_PERSON
 
@@ -191,7 +214,11 @@ def _search_query_after(messages: Sequence[Message], user_pos: int) -> str | Non
             return None
         for call in message.tool_calls:
             query = call.arguments.get("query")
-            if call.name in SEARCH_TOOL_NAMES and isinstance(query, str) and query.strip():
+            if (
+                call.name in SEARCH_TOOL_NAMES
+                and isinstance(query, str)
+                and query.strip()
+            ):
                 return query
     return None
 
@@ -213,12 +240,15 @@ def extractive_answer(
         for sentence_pos, sentence in enumerate(split_sentences(source.text)):
             score = len(query_stems & content_stems(sentence))
             if score:
-                scored.append((score, source_pos, sentence_pos, sentence, source.marker))
+                scored.append(
+                    (score, source_pos, sentence_pos, sentence, source.marker)
+                )
     if not scored:
         return NOT_FOUND_TEXT
     best = max(s[0] for s in scored)
     threshold = max(1 if len(query_stems) <= 3 else 2, math.ceil(best / 2))
-    chosen, seen = [], set()
+    chosen: list[tuple[int, int, int, str, int | None]] = []
+    seen: set[str] = set()
     for item in sorted(scored, key=lambda s: (-s[0], s[1], s[2])):
         if item[0] >= threshold and item[3] not in seen and len(chosen) < max_sentences:
             seen.add(item[3])
@@ -232,13 +262,18 @@ def extractive_answer(
 def conversational_reply(text: str, *, search_offered: bool) -> str:
     kind = smalltalk_kind(text)
     if kind is None:
-        kind = "ack" if search_offered or not is_information_seeking(text) else "no_search"
+        kind = (
+            "ack" if search_offered or not is_information_seeking(text) else "no_search"
+        )
     ru, en = _REPLIES[kind]
     return ru if is_russian(text) or not text.strip() else en
 
 
 def decide(
-    messages: Sequence[Message], tools: Sequence[ToolSpec], *, max_sentences: int = MAX_SENTENCES
+    messages: Sequence[Message],
+    tools: Sequence[ToolSpec],
+    *,
+    max_sentences: int = MAX_SENTENCES,
 ) -> ToolCall | str:
     """The builtin's whole policy: a search call to make, or the text to answer with."""
     last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
@@ -255,7 +290,9 @@ def decide(
     if search is not None and _seeks_information(messages, last_user):
         query = standalone_query(messages)
         call_id = "call_" + hashlib.sha1(query.encode()).hexdigest()[:12]
-        return ToolCall(id=call_id, name=search.name, arguments={_query_param(search): query})
+        return ToolCall(
+            id=call_id, name=search.name, arguments={_query_param(search): query}
+        )
     return conversational_reply(user_text, search_offered=search is not None)
 
 
@@ -265,7 +302,12 @@ def _seeks_information(messages: Sequence[Message], last_user: int) -> bool:
         return True
     # «а у него?» has no content words of its own, yet asks about the previous turn's subject.
     has_history = any(m.role == "user" for m in messages[:last_user])
-    return has_history and "?" in text and is_follow_up(text) and smalltalk_kind(text) is None
+    return (
+        has_history
+        and "?" in text
+        and is_follow_up(text)
+        and smalltalk_kind(text) is None
+    )
 
 
 def _query_param(tool: ToolSpec) -> str:
@@ -273,7 +315,9 @@ def _query_param(tool: ToolSpec) -> str:
     if not properties or "query" in properties:
         return "query"
     required = [p for p in tool.parameters.get("required", []) if p in properties]
-    strings = [p for p in required or properties if properties[p].get("type") == "string"]
+    strings = [
+        p for p in required or properties if properties[p].get("type") == "string"
+    ]
     return strings[0] if strings else "query"
 
 
@@ -319,7 +363,9 @@ class BuiltinChatProvider:
         outcome = decide(messages, tools, max_sentences=self.max_sentences)
         if isinstance(outcome, ToolCall):
             yield ToolCalls((outcome,))
-            yield Usage(input_tokens, estimate_output_tokens("", [outcome]), estimated=True)
+            yield Usage(
+                input_tokens, estimate_output_tokens("", [outcome]), estimated=True
+            )
             return
         text = _fit(outcome, max_tokens)
         pieces = re.findall(r"\S+\s*", text)
@@ -340,7 +386,9 @@ class HashEmbeddingProvider:
 
     @classmethod
     def from_spec(cls, spec: ModelSpec) -> HashEmbeddingProvider:
-        return cls(dim=int(spec.options.get("dim", spec.options.get("dimensions", 384))))
+        return cls(
+            dim=int(spec.options.get("dim", spec.options.get("dimensions", 384)))
+        )
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         return [self._embed_one(text) for text in texts]
@@ -348,11 +396,16 @@ class HashEmbeddingProvider:
     def _embed_one(self, text: str) -> list[float]:
         vector = [0.0] * self.dim
         tokens = content_words(text) or words(text)
-        features = [(f"s:{stem(w)}", 1.0) for w in tokens] + [(f"w:{w}", 0.5) for w in tokens]
+        features = [(f"s:{stem(w)}", 1.0) for w in tokens] + [
+            (f"w:{w}", 0.5) for w in tokens
+        ]
         for feature, weight in features or [("<empty>", 1.0)]:
-            digest = int.from_bytes(hashlib.blake2b(feature.encode(), digest_size=8).digest(), "big")
+            digest = int.from_bytes(
+                hashlib.blake2b(feature.encode(), digest_size=8).digest(), "big"
+            )
             vector[digest % self.dim] += weight if digest >> 63 else -weight
         norm = math.sqrt(sum(v * v for v in vector))
-        if norm == 0.0:  # every feature cancelled out: fall back to the fixed empty vector
+        if norm == 0.0:
+            # Every feature cancelled out: fall back to the fixed "empty" vector.
             return self._embed_one("")
         return [v / norm for v in vector]

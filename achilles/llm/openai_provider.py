@@ -19,6 +19,7 @@ from typing import Any
 import openai
 
 from achilles.llm.base import (
+    KEEPALIVE,
     LLM_BAD_RESPONSE,
     LLM_TIMEOUT,
     LLM_UNAVAILABLE,
@@ -66,7 +67,9 @@ def map_openai_error(error: Exception, model: str) -> LLMError:
     if isinstance(error, openai.APITimeoutError):
         return LLMError(f"model {model!r} timed out", code=LLM_TIMEOUT)
     if isinstance(error, openai.APIConnectionError):
-        return LLMError(f"model {model!r} is unreachable: {error}", code=LLM_UNAVAILABLE)
+        return LLMError(
+            f"model {model!r} is unreachable: {error}", code=LLM_UNAVAILABLE
+        )
     if isinstance(error, openai.APIStatusError):
         message = _upstream_message(error)
         return LLMError(
@@ -74,10 +77,16 @@ def map_openai_error(error: Exception, model: str) -> LLMError:
             code=LLM_UNAVAILABLE,
             extra={"provider_status": error.status_code},
         )
-    if isinstance(error, openai.APIResponseValidationError | json.JSONDecodeError | ValueError):
-        return LLMError(f"model {model!r} sent a malformed response: {error}", code=LLM_BAD_RESPONSE)
+    if isinstance(
+        error, openai.APIResponseValidationError | json.JSONDecodeError | ValueError
+    ):
+        return LLMError(
+            f"model {model!r} sent a malformed response: {error}", code=LLM_BAD_RESPONSE
+        )
     if isinstance(error, openai.APIError):  # an error event inside the stream
-        return LLMError(f"model {model!r} failed mid-stream: {error.message}", code=LLM_UNAVAILABLE)
+        return LLMError(
+            f"model {model!r} failed mid-stream: {error.message}", code=LLM_UNAVAILABLE
+        )
     return LLMError(f"model {model!r} failed: {error!r}", code=LLM_UNAVAILABLE)
 
 
@@ -95,7 +104,9 @@ def to_openai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
     converted: list[dict[str, Any]] = []
     for m in messages:
         if m.role == "tool":
-            converted.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content})
+            converted.append(
+                {"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content}
+            )
         elif m.role == "assistant" and m.tool_calls:
             converted.append(
                 {
@@ -107,7 +118,9 @@ def to_openai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
                             "type": "function",
                             "function": {
                                 "name": c.name,
-                                "arguments": json.dumps(c.arguments, ensure_ascii=False),
+                                "arguments": json.dumps(
+                                    c.arguments, ensure_ascii=False
+                                ),
                             },
                         }
                         for c in m.tool_calls
@@ -123,7 +136,11 @@ def to_openai_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
     return [
         {
             "type": "function",
-            "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+            "function": {
+                "name": t.name,
+                "description": t.description,
+                "parameters": t.parameters,
+            },
         }
         for t in tools
     ]
@@ -161,7 +178,8 @@ class ToolCallAssembler:
             slot = self.slots[index]
             if not slot.name:
                 raise LLMError(
-                    f"model {self.model!r} sent a tool call without a name", code=LLM_BAD_RESPONSE
+                    f"model {self.model!r} sent a tool call without a name",
+                    code=LLM_BAD_RESPONSE,
                 )
             raw = "".join(slot.arguments).strip() or "{}"
             try:
@@ -177,7 +195,11 @@ class ToolCallAssembler:
                     f"model {self.model!r} sent non-object arguments for tool {slot.name!r}",
                     code=LLM_BAD_RESPONSE,
                 )
-            calls.append(ToolCall(id=slot.id or f"call_{index}", name=slot.name, arguments=arguments))
+            calls.append(
+                ToolCall(
+                    id=slot.id or f"call_{index}", name=slot.name, arguments=arguments
+                )
+            )
         return tuple(calls)
 
 
@@ -196,10 +218,17 @@ class OpenAIChatProvider:
         tools: Sequence[ToolSpec] = (),
         max_tokens: int | None = None,
     ) -> AsyncIterator[StreamEvent]:
-        return guard_stream(self._stream(messages, tools, max_tokens), self.timeouts, model=self.spec.name)
+        return guard_stream(
+            self._stream(messages, tools, max_tokens),
+            self.timeouts,
+            model=self.spec.name,
+        )
 
     async def _stream(
-        self, messages: Sequence[Message], tools: Sequence[ToolSpec], max_tokens: int | None
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        max_tokens: int | None,
     ) -> AsyncIterator[StreamEvent]:
         options = self.spec.options
         request: dict[str, Any] = {
@@ -231,19 +260,27 @@ class OpenAIChatProvider:
             chunks = await client.chat.completions.create(**request)
             async for chunk in chunks:
                 if chunk.usage is not None:
-                    usage = Usage(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0)
+                    usage = Usage(
+                        chunk.usage.prompt_tokens or 0,
+                        chunk.usage.completion_tokens or 0,
+                    )
+                content = ""
                 for choice in chunk.choices or ():
                     delta = choice.delta
                     if delta is None:
                         continue
-                    if delta.content:
-                        text.append(delta.content)
-                        yield TextDelta(delta.content)
+                    content += delta.content or ""
                     for fragment in delta.tool_calls or ():
                         assembler.add(fragment)
+                if content:
+                    text.append(content)
+                    yield TextDelta(content)
+                else:
+                    yield KEEPALIVE
         except LLMError:
             raise
-        except Exception as error:  # the SDK's and the decoder's, all mapped in one place
+        except Exception as error:
+            # The SDK's errors and the SSE decoder's, all mapped in one place.
             raise map_openai_error(error, self.spec.name) from error
         finally:
             await client.close()
@@ -281,7 +318,9 @@ class OpenAIEmbeddingProvider:
             ) as client:
                 for start in range(0, len(texts), self.batch_size):
                     batch = list(texts[start : start + self.batch_size])
-                    response = client.embeddings.create(model=self.model, input=batch, **extra)
+                    response = client.embeddings.create(
+                        model=self.model, input=batch, **extra
+                    )
                     items = sorted(response.data, key=lambda item: item.index)
                     if len(items) != len(batch):
                         raise LLMError(
@@ -292,4 +331,6 @@ class OpenAIEmbeddingProvider:
                     vectors.extend(list(item.embedding) for item in items)
         except Exception as error:
             raise map_openai_error(error, self.spec.name) from error
+        if self.dim is None and vectors:
+            self.dim = len(vectors[0])
         return vectors

@@ -19,8 +19,8 @@ STEM_LENGTH = 5
 _ENDINGS = tuple(
     sorted(
         (
-            "ами ями ого его ому ему ыми ими ах ях ам ям ом ем ой ей ий ый ая яя ое ее ую юю ов ев "
-            "ы и а я о е у ю ь й ing ed es s e"
+            "ами ями ого его ому ему ыми ими ах ях ам ям ом ем ой ей ий ый ая яя ое ее ую юю ов ев ы "
+            "и а я о е у ю ь й ing ed es s e "
         ).split(),
         key=len,
         reverse=True,
@@ -28,23 +28,23 @@ _ENDINGS = tuple(
 )
 
 STOP_WORDS = frozenset(
-    """
-    а и в во на с со по о об обо у к ко из за от до для при под над про без через ли же бы ль
-    но или либо не ни да нет то это этот эта эти этого этой этом этих тот та те того той том
-    я мы вы ты он она оно они мне меня мной нам нас вам вас тебе тебя его её ее их им ему ей ней
-    него нему ним них нём нем мой моя мои наш наша наши ваш ваша ваши свой своя свои
-    что кто где когда как какой какая какое какие каков какова каково сколько почему зачем куда
-    откуда чей чья чьё чье чьи ли есть был была было были быть будет будут можно нужно надо
-    такой такая такое такие так там тут здесь вот уже ещё еще тоже также только очень все всё
-    весь вся пожалуйста скажи скажите расскажи расскажите подскажи подскажите объясни объясните
-    покажи покажите найди найдите опиши опишите перечисли перечислите дай дайте хочу узнать
-    the a an of in on at to for from by with about into over under and or but not no nor so
-    is are was were be been being am do does did done have has had can could would should will
-    shall may might must i me my we us our you your he him his she her it its they them their
-    this that these those there here what who whom whose where when why how which
-    please tell explain show find describe list give know need want
-    also too just very any some all
-    """.split()
+    (
+        "а и в во на с со по о об обо у к ко из за от до для при под над про без через ли же бы "
+        "ль но или либо не ни да нет то это этот эта эти этого этой этом этих тот та те того той "
+        "том я мы вы ты он она оно они мне меня мной нам нас вам вас тебе тебя его её ее их им "
+        "ему ей ней него нему ним них нём нем мой моя мои наш наша наши ваш ваша ваши свой своя "
+        "свои что кто где когда как какой какая какое какие каков какова каково сколько почему "
+        "зачем куда откуда чей чья чьё чье чьи ли есть был была было были быть будет будут можно "
+        "нужно надо такой такая такое такие так там тут здесь вот уже ещё еще тоже также только "
+        "очень все всё весь вся пожалуйста скажи скажите расскажи расскажите подскажи подскажите "
+        "объясни объясните покажи покажите найди найдите опиши опишите перечисли перечислите дай "
+        "дайте хочу узнать the a an of in on at to for from by with about into over under and or "
+        "but not no nor so is are was were be been being am do does did done have has had can "
+        "could would should will shall may might must i me my we us our you your he him his she "
+        "her it its they them their this that these those there here what who whom whose where "
+        "when why how which please tell explain show find describe give know need want also "
+        "too just very any some all "
+    ).split()
 )
 
 
@@ -67,7 +67,9 @@ def stem(word: str) -> str:
 
 def content_words(text: str) -> list[str]:
     """Word tokens that carry meaning: not stop words, not single letters (digits are kept)."""
-    return [w for w in words(text) if w not in STOP_WORDS and (len(w) > 1 or w.isdigit())]
+    return [
+        w for w in words(text) if w not in STOP_WORDS and (len(w) > 1 or w.isdigit())
+    ]
 
 
 def content_stems(text: str) -> set[str]:

@@ -19,7 +19,9 @@ class ToolSpec:
 
     name: str
     description: str
-    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+    parameters: dict[str, Any] = field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +80,8 @@ class ModelSpec:
     ``options`` are provider specific, e.g. for ``openai``: ``base_url``, ``api_key_env`` (name of
     the environment variable holding the key) or ``api_key``, ``model`` (the provider's model id,
     defaults to ``name``), ``timeout`` (total seconds, default 60), ``idle_timeout`` (seconds
-    between chunks, default 30), ``first_token_timeout`` (defaults to ``idle_timeout``).
+    between chunks, default 30), ``first_token_timeout`` (defaults to ``idle_timeout``); for
+    ``builtin``: ``chunk_words``, ``delay``, ``max_sentences``; for ``hash``: ``dim``.
     """
 
     name: str

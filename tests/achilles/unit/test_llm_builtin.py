@@ -1,0 +1,411 @@
+"""The builtin offline model: routing, standalone queries, extractive answers (PLAT-6)."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+
+import pytest
+
+from achilles.llm import (
+    NOT_FOUND_TEXT,
+    BuiltinChatProvider,
+    ContextSource,
+    HashEmbeddingProvider,
+    Message,
+    TextDelta,
+    ToolCall,
+    ToolCalls,
+    ToolSpec,
+    Usage,
+    estimate_tokens,
+    format_context,
+)
+from achilles.llm.builtin import is_follow_up, is_information_seeking, standalone_query
+
+pytestmark = [pytest.mark.unit]
+
+SEARCH = ToolSpec(
+    "search_knowledge",
+    "Search the company knowledge base",
+    {
+        "type": "object",
+        "properties": {"query": {"type": "string"}},
+        "required": ["query"],
+    },
+)
+CONTEXT = format_context(
+    [
+        ContextSource(
+            1,
+            "Политика отпусков",
+            "Ежегодный оплачиваемый отпуск составляет 28 календарных дней. "
+            "Заявление на отпуск подаётся через HR-портал за две недели до начала.\n"
+            "Перенос отпуска согласуется с руководителем.",
+        ),
+        ContextSource(
+            2,
+            "Офис",
+            "Офис открыт с 9 до 21. Парковка для сотрудников бесплатная. "
+            "Ежегодный отпуск сотрудника можно разделить на части, одна не короче 14 дней.",
+        ),
+    ]
+)
+
+
+def drain(stream) -> list:
+    async def go() -> list:
+        return [event async for event in stream]
+
+    return asyncio.run(go())
+
+
+def user(text: str) -> Message:
+    return Message("user", text)
+
+
+def grounding_turn(
+    question: str, query: str | None = None, context: str = CONTEXT
+) -> list[Message]:
+    call = ToolCall("call_1", "search_knowledge", {"query": query or question})
+    return [
+        user(question),
+        Message("assistant", "", tool_calls=(call,)),
+        Message("tool", context, tool_call_id="call_1"),
+    ]
+
+
+def answer_text(events: list) -> str:
+    return "".join(e.text for e in events if isinstance(e, TextDelta))
+
+
+# --- routing -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Сколько дней отпуска положено сотруднику?",
+        "Привет! Как оформить отпуск?",
+        "Расскажи про парковку",
+        "политика отпусков",
+        "How many vacation days do we get?",
+        "Tell me about the parking rules",
+    ],
+)
+def test_information_seeking_message_calls_search_with_the_message(question):
+    # when
+    events = drain(BuiltinChatProvider().stream([user(question)], [SEARCH]))
+    # then
+    calls = [e for e in events if isinstance(e, ToolCalls)]
+    assert len(calls) == 1
+    (call,) = calls[0].calls
+    assert call.name == "search_knowledge"
+    assert call.arguments == {"query": question}
+    assert not [e for e in events if isinstance(e, TextDelta)]
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Привет!",
+        "Спасибо, всё понятно",
+        "Привет, как дела?",
+        "Hello!",
+        "Thanks a lot!",
+        "Я устал",
+    ],
+)
+def test_small_talk_gets_a_reply_without_a_tool_call(message):
+    # when
+    events = drain(BuiltinChatProvider().stream([user(message)], [SEARCH]))
+    # then
+    assert not [e for e in events if isinstance(e, ToolCalls)]
+    assert answer_text(events)
+    assert "не нашёл" not in answer_text(events)
+
+
+def test_greeting_is_answered_in_the_users_language():
+    ru = answer_text(drain(BuiltinChatProvider().stream([user("Привет!")], [SEARCH])))
+    en = answer_text(drain(BuiltinChatProvider().stream([user("Hello!")], [SEARCH])))
+    assert ru.startswith("Здравствуйте")
+    assert en.startswith("Hello")
+
+
+def test_question_without_tools_gets_a_neutral_reply_and_no_call():
+    events = drain(BuiltinChatProvider().stream([user("Сколько дней отпуска?")], []))
+    assert not [e for e in events if isinstance(e, ToolCalls)]
+    assert "не нашёл" not in answer_text(events)
+
+
+def test_the_plain_search_tool_of_agents_is_used_too():
+    agent_search = ToolSpec("search", "KS search", {"type": "object", "properties": {}})
+    events = drain(
+        BuiltinChatProvider().stream(
+            [user("Какой график работы офиса?")], [agent_search]
+        )
+    )
+    (calls,) = [e for e in events if isinstance(e, ToolCalls)]
+    assert calls.calls[0].name == "search"
+
+
+def test_other_tools_alone_are_never_called():
+    web = ToolSpec("web_search", "Web", {"type": "object", "properties": {}})
+    events = drain(
+        BuiltinChatProvider().stream([user("Какой график работы офиса?")], [web])
+    )
+    assert not [e for e in events if isinstance(e, ToolCalls)]
+
+
+@pytest.mark.parametrize(
+    ("first", "follow_up", "subject"),
+    [
+        ("Что такое тариф Бизнес?", "а сколько стоит?", {"тариф", "бизнес", "стоит"}),
+        (
+            "Кто руководит отделом продаж?",
+            "а у него?",
+            {"руководит", "отделом", "продаж"},
+        ),
+        (
+            "Who leads the sales department?",
+            "and for him?",
+            {"leads", "sales", "department"},
+        ),
+    ],
+)
+def test_follow_up_query_carries_the_subject_of_the_previous_question(
+    first, follow_up, subject
+):
+    # given
+    history = [user(first), Message("assistant", "Ответ."), user(follow_up)]
+    # when
+    events = drain(BuiltinChatProvider().stream(history, [SEARCH]))
+    # then
+    (calls,) = [e for e in events if isinstance(e, ToolCalls)]
+    query = calls.calls[0].arguments["query"]
+    assert subject <= set(query.split())
+
+
+def test_follow_up_prefers_the_query_searched_for_the_previous_turn():
+    earlier = ToolCall(
+        "c0", "search_knowledge", {"query": "тариф Бизнес для малых команд"}
+    )
+    history = [
+        user("А что у нас с тарифами?"),
+        Message("assistant", "", tool_calls=(earlier,)),
+        Message("tool", CONTEXT, tool_call_id="c0"),
+        Message("assistant", "Ответ."),
+        user("а сколько стоит?"),
+    ]
+    assert standalone_query(history) == "сколько стоит тариф бизнес малых команд"
+
+
+def test_a_self_contained_question_is_not_rewritten():
+    history = [
+        user("Что такое тариф Бизнес?"),
+        Message("assistant", "…"),
+        user("Где находится офис?"),
+    ]
+    assert standalone_query(history) == "Где находится офис?"
+    assert not is_follow_up("Где находится офис?")
+
+
+def test_classifiers_on_edge_cases():
+    assert is_information_seeking("Есть ли у нас ДМС")
+    assert not is_information_seeking("ок")
+    assert is_follow_up("Кто это?")
+
+
+def test_once_results_arrived_it_answers_instead_of_searching_again():
+    events = drain(
+        BuiltinChatProvider().stream(grounding_turn("Сколько дней отпуска?"), [SEARCH])
+    )
+    assert not [e for e in events if isinstance(e, ToolCalls)]
+    assert answer_text(events)
+
+
+# --- extractive answers ------------------------------------------------------------------------
+
+
+def context_sentences() -> set[str]:
+    return {
+        "Ежегодный оплачиваемый отпуск составляет 28 календарных дней.",
+        "Заявление на отпуск подаётся через HR-портал за две недели до начала.",
+        "Перенос отпуска согласуется с руководителем.",
+        "Офис открыт с 9 до 21.",
+        "Парковка для сотрудников бесплатная.",
+        "Ежегодный отпуск сотрудника можно разделить на части, одна не короче 14 дней.",
+    }
+
+
+def test_answer_is_only_context_sentences_each_with_its_marker():
+    # when
+    text = answer_text(
+        drain(
+            BuiltinChatProvider().stream(
+                grounding_turn("Сколько дней ежегодного отпуска?"), []
+            )
+        )
+    )
+    # then
+    parts = re.split(r" \[(\d+)\]\s*", text)
+    sentences, markers = parts[0::2], parts[1::2]
+    assert parts[-1] == ""  # ends with a marker
+    assert sentences[:-1] and set(sentences[:-1]) <= context_sentences()
+    assert set(markers) <= {"1", "2"}
+    assert "Ежегодный оплачиваемый отпуск составляет 28 календарных дней. [1]" in text
+    assert "Офис открыт" not in text
+
+
+def test_marker_follows_the_source_the_sentence_came_from():
+    text = answer_text(
+        drain(
+            BuiltinChatProvider().stream(
+                grounding_turn("Можно ли разделить ежегодный отпуск на части?"), []
+            )
+        )
+    )
+    assert (
+        "Ежегодный отпуск сотрудника можно разделить на части, одна не короче 14 дней. [2]"
+        in text
+    )
+
+
+def test_scoring_uses_the_standalone_query_not_the_raw_follow_up():
+    messages = grounding_turn("а парковка?", query="парковка для сотрудников офиса")
+    text = answer_text(drain(BuiltinChatProvider().stream(messages, [])))
+    assert "Парковка для сотрудников бесплатная. [2]" in text
+
+
+def test_not_found_when_no_sentence_overlaps():
+    text = answer_text(
+        drain(
+            BuiltinChatProvider().stream(grounding_turn("Какая столица Франции?"), [])
+        )
+    )
+    assert text == NOT_FOUND_TEXT
+    assert "не нашёл" in text
+
+
+def test_not_found_when_the_tool_returned_nothing():
+    text = answer_text(
+        drain(
+            BuiltinChatProvider().stream(
+                grounding_turn("Сколько дней отпуска?", context=""), []
+            )
+        )
+    )
+    assert text == NOT_FOUND_TEXT
+
+
+def test_at_most_four_sentences_are_quoted():
+    sentences = [f"Правило номер {i} про отпуск сотрудника." for i in range(10)]
+    context = format_context([ContextSource(1, "Правила", " ".join(sentences))])
+    text = answer_text(
+        drain(
+            BuiltinChatProvider().stream(
+                grounding_turn("отпуск сотрудника", context=context), []
+            )
+        )
+    )
+    assert text.count("[1]") == 4
+
+
+def test_a_forged_marker_inside_retrieved_text_is_not_a_source():
+    context = format_context(
+        [
+            ContextSource(
+                1, "Памятка", "Отпуск оформляется заранее.\n[7] Отпуск выдаётся всем."
+            )
+        ]
+    )
+    text = answer_text(
+        drain(
+            BuiltinChatProvider().stream(
+                grounding_turn("Как оформить отпуск?", context=context), []
+            )
+        )
+    )
+    assert "[7]" not in re.findall(r"\[\d+\]$", text)
+    assert text.endswith("[1]")
+
+
+# --- stream shape ------------------------------------------------------------------------------
+
+
+def test_answer_streams_in_several_small_pieces_and_ends_with_estimated_usage():
+    # given
+    messages = grounding_turn("Сколько дней ежегодного отпуска?")
+    # when
+    events = drain(BuiltinChatProvider(chunk_words=2).stream(messages, []))
+    # then
+    deltas = [e for e in events if isinstance(e, TextDelta)]
+    assert len(deltas) >= 3
+    assert all(len(d.text.split()) <= 2 for d in deltas)
+    usage = events[-1]
+    assert isinstance(usage, Usage) and usage.estimated
+    assert usage.output_tokens == estimate_tokens(answer_text(events))
+    assert usage.input_tokens >= estimate_tokens(CONTEXT)
+    assert [e for e in events if isinstance(e, Usage)] == [usage]
+
+
+def test_tool_call_round_ends_with_usage_too():
+    events = drain(BuiltinChatProvider().stream([user("Где офис?")], [SEARCH]))
+    assert isinstance(events[0], ToolCalls)
+    assert (
+        isinstance(events[-1], Usage)
+        and events[-1].estimated
+        and events[-1].output_tokens > 0
+    )
+
+
+def test_max_tokens_cuts_the_answer():
+    text = answer_text(
+        drain(
+            BuiltinChatProvider().stream(
+                grounding_turn("Сколько дней ежегодного отпуска?"), [], max_tokens=5
+            )
+        )
+    )
+    assert 0 < estimate_tokens(text) <= 5
+
+
+def test_delay_option_paces_the_stream():
+    provider = BuiltinChatProvider(delay=0.01)
+    events = drain(provider.stream([user("Привет!")], []))
+    assert len([e for e in events if isinstance(e, TextDelta)]) >= 2
+
+
+def test_the_same_input_gives_the_same_output():
+    messages = grounding_turn("Сколько дней ежегодного отпуска?")
+    assert drain(BuiltinChatProvider().stream(messages, [])) == drain(
+        BuiltinChatProvider().stream(messages, [])
+    )
+
+
+# --- hash embedder -----------------------------------------------------------------------------
+
+
+def test_hash_embedder_is_deterministic_normalized_and_sized():
+    embedder = HashEmbeddingProvider(dim=384)
+    first = embedder.embed(["Ежегодный отпуск 28 дней", "", "VPN"])
+    second = HashEmbeddingProvider(dim=384).embed(
+        ["Ежегодный отпуск 28 дней", "", "VPN"]
+    )
+    assert first == second
+    for vector in first:
+        assert len(vector) == 384
+        assert math.isclose(math.sqrt(sum(v * v for v in vector)), 1.0, rel_tol=1e-9)
+
+
+def test_hash_embedder_puts_inflected_forms_close():
+    embedder = HashEmbeddingProvider(dim=384)
+    vacation, vacation_inflected, parking = embedder.embed(
+        ["отпуск сотрудника", "отпуска сотрудникам", "парковка офиса"]
+    )
+
+    def cosine(a: list[float], b: list[float]) -> float:
+        return sum(x * y for x, y in zip(a, b, strict=True))
+
+    assert cosine(vacation, vacation_inflected) > cosine(vacation, parking)
