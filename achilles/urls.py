@@ -4,10 +4,12 @@ from django.urls import path
 
 from achilles import views
 from achilles.api import api
+from conversations.views import chat_sse
 
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("admin/", admin.site.urls),
+    path("api/chat", chat_sse, name="chat-sse"),
     path("api/", api.urls),
     path("accounts/login/", auth_views.LoginView.as_view(template_name="registration/login.html"), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),

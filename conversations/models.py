@@ -1,1 +1,113 @@
-"""Tables of this app."""
+"""Query Engine tables: conversations, messages, retrieval traces and citations (SPEC §4).
+
+The invariants live in the database: role/state/feedback CHECKs, feedback only on assistant
+rows, one trace per message (UNIQUE), FK cascades at DB level (see migration 0002).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from achilles.models import TimestampedModel
+from conversations.choices import MessageState, Role
+
+
+class Conversation(TimestampedModel):
+    """A chat thread of one user; born on its first message (QE-1), never expires from idleness."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.DO_NOTHING, related_name="conversations")
+    title = models.CharField(max_length=200, blank=True, default="")
+    # Intent: what to generate with next (NULL → the default chat model). The fact is messages.model.
+    selected_model = models.ForeignKey("achilles.AgentModel", null=True, blank=True, on_delete=models.DO_NOTHING,
+                                       related_name="+")
+
+    class Meta:
+        db_table = "conversations"
+        indexes = [models.Index(fields=["user", "-updated_at", "-id"], name="conversations_user_recent")]
+
+    def __str__(self) -> str:
+        return self.title or str(self.id)
+
+
+class Message(TimestampedModel):
+    """One message of a thread; assistant rows carry the model that generated them and tokens used."""
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.DO_NOTHING, related_name="messages")
+    role = models.CharField(max_length=16, choices=Role.choices)
+    content = models.TextField(blank=True, default="")
+    model = models.CharField(max_length=100, null=True, blank=True, help_text="Fact: the model that generated it.")
+    tokens_used = models.PositiveIntegerField(null=True, blank=True, help_text="Input + output of the whole turn.")
+    feedback = models.SmallIntegerField(null=True, blank=True)
+    state = models.CharField(max_length=16, choices=MessageState.choices, default=MessageState.COMPLETE)
+    withheld_hint = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        db_table = "messages"
+        ordering = ["id"]
+        indexes = [models.Index(fields=["conversation", "id"], name="messages_conversation_order")]
+        constraints = [
+            models.CheckConstraint(condition=Q(role__in=["user", "assistant"]), name="conversations_message_role_valid",
+                                   violation_error_message="role is user or assistant."),
+            models.CheckConstraint(condition=Q(state__in=["complete", "interrupted", "failed"]),
+                                   name="conversations_message_state_valid"),
+            models.CheckConstraint(condition=Q(feedback__isnull=True) | Q(feedback__in=[-1, 1]),
+                                   name="conversations_message_feedback_values",
+                                   violation_error_message="feedback is -1, 1 or empty."),
+            models.CheckConstraint(condition=Q(feedback__isnull=True) | Q(role="assistant"),
+                                   name="conversations_message_feedback_assistant_only",
+                                   violation_error_message="Only assistant messages take feedback."),
+            models.CheckConstraint(condition=Q(tokens_used__isnull=True) | Q(role="assistant"),
+                                   name="conversations_message_tokens_assistant_only"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.role}: {self.content[:60]}"
+
+
+class RetrievalTrace(TimestampedModel):
+    """What one grounding turn retrieved, packed and withheld; at most one per message (QE-12)."""
+
+    message = models.ForeignKey(Message, on_delete=models.DO_NOTHING, related_name="+")
+    standalone_query = models.TextField()
+    identity = models.JSONField(help_text="principals and user_id the KS call ran under")
+    candidates = models.JSONField(default=list)
+    packed = models.JSONField(default=list)
+    withheld = models.JSONField(default=list)
+    web_results = models.JSONField(default=list)
+    cache_hit = models.BooleanField(default=False)
+    timings = models.JSONField(default=dict)
+    ungrounded_sentences = models.JSONField(default=list, help_text="answer sentences without a citation marker")
+
+    class Meta:
+        db_table = "retrieval_trace"
+        constraints = [
+            models.UniqueConstraint(fields=["message"], name="conversations_retrievaltrace_one_per_message",
+                                    violation_error_message="A message has at most one retrieval trace."),
+        ]
+
+
+class Citation(TimestampedModel):
+    """A record-level source of an assistant answer, with the best packed chunk kept (QE-10)."""
+
+    message = models.ForeignKey(Message, on_delete=models.DO_NOTHING, related_name="citations")
+    record_id = models.BigIntegerField(null=True, blank=True, help_text="KS record; NULL for a web result")
+    chunk_id = models.BigIntegerField(null=True, blank=True)
+    title = models.CharField(max_length=500, blank=True, default="")
+    url = models.TextField(blank=True, default="")
+    source_system = models.CharField(max_length=64)
+    chunk_text = models.TextField(blank=True, default="")
+    rank = models.PositiveIntegerField(help_text="1 = the leading source")
+
+    class Meta:
+        db_table = "message_citations"
+        ordering = ["message_id", "rank"]
+        constraints = [
+            models.UniqueConstraint(fields=["message", "rank"], name="conversations_citation_rank_unique"),
+            models.UniqueConstraint(fields=["message", "record_id"], condition=Q(record_id__isnull=False),
+                                    name="conversations_citation_record_once"),
+        ]

@@ -1,0 +1,109 @@
+"""Conversations API (QE-17): list, read, rename / switch model, delete, feedback, citation click.
+
+Sending a message is ``POST /api/chat`` (SSE, ``conversations.views``) or the websocket.
+Unknown or someone else's thread or message → 404; no credentials → 401.
+"""
+
+from __future__ import annotations
+
+from asgiref.sync import async_to_sync
+from django.http import HttpRequest
+from ninja import Query, Router, Schema, Status
+from pydantic import Field
+
+from conversations import selectors, services
+from conversations.pipeline import engine_deps
+from conversations.schemas import (
+    ConversationDetailOut,
+    ConversationOut,
+    ConversationPageOut,
+    ConversationPatchIn,
+    FeedbackIn,
+    FeedbackOut,
+    MessageOut,
+)
+from knowledge.facade import Identity
+
+router = Router(tags=["conversations"])
+
+
+class ListParams(Schema):
+    cursor: str | None = None
+    limit: int = Field(default=20, ge=1, le=100)
+
+
+class MessageParams(Schema):
+    cursor: str | None = None
+    limit: int = Field(default=50, ge=1, le=200)
+    order: str = Field(default="asc", pattern="^(asc|desc)$")
+
+
+def _conversation_out(conversation) -> ConversationOut:
+    return ConversationOut(id=conversation.id, title=conversation.title,
+                           selected_model=conversation.selected_model.name if conversation.selected_model_id else None,
+                           created_at=conversation.created_at, updated_at=conversation.updated_at)
+
+
+def _message_out(message) -> MessageOut:
+    return MessageOut(
+        id=message.id, role=message.role, content=message.content, model=message.model,
+        tokens_used=message.tokens_used, feedback=message.feedback, state=message.state,
+        withheld_hint=message.withheld_hint, created_at=message.created_at,
+        citations=[{"record_id": c.record_id, "chunk_id": c.chunk_id, "title": c.title, "url": c.url,
+                    "source_system": c.source_system, "chunk_text": c.chunk_text, "rank": c.rank}
+                   for c in message.citations.all()],
+    )
+
+
+@router.get("/conversations", response=ConversationPageOut)
+def conversations_list(request: HttpRequest, params: Query[ListParams]):
+    page = selectors.conversation_list_for_user(user=request.auth, cursor=params.cursor, limit=params.limit)
+    selected = {c.selected_model_id for c in page.items if c.selected_model_id}
+    names = {}
+    if selected:
+        from achilles.models import AgentModel
+
+        names = dict(AgentModel.objects.filter(pk__in=selected).values_list("pk", "name"))
+    return ConversationPageOut(
+        items=[ConversationOut(id=c.id, title=c.title, selected_model=names.get(c.selected_model_id),
+                               created_at=c.created_at, updated_at=c.updated_at) for c in page.items],
+        next_cursor=page.next_cursor,
+    )
+
+
+@router.get("/conversations/{conversation_id}", response=ConversationDetailOut)
+def conversations_read(request: HttpRequest, conversation_id: str, params: Query[MessageParams]):
+    conversation = selectors.conversation_get_for_user(user=request.auth, conversation_id=conversation_id,
+                                                       with_model=True)
+    page = selectors.conversation_messages(conversation=conversation, cursor=params.cursor, limit=params.limit,
+                                           order=params.order)
+    return ConversationDetailOut(**_conversation_out(conversation).dict(),
+                                 messages=[_message_out(m) for m in page.items], next_cursor=page.next_cursor)
+
+
+@router.patch("/conversations/{conversation_id}", response=ConversationOut)
+def conversations_update(request: HttpRequest, conversation_id: str, payload: ConversationPatchIn):
+    conversation = services.conversation_update(user=request.auth, conversation_id=conversation_id,
+                                                fields=payload.dict(exclude_unset=True))
+    return _conversation_out(conversation)
+
+
+@router.delete("/conversations/{conversation_id}", response={204: None})
+def conversations_delete(request: HttpRequest, conversation_id: str):
+    services.conversation_delete(user=request.auth, conversation_id=conversation_id)
+    return Status(204, None)
+
+
+@router.put("/messages/{message_id}/feedback", response=FeedbackOut, tags=["messages"])
+def messages_feedback(request: HttpRequest, message_id: int, payload: FeedbackIn):
+    message = services.message_feedback_set(user=request.auth, message_id=message_id, value=payload.value)
+    return FeedbackOut(id=message.id, feedback=message.feedback)
+
+
+@router.post("/messages/{message_id}/citations/{record_id}/click", response={204: None}, tags=["messages"])
+def citations_click(request: HttpRequest, message_id: int, record_id: int):
+    citation = services.citation_for_click(user=request.auth, message_id=message_id, record_id=record_id)
+    # A click is its own «обращение» for that record (QE-11), under the clicker's identity.
+    async_to_sync(engine_deps().knowledge.register_access)(
+        citation.record_id, Identity.for_user(request.auth), "click", str(message_id))
+    return Status(204, None)

@@ -1,0 +1,55 @@
+"""The cache gate (QE-6): exact standalone query + identity → the KS result, in Redis with a TTL.
+
+A hit skips the KS call altogether; another identity never shares an entry (the key carries
+``identity.cache_key()``); near-duplicate queries are different keys (exact, not semantic).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+from knowledge.facade import Identity, SearchResult
+
+KEY_VERSION = "v1"
+
+
+def cache_key(query: str, identity: Identity) -> str:
+    digest = hashlib.sha256(query.encode("utf-8")).hexdigest()[:40]
+    return f"qe:candidates:{KEY_VERSION}:{identity.cache_key()}:{digest}"
+
+
+class CandidateCache(Protocol):
+    async def get(self, key: str) -> SearchResult | None: ...
+
+    async def set(self, key: str, value: SearchResult, ttl: int) -> None: ...
+
+
+class RedisCandidateCache:
+    """Django's Redis cache (shared by every process)."""
+
+    async def get(self, key: str) -> SearchResult | None:
+        from django.core.cache import cache
+
+        return await cache.aget(key)
+
+    async def set(self, key: str, value: SearchResult, ttl: int) -> None:
+        from django.core.cache import cache
+
+        if ttl > 0:
+            await cache.aset(key, value, ttl)
+
+
+async def cache_gate(
+    *, query: str, identity: Identity, cache: CandidateCache, ttl: int,
+    search: Callable[[str, Identity], Awaitable[SearchResult]],
+) -> tuple[SearchResult, bool]:
+    """(result, hit). On a miss KS is called and the result stored under its own key."""
+    key = cache_key(query, identity)
+    cached = await cache.get(key)
+    if cached is not None:
+        return cached, True
+    result = await search(query, identity)
+    await cache.set(key, result, ttl)
+    return result, False

@@ -1,0 +1,66 @@
+"""Websocket ``/ws/chat/`` (QE-15): the same turn events as JSON frames, session auth.
+
+Client → ``{"content": "...", "conversation_id": "..."?}``; server → ``{"event": "token", "text"}``…
+then ``{"event": "done", ...}`` or ``{"event": "error", "detail", "code"}``. One turn at a time
+per socket. Disconnect → the running turn is cancelled and finalized ``interrupted``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+
+from channels.generic.websocket import AsyncWebsocketConsumer
+from pydantic import ValidationError
+
+from achilles.errors import ApplicationError
+from conversations.pipeline import prepare_turn
+from conversations.schemas import ChatIn, validation_errors
+
+CLOSE_NOT_AUTHENTICATED = 4401
+
+
+class ChatConsumer(AsyncWebsocketConsumer):
+    turn_task: asyncio.Task | None = None
+
+    async def connect(self):
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            # Rejected during the handshake (the HTTP side sees 403); the close code says why.
+            await self.close(code=CLOSE_NOT_AUTHENTICATED)
+            return
+        await self.accept()
+
+    async def receive(self, text_data=None, bytes_data=None):
+        try:
+            body = ChatIn.model_validate_json(text_data or bytes_data or b"{}")
+        except ValidationError as exc:
+            await self._send({"event": "error", "detail": validation_errors(exc), "code": "validation_error"})
+            return
+        if self.turn_task is not None and not self.turn_task.done():
+            await self._send({"event": "error", "detail": "a turn is already running on this socket",
+                              "code": "conflict"})
+            return
+        self.turn_task = asyncio.create_task(self._turn(body))
+
+    async def _turn(self, body: ChatIn):
+        try:
+            turn = await prepare_turn(user=self.scope["user"], content=body.content,
+                                      conversation_id=body.conversation_id)
+        except ApplicationError as exc:
+            await self._send({"event": "error", **exc.as_dict()})
+            return
+        async for event in turn.events():
+            await self._send({"event": event.name, **event.payload()})
+
+    async def _send(self, frame: dict):
+        await self.send(text_data=json.dumps(frame, ensure_ascii=False))
+
+    async def disconnect(self, code):
+        task = self.turn_task
+        if task is not None and not task.done():
+            task.cancel()
+            # Wait for the turn's shielded finalize (message → interrupted) before the consumer goes.
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task

@@ -1,0 +1,97 @@
+"""The grounding contract (QE-9): engine-made «не нашёл», the withheld hint, support checks.
+
+Pure functions. «Не нашёл» on an empty retrieval is produced here, never asked of the model.
+Withheld records are reported as coordinates only (source system; an author contact when
+``author_principal_id`` is ``user:<id>`` of an existing user, silently omitted otherwise).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from achilles.llm import NOT_FOUND_TEXT
+from achilles.llm.text import split_sentences
+from conversations.citations import MARKER
+from knowledge.facade import Withheld
+
+__all__ = ["NOT_FOUND_TEXT", "ONLY_WITHHELD_TEXT", "Contact", "author_user_id", "withheld_hint",
+           "ungrounded_sentences", "engine_answer"]
+
+ONLY_WITHHELD_TEXT = "Среди доступных вам материалов ответа нет, но релевантные документы есть — они закрыты правами доступа."
+HINT_LEAD = "Есть и релевантные материалы, закрытые для вас правами доступа"
+
+_USER_PRINCIPAL = re.compile(r"^user:(\d+)$")
+
+
+@dataclass(frozen=True)
+class Contact:
+    user_id: int
+    username: str
+    name: str
+
+
+def author_user_id(principal: str | None) -> int | None:
+    match = _USER_PRINCIPAL.match(principal or "")
+    return int(match.group(1)) if match else None
+
+
+def withheld_hint(withheld: Sequence[Withheld], contacts: Mapping[int, Contact]) -> dict | None:
+    """``{"text", "sources": [{"source_system", "contact"?}]}`` or None when nothing is withheld.
+
+    ``contacts`` maps user ids of existing users; an author that maps to none is left out.
+    """
+    if not withheld:
+        return None
+    groups: set[tuple[str, int | None]] = set()
+    for item in withheld:
+        user_id = author_user_id(item.author_principal_id)
+        groups.add((item.source_system, user_id if user_id in contacts else None))
+    sources = []
+    parts = []
+    for system, user_id in sorted(groups, key=lambda g: (g[0], g[1] or 0)):
+        entry: dict = {"source_system": system}
+        part = f"источник «{system}»"
+        if user_id is not None:
+            contact = contacts[user_id]
+            entry["contact"] = {"user_id": contact.user_id, "username": contact.username, "name": contact.name}
+            part += f", автор — {contact.name or contact.username} (можно запросить доступ)"
+        sources.append(entry)
+        parts.append(part)
+    return {"text": f"{HINT_LEAD}: " + "; ".join(parts) + ".", "sources": sources}
+
+
+def engine_answer(*, packed_any: bool, withheld: Sequence[Withheld]) -> str | None:
+    """The engine's own answer when there is nothing to ground on, else None (the model answers)."""
+    if packed_any:
+        return None
+    return ONLY_WITHHELD_TEXT if withheld else NOT_FOUND_TEXT
+
+
+def ungrounded_sentences(answer: str, citable: set[int]) -> list[str]:
+    """Sentences of a grounded answer that carry no marker of a packed source (kept in the trace)."""
+    if answer.strip() == NOT_FOUND_TEXT:
+        return []
+    out = []
+    for sentence in _sentences_with_markers(answer):
+        markers = {int(m) for m in MARKER.findall(sentence)}
+        if sentence.strip() and not (markers & citable):
+            out.append(sentence.strip())
+    return out
+
+
+_LEADING_MARKERS = re.compile(r"^((?:\[\d{1,3}\]\s*)+)")
+
+
+def _sentences_with_markers(answer: str) -> list[str]:
+    """Sentences with their trailing markers: «Факт. [1] Другой факт. [2]» puts [1] on «Факт.»."""
+    sentences: list[str] = []
+    for piece in split_sentences(answer):
+        match = _LEADING_MARKERS.match(piece)
+        if match and sentences:
+            sentences[-1] += " " + match.group(1).strip()
+            piece = piece[match.end():]
+        if piece.strip():
+            sentences.append(piece)
+    return sentences

@@ -1,0 +1,37 @@
+"""The Query Engine's only door to the Knowledge Store: ``knowledge.facade``, made awaitable.
+
+Tests replace it with a stub that records the identity it received.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from asgiref.sync import sync_to_async
+
+from knowledge.facade import Identity, SearchResult
+
+
+class KnowledgeClient(Protocol):
+    async def is_empty(self) -> bool: ...
+
+    async def search(self, query: str, identity: Identity, k: int) -> SearchResult: ...
+
+    async def register_access(self, record_id: int, identity: Identity, kind: str, message_id: str | None) -> None: ...
+
+
+class FacadeKnowledgeClient:
+    async def is_empty(self) -> bool:
+        from knowledge import facade
+
+        return await sync_to_async(facade.is_empty)()
+
+    async def search(self, query: str, identity: Identity, k: int) -> SearchResult:
+        from knowledge import facade
+
+        return await sync_to_async(facade.search)(query, identity, k)
+
+    async def register_access(self, record_id: int, identity: Identity, kind: str, message_id: str | None) -> None:
+        from knowledge import facade
+
+        await sync_to_async(facade.register_access)(record_id, identity, kind, message_id)

@@ -1,0 +1,458 @@
+"""The turn pipeline (QE-1…QE-16): one chat turn as an async stream of events.
+
+    prepare_turn → Turn.events():
+      tool set → layered prompt → round 1 (tools) → [tools in parallel: cache gate → KS search,
+      web search] → order and cut → pack under the window budget → round 2 (no tools) or the
+      engine's own «не нашёл» → withheld hint → citations → finalize (message, trace, citations)
+      → access signals → done
+
+Both transports (SSE, websocket) drive ``Turn.events()``. When the client goes away the stream
+is cancelled or closed; the message is then finalized ``interrupted`` with the text produced so
+far, in a shielded step, and the cancellation goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from asgiref.sync import sync_to_async
+from django.db import connection
+
+from achilles.errors import ApplicationError
+from achilles.llm import (
+    ChatProvider,
+    Message,
+    ModelSpec,
+    TextDelta,
+    ToolCall,
+    ToolCalls,
+    ToolSpec,
+    Usage,
+    estimate_input_tokens,
+    estimate_tokens,
+    get_chat_provider,
+)
+from conversations import services
+from conversations.cache import CandidateCache, RedisCandidateCache, cache_gate
+from conversations.choices import MessageState
+from conversations.citations import CitationOut, answer_access_records, build_citations
+from conversations.grounding import author_user_id, engine_answer, ungrounded_sentences, withheld_hint
+from conversations.knowledge_client import FacadeKnowledgeClient, KnowledgeClient
+from conversations.packing import PackedSource, fit_history, pack_context
+from conversations.prompt import round_one_messages, system_prompt, tool_result_messages
+from conversations.ranking import order_and_cut
+from conversations.tools import ToolPlan, plan_tool_round, tool_set
+from conversations.websearch import SearxngWebSearch, WebResult, WebSearchProvider
+from knowledge.facade import Identity, SearchResult
+
+logger = logging.getLogger(__name__)
+
+WEB_RESULTS_LIMIT = 5
+
+
+# --- events -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TokenEvent:
+    text: str
+    name = "token"
+
+    def payload(self) -> dict:
+        return {"text": self.text}
+
+
+@dataclass(frozen=True)
+class DoneEvent:
+    message_id: int
+    conversation_id: str
+    citations: list[dict]
+    withheld_hint: dict | None
+    tokens_used: int
+    model: str
+    name = "done"
+
+    def payload(self) -> dict:
+        body = {"message_id": self.message_id, "conversation_id": self.conversation_id,
+                "citations": self.citations, "tokens_used": self.tokens_used, "model": self.model}
+        if self.withheld_hint is not None:
+            body["withheld_hint"] = self.withheld_hint
+        return body
+
+
+@dataclass(frozen=True)
+class ErrorEvent:
+    detail: object
+    code: str
+    message_id: int | None = None
+    conversation_id: str | None = None
+    name = "error"
+
+    def payload(self) -> dict:
+        return {"detail": self.detail, "code": self.code, "message_id": self.message_id,
+                "conversation_id": self.conversation_id}
+
+
+Event = TokenEvent | DoneEvent | ErrorEvent
+
+
+# --- dependencies -----------------------------------------------------------------------------
+
+
+def default_web_search(settings: services.TurnSettings) -> WebSearchProvider | None:
+    return SearxngWebSearch(settings.web_search_url) if settings.web_search_url else None
+
+
+@dataclass(frozen=True)
+class Finalized:
+    id: int
+    tokens_used: int
+
+
+class TurnStore(Protocol):
+    """Where a turn starts and ends: the database in production, memory in unit tests."""
+
+    async def start(self, *, user, content: str, conversation_id) -> services.TurnStart: ...
+
+    async def finalize(self, *, conversation_id: str, content: str, model_name: str, tokens_used: int,
+                       state: str, citations: Sequence[CitationOut], trace: dict | None,
+                       withheld_hint: dict | None, release: bool) -> Finalized: ...
+
+    async def contacts(self, user_ids: set[int]) -> dict: ...
+
+    async def identity(self, user) -> Identity: ...
+
+
+class DatabaseTurnStore:
+    async def start(self, *, user, content, conversation_id) -> services.TurnStart:
+        return await sync_to_async(services.turn_start)(user=user, content=content, conversation_id=conversation_id)
+
+    async def finalize(self, *, release: bool, **fields) -> Finalized:
+        return await sync_to_async(_finalize_and_release)(release=release, **fields)
+
+    async def contacts(self, user_ids: set[int]) -> dict:
+        return await sync_to_async(services.contacts_for)(user_ids)
+
+    async def identity(self, user) -> Identity:
+        return await sync_to_async(Identity.for_user)(user)
+
+
+def _finalize_and_release(*, release: bool, **fields) -> Finalized:
+    """Write the assistant message. From a cancelled stream (``release``) the request's own
+    connection clean-up may already have run, so give back the connection this thread took
+    (unless a test transaction holds it)."""
+    message = services.message_finalize(**fields)
+    if release and not connection.in_atomic_block:
+        connection.close()
+    return Finalized(id=message.pk, tokens_used=message.tokens_used or 0)
+
+
+@dataclass
+class EngineDeps:
+    """What a turn talks to; tests swap in a stub KS, a fake cache and a scripted model."""
+
+    knowledge: KnowledgeClient = field(default_factory=FacadeKnowledgeClient)
+    store: TurnStore = field(default_factory=DatabaseTurnStore)
+    cache: CandidateCache = field(default_factory=RedisCandidateCache)
+    web_search: Callable[[services.TurnSettings], WebSearchProvider | None] = default_web_search
+    chat_provider: Callable[[ModelSpec], ChatProvider] = get_chat_provider
+
+
+_override: EngineDeps | None = None
+
+
+def engine_deps() -> EngineDeps:
+    return _override if _override is not None else EngineDeps()
+
+
+def set_engine_deps(deps: EngineDeps | None) -> None:
+    """Tests and benchmarks: replace the dependencies of every new turn (None → defaults)."""
+    global _override
+    _override = deps
+
+
+# --- the turn ---------------------------------------------------------------------------------
+
+
+async def prepare_turn(*, user, content: str, conversation_id=None, identity: Identity | None = None,
+                       deps: EngineDeps | None = None) -> Turn:
+    """Validate and start a turn (raises ApplicationError: 404 foreign thread, 422 bad input).
+
+    ``identity`` defaults to the session user's; it is never taken from anything the model says.
+    """
+    deps = deps or engine_deps()
+    if identity is None:
+        identity = await deps.store.identity(user)
+    start = await deps.store.start(user=user, content=content, conversation_id=conversation_id)
+    return Turn(start=start, identity=identity, content=content.strip(), deps=deps)
+
+
+@dataclass
+class _Round:
+    calls: tuple[ToolCall, ...] = ()
+    usage: Usage | None = None
+    input_estimate: int = 0
+    text: list[str] = field(default_factory=list)
+
+
+class Turn:
+    def __init__(self, *, start: services.TurnStart, identity: Identity, content: str, deps: EngineDeps):
+        self.start = start
+        self.identity = identity
+        self.content = content
+        self.deps = deps
+        self.conversation_id = start.conversation_id
+        self.parts: list[str] = []
+        self.rounds: list[_Round] = []
+        self.trace: dict | None = None
+        self.finalized = False
+        self.message_id: int | None = None
+        self._finalize_task: asyncio.Future | None = None
+        self.timings: dict[str, float] = {}
+
+    # -- public --
+
+    async def events(self) -> AsyncIterator[Event]:
+        try:
+            async with aclosing(self._run()) as run:
+                async for event in run:
+                    yield event
+        except (asyncio.CancelledError, GeneratorExit):
+            # The client is gone: finalize what was produced, whatever cancels us next.
+            await asyncio.shield(self._finalize_interrupted())
+            raise
+
+    # -- steps --
+
+    async def _run(self) -> AsyncIterator[Event]:
+        started = time.monotonic()
+        spec = self.start.model
+        settings = self.start.settings
+        try:
+            provider = self.deps.chat_provider(spec)
+            knowledge_empty = await self.deps.knowledge.is_empty()
+            web_provider = self.deps.web_search(settings) if settings.web_search_enabled else None
+            tools = tool_set(knowledge_empty=knowledge_empty, web_search_enabled=web_provider is not None)
+            system = Message("system", system_prompt(platform_prompt=settings.platform_prompt, tools=tools))
+            current = Message("user", self.content)
+            fit = fit_history(window=spec.context_window, reserve=settings.answer_reserve_tokens, system=system,
+                              history=self.start.history, current=current, tool_specs_tokens=_tools_tokens(tools))
+            messages = round_one_messages(system=system.content, history=fit.kept, content=self.content)
+
+            round_one = _Round()
+            async with aclosing(self._stream_round(provider, messages, tools, round_one)) as stream:
+                async for text in stream:
+                    yield TokenEvent(text)
+            self.timings["round1_ms"] = _ms(started)
+
+            plan = plan_tool_round(round_one.calls, tools)
+            citations: list[CitationOut] = []
+            hint = None
+            if plan.is_grounding:
+                citations, hint = [], None
+                grounding = self._grounding(provider, messages, round_one, plan, fit.remaining, web_provider)
+                async with aclosing(grounding) as steps:
+                    async for event in steps:
+                        if isinstance(event, TokenEvent):
+                            yield event
+                        else:
+                            citations, hint = event
+            self.timings["total_ms"] = _ms(started)
+            message = await self._finalize(MessageState.COMPLETE, citations=citations, hint=hint)
+        except ApplicationError as exc:
+            logger.warning("chat turn failed: %s (%s)", exc.detail, exc.code)
+            message = await self._finalize(MessageState.FAILED)
+            yield ErrorEvent(exc.detail, exc.code, message.id, self.conversation_id)
+            return
+        except (asyncio.CancelledError, GeneratorExit):
+            raise
+        except Exception:
+            logger.exception("chat turn crashed")
+            message = await self._finalize(MessageState.FAILED)
+            yield ErrorEvent("Internal error; it has been logged.", "internal_error", message.id,
+                             self.conversation_id)
+            return
+        await self._signal_access(citations, message.id)
+        yield DoneEvent(message_id=message.id, conversation_id=self.conversation_id,
+                        citations=[c.as_dict() for c in citations], withheld_hint=hint,
+                        tokens_used=message.tokens_used, model=spec.name)
+
+    async def _stream_round(self, provider: ChatProvider, messages: Sequence[Message],
+                            tools: Sequence[ToolSpec], sink: _Round) -> AsyncIterator[str]:
+        self.rounds.append(sink)
+        sink.input_estimate = estimate_input_tokens(messages, tools)
+        reserve = self.start.settings.answer_reserve_tokens
+        async with aclosing(provider.stream(messages, tools, reserve)) as events:
+            async for event in events:
+                if isinstance(event, TextDelta):
+                    if event.text:
+                        sink.text.append(event.text)
+                        self.parts.append(event.text)
+                        yield event.text
+                elif isinstance(event, ToolCalls):
+                    sink.calls = tuple(event.calls)
+                elif isinstance(event, Usage):
+                    sink.usage = event
+
+    async def _grounding(self, provider, messages, round_one: _Round, plan: ToolPlan, available: int,
+                         web_provider: WebSearchProvider | None):
+        """Yields TokenEvents, then one (citations, hint) tuple."""
+        settings = self.start.settings
+        t0 = time.monotonic()
+        search_result, cache_hit, web_results = await self._run_tools(plan, web_provider)
+        self.timings["tools_ms"] = _ms(t0)
+        candidates = search_result.candidates if search_result else ()
+        withheld = search_result.withheld if search_result else ()
+        kept, cut_by_k = order_and_cut(candidates, settings.retrieval_top_k)
+        sources = [PackedSource(marker=0, record_id=c.record_id, chunk_id=c.chunk_id, title=c.title, url=c.url,
+                                source_system=c.source_system, text=c.text, rank=c.rank, score=c.score)
+                   for c in kept]
+        sources += [PackedSource(marker=0, record_id=None, chunk_id=None, title=w.title, url=w.url,
+                                 source_system="web", text=w.snippet, rank=len(kept) + i + 1)
+                    for i, w in enumerate(web_results)]
+        # The tool-call message of round 1 also costs window space.
+        packed, cut_by_budget = pack_context(sources, available - _calls_tokens(round_one.calls))
+        knowledge_packed = [s for s in packed if s.record_id is not None]
+        web_packed = [s for s in packed if s.record_id is None]
+
+        contacts = {}
+        authors = {author_user_id(w.author_principal_id) for w in withheld}
+        authors.discard(None)
+        if authors:
+            contacts = await self.deps.store.contacts(authors)
+        hint = withheld_hint(withheld, contacts)
+
+        self.trace = {
+            "standalone_query": plan.search_query or plan.web_query or "",
+            "identity": {"principals": sorted(self.identity.principals), "user_id": self.identity.user_id},
+            "candidates": [_candidate_row(c) for c in candidates],
+            "packed": [{"marker": s.marker, "record_id": s.record_id, "chunk_id": s.chunk_id, "rank": s.rank,
+                        "source_system": s.source_system, "url": s.url} for s in packed],
+            "withheld": [{"source_system": w.source_system, "author_principal_id": w.author_principal_id}
+                         for w in withheld],
+            "web_results": [{"title": w.title, "url": w.url} for w in web_results],
+            "cache_hit": cache_hit,
+            "timings": {**self.timings, "cut_by_top_k": len(cut_by_k), "cut_by_budget": len(cut_by_budget)},
+            "ungrounded_sentences": [],
+        }
+
+        own = engine_answer(packed_any=bool(packed), withheld=withheld)
+        answer_start = len(self.parts)
+        if own is not None:
+            # Nothing to ground on: the engine answers, not the model (no guess from memory).
+            self.parts.append(own)
+            yield TokenEvent(own)
+        else:
+            transcript = [*messages, *tool_result_messages(
+                calls=round_one.calls, search_call=plan.search, web_call=plan.web,
+                knowledge=knowledge_packed, web=web_packed)]
+            round_two = _Round()
+            t1 = time.monotonic()
+            # No tools in round 2: the model must answer; a second tool round never happens.
+            async with aclosing(self._stream_round(provider, transcript, (), round_two)) as stream:
+                async for text in stream:
+                    yield TokenEvent(text)
+            self.trace["timings"]["round2_ms"] = _ms(t1)
+        answer = "".join(self.parts[answer_start:])
+        citations = build_citations(packed, answer) if own is None else []
+        if own is None:
+            self.trace["ungrounded_sentences"] = ungrounded_sentences(answer, {s.marker for s in packed})
+        if hint is not None:
+            tail = "\n\n" + hint["text"]
+            self.parts.append(tail)
+            yield TokenEvent(tail)
+        yield citations, hint
+
+    async def _run_tools(self, plan: ToolPlan, web_provider: WebSearchProvider | None):
+        settings = self.start.settings
+
+        async def knowledge_search() -> tuple[SearchResult | None, bool]:
+            if plan.search is None:
+                return None, False
+            query = plan.search_query
+
+            async def search(q: str, identity: Identity) -> SearchResult:
+                return await self.deps.knowledge.search(q, identity, settings.retrieval_top_k)
+
+            # Identity is the session's, never anything from the tool call's arguments.
+            return await cache_gate(query=query, identity=self.identity, cache=self.deps.cache,
+                                    ttl=settings.cache_ttl_seconds, search=search)
+
+        async def web_search() -> list[WebResult]:
+            if plan.web is None or web_provider is None:
+                return []
+            try:
+                return await web_provider.search(plan.web_query, WEB_RESULTS_LIMIT)
+            except ApplicationError as exc:  # the web is optional: answer from the knowledge base alone
+                logger.warning("web search failed: %s", exc.detail)
+                return []
+
+        (search_result, cache_hit), web_results = await asyncio.gather(knowledge_search(), web_search())
+        return search_result, cache_hit, web_results
+
+    # -- finalize --
+
+    def _tokens_used(self) -> int:
+        total = 0
+        for r in self.rounds:
+            if r.usage is not None:
+                total += r.usage.total_tokens
+            else:  # interrupted round: the local estimate of what it consumed so far
+                total += r.input_estimate + estimate_tokens("".join(r.text))
+        return total
+
+    def _finalize_fields(self, state: str, citations: Sequence[CitationOut], hint: dict | None) -> dict:
+        return {"conversation_id": self.conversation_id, "content": "".join(self.parts),
+                "model_name": self.start.model.name, "tokens_used": self._tokens_used(), "state": state,
+                "citations": list(citations), "trace": self.trace, "withheld_hint": hint}
+
+    async def _finalize(self, state: str, *, citations: Sequence[CitationOut] = (), hint: dict | None = None):
+        # Shielded and remembered: a client leaving mid-write must not cause a second finalize.
+        self._finalize_task = asyncio.ensure_future(
+            self.deps.store.finalize(release=False, **self._finalize_fields(state, citations, hint)))
+        message = await asyncio.shield(self._finalize_task)
+        self.finalized = True
+        self.message_id = message.id
+        return message
+
+    async def _finalize_interrupted(self) -> None:
+        try:
+            if self._finalize_task is None:
+                self._finalize_task = asyncio.ensure_future(self.deps.store.finalize(
+                    release=True, **self._finalize_fields(MessageState.INTERRUPTED, (), None)))
+            message = await self._finalize_task
+            self.finalized = True
+            self.message_id = message.id
+        except Exception:
+            logger.exception("could not finalize an interrupted turn")
+
+    async def _signal_access(self, citations: Sequence[CitationOut], message_id: int) -> None:
+        # Cited records count once per answer; retrieved-but-unused candidates never do (QE-11).
+        for record_id in answer_access_records(citations):
+            try:
+                await self.deps.knowledge.register_access(record_id, self.identity, "answer", str(message_id))
+            except Exception:
+                logger.exception("access signal for record %s failed", record_id)
+
+
+def _candidate_row(c) -> dict:
+    return {"record_id": c.record_id, "chunk_id": c.chunk_id, "source_system": c.source_system,
+            "score": c.score, "rank": c.rank}
+
+
+def _tools_tokens(tools: Sequence[ToolSpec]) -> int:
+    return estimate_input_tokens([], tools)
+
+
+def _calls_tokens(calls: Sequence[ToolCall]) -> int:
+    return estimate_input_tokens([Message("assistant", "", tool_calls=tuple(calls))])
+
+
+def _ms(since: float) -> float:
+    return round((time.monotonic() - since) * 1000, 2)

@@ -1,0 +1,82 @@
+"""Request and response schemas of the Query Engine (ninja / pydantic)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Literal
+
+from ninja import Schema
+from pydantic import Field, ValidationError
+
+from conversations.services import MAX_CONTENT_LENGTH
+
+
+def validation_errors(exc: ValidationError) -> list[dict]:
+    return [{"loc": ["body", *map(str, e["loc"])], "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
+
+
+class ChatIn(Schema):
+    content: str = Field(min_length=1, max_length=MAX_CONTENT_LENGTH)
+    conversation_id: uuid.UUID | None = None
+
+    model_config = {"extra": "forbid"}
+
+
+class CitationOut(Schema):
+    record_id: int | None
+    chunk_id: int | None
+    title: str
+    url: str
+    source_system: str
+    chunk_text: str
+    rank: int
+
+
+class MessageOut(Schema):
+    id: int
+    role: str
+    content: str
+    model: str | None
+    tokens_used: int | None
+    feedback: int | None
+    state: str
+    withheld_hint: dict | None
+    created_at: datetime
+    citations: list[CitationOut]
+
+
+class ConversationOut(Schema):
+    id: uuid.UUID
+    title: str
+    selected_model: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class ConversationPageOut(Schema):
+    items: list[ConversationOut]
+    next_cursor: str | None
+
+
+class ConversationDetailOut(ConversationOut):
+    messages: list[MessageOut]
+    next_cursor: str | None
+
+
+class ConversationPatchIn(Schema):
+    title: str | None = Field(default=None, min_length=1, max_length=200)
+    selected_model: str | None = None
+
+    model_config = {"extra": "forbid"}
+
+
+class FeedbackIn(Schema):
+    value: Literal[-1, 1] | None
+
+    model_config = {"extra": "forbid"}
+
+
+class FeedbackOut(Schema):
+    id: int
+    feedback: int | None

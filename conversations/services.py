@@ -1,0 +1,188 @@
+"""Writes of the Query Engine: turn start, finalize (message + trace + citations), edits, feedback.
+
+Every function is sync and atomic; the async pipeline calls them through ``sync_to_async``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.db.models.functions import Now
+
+from achilles.errors import NotFound, ServiceUnavailable, ValidationFailed
+from achilles.llm import Message as LLMMessage
+from achilles.llm import ModelSpec
+from achilles.models import AgentModel, ModelKind, User
+from achilles.platform import platform_settings
+from achilles.services import default_chat_model
+from conversations.choices import MessageState, Role
+from conversations.citations import CitationOut
+from conversations.grounding import Contact
+from conversations.models import Citation, Conversation, Message, RetrievalTrace
+from conversations.selectors import conversation_get_for_user, message_get_for_user
+
+HISTORY_LIMIT = 200  # older messages could never fit a window anyway
+TITLE_LENGTH = 80
+MAX_CONTENT_LENGTH = 32_000
+
+
+@dataclass(frozen=True)
+class TurnSettings:
+    platform_prompt: str
+    web_search_enabled: bool
+    web_search_url: str
+    answer_reserve_tokens: int
+    retrieval_top_k: int
+    cache_ttl_seconds: int
+
+
+@dataclass(frozen=True)
+class TurnStart:
+    conversation_id: str
+    created: bool
+    user_message_id: int
+    history: tuple[LLMMessage, ...]
+    model: ModelSpec
+    settings: TurnSettings
+
+
+def turn_settings() -> TurnSettings:
+    row = platform_settings()
+    return TurnSettings(platform_prompt=row.platform_prompt, web_search_enabled=row.web_search_enabled,
+                        web_search_url=row.web_search_url, answer_reserve_tokens=row.answer_reserve_tokens,
+                        retrieval_top_k=row.retrieval_top_k, cache_ttl_seconds=row.cache_ttl_seconds)
+
+
+def conversation_model(conversation: Conversation | None) -> AgentModel:
+    """Intent → the model to generate with: the thread's selection, else the default chat model."""
+    model = conversation.selected_model if conversation is not None and conversation.selected_model_id else None
+    model = model or default_chat_model()
+    if model is None:
+        raise ServiceUnavailable("no chat model is configured; an admin must add one to the allow-list",
+                                 code="no_chat_model")
+    return model
+
+
+@transaction.atomic
+def turn_start(*, user: User, content: str, conversation_id=None) -> TurnStart:
+    """Resolve (or lazily create) the thread, store the user's message, load the history."""
+    content = content.strip()
+    if not content:
+        raise ValidationFailed([{"loc": ["body", "content"], "msg": "content must not be empty", "type": "value_error"}])
+    if conversation_id is not None:
+        conversation = conversation_get_for_user(user=user, conversation_id=conversation_id)
+        conversation = Conversation.objects.select_for_update().select_related("selected_model").get(pk=conversation.pk)
+        created = False
+    else:
+        conversation = None
+        created = True
+    model = conversation_model(conversation)
+    if conversation is None:
+        conversation = Conversation.objects.create(user=user, title=_title(content))
+    previous = list(
+        Message.objects.filter(conversation=conversation)
+        .exclude(state=MessageState.FAILED, content="")
+        .order_by("-id").values_list("role", "content")[:HISTORY_LIMIT]
+    )
+    history = tuple(LLMMessage(role, text) for role, text in reversed(previous) if text)
+    message = Message.objects.create(conversation=conversation, role=Role.USER, content=content)
+    return TurnStart(conversation_id=str(conversation.pk), created=created, user_message_id=message.pk,
+                     history=history, model=model.spec(), settings=turn_settings())
+
+
+def _title(content: str) -> str:
+    line = " ".join(content.split())
+    return line if len(line) <= TITLE_LENGTH else line[: TITLE_LENGTH - 1].rstrip() + "…"
+
+
+@transaction.atomic
+def message_finalize(
+    *, conversation_id: str, content: str, model_name: str, tokens_used: int, state: str,
+    citations: Sequence[CitationOut] = (), trace: dict | None = None, withheld_hint: dict | None = None,
+) -> Message:
+    """Write the assistant message, its citations and its trace in one transaction (never half-written)."""
+    message = Message.objects.create(
+        conversation_id=conversation_id, role=Role.ASSISTANT, content=content, model=model_name,
+        tokens_used=max(0, int(tokens_used)), state=state, withheld_hint=withheld_hint,
+    )
+    Citation.objects.bulk_create([
+        Citation(message=message, record_id=c.record_id, chunk_id=c.chunk_id, title=c.title[:500], url=c.url,
+                 source_system=c.source_system, chunk_text=c.chunk_text, rank=c.rank)
+        for c in citations
+    ])
+    if trace is not None:
+        RetrievalTrace.objects.create(message=message, **trace)
+    # Any UPDATE bumps updated_at (trigger): the thread moves to the top of the list.
+    Conversation.objects.filter(pk=conversation_id).update(updated_at=Now())
+    return message
+
+
+def contacts_for(user_ids: Iterable[int]) -> dict[int, Contact]:
+    """Existing, active users among ``user_ids`` (withheld-hint contacts)."""
+    ids = {i for i in user_ids if i is not None}
+    if not ids:
+        return {}
+    return {
+        row.pk: Contact(user_id=row.pk, username=row.username, name=row.get_full_name())
+        for row in User.objects.filter(pk__in=ids, is_active=True)
+    }
+
+
+@transaction.atomic
+def conversation_update(*, user: User, conversation_id, fields: dict) -> Conversation:
+    """Rename and/or switch the model (validated against the chat allow-list; NULL → default)."""
+    conversation = conversation_get_for_user(user=user, conversation_id=conversation_id)
+    update_fields = []
+    if "title" in fields:
+        title = (fields["title"] or "").strip()
+        if not title:
+            raise ValidationFailed([{"loc": ["body", "title"], "msg": "title must not be empty", "type": "value_error"}])
+        conversation.title = title[:200]
+        update_fields.append("title")
+    if "selected_model" in fields:
+        name = fields["selected_model"]
+        if name is None:
+            conversation.selected_model = None
+        else:
+            model = AgentModel.objects.filter(name=name, kind=ModelKind.CHAT).first()
+            if model is None:
+                raise ValidationFailed(
+                    [{"loc": ["body", "selected_model"], "msg": f"model {name!r} is not an allowed chat model",
+                      "type": "value_error"}], code="model_not_allowed")
+            conversation.selected_model = model
+        update_fields.append("selected_model")
+    if update_fields:
+        conversation.save(update_fields=update_fields)
+        conversation.refresh_from_db()
+    return conversation
+
+
+@transaction.atomic
+def conversation_delete(*, user: User, conversation_id) -> None:
+    conversation = conversation_get_for_user(user=user, conversation_id=conversation_id)
+    # One DELETE: messages, traces and citations go by ON DELETE CASCADE in the database.
+    Conversation.objects.filter(pk=conversation.pk).delete()
+
+
+@transaction.atomic
+def message_feedback_set(*, user: User, message_id: int, value: int | None) -> Message:
+    """Set or clear feedback in place; only assistant messages take it (the DB CHECK agrees)."""
+    if value not in (-1, 1, None):
+        raise ValidationFailed([{"loc": ["body", "value"], "msg": "value is -1, 1 or null", "type": "value_error"}])
+    message = message_get_for_user(user=user, message_id=message_id)
+    if message.role != Role.ASSISTANT:
+        raise ValidationFailed([{"loc": ["path", "message_id"], "msg": "only assistant messages take feedback",
+                                 "type": "value_error"}], code="feedback_on_user_message")
+    Message.objects.filter(pk=message.pk).update(feedback=value)
+    message.refresh_from_db()
+    return message
+
+
+def citation_for_click(*, user: User, message_id: int, record_id: int) -> Citation:
+    message = message_get_for_user(user=user, message_id=message_id)
+    citation = Citation.objects.filter(message=message, record_id=record_id).first()
+    if citation is None:
+        raise NotFound("citation not found")
+    return citation

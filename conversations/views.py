@@ -1,0 +1,74 @@
+"""``POST /api/chat``: one chat turn streamed as Server-Sent Events (QE-15).
+
+A plain async Django view (ninja routes are sync): it authenticates itself (session or Bearer),
+validates the body, then streams ``token`` events, then one ``done`` (or ``error``) event. The
+generation runs inside the request; no task queue. When the client goes away Django cancels
+the stream and the turn finalizes its message ``interrupted``.
+"""
+
+from __future__ import annotations
+
+import json
+
+from asgiref.sync import sync_to_async
+from django.http import JsonResponse, StreamingHttpResponse
+from django.middleware.csrf import CsrfViewMiddleware
+from django.views.decorators.csrf import csrf_exempt
+from pydantic import ValidationError
+
+from achilles.auth import authenticate_request
+from achilles.errors import ApplicationError, NotAuthenticated
+from conversations.pipeline import Event, prepare_turn
+from conversations.schemas import ChatIn, validation_errors
+
+
+def sse(event: Event) -> bytes:
+    return f"event: {event.name}\ndata: {json.dumps(event.payload(), ensure_ascii=False)}\n\n".encode()
+
+
+def _error(exc: ApplicationError) -> JsonResponse:
+    return JsonResponse(exc.as_dict(), status=exc.status)
+
+
+def _authenticate(request):
+    """(user, via_session): the session wins; Bearer for scripts."""
+    user = getattr(request, "user", None)
+    if user is not None and user.is_authenticated:
+        return user, True
+    return authenticate_request(request), False
+
+
+def _csrf_rejection(request):
+    # A session-authenticated POST from a browser needs the CSRF token; Bearer calls do not.
+    return CsrfViewMiddleware(lambda r: None).process_view(request, None, (), {})
+
+
+@csrf_exempt
+async def chat_sse(request):
+    if request.method != "POST":
+        return JsonResponse({"detail": "Use POST.", "code": "method_not_allowed"}, status=405)
+    user, via_session = await sync_to_async(_authenticate)(request)
+    if user is None:
+        return _error(NotAuthenticated("Authentication credentials were not provided or are invalid."))
+    if via_session:
+        rejected = await sync_to_async(_csrf_rejection)(request)
+        if rejected is not None:
+            return JsonResponse({"detail": "CSRF check failed.", "code": "permission_denied"}, status=403)
+    try:
+        body = ChatIn.model_validate_json(request.body or b"{}")
+    except ValidationError as exc:
+        return JsonResponse({"detail": validation_errors(exc), "code": "validation_error"}, status=422)
+    try:
+        turn = await prepare_turn(user=user, content=body.content, conversation_id=body.conversation_id)
+    except ApplicationError as exc:
+        return _error(exc)
+
+    async def stream():
+        async for event in turn.events():
+            yield sse(event)
+
+    response = StreamingHttpResponse(stream(), content_type="text/event-stream; charset=utf-8")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    response["X-Conversation-Id"] = turn.conversation_id
+    return response

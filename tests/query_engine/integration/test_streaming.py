@@ -1,0 +1,155 @@
+"""Синхронный SSE-стриминг ответа без очереди задач (seed: test_streaming.py, P1).
+
+httpx reads the SSE stream of ``POST /api/chat`` from the real ASGI application through a
+streaming in-process transport (chunks arrive as sent; closing the response is a client
+disconnect). The websocket transport is covered by test_websocket.py.
+"""
+
+import time
+
+import httpx
+import pytest
+from asgiref.sync import async_to_sync
+
+from achilles.llm import TextDelta, Usage
+from achilles.llm.fake import Delay, answer, call_tool
+from conversations.models import Message
+from tests.query_engine.asgi_stream import StreamingASGITransport, parse_sse
+from tests.query_engine.conftest import candidate, result
+
+pytestmark = [pytest.mark.integration, pytest.mark.p1, pytest.mark.django_db(transaction=True)]
+
+
+def bearer(user) -> dict:
+    from achilles.services import api_token_create
+
+    _, raw = api_token_create(user=user)
+    return {"Authorization": f"Bearer {raw}"}
+
+
+def slow_answer(words: list[str], delay: float) -> list:
+    items = []
+    for word in words:
+        items += [Delay(delay), TextDelta(word)]
+    return items
+
+
+def chat(headers, body, *, stop_after_tokens: int | None = None):
+    """POST /api/chat; returns (status, response headers, [(event, data, arrival_seconds)])."""
+    from achilles.asgi import application
+
+    async def go():
+        transport = StreamingASGITransport(application)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+            started = time.monotonic()
+            events = []
+            async with client.stream("POST", "/api/chat", json=body, headers=headers) as response:
+                if response.status_code != 200:
+                    await response.aread()
+                    return response.status_code, response.headers, response.json()
+                buffer = ""
+                async for text in response.aiter_text():
+                    buffer += text
+                    while "\n\n" in buffer:
+                        block, buffer = buffer.split("\n\n", 1)
+                        for name, data in parse_sse(block + "\n\n"):
+                            events.append((name, data, time.monotonic() - started))
+                    tokens = [e for e in events if e[0] == "token"]
+                    if stop_after_tokens is not None and len(tokens) >= stop_after_tokens:
+                        break  # leaving the block closes the response: the client is gone
+            for task in transport.tasks:
+                await task
+            return response.status_code, response.headers, events
+
+    return async_to_sync(go)()
+
+
+def test_tokens_stream_incrementally(engine, user):
+    """токены идут потоком: ответ приходит инкрементами по мере генерации, не одним блоком в конце."""
+    engine.script(slow_answer(["Раз ", "два ", "три ", "четыре"], delay=0.15))
+
+    status, headers, events = chat(bearer(user), {"content": "Привет"})
+
+    assert status == 200
+    assert headers["content-type"].startswith("text/event-stream")
+    assert headers["x-accel-buffering"] == "no"
+    tokens = [(data["text"], at) for name, data, at in events if name == "token"]
+    assert [t for t, _ in tokens] == ["Раз ", "два ", "три ", "четыре"]
+    # The first token was on the wire long before the model finished.
+    assert tokens[-1][1] - tokens[0][1] >= 0.3
+    done_at = next(at for name, _, at in events if name == "done")
+    assert done_at - tokens[0][1] >= 0.3
+
+
+def test_synchronous_without_a_queue(engine, user, monkeypatch):
+    """синхронно, без очереди: проход в рамках запроса, никакой постановки задачи в брокер."""
+    from celery.app.task import Task
+
+    def no_queue(*args, **kwargs):
+        raise AssertionError("the chat turn must not enqueue a task")
+
+    monkeypatch.setattr(Task, "apply_async", no_queue)
+    engine.script(answer("Готово."))
+
+    status, _, events = chat(bearer(user), {"content": "Привет"})
+
+    assert status == 200
+    done = events[-1][1]
+    # The answer is stored by the time the stream ends: nothing "arrives later".
+    assert Message.objects.get(pk=done["message_id"]).content == "Готово."
+
+
+def test_citations_at_the_tail(engine, user):
+    """цитаты в хвосте потока: источники — завершающим событием после тела, привязаны к тому же сообщению."""
+    engine.ks.default = result(candidate(7, "Отпуск 28 дней.", title="Политика отпусков"))
+    engine.script(call_tool("search_knowledge", query="отпуск"), answer("Отпуск 28 дней [1]."))
+
+    status, _, events = chat(bearer(user), {"content": "Сколько дней отпуска?"})
+
+    names = [name for name, _, _ in events]
+    assert names[-1] == "done" and set(names[:-1]) == {"token"}
+    done = events[-1][1]
+    assert done["citations"][0]["record_id"] == 7
+    assert done["citations"][0]["title"] == "Политика отпусков"
+    assert {"record_id", "title", "url", "source_system", "chunk_text", "rank"} <= set(done["citations"][0])
+    message = Message.objects.get(pk=done["message_id"])
+    assert message.role == "assistant"
+    assert list(message.citations.values_list("record_id", flat=True)) == [7]
+    assert str(message.conversation_id) == done["conversation_id"]
+
+
+def test_connection_drop(engine, user):
+    """обрыв соединения: клиент отвалился посреди потока → генерация прекращается, сообщение не зависает."""
+    words = [f"слово{i} " for i in range(20)]
+    provider = engine.script(slow_answer(words, delay=0.1))
+
+    status, _, events = chat(bearer(user), {"content": "Расскажи длинно"}, stop_after_tokens=2)
+
+    assert status == 200
+    assert [name for name, _, _ in events].count("done") == 0
+    message = Message.objects.get(role="assistant")
+    assert message.state == "interrupted"
+    assert message.content.startswith("слово0 слово1 ")
+    assert len(message.content.split()) < 20  # generation stopped: not all 20 words were produced
+    assert message.tokens_used > 0
+    time.sleep(0.3)
+    assert Message.objects.get(pk=message.pk).content == message.content  # nothing appended afterwards
+    assert len(provider.calls) == 1
+
+
+def test_tokens_used_at_finalize(engine, user):
+    """tokens_used при финализации: на assistant-сообщении — весь оборот (вход + выход), только assistant."""
+    engine.ks.default = result(candidate(1, "Факт."))
+    engine.script(
+        [*call_tool("search_knowledge", query="факт"), Usage(100, 20)],
+        [*answer("Факт [1]."), Usage(300, 40)],
+    )
+
+    status, _, events = chat(bearer(user), {"content": "Какой факт?"})
+
+    done = events[-1][1]
+    assert done["tokens_used"] == 460
+    assert done["model"] == "fake-chat"
+    assistant = Message.objects.get(pk=done["message_id"])
+    assert assistant.tokens_used == 460
+    assert Message.objects.get(role="user").tokens_used is None
