@@ -13,5 +13,6 @@ urlpatterns = [
     path("api/", api.urls),
     path("accounts/login/", auth_views.LoginView.as_view(template_name="registration/login.html"), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("tokens/", views.tokens_page, name="tokens"),
     path("", views.home, name="home"),
 ]

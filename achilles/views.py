@@ -19,3 +19,31 @@ def healthz(request):
 @login_required
 def home(request):
     return render(request, "home.html")
+
+
+@login_required
+def tokens_page(request):
+    """Personal API tokens: list, create (the secret is shown once), revoke."""
+    from django.contrib import messages
+    from django.shortcuts import redirect
+
+    from achilles import services
+    from achilles.errors import ApplicationError
+    from achilles.models import ApiToken
+
+    created_secret = None
+    if request.method == "POST":
+        if "revoke" in request.POST:
+            try:
+                services.api_token_revoke(user=request.user, token_id=int(request.POST["revoke"]))
+                messages.success(request, "Токен отозван.")
+            except (ApplicationError, ValueError):
+                messages.error(request, "Токен не найден.")
+            return redirect("tokens")
+        name = (request.POST.get("name") or "").strip()[:100]
+        if not name:
+            messages.error(request, "Укажите название токена.")
+        else:
+            _, created_secret = services.api_token_create(user=request.user, name=name)
+    tokens = ApiToken.objects.filter(user=request.user)
+    return render(request, "tokens.html", {"tokens": tokens, "created_secret": created_secret})
