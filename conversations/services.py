@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.db.models.functions import Now
 
-from achilles.errors import NotFound, ServiceUnavailable, ValidationFailed
+from achilles.errors import NotFound, ValidationFailed
 from achilles.llm import Message as LLMMessage
 from achilles.llm import ModelSpec
 from achilles.models import AgentModel, ModelKind, User
@@ -21,6 +21,7 @@ from conversations.choices import MessageState, Role
 from conversations.citations import CitationOut
 from conversations.grounding import Contact
 from conversations.models import Citation, Conversation, Message, RetrievalTrace
+from conversations.rules import effective_model, feedback_update, resolve_selected_model
 from conversations.selectors import conversation_get_for_user, message_get_for_user
 
 HISTORY_LIMIT = 200  # older messages could never fit a window anyway
@@ -57,12 +58,8 @@ def turn_settings() -> TurnSettings:
 
 def conversation_model(conversation: Conversation | None) -> AgentModel:
     """Intent → the model to generate with: the thread's selection, else the default chat model."""
-    model = conversation.selected_model if conversation is not None and conversation.selected_model_id else None
-    model = model or default_chat_model()
-    if model is None:
-        raise ServiceUnavailable("no chat model is configured; an admin must add one to the allow-list",
-                                 code="no_chat_model")
-    return model
+    selected = conversation.selected_model if conversation is not None and conversation.selected_model_id else None
+    return effective_model(selected, default_chat_model())
 
 
 @transaction.atomic
@@ -143,15 +140,8 @@ def conversation_update(*, user: User, conversation_id, fields: dict) -> Convers
         update_fields.append("title")
     if "selected_model" in fields:
         name = fields["selected_model"]
-        if name is None:
-            conversation.selected_model = None
-        else:
-            model = AgentModel.objects.filter(name=name, kind=ModelKind.CHAT).first()
-            if model is None:
-                raise ValidationFailed(
-                    [{"loc": ["body", "selected_model"], "msg": f"model {name!r} is not an allowed chat model",
-                      "type": "value_error"}], code="model_not_allowed")
-            conversation.selected_model = model
+        allowed = {m.name: m for m in AgentModel.objects.filter(name=name, kind=ModelKind.CHAT)} if name else {}
+        conversation.selected_model = resolve_selected_model(name, allowed)
         update_fields.append("selected_model")
     if update_fields:
         conversation.save(update_fields=update_fields)
@@ -169,13 +159,9 @@ def conversation_delete(*, user: User, conversation_id) -> None:
 @transaction.atomic
 def message_feedback_set(*, user: User, message_id: int, value: int | None) -> Message:
     """Set or clear feedback in place; only assistant messages take it (the DB CHECK agrees)."""
-    if value not in (-1, 1, None):
-        raise ValidationFailed([{"loc": ["body", "value"], "msg": "value is -1, 1 or null", "type": "value_error"}])
     message = message_get_for_user(user=user, message_id=message_id)
-    if message.role != Role.ASSISTANT:
-        raise ValidationFailed([{"loc": ["path", "message_id"], "msg": "only assistant messages take feedback",
-                                 "type": "value_error"}], code="feedback_on_user_message")
-    Message.objects.filter(pk=message.pk).update(feedback=value)
+    # In place: one UPDATE of one column; content and role are never rewritten.
+    Message.objects.filter(pk=message.pk).update(**feedback_update(role=message.role, value=value))
     message.refresh_from_db()
     return message
 

@@ -248,10 +248,15 @@ class MemoryTurnStore:
     conversations: dict = field(default_factory=dict)
     messages: list = field(default_factory=list)
     users: dict = field(default_factory=dict)  # id → Contact, for withheld-hint contacts
+    models: dict = field(default_factory=dict)  # the allow-list: name → ModelSpec
+    default_model: str | None = "fake-chat"
     _ids: object = field(default_factory=lambda: itertools.count(1))
 
     def __post_init__(self):
+        from achilles.llm import ModelSpec
         from conversations.services import TurnSettings
+
+        self.models = self.models or {"fake-chat": ModelSpec("fake-chat", "scripted", context_window=self.context_window)}
 
         if self.settings is None:
             self.settings = TurnSettings(platform_prompt="", web_search_enabled=False, web_search_url="",
@@ -265,12 +270,13 @@ class MemoryTurnStore:
 
         from achilles.errors import NotFound
         from achilles.llm import Message as LLMMessage
-        from achilles.llm import ModelSpec
         from conversations.services import TurnStart
+
+        from conversations.rules import effective_model
 
         if conversation_id is None:
             conversation_id, created = str(uuid.uuid4()), True
-            self.conversations[conversation_id] = {"user_id": user.id}
+            self.conversations[conversation_id] = {"user_id": user.id, "selected_model": None}
         else:
             conversation_id, created = str(conversation_id), False
             owner = self.conversations.get(conversation_id)
@@ -280,9 +286,15 @@ class MemoryTurnStore:
         message_id = next(self._ids)
         self.messages.append({"id": message_id, "conversation_id": conversation_id, "role": "user",
                               "content": content.strip(), "state": "complete"})
+        selected = self.conversations[conversation_id]["selected_model"]
+        model = effective_model(selected, self.models.get(self.default_model))
         return TurnStart(conversation_id=conversation_id, created=created, user_message_id=message_id,
-                         history=history, model=ModelSpec("fake-chat", "scripted", context_window=self.context_window),
-                         settings=self.settings)
+                         history=history, model=model, settings=self.settings)
+
+    def select_model(self, conversation_id, name):
+        from conversations.rules import resolve_selected_model
+
+        self.conversations[str(conversation_id)]["selected_model"] = resolve_selected_model(name, self.models)
 
     async def finalize(self, *, release, **fields):
         from conversations.pipeline import Finalized
