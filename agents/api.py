@@ -74,7 +74,6 @@ def agents_get(request: HttpRequest, agent_id: int):
 @router.patch("/agents/{int:agent_id}", response=AgentOut)
 def agents_update(request: HttpRequest, agent_id: int, payload: AgentPatch):
     agent = selectors.agent_get_for_owner(agent_id=agent_id, user=request.auth)
-    _refuse_admin_paused(payload)
     changes = {}
     for field in payload.model_fields_set:
         value = getattr(payload, field)

@@ -18,7 +18,7 @@ def agent_get_for_owner(*, agent_id: int, user: User, for_update: bool = False) 
     """The caller's own agent; unknown and foreign agents alike are 404 (existence never revealed)."""
     qs = Agent.objects.select_related("model", "owner")
     if for_update:
-        qs = qs.select_for_update(of=("self",))
+        qs = qs.select_for_update(of=("self",), no_key=True)
     agent = qs.filter(pk=agent_id, owner=user).first()
     if agent is None:
         raise NotFound("agent not found", code="agent_not_found")

@@ -10,6 +10,7 @@ time control moves every decision the same way.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from achilles.errors import Conflict, NotFound, ValidationFailed
+from achilles.errors import Conflict, NotFound, PermissionDenied, ValidationFailed
 from achilles.models import AgentModel, User
 from achilles.platform import platform_settings
 from achilles.services import default_chat_model
@@ -87,8 +88,14 @@ def agent_update(*, agent: Agent, changes: dict[str, Any], now: datetime | None 
 
     A new schedule or a reopened switch recomputes ``next_run_at`` from now; other edits keep it.
     """
+    if "admin_paused" in changes:
+        # The admin's lock is sticky: an owner's attempt is refused and changes nothing.
+        raise PermissionDenied("admin_paused is set by platform admins only", code="admin_only")
+    unknown = set(changes) - {"name", "instructions", "model", "schedule", "enabled"}
+    if unknown:
+        raise ValidationFailed(f"not editable: {', '.join(sorted(unknown))}", code="not_editable")
     now = now or timezone.now()
-    agent = Agent.objects.select_for_update(of=("self",)).select_related("owner", "model").get(pk=agent.pk)
+    agent = Agent.objects.select_for_update(of=("self",), no_key=True).select_related("owner", "model").get(pk=agent.pk)
     was_open, old_schedule = agent.gates_open, agent.schedule
     if "name" in changes:
         agent.name = _clean_name(changes["name"])
@@ -118,7 +125,7 @@ def agent_delete(*, agent: Agent) -> None:
 def agent_set_admin_paused(*, agent_id: int, paused: bool, now: datetime | None = None) -> Agent:
     """The admin's lock; the owner's ``enabled`` is never touched. Resuming recomputes the next slot."""
     now = now or timezone.now()
-    agent = Agent.objects.select_for_update(of=("self",)).select_related("owner", "model").filter(pk=agent_id).first()
+    agent = Agent.objects.select_for_update(of=("self",), no_key=True).select_related("owner", "model").filter(pk=agent_id).first()
     if agent is None:
         raise NotFound("agent not found", code="agent_not_found")
     if agent.admin_paused != paused:
@@ -318,13 +325,15 @@ class TickResult:
         return len(self.queued) + self.skipped_already_running + self.skipped_budget
 
 
+# NO KEY UPDATE, not UPDATE: a concurrent manual run's INSERT takes KEY SHARE on the agent row
+# (its FK check); with FOR UPDATE the two would deadlock on the partial UNIQUE.
 _CLAIM_SQL = """
 SELECT a.id, a.owner_id, a.schedule, a.next_run_at, u.timezone
 FROM agents a JOIN users u ON u.id = a.owner_id
 WHERE a.next_run_at <= %s
 ORDER BY a.next_run_at
 LIMIT %s
-FOR UPDATE OF a SKIP LOCKED
+FOR NO KEY UPDATE OF a SKIP LOCKED
 """
 
 _BUDGET_SQL = """
@@ -387,7 +396,9 @@ def _tick_batch(now: datetime, batch_size: int, result: TickResult) -> int:
         if skipped:
             cursor.execute(_INSERT_SKIPPED_SQL, [now, [s[0] for s in skipped], [s[1] for s in skipped],
                                                  [s[2] for s in skipped]])
-        next_slots = [sched.next_run_at(schedule, owner_tz[owner_id], now=now, previous=slot)
+        # Django's psycopg loaders hand jsonb over as text.
+        next_slots = [sched.next_run_at(json.loads(schedule) if isinstance(schedule, str) else schedule,
+                                        owner_tz[owner_id], now=now, previous=slot)
                       for _, owner_id, schedule, slot, _ in rows]
         cursor.execute(_ADVANCE_SQL, [[r[0] for r in rows], next_slots])
         _dispatch_on_commit(queued_ids)

@@ -79,15 +79,16 @@ class KnowledgeTools:
         if not query:
             raise ValueError("query is empty")
         result = self.ks.search(query, self.identity, SEARCH_K)
+        # Withheld records are coordinates only (source system), never their id, title or text.
+        hidden = ""
+        if result.withheld:
+            systems = sorted({w.source_system for w in result.withheld})
+            hidden = f"\n\n(Some relevant records exist that the owner may not see; sources: {', '.join(systems)}.)"
         if not result.candidates:
-            note = "The knowledge base is empty." if result.is_empty else "Nothing found for this query."
-            if result.withheld:
-                systems = sorted({w.source_system for w in result.withheld})
-                note += f" Some relevant records exist that the owner may not see (sources: {', '.join(systems)})."
-            return note
+            return ("The knowledge base is empty." if result.is_empty else "Nothing found for this query.") + hidden
         sources = [ContextSource(i, f"{c.title} (record {c.record_id}, {c.source_system})", c.text)
                    for i, c in enumerate(result.candidates, start=1)]
-        return format_context(sources)
+        return format_context(sources) + hidden
 
     def _graph(self, args: dict) -> str:
         depth = max(1, min(2, int(args.get("depth", 1))))

@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
-import pytest
+import threading
+from datetime import timedelta
 
-from achilles.llm.fake import answer, call_tool
+import pytest
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
+
+from achilles.errors import Conflict
+from achilles.llm.fake import answer, call_tool, fail
 from achilles.llm.types import Usage
-from agents.models import AgentRun
-from agents.services import agent_run_request
+from achilles.platform import platform_settings_update
+from agents.models import Agent, AgentRun
+from agents.services import agent_run_request, agent_runs_reap_stale, scheduler_tick
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
+
+
+def _request(agent, capture):
+    with capture(execute=True):
+        return agent_run_request(agent=agent)
 
 
 @pytest.mark.p0
@@ -17,15 +29,228 @@ def test_run_goes_queued_running_succeeded_with_output_written(agent_factory, fa
                                                                django_capture_on_commit_callbacks):
     # given an agent whose model searches, then answers
     agent = agent_factory()
+    states = []
+    fake_ks.on_call = lambda name: states.append(AgentRun.objects.get().state)
     fake_chat.add_round(call_tool("search", query="отпуск"))
     fake_chat.add_round(answer("Положено 28 дней [1]", usage=Usage(100, 20)))
     # when a manual run is requested and its task handled
-    with django_capture_on_commit_callbacks(execute=True):
-        run = agent_run_request(agent=agent)
-    assert run.state == "queued" and dispatched == [run.pk]
+    run = _request(agent, django_capture_on_commit_callbacks)
+    assert run.state == "queued" and run.trigger == "manual" and dispatched == [run.pk]
     run_task(run.pk)
-    # then the row carries the output
+    # then it was running while the model worked, and the row carries the output
     run.refresh_from_db()
+    assert states == ["running"]
     assert run.state == "succeeded"
     assert run.output == "Положено 28 дней [1]"
+    assert run.reason == "" and run.error == ""
     assert fake_ks.names() == ["search"]
+
+
+@pytest.mark.p0
+def test_run_failure_sets_failed_with_error_filled_distinct_from_skipped(agent_factory, fake_chat, fake_ks, dispatched,
+                                                                        run_task, django_capture_on_commit_callbacks):
+    # given a model that fails mid-run
+    agent = agent_factory()
+    fake_chat.add_round(call_tool("search", query="x"))
+    fake_chat.add_round([fail(detail="provider exploded")])
+    run = _request(agent, django_capture_on_commit_callbacks)
+    # when the run executes
+    run_task(run.pk)
+    run.refresh_from_db()
+    # then it failed: started, finished, error and reason filled — unlike a skipped run
+    assert run.state == "failed"
+    assert run.reason == "model_error" and "provider exploded" in run.error
+    assert run.started_at is not None and run.finished_at is not None
+    assert run.state != "skipped"
+
+
+@pytest.mark.p0
+def test_iteration_cap_fails_the_run_with_reason_iteration_cap(agent_factory, fake_chat, fake_ks, dispatched, run_task,
+                                                               django_capture_on_commit_callbacks):
+    platform_settings_update(agent_iteration_cap=3)
+    for _ in range(5):
+        fake_chat.add_round(call_tool("search", query="снова"))
+    run = _request(agent_factory(), django_capture_on_commit_callbacks)
+    run_task(run.pk)
+    run.refresh_from_db()
+    assert (run.state, run.reason) == ("failed", "iteration_cap")
+    assert len(fake_chat.calls) == 3
+    assert run.started_at is not None and run.tokens_used > 0
+
+
+@pytest.mark.p0
+def test_tokens_used_is_set_from_the_actual_run(agent_factory, fake_chat, fake_ks, dispatched, run_task,
+                                               django_capture_on_commit_callbacks):
+    fake_chat.add_round(call_tool("search", query="x") + [Usage(1000, 50)])
+    fake_chat.add_round(answer("готово", usage=Usage(1200, 80)))
+    run = _request(agent_factory(), django_capture_on_commit_callbacks)
+    run_task(run.pk)
+    run.refresh_from_db()
+    assert run.tokens_used == 2330
+
+
+@pytest.mark.p1
+def test_started_at_finished_at_set_and_created_at_updated_at_by_server_default_and_trigger(
+        agent_factory, fake_chat, fake_ks, dispatched, run_task, django_capture_on_commit_callbacks):
+    fake_chat.add_round(answer("ok"))
+    before = timezone.now()
+    run = _request(agent_factory(), django_capture_on_commit_callbacks)
+    run.refresh_from_db()
+    assert run.started_at is None and run.finished_at is None and run.created_at is not None
+    run_task(run.pk)
+    run.refresh_from_db()
+    assert before <= run.started_at <= run.finished_at
+    # created_at / updated_at come from the database: a raw INSERT gets them, a raw UPDATE bumps updated_at
+    with connection.cursor() as cursor:
+        cursor.execute("INSERT INTO agent_runs (agent_id, trigger, state, reason, output, error, tokens_used, finished_at) "
+                       "VALUES (%s, 'manual', 'succeeded', '', '', '', 0, now()) RETURNING created_at, updated_at",
+                       [run.agent_id])
+        created_at, updated_at = cursor.fetchone()
+        assert created_at is not None and updated_at is not None
+        cursor.execute("UPDATE agent_runs SET updated_at = '2000-01-01' , output = 'x' WHERE id = %s RETURNING updated_at",
+                       [run.pk])
+        assert cursor.fetchone()[0].year > 2000
+
+
+@pytest.mark.p0
+def test_skipped_run_has_no_started_at_refused_before_start_not_cut_mid_run(agent_factory):
+    agent = agent_factory()
+    # the database refuses a skipped row that claims it started
+    with pytest.raises(IntegrityError, match="agents_agentrun_skipped_never_started"), transaction.atomic(), \
+            connection.cursor() as cursor:
+        cursor.execute("INSERT INTO agent_runs (agent_id, trigger, state, reason, output, error, tokens_used, started_at, "
+                       "finished_at) VALUES (%s, 'scheduled', 'skipped', 'already_running', '', '', 0, now(), now())",
+                       [agent.pk])
+    # … and one that spent tokens
+    with pytest.raises(IntegrityError, match="agents_agentrun_skipped_never_started"), transaction.atomic(), \
+            connection.cursor() as cursor:
+        cursor.execute("INSERT INTO agent_runs (agent_id, trigger, state, reason, output, error, tokens_used, finished_at) "
+                       "VALUES (%s, 'scheduled', 'skipped', 'budget_exceeded', '', '', 10, now())", [agent.pk])
+
+
+@pytest.mark.p0
+def test_partial_unique_one_active_run_per_agent_settles_the_race_in_the_database(agent_factory, run_factory):
+    agent = agent_factory()
+    run_factory(agent=agent, state="queued")
+    # a raw INSERT of a second active run is refused by the database, not by code
+    for state in ("queued", "running"):
+        with pytest.raises(IntegrityError, match="agents_agentrun_one_active_per_agent"), transaction.atomic(), \
+                connection.cursor() as cursor:
+            cursor.execute("INSERT INTO agent_runs (agent_id, trigger, state, reason, output, error, tokens_used, started_at) "
+                           "VALUES (%s, 'scheduled', %s, '', '', '', 0, now())", [agent.pk, state])
+    # finished runs do not hold the lock
+    AgentRun.objects.filter(agent=agent).update(state="succeeded", finished_at=timezone.now())
+    run_factory(agent=agent, state="queued")
+
+
+@pytest.mark.p0
+def test_stale_heartbeat_running_run_is_reaped_failed_stale_lock_released_agent_runs_again(
+        agent_factory, run_factory, fake_chat, fake_ks, dispatched, run_task, django_capture_on_commit_callbacks):
+    # given a zombie: running, heartbeat older than agent_stale_after_seconds
+    platform_settings_update(agent_stale_after_seconds=60)
+    agent = agent_factory()
+    now = timezone.now()
+    zombie = run_factory(agent=agent, state="running", started_at=now - timedelta(minutes=5),
+                         heartbeat_at=now - timedelta(minutes=2))
+    fresh = run_factory(state="running", started_at=now, heartbeat_at=now - timedelta(seconds=10))
+    with pytest.raises(Conflict):
+        agent_run_request(agent=agent)
+    # when the reaper runs
+    assert agent_runs_reap_stale(now=now) == 1
+    # then the zombie is failed/stale, the live run is untouched and the agent runs again
+    zombie.refresh_from_db()
+    fresh.refresh_from_db()
+    assert (zombie.state, zombie.reason) == ("failed", "stale") and zombie.finished_at is not None
+    assert fresh.state == "running"
+    fake_chat.add_round(answer("снова работаю"))
+    run = _request(agent, django_capture_on_commit_callbacks)
+    run_task(run.pk)
+    run.refresh_from_db()
+    assert run.state == "succeeded"
+
+
+@pytest.mark.p1
+def test_a_zombie_finishing_after_being_reaped_keeps_the_stale_verdict(agent_factory, fake_chat, fake_ks, dispatched,
+                                                                      run_task, django_capture_on_commit_callbacks):
+    agent = agent_factory()
+
+    def reaped_mid_run(name):
+        AgentRun.objects.filter(agent=agent).update(state="failed", reason="stale", finished_at=timezone.now())
+
+    fake_ks.on_call = reaped_mid_run
+    fake_chat.add_round(call_tool("search", query="x"))
+    run = _request(agent, django_capture_on_commit_callbacks)
+    run_task(run.pk)
+    run.refresh_from_db()
+    assert (run.state, run.reason) == ("failed", "stale")
+    assert len(fake_chat.calls) == 1  # the heartbeat noticed and the loop stopped
+
+
+@pytest.mark.p1
+def test_a_duplicate_delivery_of_the_task_does_not_run_twice(agent_factory, fake_chat, fake_ks, dispatched, run_task,
+                                                             django_capture_on_commit_callbacks):
+    fake_chat.add_round(answer("один раз"))
+    run = _request(agent_factory(), django_capture_on_commit_callbacks)
+    assert run_task(run.pk) == "succeeded"
+    assert run_task(run.pk) is None
+    assert len(fake_chat.calls) == 1
+
+
+@pytest.mark.p1
+def test_a_gate_closed_after_the_request_skips_the_queued_run_without_starting_it(
+        agent_factory, fake_chat, dispatched, run_task, django_capture_on_commit_callbacks):
+    agent = agent_factory()
+    run = _request(agent, django_capture_on_commit_callbacks)
+    Agent.objects.filter(pk=agent.pk).update(admin_paused=True)
+    run_task(run.pk)
+    run.refresh_from_db()
+    assert (run.state, run.reason, run.started_at) == ("skipped", "gate_closed", None)
+    assert fake_chat.calls == []
+
+
+@pytest.mark.p0
+@pytest.mark.django_db(transaction=True)
+def test_manual_run_racing_a_due_slot_100_times_ends_with_exactly_one_active_run(agent_factory, dispatched):
+    # given an interval agent whose slot is due right now
+    agent = agent_factory(schedule={"type": "interval", "every_minutes": 5})
+    errors: list[BaseException] = []
+
+    def manual(barrier):
+        try:
+            barrier.wait()
+            agent_run_request(agent=agent)
+        except Conflict as exc:
+            assert exc.code == "already_running"
+        except BaseException as exc:  # anything else would be a 500
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    def tick(barrier, now):
+        try:
+            barrier.wait()
+            scheduler_tick(now=now, redispatch=False)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    for _ in range(100):
+        now = timezone.now()
+        Agent.objects.filter(pk=agent.pk).update(next_run_at=now - timedelta(seconds=1))
+        barrier = threading.Barrier(2)
+        threads = [threading.Thread(target=manual, args=(barrier,)), threading.Thread(target=tick, args=(barrier, now))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        # then exactly one active run, whoever won
+        assert errors == []
+        assert AgentRun.objects.filter(agent=agent, state__in=["queued", "running"]).count() == 1
+        AgentRun.objects.filter(agent=agent, state__in=["queued", "running"]).update(state="succeeded",
+                                                                                     finished_at=timezone.now())
+    assert errors == []
+    runs = AgentRun.objects.filter(agent=agent)
+    assert runs.filter(state="succeeded").count() == 100
+    # every lost race on the scheduler's side left an honest skipped row, never a second active run
+    assert set(runs.filter(state="skipped").values_list("reason", flat=True)) <= {"already_running"}
