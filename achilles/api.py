@@ -80,3 +80,4 @@ def _unexpected(request, exc: Exception):
 api.add_router("/", "achilles.api_core.router")
 api.add_router("/", "agents.api.router")
 api.add_router("/", "conversations.api.router")
+api.add_router("/knowledge/", "knowledge.api.router")

@@ -1,0 +1,126 @@
+"""REST routes of the Knowledge Store, mounted at ``/api/knowledge/``.
+
+``POST /search`` runs a search as the caller (an admin may preview another user's result);
+``PUT /records`` and ``DELETE /records`` are for service tokens of admins (KS-2).
+"""
+
+from __future__ import annotations
+
+from django.http import HttpRequest
+from ninja import Router, Schema, Status
+from pydantic import Field, field_validator
+
+from achilles.errors import NotFound, PermissionDenied
+from knowledge import facade, services
+from knowledge.selectors import MAX_K, MAX_QUERY_CHARS, embedding_config
+
+router = Router(tags=["knowledge"])
+
+
+class SearchIn(Schema):
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
+    k: int = Field(default=8, ge=1, le=MAX_K)
+    as_user_id: int | None = Field(default=None, description="Admins only: search as this user would.")
+
+    @field_validator("query")
+    @classmethod
+    def not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("query must not be blank")
+        return value
+
+
+class CandidateOut(Schema):
+    record_id: int
+    chunk_id: int
+    title: str
+    url: str
+    source_system: str
+    text: str
+    score: float
+    rank: int
+
+
+class WithheldOut(Schema):
+    source_system: str
+    author_principal_id: str | None
+
+
+class SearchOut(Schema):
+    candidates: list[CandidateOut]
+    withheld: list[WithheldOut]
+    is_empty: bool
+
+
+class RecordIn(Schema):
+    source_system: str = Field(min_length=1, max_length=64, pattern=r"^[a-z][a-z0-9_-]*$")
+    external_id: str = Field(min_length=1, max_length=512)
+    title: str = Field(min_length=1, max_length=500)
+    text: str = Field(min_length=1, max_length=2_000_000)
+    acl: list[str] = Field(min_length=1, max_length=200)
+    url: str = Field(default="", max_length=2000)
+    author_principal_id: str | None = Field(default=None, max_length=200)
+
+
+class RecordOut(Schema):
+    record_id: int
+    status: str
+    chunks: int
+    warnings: list[str]
+
+
+class StatusOut(Schema):
+    is_empty: bool
+    records: int
+    chunks: int
+    embedding_model: str | None
+    vector_search: bool
+
+
+def _require_admin(request: HttpRequest) -> None:
+    if not request.auth.is_staff:
+        raise PermissionDenied("admins only")
+
+
+@router.post("/search", response=SearchOut)
+def knowledge_search(request: HttpRequest, payload: SearchIn):
+    user = request.auth
+    if payload.as_user_id is not None and payload.as_user_id != user.pk:
+        _require_admin(request)
+        from achilles.models import User
+
+        user = User.objects.filter(pk=payload.as_user_id).first()
+        if user is None:
+            raise NotFound("user not found", code="user_not_found")
+    result = facade.search(payload.query, facade.Identity.for_user(user), payload.k)
+    return SearchOut(candidates=[CandidateOut(**vars(c)) for c in result.candidates],
+                     withheld=[WithheldOut(**vars(w)) for w in result.withheld], is_empty=result.is_empty)
+
+
+@router.get("/status", response=StatusOut)
+def knowledge_status(request: HttpRequest):
+    from knowledge.models import Chunk, Record
+
+    config = embedding_config()
+    return StatusOut(is_empty=facade.is_empty(), records=Record.objects.count(), chunks=Chunk.objects.count(),
+                     embedding_model=config.name if config else None, vector_search=config is not None)
+
+
+@router.put("/records", response={200: RecordOut, 201: RecordOut})
+def knowledge_record_upsert(request: HttpRequest, payload: RecordIn):
+    _require_admin(request)
+    outcome = services.record_upsert(
+        source_system=payload.source_system, external_id=payload.external_id, title=payload.title,
+        text=payload.text, acl=payload.acl, url=payload.url, author_principal_id=payload.author_principal_id,
+        origin="api",
+    )
+    body = RecordOut(record_id=outcome.record_id, status=outcome.status, chunks=outcome.chunks,
+                     warnings=list(outcome.warnings))
+    return Status(201 if outcome.status == "created" else 200, body)
+
+
+@router.delete("/records", response={204: None})
+def knowledge_record_delete(request: HttpRequest, source_system: str, external_id: str):
+    _require_admin(request)
+    services.record_delete(source_system=source_system, external_id=external_id)
+    return Status(204, None)
