@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
 
-import frontmatter
 import yaml
 
 SUPPORTED_SUFFIXES = {".md", ".markdown", ".txt", ".text", ".html", ".htm"}
@@ -111,23 +110,35 @@ def html_to_text(source: str) -> tuple[str, str]:
 
 
 def _first_heading(text: str) -> str:
+    """The first ``# heading``, else a short first line (plain text files), else ""."""
     for line in text.splitlines():
         match = re.match(r"^#\s+(.+?)\s*#*$", line)
         if match:
             return match.group(1).strip()
-    return ""
+    first = text.strip().splitlines()[0].strip() if text.strip() else ""
+    return first if len(first) <= 120 else ""
+
+
+_FRONT_MATTER = re.compile(r"\A\ufeff?---[ \t]*\r?\n(.*?)^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S | re.M)
+
+
+def split_front_matter(raw: str) -> tuple[dict, str]:
+    """(metadata, body); a file without front matter has ``{}``. Malformed YAML → DocumentError."""
+    match = _FRONT_MATTER.match(raw)
+    if not match:
+        return {}, raw
+    try:
+        meta = yaml.safe_load(match.group(1)) if match.group(1).strip() else {}
+    except yaml.YAMLError as exc:
+        raise DocumentError(f"malformed front matter: {str(exc).splitlines()[0]}") from exc
+    if not isinstance(meta, dict):
+        raise DocumentError("malformed front matter: it must be a mapping of fields")
+    return meta, raw[match.end():]
 
 
 def parse_document(raw: str, *, external_id: str, suffix: str = ".md", default_acl: tuple[str, ...] = ()) -> DocumentDraft:
     """Parse one file's content; raises ``DocumentError`` with a human reason."""
-    try:
-        post = frontmatter.loads(raw)
-    except (yaml.YAMLError, ValueError, TypeError) as exc:
-        raise DocumentError(f"malformed front matter: {str(exc).splitlines()[0]}") from exc
-    meta = post.metadata
-    if not isinstance(meta, dict):
-        raise DocumentError("malformed front matter: not a mapping")
-    body = post.content
+    meta, body = split_front_matter(raw)
     html_title = ""
     if suffix.lower() in {".html", ".htm"}:
         html_title, body = html_to_text(body)

@@ -56,6 +56,15 @@ def _function_name(node: exp.Func) -> str:
 
 def sql_check(query: str) -> str:
     """The SQL to execute for ``query``, or ``ValidationFailed(code="sql_rejected")`` saying why."""
+    try:
+        return _check(query)
+    except ValidationFailed:
+        raise
+    except Exception as exc:  # an unexpected tree shape is a refusal, never a 500
+        raise reject(f"unsupported query ({exc.__class__.__name__})") from exc
+
+
+def _check(query: str) -> str:
     if not isinstance(query, str) or not query.strip():
         raise reject("empty query")
     if len(query) > MAX_QUERY_CHARS:
@@ -87,12 +96,14 @@ def sql_check(query: str) -> str:
             name = node.name.lower()
             if name not in ALLOWED_VIEWS and name not in cte_names:
                 raise reject(f"«{node.name}» is not readable; allowed views: {', '.join(sorted(ALLOWED_VIEWS))}")
-        elif isinstance(node, exp.Func):
+        elif isinstance(node, exp.Func) and not isinstance(node, exp.Binary | exp.Connector | exp.Unary):
+            # (sqlglot models AND/OR and some operators as Func subclasses; they are operators here)
             name = _function_name(node)
             if name not in ALLOWED_FUNCTIONS:
                 raise reject(f"function {name.lower()}() is not allowed")
             if isinstance(node, exp.Cast):
-                target = node.to.this.name if isinstance(node.to, exp.DataType) else "?"
+                kind = node.to.this if isinstance(node.to, exp.DataType) else None
+                target = kind.name if isinstance(kind, exp.DataType.Type) else f"{kind}"
                 if target not in ALLOWED_CAST_TYPES or node.to.expressions:
                     raise reject(f"cast to {node.to.sql('postgres')} is not allowed")
     try:

@@ -1,0 +1,156 @@
+"""Django admin of the Knowledge Store: records, chunks, links, signals and the search preview."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin, messages
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+
+from achilles.errors import ApplicationError
+from knowledge import facade
+from knowledge.models import AccessSignal, Chunk, Record, RecordLink
+from knowledge.selectors import MAX_K, embedding_config, timed
+
+
+def _search_mode_message(request) -> None:
+    config = embedding_config()
+    if config is None:
+        messages.warning(request, "Vector search is off: no default embedding model in the model allow-list "
+                                  "(kind = embedding). Search is lexical only.")
+    else:
+        messages.info(request, f"Hybrid search: lexical + vector ({config.name}).")
+
+
+class ChunkInline(admin.TabularInline):
+    model = Chunk
+    fields = ("ordinal", "heading", "text", "has_embedding")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    @admin.display(boolean=True, description="embedded")
+    def has_embedding(self, obj):
+        return obj.embedding is not None
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+class LinkInline(admin.TabularInline):
+    model = RecordLink
+    fk_name = "from_record"
+    fields = ("to_record", "link_type", "created_at")
+    readonly_fields = ("created_at",)
+    raw_id_fields = ("to_record",)
+    extra = 0
+    verbose_name = "outgoing link"
+
+
+@admin.register(Record)
+class RecordAdmin(admin.ModelAdmin):
+    list_display = ("title", "source_system", "external_id", "acl_display", "author_principal_id", "trust_score",
+                    "chunk_count", "updated_at")
+    list_filter = ("source_system",)
+    search_fields = ("title", "external_id", "url")
+    readonly_fields = ("content_hash", "embedding_model", "origin", "trust_score", "content_changed_at",
+                       "last_accessed_at", "created_at", "updated_at")
+    inlines = [LinkInline, ChunkInline]
+
+    def get_queryset(self, request):
+        from django.db.models import Count
+
+        return super().get_queryset(request).annotate(_chunks=Count("chunks"))
+
+    @admin.display(description="ACL")
+    def acl_display(self, obj):
+        return ", ".join(obj.acl)
+
+    @admin.display(description="chunks", ordering="_chunks")
+    def chunk_count(self, obj):
+        return getattr(obj, "_chunks", None)
+
+    def has_add_permission(self, request):
+        # Records come from ingestion (`manage.py ingest`, the REST API): their chunks are derived.
+        return False
+
+    def save_model(self, request, obj, form, change):
+        # Only ACL, title, url and author are editable here; the chunks' ACL follows by trigger.
+        super().save_model(request, obj, form, change)
+
+    def changelist_view(self, request, extra_context=None):
+        _search_mode_message(request)
+        extra_context = {**(extra_context or {}), "search_preview_url": reverse("admin:knowledge_search_preview")}
+        return super().changelist_view(request, extra_context)
+
+    def get_urls(self):
+        return [path("search-preview/", self.admin_site.admin_view(self.search_preview_view),
+                     name="knowledge_search_preview")] + super().get_urls()
+
+    def search_preview_view(self, request):
+        """A retrieval test screen: what would this user get for this query?"""
+        form = SearchPreviewForm(request.GET or None)
+        result, elapsed, error = None, None, None
+        if form.is_valid():
+            user = form.cleaned_data["user"]
+            identity = facade.Identity.for_user(user) if user else facade.Identity.anonymous()
+            try:
+                result, elapsed = timed(facade.search, form.cleaned_data["query"], identity, form.cleaned_data["k"])
+            except ApplicationError as exc:
+                error = str(exc.detail)
+        _search_mode_message(request)
+        context = {**self.admin_site.each_context(request), "title": "Search preview", "form": form,
+                   "result": result, "elapsed": elapsed, "error": error, "opts": self.model._meta}
+        return TemplateResponse(request, "admin/knowledge/search_preview.html", context)
+
+
+class SearchPreviewForm(forms.Form):
+    query = forms.CharField(max_length=2000)
+    user = forms.ModelChoiceField(queryset=None, required=False, empty_label="(anonymous: public only)")
+    k = forms.IntegerField(min_value=1, max_value=MAX_K, initial=8)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        from achilles.models import User
+
+        self.fields["user"].queryset = User.objects.filter(is_active=True).order_by("username")
+
+
+@admin.register(Chunk)
+class ChunkAdmin(admin.ModelAdmin):
+    list_display = ("record", "ordinal", "heading", "short_text")
+    search_fields = ("text", "heading", "record__title")
+    raw_id_fields = ("record",)
+    readonly_fields = ("record", "ordinal", "heading", "text", "acl")
+    exclude = ("embedding",)
+
+    @admin.display(description="text")
+    def short_text(self, obj):
+        return obj.text[:120]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(RecordLink)
+class RecordLinkAdmin(admin.ModelAdmin):
+    list_display = ("from_record", "link_type", "to_record", "created_at")
+    list_filter = ("link_type",)
+    raw_id_fields = ("from_record", "to_record")
+
+
+@admin.register(AccessSignal)
+class AccessSignalAdmin(admin.ModelAdmin):
+    list_display = ("record", "kind", "principal", "message_id", "created_at")
+    list_filter = ("kind",)
+    raw_id_fields = ("record",)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

@@ -1,0 +1,51 @@
+"""Reciprocal Rank Fusion with a stable tie-break, and the withheld rule (KS-3/4)."""
+
+import pytest
+
+from knowledge.fusion import RRF_K, Hit, merge_by_score, rrf, withheld_chunk_ids
+
+
+def test_rrf_scores_are_the_sum_of_reciprocal_ranks():
+    fused = dict(rrf([[1, 2, 3], [3, 1]]))
+    assert fused[1] == pytest.approx(1 / (RRF_K + 1) + 1 / (RRF_K + 2))
+    assert fused[3] == pytest.approx(1 / (RRF_K + 3) + 1 / (RRF_K + 1))
+    assert fused[2] == pytest.approx(1 / (RRF_K + 2))
+
+
+def test_rrf_orders_best_first():
+    assert [c for c, _ in rrf([[1, 2, 3], [3, 1]])] == [1, 3, 2]
+
+
+def test_ties_are_broken_by_best_rank_then_id():
+    # 7 and 5 both appear once at rank 1: equal scores and equal best rank → lower id first
+    assert [c for c, _ in rrf([[7], [5]])] == [5, 7]
+    # 9 at rank 1 in one list beats 4 at rank 2 in another... only by score; equal score → best rank
+    assert [c for c, _ in rrf([[9, 4], [4, 9]])] == [4, 9]
+
+
+def test_fusion_is_deterministic_under_input_permutation_of_lists():
+    a, b = [5, 3, 8, 1], [8, 2, 5]
+    assert rrf([a, b]) == rrf([b, a])
+
+
+def test_a_list_counts_each_chunk_once():
+    assert dict(rrf([[1, 1, 2]]))[1] == pytest.approx(1 / (RRF_K + 1))
+
+
+def test_empty_lists_fuse_to_nothing():
+    assert rrf([[], []]) == []
+
+
+def test_merge_by_score_rebuilds_the_unfiltered_order():
+    visible = [Hit(1, 0.9), Hit(2, 0.5)]
+    hidden = [Hit(10, 0.7), Hit(11, 0.1)]
+    assert merge_by_score(visible, hidden, 3) == [1, 10, 2]
+
+
+def test_withheld_only_when_a_hidden_chunk_would_make_the_top_k():
+    visible = [[Hit(1, 0.9), Hit(2, 0.8), Hit(3, 0.7)]]
+    strong_hidden = [[Hit(10, 0.95)]]
+    weak_hidden = [[Hit(11, 0.01)]]
+    assert withheld_chunk_ids(visible=visible, hidden=strong_hidden, k=2, depth=20) == [10]
+    assert withheld_chunk_ids(visible=visible, hidden=weak_hidden, k=2, depth=20) == []
+    assert withheld_chunk_ids(visible=visible, hidden=[[]], k=2, depth=20) == []
