@@ -70,7 +70,7 @@ def turn_start(*, user: User, content: str, conversation_id=None) -> TurnStart:
         raise ValidationFailed([{"loc": ["body", "content"], "msg": "content must not be empty", "type": "value_error"}])
     if conversation_id is not None:
         conversation = conversation_get_for_user(user=user, conversation_id=conversation_id)
-        conversation = Conversation.objects.select_for_update().select_related("selected_model").get(pk=conversation.pk)
+        conversation = Conversation.objects.select_for_update(of=("self",)).select_related("selected_model").get(pk=conversation.pk)
         created = False
     else:
         conversation = None
