@@ -1,0 +1,237 @@
+"""Чтение треда — тело · владение · 404 (seed: test_api_conversations.py, API · P1), plus the rest
+of the conversations API (QE-17): list, rename / switch model, delete, feedback, citation click,
+the 401 of /api/chat."""
+
+import uuid
+
+import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+from achilles.llm.fake import answer
+from conversations.models import Citation, Conversation, Message
+from tests.query_engine.http import bearer, chat
+
+pytestmark = [pytest.mark.api, pytest.mark.p1]
+
+
+def _cite(message, record_id, rank=1):
+    return Citation.objects.create(message=message, record_id=record_id, chunk_id=record_id * 10, title=f"Док {record_id}",
+                                   url=f"https://kb/{record_id}", source_system="files", chunk_text="опора", rank=rank)
+
+
+def test_read_thread(client_for, user, conversation_factory):
+    """чтение треда: GET своей беседы → 200; сообщения user+assistant по порядку, цитаты у своих assistant."""
+    thread = conversation_factory(user, [("user", "В1"), ("assistant", "О1"), ("user", "В2"), ("assistant", "О2")])
+    first_answer, second_answer = thread.messages.filter(role="assistant").order_by("id")
+    _cite(first_answer, 7)
+    _cite(second_answer, 8)
+    _cite(second_answer, 9, rank=2)
+
+    response = client_for(user).get(f"/api/conversations/{thread.pk}")
+
+    assert response.status_code == 200
+    body = response.json()
+    assert body["id"] == str(thread.pk) and body["title"] == thread.title
+    assert [(m["role"], m["content"]) for m in body["messages"]] == [
+        ("user", "В1"), ("assistant", "О1"), ("user", "В2"), ("assistant", "О2")]
+    assert [[c["record_id"] for c in m["citations"]] for m in body["messages"]] == [[], [7], [], [8, 9]]
+    assert body["messages"][1]["model"] == "fake-chat" and body["messages"][0]["model"] is None
+
+
+def test_unknown_thread_404(client_for, user):
+    """несуществующий тред → 404: неизвестный {id} → 404, не 500."""
+    client = client_for(user)
+    for unknown in (uuid.uuid4(), "not-a-uuid", "1"):
+        response = client.get(f"/api/conversations/{unknown}")
+        assert response.status_code == 404, unknown
+        assert response.json()["code"] == "not_found"
+
+
+def test_foreign_thread_404(client_for, user_factory, conversation_factory):
+    """чужой тред → 404, не 403 (anti-IDOR); запрос без сессии → 401."""
+    alice, mallory = user_factory(username="alice"), user_factory(username="mallory")
+    thread = conversation_factory(alice, [("user", "секрет")])
+
+    assert client_for(mallory).get(f"/api/conversations/{thread.pk}").status_code == 404
+    assert client_for(mallory).patch(f"/api/conversations/{thread.pk}", data={"title": "x"},
+                                     content_type="application/json").status_code == 404
+    assert client_for(mallory).delete(f"/api/conversations/{thread.pk}").status_code == 404
+    anonymous = Client().get(f"/api/conversations/{thread.pk}")
+    assert anonymous.status_code == 401 and anonymous.json()["code"] == "not_authenticated"
+    assert Conversation.objects.filter(pk=thread.pk).exists()
+
+
+def test_history_under_the_common_list_contract(client_for, user, conversation_factory):
+    """история под единым контрактом: пагинация сообщений — курсор · лимит · порядок."""
+    thread = conversation_factory(user, [("user" if i % 2 == 0 else "assistant", f"m{i}") for i in range(5)])
+    client = client_for(user)
+
+    def walk(order):
+        seen, cursor = [], None
+        while True:
+            params = {"limit": 2, "order": order, **({"cursor": cursor} if cursor else {})}
+            body = client.get(f"/api/conversations/{thread.pk}", params).json()
+            seen.append([m["content"] for m in body["messages"]])
+            cursor = body["next_cursor"]
+            if cursor is None:
+                return seen
+
+    assert walk("asc") == [["m0", "m1"], ["m2", "m3"], ["m4"]]
+    assert walk("desc") == [["m4", "m3"], ["m2", "m1"], ["m0"]]
+    assert client.get(f"/api/conversations/{thread.pk}", {"cursor": "%%%"}).status_code == 422
+    assert client.get(f"/api/conversations/{thread.pk}", {"limit": 0}).status_code == 422
+    assert client.get(f"/api/conversations/{thread.pk}", {"order": "sideways"}).status_code == 422
+
+
+@pytest.mark.django_db(transaction=True)
+def test_lazy_thread_creation(engine, user):
+    """ленивое создание треда: первое сообщение создаёт строку conversations и возвращает id; POST /conversations не нужен."""
+    engine.script(answer("Здравствуйте!"))
+    assert Conversation.objects.count() == 0
+
+    status, headers, events = chat(bearer(user), {"content": "Привет"})
+
+    assert status == 200
+    done = events[-1][1]
+    assert headers["x-conversation-id"] == done["conversation_id"]
+    conversation = Conversation.objects.get()
+    assert str(conversation.pk) == done["conversation_id"] and conversation.user == user
+    assert [m.role for m in conversation.messages.order_by("id")] == ["user", "assistant"]
+    assert "post" not in {m.lower() for m in _methods("/api/conversations")}
+
+
+def _methods(path):
+    from achilles.api import api
+
+    return set(api.get_openapi_schema(path_prefix="/api")["paths"].get(path, {}))
+
+
+# --- the rest of QE-17 ----------------------------------------------------------------------------
+
+
+def test_list_own_conversations_cursor_paginated(client_for, user_factory, conversation_factory):
+    alice, bob = user_factory(username="alice"), user_factory(username="bob")
+    own = [conversation_factory(alice, [("user", f"q{i}")]) for i in range(3)]
+    conversation_factory(bob, [("user", "чужое")])
+    client = client_for(alice)
+
+    first = client.get("/api/conversations", {"limit": 2}).json()
+    second = client.get("/api/conversations", {"limit": 2, "cursor": first["next_cursor"]}).json()
+
+    ids = [c["id"] for c in first["items"] + second["items"]]
+    assert sorted(ids) == sorted(str(c.pk) for c in own)
+    assert second["next_cursor"] is None
+
+
+@pytest.mark.parametrize("length", [2, 40])
+def test_reading_a_thread_costs_constant_queries(client_for, user, conversation_factory, django_assert_num_queries,
+                                                 length):
+    thread = conversation_factory(user, [("user" if i % 2 == 0 else "assistant", f"m{i}") for i in range(length)])
+    for message in thread.messages.filter(role="assistant"):
+        _cite(message, message.pk)
+    client = client_for(user)
+
+    # session + user (auth), the conversation, its messages, their citations — whatever the length.
+    with django_assert_num_queries(5):
+        response = client.get(f"/api/conversations/{thread.pk}", {"limit": 200})
+
+    assert len(response.json()["messages"]) == length
+
+
+def test_patch_selected_model_validated_and_sticky(client_for, user, conversation_factory, model_factory, chat_model):
+    model_factory(name="big-chat", provider="builtin")
+    model_factory(name="embedder", provider="hash", kind="embedding")
+    thread = conversation_factory(user, [("user", "q"), ("assistant", "a")])
+    client = client_for(user)
+
+    for bad in ("gpt-unlisted", "embedder"):
+        refused = client.patch(f"/api/conversations/{thread.pk}", data={"selected_model": bad},
+                               content_type="application/json")
+        assert refused.status_code == 422, bad
+    assert Conversation.objects.get(pk=thread.pk).selected_model_id is None
+
+    switched = client.patch(f"/api/conversations/{thread.pk}", data={"selected_model": "big-chat", "title": "Новое"},
+                            content_type="application/json")
+    assert switched.status_code == 200
+    assert switched.json()["selected_model"] == "big-chat" and switched.json()["title"] == "Новое"
+    assert Message.objects.get(conversation=thread, role="assistant").model == "fake-chat"
+
+    cleared = client.patch(f"/api/conversations/{thread.pk}", data={"selected_model": None},
+                           content_type="application/json")
+    assert cleared.json()["selected_model"] is None
+    assert client.patch(f"/api/conversations/{thread.pk}", data={"title": ""},
+                        content_type="application/json").status_code == 422
+    assert client.patch(f"/api/conversations/{thread.pk}", data={"owner": 1},
+                        content_type="application/json").status_code == 422
+
+
+def test_delete_conversation(client_for, user, conversation_factory):
+    thread = conversation_factory(user, [("user", "q"), ("assistant", "a")])
+    client = client_for(user)
+
+    assert client.delete(f"/api/conversations/{thread.pk}").status_code == 204
+    assert client.get(f"/api/conversations/{thread.pk}").status_code == 404
+    assert not Message.objects.exists()
+
+
+def test_feedback_put(client_for, user, user_factory, conversation_factory):
+    thread = conversation_factory(user, [("user", "q"), ("assistant", "a")])
+    question, reply = thread.messages.order_by("id")
+    client = client_for(user)
+
+    def put(message, value):
+        return client.put(f"/api/messages/{message.pk}/feedback", data={"value": value}, content_type="application/json")
+
+    assert put(reply, 1).json() == {"id": reply.pk, "feedback": 1}
+    assert put(reply, -1).json()["feedback"] == -1
+    assert put(reply, None).json()["feedback"] is None
+    assert put(reply, 2).status_code == 422
+    assert put(question, 1).status_code == 422
+    assert client_for(user_factory(username="eve")).put(
+        f"/api/messages/{reply.pk}/feedback", data={"value": 1}, content_type="application/json").status_code == 404
+    assert client.put("/api/messages/999999/feedback", data={"value": 1},
+                      content_type="application/json").status_code == 404
+
+
+def test_citation_click_registers_access(engine, client_for, user, user_factory, conversation_factory):
+    thread = conversation_factory(user, [("user", "q"), ("assistant", "a")])
+    reply = thread.messages.get(role="assistant")
+    _cite(reply, 42)
+    client = client_for(user)
+
+    assert client.post(f"/api/messages/{reply.pk}/citations/42/click").status_code == 204
+    assert client.post(f"/api/messages/{reply.pk}/citations/43/click").status_code == 404
+    assert client_for(user_factory(username="eve")).post(f"/api/messages/{reply.pk}/citations/42/click").status_code == 404
+
+    [(record_id, identity, kind, message_id)] = engine.ks.accesses
+    assert (record_id, kind, message_id) == (42, "click", str(reply.pk))
+    assert identity.user_id == user.pk
+
+
+@pytest.mark.django_db(transaction=True)
+def test_chat_endpoint_auth_and_validation(engine, user, user_factory, conversation_factory):
+    engine.script()
+    status, _, body = chat({}, {"content": "Привет"})
+    assert status == 401 and body["code"] == "not_authenticated"
+    status, _, body = chat({"Authorization": "Bearer ach_nope"}, {"content": "Привет"})
+    assert status == 401
+
+    headers = bearer(user)
+    for bad in ({}, {"content": ""}, {"content": "x", "conversation_id": "nope"}, {"content": "x", "role": "system"}):
+        status, _, body = chat(headers, bad)
+        assert status == 422 and body["code"] == "validation_error", bad
+
+    foreign = conversation_factory(user_factory(username="other"), [("user", "q")])
+    status, _, body = chat(headers, {"content": "x", "conversation_id": str(foreign.pk)})
+    assert status == 404 and body["code"] == "not_found"
+    assert engine.model.calls == []
+
+
+def test_chat_endpoint_session_needs_csrf(engine, user):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    response = client.post("/api/chat", data={"content": "Привет"}, content_type="application/json")
+    assert response.status_code == 403
+    assert Client().get("/api/chat").status_code == 405
