@@ -21,7 +21,7 @@ import random
 import statistics
 import time
 
-DATASET_VERSION = "v1"
+DATASET_VERSION = "v2"
 CHUNKS = int(os.environ.get("BENCH_KS_CHUNKS", "100000"))
 CHUNKS_PER_RECORD = 5
 QUERIES = int(os.environ.get("BENCH_KS_QUERIES", "200"))
@@ -66,6 +66,8 @@ LIMIT %(limit)s
 
 # --------------------------------------------------------------------------- synthetic corpus
 
+STOP = ("и в не на что с по как это к но из у за от о так же для все до она вы его только или бы "
+        "уже было если при когда был мы нет ни ли под то они есть где там даже через").split()
 _ONSETS = ["б", "в", "г", "д", "ж", "з", "к", "л", "м", "н", "п", "р", "с", "т", "ф", "х", "ц", "ч", "ш", "пр",
            "ст", "тр", "кр", "гр", "бл", "сп", "зв", "др"]
 _VOWELS = ["а", "е", "и", "о", "у", "ы", "я", "ю"]
@@ -92,9 +94,12 @@ class Corpus:
         self.topics = [self.rng.sample(self.words[300:], 60) for _ in range(200)]
 
     def text(self, topic: int, n_words: int) -> str:
-        common = self.rng.choices(self.words, cum_weights=self.cum_weights, k=n_words // 2)
-        specific = self.rng.choices(self.topics[topic], k=n_words - len(common))
-        tokens = common + specific
+        # ~40 % real Russian stop words (both to_tsvector and the embedder drop them), ~30 % a
+        # Zipf-distributed general vocabulary, ~30 % the topic's own words.
+        stop = self.rng.choices(STOP, k=int(n_words * 0.4))
+        common = self.rng.choices(self.words, cum_weights=self.cum_weights, k=int(n_words * 0.3))
+        specific = self.rng.choices(self.topics[topic], k=n_words - len(stop) - len(common))
+        tokens = stop + common + specific
         self.rng.shuffle(tokens)
         return " ".join(tokens).capitalize() + "."
 

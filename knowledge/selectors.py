@@ -16,7 +16,7 @@ from django.db import connection, transaction
 
 from achilles.errors import NotFound, ValidationFailed
 from knowledge.facade import Candidate, GraphNode, GraphResult, Identity, SearchResult, Withheld
-from knowledge.fusion import Hit, rrf, withheld_chunk_ids
+from knowledge.fusion import rrf, withheld_chunk_ids
 from knowledge.models import EMBEDDING_DIM, TEXT_SEARCH_CONFIG
 
 logger = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ def principals_of(identity: Identity) -> list[str]:
     return sorted(identity.principals)
 
 
-def tsquery_text(query: str) -> str:
+def tsquery_text(query: str) -> str:  # kept for callers that want a plain OR query
     """The words of a free-text query OR-ed for ``to_tsquery`` (stop words drop out in PG).
 
     Only ``\\w+`` runs reach PostgreSQL, quoted, so no tsquery operator can be injected.
@@ -98,32 +98,65 @@ def embed_query(config: EmbeddingConfig, query: str) -> list[float] | None:
 
 # --------------------------------------------------------------------------- search
 
-# One scan of the lexical matches gives both lists: the visible top-N (the candidates) and the
-# unfiltered top-N (for withheld), so a broad and a narrow identity cost the same here.
-LEXICAL_SQL = f"""
-WITH q AS (SELECT to_tsquery('{TEXT_SEARCH_CONFIG}', %(tsq)s) AS query),
-m AS MATERIALIZED (
-    SELECT c.id, ts_rank(c.tsv, q.query, 1) AS score, c.acl && %(principals)s::text[] AS visible
-    FROM knowledge_chunks c, q
-    WHERE c.tsv @@ q.query
+# Lexical side: coordination-level matching. The query's lexemes (stemmed by PostgreSQL, stop
+# words gone) are matched first all together (AND), then «all but one», … down to any one (OR);
+# a level runs only while a list is still short of N, and rows of a higher level rank above rows
+# of a lower one (ts_rank orders within a level). So a precise query ranks a handful of rows, and
+# the costly «any word» level runs only when nothing better fills the list.
+LEXEMES_SQL = f"""
+SELECT lexeme FROM unnest(to_tsvector('{TEXT_SEARCH_CONFIG}', %s))
+ORDER BY positions[1], lexeme LIMIT {MAX_QUERY_TERMS}
+"""
+MAX_LEVEL_CLAUSES = 20
+
+# One scan of a level's matches feeds both lists: visible rows (the candidates) and all rows
+# (the unfiltered ranking used for withheld).
+LEXICAL_BOTH_SQL = """
+WITH m AS MATERIALIZED (
+    SELECT c.id, ts_rank(c.tsv, %(q)s::tsquery, 1) AS score, c.acl && %(principals)s::text[] AS visible
+    FROM knowledge_chunks c
+    WHERE c.tsv @@ %(q)s::tsquery AND NOT (c.id = ANY(%(seen)s))
 )
-(SELECT true AS filtered, id, score, visible FROM m WHERE visible ORDER BY score DESC, id LIMIT %(n)s)
+(SELECT true AS filtered, id, visible FROM m WHERE visible ORDER BY score DESC, id LIMIT %(n_visible)s)
 UNION ALL
-(SELECT false, id, score, visible FROM m ORDER BY score DESC, id LIMIT %(n)s)
+(SELECT false, id, visible FROM m ORDER BY score DESC, id LIMIT %(n_all)s)
+"""
+# Only the visible list is short: the ACL GIN index narrows the matches first (BitmapAnd).
+LEXICAL_VISIBLE_SQL = """
+SELECT true AS filtered, c.id, true AS visible
+FROM knowledge_chunks c
+WHERE c.tsv @@ %(q)s::tsquery AND c.acl && %(principals)s::text[] AND NOT (c.id = ANY(%(seen)s))
+ORDER BY ts_rank(c.tsv, %(q)s::tsquery, 1) DESC, c.id
+LIMIT %(n_visible)s
+"""
+# Only the unfiltered list is short.
+LEXICAL_ALL_SQL = """
+SELECT false AS filtered, c.id, c.acl && %(principals)s::text[] AS visible
+FROM knowledge_chunks c
+WHERE c.tsv @@ %(q)s::tsquery AND NOT (c.id = ANY(%(seen)s))
+ORDER BY ts_rank(c.tsv, %(q)s::tsquery, 1) DESC, c.id
+LIMIT %(n_all)s
 """
 
-# HNSW for both; the filtered one relies on pgvector's iterative scan to fill N under a narrow ACL.
-VECTOR_SQL = """
-(SELECT true AS filtered, id, 1 - (embedding <=> %(vec)s::vector) AS score, true AS visible
- FROM knowledge_chunks
- WHERE embedding IS NOT NULL AND acl && %(principals)s::text[]
- ORDER BY embedding <=> %(vec)s::vector LIMIT %(n)s)
-UNION ALL
-(SELECT false, id, 1 - (embedding <=> %(vec)s::vector), acl && %(principals)s::text[]
- FROM knowledge_chunks
- WHERE embedding IS NOT NULL
- ORDER BY embedding <=> %(vec)s::vector LIMIT %(n)s)
+# Vector side: one unfiltered HNSW scan usually fills both lists (for a broad identity the first
+# N visible rows of the unfiltered ranking are the filtered top-N); a narrow identity falls back
+# to the filtered scan, where pgvector's iterative scan keeps walking the graph until N rows pass.
+VECTOR_ALL_SQL = """
+SELECT id, 1 - (embedding <=> %(vec)s::vector) AS similarity, acl && %(principals)s::text[] AS visible
+FROM knowledge_chunks
+WHERE embedding IS NOT NULL
+ORDER BY embedding <=> %(vec)s::vector
+LIMIT %(n)s
 """
+VECTOR_VISIBLE_SQL = """
+SELECT id, 1 - (embedding <=> %(vec)s::vector) AS similarity
+FROM knowledge_chunks
+WHERE embedding IS NOT NULL AND acl && %(principals)s::text[]
+ORDER BY embedding <=> %(vec)s::vector
+LIMIT %(n)s
+"""
+HNSW_EF_SEARCH = 100
+VECTOR_OVERFETCH = 3
 
 DETAILS_SQL = """
 SELECT c.id, c.record_id, r.source_system, r.author_principal_id,
@@ -136,30 +169,81 @@ WHERE c.id = ANY(%(ids)s)
 """
 
 
-@dataclass(frozen=True)
+@dataclass
 class SideLists:
-    """One side's visible top-N and unfiltered top-N (hits carry raw scores)."""
+    """One side's visible top-N and unfiltered top-N (chunk ids, best first)."""
 
-    visible: list[Hit]
-    unfiltered_hidden: list[Hit]
-    unfiltered_visible: list[Hit]
+    visible: list[int]
+    unfiltered: list[int]
+    hidden: set[int]
 
 
-def _side(rows, floor: float | None = None) -> SideLists:
-    visible, hidden, unfiltered_visible = [], [], []
-    for filtered, chunk_id, score, is_visible in rows:
-        if floor is not None and score < floor:
-            continue
-        hit = Hit(int(chunk_id), float(score))
-        if filtered:
-            visible.append(hit)
-        elif is_visible:
-            unfiltered_visible.append(hit)
+def tsquery_literal(lexeme: str) -> str:
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def coordination_levels(lexemes: Sequence[str]) -> list[str]:
+    """tsquery texts for «all n terms», «any n-1», … «any one»; levels with too many clauses are skipped."""
+    from itertools import combinations
+    from math import comb
+
+    quoted = [tsquery_literal(lexeme) for lexeme in lexemes]
+    n = len(quoted)
+    levels = []
+    for m in range(n, 0, -1):
+        if m == 1:
+            levels.append(" | ".join(quoted))
+        elif comb(n, m) <= MAX_LEVEL_CLAUSES:
+            levels.append(" | ".join("(" + " & ".join(combo) + ")" for combo in combinations(quoted, m)))
+    return levels
+
+
+def _lexical(cursor, query: str, principals: list[str], depth: int) -> SideLists | None:
+    cursor.execute(LEXEMES_SQL, [query])
+    lexemes = [row[0] for row in cursor.fetchall()]
+    if not lexemes:
+        return None
+    side = SideLists([], [], set())
+    for level in coordination_levels(lexemes):
+        need_visible, need_all = depth - len(side.visible), depth - len(side.unfiltered)
+        if need_visible <= 0 and need_all <= 0:
+            break
+        params = {"q": level, "principals": principals, "n_visible": max(need_visible, 0),
+                  "n_all": max(need_all, 0), "seen": list(set(side.visible) | set(side.unfiltered))}
+        if need_visible > 0 and need_all > 0:
+            cursor.execute(LEXICAL_BOTH_SQL, params)
+        elif need_visible > 0:
+            params["seen"] = side.visible
+            cursor.execute(LEXICAL_VISIBLE_SQL, params)
         else:
-            hidden.append(hit)
-    # relaxed_order iterative scans may return neighbours slightly out of order
-    visible.sort(key=lambda h: (-h.score, h.chunk_id))
-    return SideLists(visible, hidden, unfiltered_visible)
+            params["seen"] = side.unfiltered
+            cursor.execute(LEXICAL_ALL_SQL, params)
+        for filtered, chunk_id, visible in cursor.fetchall():
+            if filtered:
+                side.visible.append(chunk_id)
+            else:
+                side.unfiltered.append(chunk_id)
+                if not visible:
+                    side.hidden.add(chunk_id)
+    return side
+
+
+def _vector(cursor, vector: Sequence[float], principals: list[str], depth: int, floor: float) -> SideLists:
+    literal = vector_literal(vector)
+    fetch = depth * VECTOR_OVERFETCH
+    cursor.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),"
+                   " set_config('hnsw.ef_search', %s, true)", [str(max(HNSW_EF_SEARCH, fetch))])
+    cursor.execute(VECTOR_ALL_SQL, {"vec": literal, "principals": principals, "n": fetch})
+    rows = [row for row in cursor.fetchall() if row[1] >= floor]
+    side = SideLists(visible=[row[0] for row in rows if row[2]][:depth],
+                     unfiltered=[row[0] for row in rows[:depth]],
+                     hidden={row[0] for row in rows[:depth] if not row[2]})
+    if len(side.visible) < depth and len(rows) == fetch:
+        cursor.execute(VECTOR_VISIBLE_SQL, {"vec": literal, "principals": principals, "n": depth})
+        # relaxed_order may return neighbours slightly out of order: re-sort by similarity
+        ranked = sorted((row for row in cursor.fetchall() if row[1] >= floor), key=lambda row: (-row[1], row[0]))
+        side.visible = [row[0] for row in ranked]
+    return side
 
 
 def candidate_depth(k: int) -> int:
@@ -176,35 +260,28 @@ def search(query: str, identity: Identity, k: int = 8) -> SearchResult:
         raise ValidationFailed(f"query is longer than {MAX_QUERY_CHARS} characters", code="query_too_long")
     if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_K:
         raise ValidationFailed(f"k must be an integer between 1 and {MAX_K}", code="invalid_k")
-    if is_empty():
-        return SearchResult(candidates=(), withheld=(), is_empty=True)
+    query = query.replace("\x00", " ")
 
     config = embedding_config()
     vector = embed_query(config, query) if config else None
     depth = candidate_depth(k)
-    tsq = tsquery_text(query)
     sides: list[SideLists] = []
     with transaction.atomic(), connection.cursor() as cursor:
-        if tsq:
-            cursor.execute(LEXICAL_SQL, {"tsq": tsq, "principals": principals, "n": depth})
-            sides.append(_side(cursor.fetchall()))
+        lexical = _lexical(cursor, query, principals, depth)
+        if lexical is not None:
+            sides.append(lexical)
         if vector is not None:
-            # Iterative scan: keep walking the HNSW graph until N rows pass the ACL filter.
-            cursor.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),"
-                           " set_config('hnsw.ef_search', %s, true)", [str(max(40, depth))])
-            cursor.execute(VECTOR_SQL, {"vec": vector_literal(vector), "principals": principals, "n": depth})
-            sides.append(_side(cursor.fetchall(), floor=config.min_similarity))
-        fused = rrf([[hit.chunk_id for hit in side.visible] for side in sides])[:k]
-        hidden = withheld_chunk_ids(
-            visible=[side.unfiltered_visible for side in sides],
-            hidden=[side.unfiltered_hidden for side in sides],
-            k=k, depth=depth,
-        )
+            sides.append(_vector(cursor, vector, principals, depth, config.min_similarity))
+        fused = rrf([side.visible for side in sides])[:k]
+        hidden = withheld_chunk_ids(unfiltered=[side.unfiltered for side in sides],
+                                    hidden=set().union(*(side.hidden for side in sides)), k=k)
         ids = [chunk_id for chunk_id, _ in fused] + hidden
         details = {}
         if ids:
             cursor.execute(DETAILS_SQL, {"principals": principals, "ids": ids})
             details = {row[0]: row for row in cursor.fetchall()}
+    # Nothing matched at all: only now is emptiness worth a query (KS-7: no cache, no restart).
+    empty = is_empty() if not any(side.unfiltered or side.visible for side in sides) else False
 
     candidates = []
     for chunk_id, score in fused:
@@ -222,7 +299,7 @@ def search(query: str, identity: Identity, k: int = 8) -> SearchResult:
         coordinates = Withheld(source_system=row[2], author_principal_id=row[3])
         if coordinates not in withheld:
             withheld.append(coordinates)
-    return SearchResult(candidates=tuple(candidates), withheld=tuple(withheld), is_empty=False)
+    return SearchResult(candidates=tuple(candidates), withheld=tuple(withheld), is_empty=empty)
 
 
 # --------------------------------------------------------------------------- graph

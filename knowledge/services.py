@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models.functions import Now
+from django.utils import timezone
 
 from achilles.errors import NotFound, ServiceUnavailable, ValidationFailed
 from knowledge.chunking import HEADING_SEPARATOR, chunk_text
@@ -135,7 +136,7 @@ def record_upsert(*, source_system: str, external_id: str, title: str, text: str
         if status == "updated":
             for name, value in fields.items():
                 setattr(record, name, value)
-            record.content_changed_at = Now()
+            record.content_changed_at = timezone.now()
             record.save()
             Chunk.objects.filter(record=record).delete()
         Chunk.objects.bulk_create([
@@ -195,8 +196,8 @@ def access_register(*, record_id: int, identity: Identity, kind: str, message_id
     message = str(message_id)[:64] if message_id is not None else None
     principal = f"user:{identity.user_id}" if identity.user_id is not None else None
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("UPDATE knowledge_records SET last_accessed_at = now() WHERE id = %s AND acl && %s::text[]",
-                       [record_id, principals])
+        cursor.execute("UPDATE knowledge_records SET last_accessed_at = %s WHERE id = %s AND acl && %s::text[]",
+                       [timezone.now(), record_id, principals])
         if cursor.rowcount == 0:
             raise NotFound("record not found", code="record_not_found")
         cursor.execute(
@@ -206,7 +207,7 @@ def access_register(*, record_id: int, identity: Identity, kind: str, message_id
 
 TRUST_DECAY_SQL = """
 WITH target AS (
-    SELECT id, GREATEST(%(floor)s, power(0.5, EXTRACT(EPOCH FROM (now() - GREATEST(content_changed_at,
+    SELECT id, GREATEST(%(floor)s, power(0.5, EXTRACT(EPOCH FROM (%(now)s - GREATEST(content_changed_at,
            COALESCE(last_accessed_at, content_changed_at)))) / 86400.0 / %(half_life)s)) AS trust
     FROM knowledge_records
 )
@@ -220,5 +221,6 @@ def trust_decay(*, half_life_days: float = TRUST_HALF_LIFE_DAYS, floor: float = 
     """Recompute trust: halves every ``half_life_days`` without a content change or an access
     signal, never below ``floor``; a fresh access or edit restores it. Returns rows changed."""
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(TRUST_DECAY_SQL, {"floor": floor, "half_life": half_life_days})
+        # the application's clock (not the database's), so one notion of «now» rules signals and decay
+        cursor.execute(TRUST_DECAY_SQL, {"floor": floor, "half_life": half_life_days, "now": timezone.now()})
         return cursor.rowcount

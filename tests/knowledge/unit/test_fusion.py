@@ -2,7 +2,7 @@
 
 import pytest
 
-from knowledge.fusion import RRF_K, Hit, merge_by_score, rrf, withheld_chunk_ids
+from knowledge.fusion import RRF_K, rrf, withheld_chunk_ids
 
 
 def test_rrf_scores_are_the_sum_of_reciprocal_ranks():
@@ -36,16 +36,11 @@ def test_empty_lists_fuse_to_nothing():
     assert rrf([[], []]) == []
 
 
-def test_merge_by_score_rebuilds_the_unfiltered_order():
-    visible = [Hit(1, 0.9), Hit(2, 0.5)]
-    hidden = [Hit(10, 0.7), Hit(11, 0.1)]
-    assert merge_by_score(visible, hidden, 3) == [1, 10, 2]
-
-
 def test_withheld_only_when_a_hidden_chunk_would_make_the_top_k():
-    visible = [[Hit(1, 0.9), Hit(2, 0.8), Hit(3, 0.7)]]
-    strong_hidden = [[Hit(10, 0.95)]]
-    weak_hidden = [[Hit(11, 0.01)]]
-    assert withheld_chunk_ids(visible=visible, hidden=strong_hidden, k=2, depth=20) == [10]
-    assert withheld_chunk_ids(visible=visible, hidden=weak_hidden, k=2, depth=20) == []
-    assert withheld_chunk_ids(visible=visible, hidden=[[]], k=2, depth=20) == []
+    # unfiltered lexical list: 10 (hidden) first; vector list: 1, 2, 3 visible, 11 (hidden) last
+    unfiltered = [[10, 1, 2], [1, 2, 3, 11]]
+    # fused: 1, 2, 10, 3, 11
+    assert withheld_chunk_ids(unfiltered=unfiltered, hidden={10, 11}, k=3) == [10]
+    assert withheld_chunk_ids(unfiltered=unfiltered, hidden={10, 11}, k=2) == []
+    assert withheld_chunk_ids(unfiltered=unfiltered, hidden={11}, k=4) == []
+    assert withheld_chunk_ids(unfiltered=unfiltered, hidden={10, 11}, k=5) == [10, 11]
