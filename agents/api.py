@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.http import HttpRequest
 from django.utils import timezone
-from ninja import Query, Router, Schema
+from ninja import Query, Router, Schema, Status
 from pydantic import Field
 
 from achilles.errors import PermissionDenied
@@ -62,7 +62,7 @@ def agents_create(request: HttpRequest, payload: AgentIn):
                                   model_name=payload.model,
                                   schedule=payload.schedule.model_dump() if payload.schedule else None,
                                   enabled=payload.enabled)
-    return 201, _out(_fresh(agent), {})
+    return Status(201, _out(_fresh(agent), {}))
 
 
 @router.get("/agents/{int:agent_id}", response=AgentOut)
@@ -91,14 +91,14 @@ def agents_update(request: HttpRequest, agent_id: int, payload: AgentPatch):
 def agents_delete(request: HttpRequest, agent_id: int):
     agent = selectors.agent_get_for_owner(agent_id=agent_id, user=request.auth)
     services.agent_delete(agent=agent)
-    return 204, None
+    return Status(204, None)
 
 
 @router.post("/agents/{int:agent_id}/run", response={202: RunCreatedOut})
 def agents_run(request: HttpRequest, agent_id: int):
     agent = selectors.agent_get_for_owner(agent_id=agent_id, user=request.auth)
     run = services.agent_run_request(agent=agent)
-    return 202, {"run_id": run.pk, "agent_id": agent.pk, "state": run.state, "trigger": run.trigger}
+    return Status(202, {"run_id": run.pk, "agent_id": agent.pk, "state": run.state, "trigger": run.trigger})
 
 
 class RunsQuery(Schema):

@@ -73,11 +73,15 @@ def _clean_name(name: str) -> str:
 
 @transaction.atomic
 def agent_create(*, owner: User, name: str, instructions: str = "", model_name: str | None = None,
-                 schedule: dict | None = None, enabled: bool = True, now: datetime | None = None) -> Agent:
+                 schedule: dict | None = None, enabled: bool = True, now: datetime | None = None,
+                 first_run_at: datetime | None = None) -> Agent:
+    """``first_run_at`` overrides the first slot (the demo agent runs a minute after start-up)."""
     now = now or timezone.now()
     agent = Agent(owner=owner, name=_clean_name(name), instructions=instructions, model=_resolve_model(model_name),
                   schedule=schedule or None, enabled=enabled)
     agent.next_run_at = _compute_next_run(agent, now)
+    if first_run_at is not None and agent.next_run_at is not None:
+        agent.next_run_at = first_run_at
     agent.save()
     return agent
 

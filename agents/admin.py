@@ -1,0 +1,94 @@
+"""The admin registry of agents (AE-GOV): every agent with its owner, the owner's ``enabled``
+(read-only here), the admin's ``admin_paused`` (editable, also as bulk actions) and a status."""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+
+from agents import services
+from agents.choices import ACTIVE_STATES
+from agents.models import Agent, AgentRun
+
+
+class AgentRunInline(admin.TabularInline):
+    model = AgentRun
+    extra = 0
+    can_delete = False
+    ordering = ["-id"]
+    fields = ("id", "trigger", "state", "reason", "tokens_used", "started_at", "finished_at")
+    readonly_fields = fields
+    show_change_link = True
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).order_by("-id")
+
+
+@admin.register(Agent)
+class AgentAdmin(admin.ModelAdmin):
+    list_display = ("name", "owner", "enabled", "admin_paused", "status", "model", "schedule_summary", "next_run_at")
+    list_editable = ("admin_paused",)
+    list_filter = ("admin_paused", "enabled", "model", ("owner", admin.RelatedOnlyFieldListFilter))
+    search_fields = ("name", "owner__username")
+    list_select_related = ("owner", "model")
+    actions = ("pause_selected", "resume_selected")
+    fields = ("name", "owner", "enabled", "admin_paused", "model", "schedule", "next_run_at", "instructions",
+              "created_at", "updated_at")
+    # The admin holds one lever: admin_paused. Everything else is the owner's.
+    readonly_fields = ("name", "owner", "enabled", "model", "schedule", "next_run_at", "instructions",
+                       "created_at", "updated_at")
+    inlines = [AgentRunInline]
+
+    def has_add_permission(self, request):
+        return False
+
+    def get_queryset(self, request):
+        qs = super().get_queryset(request)
+        self._active = dict(AgentRun.objects.filter(state__in=ACTIVE_STATES).values_list("agent_id", "state"))
+        return qs
+
+    @admin.display(description="status")
+    def status(self, obj: Agent) -> str:
+        return obj.status(getattr(self, "_active", {}).get(obj.pk)).label
+
+    @admin.display(description="schedule")
+    def schedule_summary(self, obj: Agent) -> str:
+        s = obj.schedule
+        if not s:
+            return "manual only"
+        if s.get("type") == "interval":
+            return f"every {s.get('every_minutes')} min"
+        days = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
+        return f"{days[int(s.get('weekday', 0))]} {s.get('time')}"
+
+    def save_model(self, request, obj, form, change):
+        # One path per write: the lock goes through the service (it recomputes next_run_at).
+        if change and "admin_paused" in form.changed_data:
+            services.agent_set_admin_paused(agent_id=obj.pk, paused=obj.admin_paused)
+
+    @admin.action(description="Pause selected agents (admin lock)")
+    def pause_selected(self, request, queryset):
+        changed = services.agents_set_admin_paused(agent_ids=list(queryset.values_list("pk", flat=True)), paused=True)
+        self.message_user(request, f"Paused {changed} agent(s).", messages.SUCCESS)
+
+    @admin.action(description="Resume selected agents (lift the admin lock)")
+    def resume_selected(self, request, queryset):
+        changed = services.agents_set_admin_paused(agent_ids=list(queryset.values_list("pk", flat=True)), paused=False)
+        self.message_user(request, f"Resumed {changed} agent(s).", messages.SUCCESS)
+
+
+@admin.register(AgentRun)
+class AgentRunAdmin(admin.ModelAdmin):
+    list_display = ("id", "agent", "trigger", "state", "reason", "tokens_used", "started_at", "finished_at")
+    list_filter = ("state", "trigger", "reason")
+    search_fields = ("agent__name", "agent__owner__username")
+    list_select_related = ("agent",)
+    readonly_fields = [f.name for f in AgentRun._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

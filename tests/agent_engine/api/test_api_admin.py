@@ -1,0 +1,89 @@
+"""The admin registry: API and Django admin; the admin lock and the owner's switch stay separate."""
+
+from __future__ import annotations
+
+import pytest
+
+from agents.models import Agent
+from agents.services import agent_create
+
+pytestmark = [pytest.mark.api, pytest.mark.django_db]
+
+
+@pytest.fixture
+def agents(owner, user_factory, chat_model):
+    mine = agent_create(owner=owner, name="mine", schedule={"type": "interval", "every_minutes": 30})
+    off = agent_create(owner=user_factory(username="bob"), name="off", enabled=False)
+    return mine, off
+
+
+@pytest.mark.p0
+def test_admin_registry_lists_every_agent_with_owner_enabled_readonly_admin_paused_and_summary_status(
+        admin_user, client_for, agents):
+    response = client_for(admin_user).get("/api/admin/agents")
+    assert response.status_code == 200
+    rows = {r["name"]: r for r in response.json()}
+    assert set(rows) == {"mine", "off"}
+    assert (rows["mine"]["owner"], rows["mine"]["enabled"], rows["mine"]["admin_paused"], rows["mine"]["status"]) == \
+        ("owner", True, False, "scheduled")
+    assert (rows["off"]["owner"], rows["off"]["enabled"], rows["off"]["status"]) == ("bob", False, "disabled")
+    assert client_for(admin_user).get("/api/admin/agents?enabled=false").json()[0]["name"] == "off"
+
+
+@pytest.mark.p0
+def test_admin_sets_admin_paused_on_any_agent_without_touching_the_owner_enabled_switch(admin_user, client_for, agents):
+    mine, off = agents
+    client = client_for(admin_user)
+    for agent in (mine, off):
+        body = client.post(f"/api/admin/agents/{agent.pk}/pause").json()
+        assert body["admin_paused"] is True and body["status"] == "paused_by_admin"
+        assert body["enabled"] == agent.enabled and body["next_run_at"] is None
+    body = client.post(f"/api/admin/agents/{mine.pk}/resume").json()
+    assert (body["admin_paused"], body["enabled"]) == (False, True) and body["next_run_at"] is not None
+    off.refresh_from_db()
+    assert (off.admin_paused, off.enabled) == (True, False)
+    assert client.post("/api/admin/agents/999999/pause").status_code == 404
+
+
+@pytest.mark.p0
+def test_owner_setting_admin_paused_is_403_and_the_flag_is_unchanged(owner, client_for, agents):
+    mine, _ = agents
+    client = client_for(owner)
+    for value in (True, False):
+        response = client.patch(f"/api/agents/{mine.pk}", {"admin_paused": value}, content_type="application/json")
+        assert response.status_code == 403 and response.json()["code"] == "admin_only"
+    response = client.post("/api/agents", {"name": "sneaky", "admin_paused": False}, content_type="application/json")
+    assert response.status_code == 403
+    mine.refresh_from_db()
+    assert mine.admin_paused is False and not Agent.objects.filter(name="sneaky").exists()
+
+
+@pytest.mark.p1
+def test_django_admin_registry_shows_owner_status_enabled_readonly_admin_paused_editable_with_bulk_actions(
+        admin_user, client_for, agents):
+    mine, off = agents
+    client = client_for(admin_user)
+    page = client.get("/admin/agents/agent/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    for text in ("mine", "owner", "bob", "scheduled", "disabled by owner", "pause_selected", "resume_selected",
+                 "form-0-admin_paused"):
+        assert text in html
+    assert "form-0-enabled" not in html  # the owner's switch is read-only for the admin
+    # bulk pause through the admin action
+    response = client.post("/admin/agents/agent/", {"action": "pause_selected", "_selected_action": [mine.pk, off.pk]})
+    assert response.status_code == 302
+    assert set(Agent.objects.values_list("admin_paused", flat=True)) == {True}
+    mine.refresh_from_db()
+    assert mine.next_run_at is None and mine.enabled is True
+    client.post("/admin/agents/agent/", {"action": "resume_selected", "_selected_action": [mine.pk]})
+    mine.refresh_from_db()
+    assert mine.admin_paused is False and mine.next_run_at is not None
+    # the change form edits only admin_paused
+    change = client.get(f"/admin/agents/agent/{mine.pk}/change/").content.decode()
+    assert 'name="admin_paused"' in change and 'name="enabled"' not in change
+    response = client.post(f"/admin/agents/agent/{mine.pk}/change/", {"admin_paused": "on", "runs-TOTAL_FORMS": "0",
+                                                                       "runs-INITIAL_FORMS": "0"})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    mine.refresh_from_db()
+    assert mine.admin_paused is True and mine.next_run_at is None
