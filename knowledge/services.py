@@ -14,7 +14,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models.functions import Now
 from django.utils import timezone
 
 from achilles.errors import NotFound, ServiceUnavailable, ValidationFailed
