@@ -70,6 +70,7 @@ def test_websocket_without_session_is_refused(engine):
     async def go():
         ws = communicator([(b"origin", b"http://testserver")])
         connected, code = await ws.connect()
+        await ws.disconnect()
         return connected, code
 
     connected, code = async_to_sync(go)()
