@@ -2,24 +2,26 @@
 
 from __future__ import annotations
 
-from celery import shared_task
+# The project's app, not ``shared_task``: importing this module from a web process must bind the
+# tasks to the configured broker, not to Celery's default app (amqp://localhost).
+from achilles.celery_app import app
 
 
-@shared_task(name="agents.tasks.agent_run_task", acks_late=True)
+@app.task(name="agents.tasks.agent_run_task", acks_late=True)
 def agent_run_task(run_id: int) -> str | None:
     from agents.services import run_execute
 
     return run_execute(run_id)
 
 
-@shared_task(name="agents.tasks.agents_scheduler_tick_task", ignore_result=True)
+@app.task(name="agents.tasks.agents_scheduler_tick_task", ignore_result=True)
 def agents_scheduler_tick_task() -> int:
     from agents.services import scheduler_tick
 
     return len(scheduler_tick().queued)
 
 
-@shared_task(name="agents.tasks.agent_runs_reap_stale_task", ignore_result=True)
+@app.task(name="agents.tasks.agent_runs_reap_stale_task", ignore_result=True)
 def agent_runs_reap_stale_task() -> int:
     from agents.services import agent_runs_reap_stale
 
