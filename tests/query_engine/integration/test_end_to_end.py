@@ -1,0 +1,65 @@
+"""End to end on the real Knowledge Store: the demo corpus, the offline ``builtin`` model, the
+Redis candidate cache — nothing stubbed. A grounded answer with citations, «не нашёл» for an
+absent fact, a withheld hint for a document only finance can read."""
+
+import pytest
+from django.core.management import call_command
+
+from achilles.llm import NOT_FOUND_TEXT
+from conversations import pipeline
+from conversations.models import Message, RetrievalTrace
+from tests.query_engine.conftest import run_turn
+
+pytestmark = [pytest.mark.integration, pytest.mark.p1]
+
+
+@pytest.fixture
+def demo_knowledge(db, model_factory, user_factory):
+    pipeline.set_engine_deps(None)  # the real facade, the real cache
+    model_factory(name="builtin-extractive", provider="builtin", is_default=True)
+    user_factory(username="admin", first_name="Анна", last_name="Админова")  # authors of the corpus
+    user_factory(username="demo")
+    call_command("demo_knowledge", stdout=open("/dev/null", "w"))
+
+
+def test_grounded_answer_with_citations(demo_knowledge, user_factory):
+    employee = user_factory(username="petrov", groups=["it"])
+
+    outcome = run_turn(employee, "Сколько дней ежегодного оплачиваемого отпуска положено сотруднику?")
+
+    assert outcome.error is None
+    assert "28 календарных дней" in outcome.text
+    titles = [c["title"] for c in outcome.done.citations]
+    assert "Ежегодный оплачиваемый отпуск" in titles
+    message = Message.objects.get(pk=outcome.done.message_id)
+    assert message.model == "builtin-extractive" and message.tokens_used > 0
+    trace = RetrievalTrace.objects.get(message=message)
+    assert trace.packed and trace.ungrounded_sentences == []
+    assert f"user:{employee.pk}" in trace.identity["principals"]
+
+
+def test_absent_fact_not_found(demo_knowledge, user_factory):
+    employee = user_factory(username="petrov", groups=["it"])
+
+    outcome = run_turn(employee, "Сколько спутников у Юпитера?")
+
+    assert NOT_FOUND_TEXT in outcome.text
+    assert outcome.done.citations == []
+
+
+def test_finance_only_document_gives_a_withheld_hint(demo_knowledge, user_factory):
+    employee = user_factory(username="petrov", groups=["it"])
+    accountant = user_factory(username="buh", groups=["finance"])
+    question = "Какой план выручки заложен в бюджет компании на 2026 год?"
+
+    hidden = run_turn(employee, question)
+    visible = run_turn(accountant, question)
+
+    assert hidden.done.withheld_hint is not None
+    assert "1,8 млрд" not in hidden.text
+    hint = hidden.done.withheld_hint
+    assert all(set(s) <= {"source_system", "contact"} for s in hint["sources"])
+    assert {s.get("contact", {}).get("username") for s in hint["sources"]} >= {"admin"}  # author mapped to a user
+    assert "Бюджет компании на 2026 год" not in str(hidden.done.payload())
+    assert "1,8 млрд" in visible.text
+    assert "Бюджет компании на 2026 год" in [c["title"] for c in visible.done.citations]
