@@ -20,7 +20,7 @@ from achilles.errors import NotFound, ServiceUnavailable, ValidationFailed
 from knowledge.chunking import HEADING_SEPARATOR, chunk_text
 from knowledge.documents import DocumentError, validate_principal
 from knowledge.facade import Identity
-from knowledge.models import EMBEDDING_DIM, AccessKind, AccessSignal, Chunk, Record, RecordLink
+from knowledge.models import EMBEDDING_DIM, AccessKind, Chunk, Record, RecordLink
 from knowledge.selectors import EmbeddingConfig, embedding_config, principals_of
 
 logger = logging.getLogger(__name__)

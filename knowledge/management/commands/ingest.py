@@ -1,10 +1,11 @@
 """`manage.py ingest PATH [--prune] [--default-acl everyone]`: a folder of Markdown / text / HTML."""
 
+from pathlib import Path
+
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
 from knowledge.ingest import discover, ingest_path
-from pathlib import Path
 
 
 class Command(BaseCommand):
