@@ -186,15 +186,19 @@ async def prepare_turn(*, user, content: str, conversation_id=None, identity: Id
 
     ``identity`` defaults to the session user's; it is never taken from anything the model says.
     """
+    prepared_from = time.monotonic()
     deps = deps or engine_deps()
     if identity is None:
         identity = await deps.store.identity(user)
     start = await deps.store.start(user=user, content=content, conversation_id=conversation_id)
-    return Turn(start=start, identity=identity, content=content.strip(), deps=deps)
+    turn = Turn(start=start, identity=identity, content=content.strip(), deps=deps)
+    turn.timings["prepare_ms"] = _ms(prepared_from)
+    return turn
 
 
 @dataclass
 class _Round:
+    first_event_ms: float | None = None
     calls: tuple[ToolCall, ...] = ()
     usage: Usage | None = None
     input_estimate: int = 0
@@ -250,6 +254,7 @@ class Turn:
                 async for text in stream:
                     yield TokenEvent(text)
             self.timings["round1_ms"] = _ms(started)
+            self.timings["round1_first_event_ms"] = round_one.first_event_ms
 
             plan = plan_tool_round(round_one.calls, tools)
             citations: list[CitationOut] = []
@@ -288,8 +293,11 @@ class Turn:
         self.rounds.append(sink)
         sink.input_estimate = estimate_input_tokens(messages, tools)
         reserve = self.start.settings.answer_reserve_tokens
+        started = time.monotonic()
         async with aclosing(provider.stream(messages, tools, reserve)) as events:
             async for event in events:
+                if sink.first_event_ms is None:
+                    sink.first_event_ms = _ms(started)
                 if isinstance(event, TextDelta):
                     if event.text:
                         sink.text.append(event.text)
@@ -359,6 +367,7 @@ class Turn:
                 async for text in stream:
                     yield TokenEvent(text)
             self.trace["timings"]["round2_ms"] = _ms(t1)
+            self.trace["timings"]["round2_first_token_ms"] = round_two.first_event_ms
         answer = "".join(self.parts[answer_start:])
         citations = build_citations(packed, answer) if own is None else []
         if own is None:

@@ -1,0 +1,377 @@
+"""bench/chat: platform-added latency of a grounding chat turn over SSE, and disconnect hygiene.
+
+The model is a scripted OpenAI-compatible server (its own process): a fixed 300 ms time to first
+token and a steady token rate; a request offering tools gets a ``search_knowledge`` call, the
+next one gets the answer. Ours: ``POST /api/chat`` on daphne (its own process) → round 1 →
+KS search over the 100k-chunk corpus of bench/knowledge (database ``bench_knowledge``, built on
+first use) → round 2 streamed. The peer: the same two model rounds streamed directly by the same
+client, no platform in between. Reported at 1, 10 and 20 concurrent streams: time to the first
+answer token (p50/p95) for both and the difference (the platform-added TTFT), and the mean gap
+between tokens for both (the per-token overhead). Then 200 streams are dropped mid-answer: every
+upstream generation must be cancelled, every message finalized ``interrupted``, and the
+database connections back to baseline within 2 s.
+
+    python -m bench chat
+    BENCH_CHAT_TOKENS=40 BENCH_CHAT_DISCONNECTS=100 python -m bench chat
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TTFT_S = 0.300
+TOKEN_DELAY_S = float(os.environ.get("BENCH_CHAT_TOKEN_DELAY", "0.02"))  # 50 tokens/s
+ANSWER_TOKENS = int(os.environ.get("BENCH_CHAT_TOKENS", "40"))
+LEVELS = (1, 10, 20)
+REQUESTS = {1: 8, 10: 30, 20: 60}
+DISCONNECTS = int(os.environ.get("BENCH_CHAT_DISCONNECTS", "200"))
+DB_NAME = "bench_knowledge"
+
+
+# --------------------------------------------------------------------------- the scripted model
+
+STUB_SERVER = r'''
+import asyncio, json, sys, time
+TTFT, DELAY, TOKENS = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
+stats = {"started": 0, "completed": 0, "aborted": 0}
+
+def chunk(delta, finish=None):
+    return "data: " + json.dumps({"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "stub",
+                                  "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]},
+                                 ensure_ascii=False) + "\n\n"
+
+async def handle(reader, writer):
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = 0
+        for line in head.decode().split("\r\n"):
+            if line.lower().startswith("content-length:"):
+                length = int(line.split(":")[1])
+        body = json.loads(await reader.readexactly(length)) if length else {}
+        if head.startswith(b"GET /stats"):
+            data = json.dumps(stats).encode()
+            writer.write(b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(data), data))
+            await writer.drain(); writer.close(); return
+        writer.write(b"HTTP/1.0 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\r\n")
+        await writer.drain()
+        tools = body.get("tools") or []
+        if not tools:
+            stats["started"] += 1
+        await asyncio.sleep(TTFT)
+        if tools:
+            question = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
+            args = json.dumps({"query": question}, ensure_ascii=False)
+            writer.write(chunk({"role": "assistant", "tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                                "function": {"name": "search_knowledge", "arguments": args}}]}).encode())
+            writer.write(chunk({}, "tool_calls").encode())
+        else:
+            for i in range(TOKENS):
+                if i:
+                    await asyncio.sleep(DELAY)
+                piece = "Согласно документу [1], " if i == 0 else f"слово{i} "
+                writer.write(chunk({"content": piece}).encode())
+                await writer.drain()
+            writer.write(chunk({}, "stop").encode())
+            stats["completed"] += 1
+        usage = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "stub", "choices": [],
+                 "usage": {"prompt_tokens": 100, "completion_tokens": TOKENS, "total_tokens": 100 + TOKENS}}
+        writer.write(("data: " + json.dumps(usage) + "\n\ndata: [DONE]\n\n").encode())
+        await writer.drain()
+        writer.close()
+    except (ConnectionError, asyncio.IncompleteReadError):
+        stats["aborted"] += 1
+
+async def main():
+    server = await asyncio.start_server(handle, "127.0.0.1", int(sys.argv[4]), backlog=512)
+    print("ready", flush=True)
+    async with server:
+        await server.serve_forever()
+
+asyncio.run(main())
+'''
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_port(port: int, timeout: float = 40) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+# --------------------------------------------------------------------------- clients
+
+
+def _sse_lines(text_buffer: str):
+    while "\n\n" in text_buffer:
+        block, text_buffer = text_buffer.split("\n\n", 1)
+        yield block
+    return text_buffer
+
+
+async def ours_once(client, url: str, token: str, question: str, *, drop_after: int | None = None) -> dict:
+    started = time.perf_counter()
+    times: list[float] = []
+    done = None
+    async with client.stream("POST", url, json={"content": question},
+                             headers={"Authorization": f"Bearer {token}"}) as response:
+        if response.status_code != 200:
+            await response.aread()
+            raise RuntimeError(f"chat answered {response.status_code}: {response.text[:200]}")
+        buffer = ""
+        async for text in response.aiter_text():
+            buffer += text
+            while "\n\n" in buffer:
+                block, buffer = buffer.split("\n\n", 1)
+                if block.startswith("event: token"):
+                    times.append(time.perf_counter() - started)
+                elif block.startswith("event: done"):
+                    done = json.loads(block.split("data: ", 1)[1])
+                elif block.startswith("event: error"):
+                    raise RuntimeError(block)
+            if drop_after is not None and len(times) >= drop_after:
+                break
+    return {"ttft": times[0] if times else None, "times": times, "done": done}
+
+
+async def peer_once(client, base: str, question: str) -> dict:
+    """The same two rounds, straight to the model: a tool round, then the answer."""
+    started = time.perf_counter()
+    tools = [{"type": "function", "function": {"name": "search_knowledge", "description": "search",
+                                                "parameters": {"type": "object", "properties": {"query": {"type": "string"}}}}}]
+    messages = [{"role": "system", "content": "grounding"}, {"role": "user", "content": question}]
+    async with client.stream("POST", f"{base}/chat/completions",
+                             json={"model": "stub", "messages": messages, "tools": tools, "stream": True}) as response:
+        async for _ in response.aiter_bytes():
+            pass
+    messages += [{"role": "assistant", "content": "", "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "search_knowledge", "arguments": "{}"}}]},
+                 {"role": "tool", "tool_call_id": "call_1", "content": "[1] context"}]
+    times: list[float] = []
+    async with client.stream("POST", f"{base}/chat/completions",
+                             json={"model": "stub", "messages": messages, "stream": True}) as response:
+        buffer = ""
+        async for text in response.aiter_text():
+            buffer += text
+            while "\n\n" in buffer:
+                block, buffer = buffer.split("\n\n", 1)
+                if '"content"' in block:
+                    times.append(time.perf_counter() - started)
+    return {"ttft": times[0], "times": times}
+
+
+async def run_level(concurrency: int, n: int, make_call) -> list[dict]:
+    import httpx
+
+    limits = httpx.Limits(max_connections=concurrency + 4, max_keepalive_connections=concurrency + 4)
+    async with httpx.AsyncClient(timeout=60, limits=limits) as client:
+        semaphore = asyncio.Semaphore(concurrency)
+        results: list[dict] = []
+
+        async def one(i: int):
+            async with semaphore:
+                results.append(await make_call(client, i))
+
+        await asyncio.gather(*(one(i) for i in range(n)))
+    return results
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def gaps(results: list[dict]) -> float:
+    out = []
+    for r in results:
+        t = r["times"]
+        out += [b - a for a, b in zip(t, t[1:])]
+    return statistics.mean(out) if out else float("nan")
+
+
+# --------------------------------------------------------------------------- main
+
+
+def _prepare_database(stub_base: str):
+    import django
+
+    django.setup()
+    from django.db import connection
+
+    from achilles.models import AgentModel
+    from achilles.services import api_token_create, user_ensure
+
+    settings_dict = connection.settings_dict
+    settings_dict.setdefault("TEST", {})["NAME"] = DB_NAME
+    old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=True, serialize=False)
+    from bench import knowledge as ks_bench
+    from achilles.llm.builtin import HashEmbeddingProvider
+
+    AgentModel.objects.update_or_create(name="bench-hash-384", defaults={
+        "provider": "hash", "kind": "embedding", "is_default": True, "options": {"dim": 384}})
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass('bench_meta') IS NOT NULL")
+        fresh = False
+        if cursor.fetchone()[0]:
+            cursor.execute("SELECT value FROM bench_meta WHERE key = 'dataset'")
+            row = cursor.fetchone()
+            fresh = bool(row and row[0] == f"{ks_bench.DATASET_VERSION}:{ks_bench.CHUNKS}")
+        if not fresh:
+            print(f"building the KS dataset ({ks_bench.CHUNKS} chunks, shared with bench/knowledge) …", flush=True)
+            ks_bench.build(cursor, HashEmbeddingProvider(dim=384))
+        cursor.execute("SELECT count(*) FROM knowledge_chunks")
+        chunks = cursor.fetchone()[0]
+    AgentModel.objects.filter(kind="chat", is_default=True).exclude(name="bench-stub").update(is_default=False)
+    AgentModel.objects.update_or_create(name="bench-stub", defaults={
+        "provider": "openai", "kind": "chat", "is_default": True, "context_window": 16000,
+        "options": {"base_url": stub_base, "api_key": "bench", "model": "stub", "timeout": 60}})
+    user, _ = user_ensure(username="bench-chat", groups=["g1", "g2"])
+    token = api_token_create(user=user, name="bench-chat")[1]
+    return connection, old_name, user, token, chunks
+
+
+def _db_connections(connection) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                       [DB_NAME])
+        return cursor.fetchone()[0]
+
+
+def main() -> None:
+    import httpx
+
+    stub_port, web_port = _free_port(), _free_port()
+    stub = subprocess.Popen([sys.executable, "-c", STUB_SERVER, str(TTFT_S), str(TOKEN_DELAY_S),
+                             str(ANSWER_TOKENS), str(stub_port)], stdout=subprocess.PIPE)
+    daphne = None
+    connection = old_name = None
+    try:
+        stub.stdout.readline()
+        stub_base = f"http://127.0.0.1:{stub_port}/v1"
+        connection, old_name, user, token, chunks = _prepare_database(stub_base)
+        from bench.knowledge import queries
+
+        env = {**os.environ, "ACHILLES_DB_NAME": DB_NAME, "DJANGO_SETTINGS_MODULE": "achilles.settings",
+               "LOG_LEVEL": "WARNING"}
+        daphne = subprocess.Popen([str(Path(sys.executable).parent / "daphne"), "-b", "127.0.0.1", "-p", str(web_port),
+                                   "achilles.asgi:application"], cwd=ROOT, env=env,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _wait_port(web_port)
+        url = f"http://127.0.0.1:{web_port}/api/chat"
+        qs = queries(2000)
+        counter = iter(range(10**9))
+
+        def ours(client, i, **kw):
+            # A fresh question each time: the candidate cache never answers for KS here.
+            return ours_once(client, url, token, qs[next(counter) % len(qs)], **kw)
+
+        def peer(client, i):
+            return peer_once(client, stub_base, qs[i % len(qs)])
+
+        print(f"model: TTFT {TTFT_S * 1000:.0f} ms per round, {1 / TOKEN_DELAY_S:.0f} tokens/s, "
+              f"{ANSWER_TOKENS} answer tokens; KS: {chunks} chunks; server: daphne, 1 process\n")
+        asyncio.run(run_level(4, 8, ours))  # warm-up: imports, pool, HNSW pages
+        asyncio.run(run_level(4, 4, peer))
+
+        from conversations.models import RetrievalTrace
+
+        header = (f"{'streams':>7} {'ours TTFT p50':>13} {'p95':>7} {'peer TTFT p50':>13} {'p95':>7} "
+                  f"{'added p50':>9} {'added p95':>9} {'ours gap':>8} {'peer gap':>8} {'+/token':>8}")
+        print(header)
+        breakdown = []
+        for level in LEVELS:
+            n = REQUESTS[level]
+            last_trace = RetrievalTrace.objects.order_by("-id").values_list("id", flat=True).first() or 0
+            mine = asyncio.run(run_level(level, n, ours))
+            timings = list(RetrievalTrace.objects.filter(id__gt=last_trace).values_list("timings", flat=True))
+            breakdown.append((level, timings))
+            theirs = asyncio.run(run_level(level, n, peer))
+            a = [r["ttft"] * 1000 for r in mine]
+            b = [r["ttft"] * 1000 for r in theirs]
+            ga, gb = gaps(mine) * 1000, gaps(theirs) * 1000
+            print(f"{level:>7} {pct(a, .5):>11.0f}ms {pct(a, .95):>5.0f}ms {pct(b, .5):>11.0f}ms {pct(b, .95):>5.0f}ms "
+                  f"{pct(a, .5) - pct(b, .5):>7.0f}ms {pct(a, .95) - pct(b, .95):>7.0f}ms "
+                  f"{ga:>6.1f}ms {gb:>6.1f}ms {ga - gb:>6.2f}ms", flush=True)
+
+        print("\nwhere our added TTFT goes (p50 per turn, from the retrieval traces): before round 1 | "
+              "round 1 provider overhead beyond the model's TTFT | cache gate + KS search | round 2 provider overhead")
+        for level, timings in breakdown:
+            def p50(key, minus=0.0):
+                values = [t[key] - minus for t in timings if t.get(key) is not None]
+                return pct(values, .5) if values else float("nan")
+            ttft_ms = TTFT_S * 1000
+            print(f"{level:>7} streams: prepare {p50('prepare_ms'):6.1f} ms | round 1 +{p50('round1_first_event_ms', ttft_ms):6.1f} ms"
+                  f" | KS {p50('tools_ms'):6.1f} ms | round 2 +{p50('round2_first_token_ms', ttft_ms):6.1f} ms")
+
+        # ---- 200 mid-stream disconnects
+        from conversations.models import Message
+
+        time.sleep(1.0)
+        baseline = _db_connections(connection)
+        before_stats = httpx.get(f"http://127.0.0.1:{stub_port}/stats").json()
+        before_ids = set(Message.objects.filter(role="assistant").values_list("id", flat=True))
+        dropped_at = time.monotonic()
+        asyncio.run(run_level(20, DISCONNECTS, lambda client, i: ours(client, i, drop_after=2)))
+        dropped_at = time.monotonic()
+        back_after = None
+        while time.monotonic() - dropped_at < 10:
+            now = _db_connections(connection)
+            if now <= baseline:
+                back_after = time.monotonic() - dropped_at
+                break
+            time.sleep(0.05)
+        time.sleep(max(0.0, 2.0 - (time.monotonic() - dropped_at)))
+        new = Message.objects.filter(role="assistant").exclude(id__in=before_ids)
+        states = {s: new.filter(state=s).count() for s in ("interrupted", "complete", "failed")}
+        # an upstream stream that went on to its end would have been "completed"
+        deadline = time.monotonic() + ANSWER_TOKENS * TOKEN_DELAY_S + 2
+        while time.monotonic() < deadline:
+            after_stats = httpx.get(f"http://127.0.0.1:{stub_port}/stats").json()
+            if after_stats["started"] - before_stats["started"] == \
+                    (after_stats["aborted"] - before_stats["aborted"]) + (after_stats["completed"] - before_stats["completed"]):
+                break
+            time.sleep(0.2)
+        started = after_stats["started"] - before_stats["started"]
+        completed = after_stats["completed"] - before_stats["completed"]
+        aborted = after_stats["aborted"] - before_stats["aborted"]
+        print(f"\n{DISCONNECTS} mid-stream disconnects (after 2 tokens, 20 at a time):")
+        print(f"  upstream generations started {started}, cancelled {aborted}, ran to the end {completed}")
+        print(f"  assistant messages: {new.count()} written — {states['interrupted']} interrupted, "
+              f"{states['complete']} complete, {states['failed']} failed")
+        half_written = new.filter(content="").count()
+        print(f"  empty/half-written rows: {half_written}")
+        print(f"  DB connections: baseline {baseline}, now {_db_connections(connection)}, "
+              + (f"back to baseline {back_after * 1000:.0f} ms after the last drop" if back_after is not None
+                 else "NOT back to baseline within 10 s"))
+    finally:
+        for process in (daphne, stub):
+            if process is not None and process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+        if connection is not None and old_name is not None:
+            connection.creation.destroy_test_db(old_name, verbosity=0, keepdb=True)
+
+
+if __name__ == "__main__":
+    main()
