@@ -28,7 +28,7 @@ queries = st.lists(st.sampled_from(WORDS), min_size=1, max_size=3).map(" ".join)
 links = st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7)), max_size=10)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
 @given(docs=documents, principals=identities, query=queries, edges=links, k=st.integers(1, 10))
 def test_nothing_outside_the_acl_ever_comes_back(hash_embedder, docs, principals, query, edges, k):

@@ -118,3 +118,19 @@ def test_runtime_errors_are_clear_and_not_500(records):
 
 def test_identity_without_principals_sees_nothing(records):
     assert facade.sql("SELECT id FROM ks_records", identity_of()).rows == ()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_outside_any_transaction_the_session_is_restored(make_record):
+    # given a caller in autocommit mode (a Celery task, an ASGI request)
+    make_record("a.md", "Текст.")
+    # when
+    assert facade.sql("SELECT count(*) FROM ks_records", EMPLOYEE).rows == ((1,),)
+    with pytest.raises(ValidationFailed):
+        facade.sql("SELECT 1 / 0 FROM ks_records", EMPLOYEE)
+    # then role, read-only mode, timeout and principals are all back to the defaults
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_user, current_setting('transaction_read_only'), "
+                       "current_setting('statement_timeout'), current_setting('achilles.principals', true)")
+        role, read_only, timeout, principals = cursor.fetchone()
+    assert role != "achilles_ks_reader" and read_only == "off" and timeout == "0" and not principals
