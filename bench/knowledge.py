@@ -120,7 +120,29 @@ def _vector_text(vector) -> str:
     return "[" + ",".join(f"{x:.6g}" for x in vector) + "]"
 
 
+BUILD_LOCK = 0x6B5F6265  # pg_advisory_lock key: one builder at a time (bench/chat shares the dataset)
+
+
+def dataset_fresh(cursor) -> bool:
+    cursor.execute("SELECT to_regclass('bench_meta') IS NOT NULL")
+    if not cursor.fetchone()[0]:
+        return False
+    cursor.execute("SELECT value FROM bench_meta WHERE key = 'dataset'")
+    row = cursor.fetchone()
+    return bool(row and row[0] == f"{DATASET_VERSION}:{CHUNKS}")
+
+
 def build(cursor, embedder) -> None:
+    """Build the dataset unless another process already did (concurrent callers wait and skip)."""
+    cursor.execute("SELECT pg_advisory_lock(%s)", [BUILD_LOCK])
+    try:
+        if not dataset_fresh(cursor):
+            _build(cursor, embedder)
+    finally:
+        cursor.execute("SELECT pg_advisory_unlock(%s)", [BUILD_LOCK])
+
+
+def _build(cursor, embedder) -> None:
     corpus = Corpus()
     n_records = CHUNKS // CHUNKS_PER_RECORD
     cursor.execute("TRUNCATE knowledge_records RESTART IDENTITY CASCADE")
@@ -207,13 +229,7 @@ def main() -> None:
         AgentModel.objects.update_or_create(name="bench-hash-384", defaults={
             "provider": "hash", "kind": "embedding", "is_default": True, "options": {"dim": 384}})
         with connection.cursor() as cursor:
-            cursor.execute("SELECT to_regclass('bench_meta') IS NOT NULL")
-            fresh = False
-            if cursor.fetchone()[0]:
-                cursor.execute("SELECT value FROM bench_meta WHERE key = 'dataset'")
-                row = cursor.fetchone()
-                fresh = bool(row and row[0] == f"{DATASET_VERSION}:{CHUNKS}")
-            if not fresh:
+            if not dataset_fresh(cursor):
                 print(f"building the dataset ({CHUNKS} chunks; kept in database bench_knowledge for next runs)")
                 build(cursor, embedder)
             else:
