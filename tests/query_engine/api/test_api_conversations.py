@@ -235,3 +235,9 @@ def test_chat_endpoint_session_needs_csrf(engine, user):
     response = client.post("/api/chat", data={"content": "Привет"}, content_type="application/json")
     assert response.status_code == 403
     assert Client().get("/api/chat").status_code == 405
+
+
+def test_chat_page_needs_sign_in(client_for, user):
+    assert Client().get("/chat/").status_code == 302
+    page = client_for(user).get("/chat/")
+    assert page.status_code == 200 and b"/ws/chat/" in page.content
