@@ -114,3 +114,17 @@ def test_tokens_used_at_finalize(engine, user):
     assistant = Message.objects.get(pk=done["message_id"])
     assert assistant.tokens_used == 460
     assert Message.objects.get(role="user").tokens_used is None
+
+
+def test_model_failure_mid_stream_is_an_error_event(engine, user):
+    from achilles.llm.fake import fail
+
+    engine.script([TextDelta("Начинаю "), TextDelta("ответ "), fail(detail="upstream went away")])
+
+    status, _, events = chat(bearer(user), {"content": "Привет"})
+
+    assert status == 200
+    name, error, _ = events[-1]
+    assert name == "error" and error["code"] == "llm_unavailable"
+    message = Message.objects.get(pk=error["message_id"])
+    assert (message.state, message.content) == ("failed", "Начинаю ответ ")
