@@ -8,7 +8,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
 from achilles.errors import ApplicationError
-from knowledge import facade
+from knowledge import facade, services
 from knowledge.models import AccessSignal, Chunk, Record, RecordLink
 from knowledge.selectors import MAX_K, embedding_config, timed
 
@@ -48,14 +48,30 @@ class LinkInline(admin.TabularInline):
     verbose_name = "outgoing link"
 
 
+class RecordForm(forms.ModelForm):
+    class Meta:
+        model = Record
+        fields = ("acl",)
+
+    def clean_acl(self):
+        try:
+            return services.acl_resolve(self.cleaned_data["acl"])
+        except ApplicationError as exc:
+            raise forms.ValidationError(str(exc.detail)) from exc
+
+
 @admin.register(Record)
 class RecordAdmin(admin.ModelAdmin):
+    form = RecordForm
     list_display = ("title", "source_system", "external_id", "acl_display", "author_principal_id", "trust_score",
                     "chunk_count", "updated_at")
     list_filter = ("source_system",)
     search_fields = ("title", "external_id", "url")
-    readonly_fields = ("content_hash", "embedding_model", "origin", "trust_score", "content_changed_at",
-                       "last_accessed_at", "created_at", "updated_at")
+    fields = ("source_system", "external_id", "title", "url", "author_principal_id", "acl", "trust_score", "origin",
+              "embedding_model", "content_hash", "content_changed_at", "last_accessed_at", "created_at", "updated_at")
+    # Content comes from ingestion; only the ACL is edited here (through the service, so
+    # principals are validated and the chunks follow by trigger).
+    readonly_fields = tuple(f for f in fields if f != "acl")
     inlines = [LinkInline, ChunkInline]
 
     def get_queryset(self, request):
@@ -76,8 +92,15 @@ class RecordAdmin(admin.ModelAdmin):
         return False
 
     def save_model(self, request, obj, form, change):
-        # Only ACL, title, url and author are editable here; the chunks' ACL follows by trigger.
-        super().save_model(request, obj, form, change)
+        obj.acl = services.record_acl_set(record_id=obj.pk, acl=form.cleaned_data["acl"])
+
+    def save_formset(self, request, form, formset, change):
+        # outgoing links: created/deleted through the service layer
+        for link in formset.save(commit=False):
+            services.record_link_create(from_record_id=link.from_record_id, to_record_id=link.to_record_id,
+                                        link_type=link.link_type)
+        for link in formset.deleted_objects:
+            link.delete()
 
     def changelist_view(self, request, extra_context=None):
         _search_mode_message(request)

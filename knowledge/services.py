@@ -145,6 +145,14 @@ def record_upsert(*, source_system: str, external_id: str, title: str, text: str
     return UpsertOutcome(record.pk, status, len(drafts), tuple(warnings))
 
 
+def record_acl_set(*, record_id: int, acl: Sequence[str]) -> list[str]:
+    """Replace a record's ACL (the admin's one edit); the chunks follow by trigger."""
+    resolved = acl_resolve(acl)
+    if not Record.objects.filter(pk=record_id).update(acl=resolved):
+        raise NotFound("record not found", code="record_not_found")
+    return resolved
+
+
 def record_delete(*, source_system: str, external_id: str) -> None:
     """Delete a record; chunks, links and signals go with it (ON DELETE CASCADE in the DB)."""
     deleted, _ = Record.objects.filter(source_system=source_system, external_id=external_id).delete()

@@ -115,3 +115,29 @@ def test_admin_search_preview_page(client_for, admin_user, records):
     changelist = client.get("/admin/knowledge/record/")
     assert changelist.status_code == 200
     assert "lexical only" in changelist.content.decode()
+
+
+def test_admin_edits_a_records_acl_and_chunks_follow(client_for, admin_user, make_record):
+    from knowledge.models import Chunk, Record
+
+    rid = make_record("a.md", "Текст.", acl=["everyone"])
+    response = client_for(admin_user).post(f"/admin/knowledge/record/{rid}/change/", {
+        "acl": "group:finance,user:root",
+        "links_out-TOTAL_FORMS": "0", "links_out-INITIAL_FORMS": "0",
+        "chunks-TOTAL_FORMS": "1", "chunks-INITIAL_FORMS": "1",
+        "chunks-0-id": str(Chunk.objects.get(record_id=rid).pk), "chunks-0-record": str(rid),
+    })
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert Record.objects.get(pk=rid).acl == ["group:finance", f"user:{admin_user.pk}"]
+    assert Chunk.objects.get(record_id=rid).acl == ["group:finance", f"user:{admin_user.pk}"]
+
+
+def test_admin_acl_edit_with_an_unknown_principal_is_a_form_error(client_for, admin_user, make_record):
+    from knowledge.models import Record
+
+    rid = make_record("a.md", "Текст.", acl=["everyone"])
+    response = client_for(admin_user).post(f"/admin/knowledge/record/{rid}/change/", {
+        "acl": "user:ghost", "links_out-TOTAL_FORMS": "0", "links_out-INITIAL_FORMS": "0",
+        "chunks-TOTAL_FORMS": "0", "chunks-INITIAL_FORMS": "0"})
+    assert response.status_code == 200 and "ghost" in response.content.decode()
+    assert Record.objects.get(pk=rid).acl == ["everyone"]
