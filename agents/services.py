@@ -152,24 +152,45 @@ def agents_set_admin_paused(*, agent_ids: Iterable[int], paused: bool) -> int:
 
 # --------------------------------------------------------------------------- dispatch
 
-def _send(run_id: int) -> None:
+def _send(run_id: int, producer=None) -> None:
     """Put one run on the broker (separate function so tests can capture it)."""
     from agents.tasks import agent_run_task
 
     # No publish retries: with the broker down the run stays queued and the tick re-sends it.
-    agent_run_task.apply_async(args=[run_id], retry=False)
+    agent_run_task.apply_async(args=[run_id], retry=False, producer=producer)
+
+
+PUBLISH_CHUNK = 200
 
 
 def runs_dispatch(run_ids: Iterable[int]) -> list[int]:
-    """Enqueue runs and stamp ``enqueued_at``; failures are logged and left to the re-dispatcher."""
-    sent = []
-    for run_id in run_ids:
-        try:
-            _send(run_id)
-        except Exception as exc:
-            logger.warning("agent run %s not enqueued (%s); the scheduler tick will re-dispatch it", run_id, exc)
-            continue
-        sent.append(run_id)
+    """Enqueue runs and stamp ``enqueued_at``; failures are logged and left to the re-dispatcher.
+
+    One producer for the whole list, and kombu's publish batch (a Redis pipeline) per chunk: a
+    tick's thousand runs cost a few round trips instead of a thousand. A chunk whose flush fails
+    is left unstamped, so the tick re-sends it (a duplicate delivery is harmless).
+    """
+    from agents.tasks import agent_run_task
+
+    sent: list[int] = []
+    run_ids = list(run_ids)
+    if not run_ids:
+        return sent
+    try:
+        with agent_run_task.app.producer_or_acquire() as producer:
+            for start in range(0, len(run_ids), PUBLISH_CHUNK):
+                chunk = run_ids[start:start + PUBLISH_CHUNK]
+                try:
+                    with producer.batch(max_size=4 * PUBLISH_CHUNK):
+                        for run_id in chunk:
+                            _send(run_id, producer)
+                except Exception as exc:
+                    logger.warning("%d agent run(s) not enqueued (%s); the scheduler tick will re-dispatch them",
+                                   len(chunk), exc)
+                    continue
+                sent.extend(chunk)
+    except Exception as exc:  # no broker connection at all
+        logger.warning("agent runs not enqueued (%s); the scheduler tick will re-dispatch them", exc)
     if sent:
         AgentRun.objects.filter(pk__in=sent, state=RunState.QUEUED).update(enqueued_at=timezone.now())
     return sent
