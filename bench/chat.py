@@ -271,9 +271,11 @@ def main() -> None:
 
         env = {**os.environ, "ACHILLES_DB_NAME": DB_NAME, "DJANGO_SETTINGS_MODULE": "achilles.settings",
                "LOG_LEVEL": "WARNING"}
+        server_log = ROOT / "var" / "bench-chat-daphne.log"
+        server_log.parent.mkdir(exist_ok=True)
         daphne = subprocess.Popen([str(Path(sys.executable).parent / "daphne"), "-b", "127.0.0.1", "-p", str(web_port),
                                    "achilles.asgi:application"], cwd=ROOT, env=env,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                  stdout=subprocess.DEVNULL, stderr=open(server_log, "w"))
         _wait_port(web_port)
         url = f"http://127.0.0.1:{web_port}/api/chat"
         qs = queries(2000)
@@ -287,7 +289,8 @@ def main() -> None:
             return peer_once(client, stub_base, qs[i % len(qs)])
 
         print(f"model: TTFT {TTFT_S * 1000:.0f} ms per round, {1 / TOKEN_DELAY_S:.0f} tokens/s, "
-              f"{ANSWER_TOKENS} answer tokens; KS: {chunks} chunks; server: daphne, 1 process\n")
+              f"{ANSWER_TOKENS} answer tokens; KS: {chunks} chunks; server: daphne, 1 process "
+              f"(log: {server_log.relative_to(ROOT)})\n")
         asyncio.run(run_level(4, 8, ours))  # warm-up: imports, pool, HNSW pages
         asyncio.run(run_level(4, 4, peer))
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from asgiref.sync import sync_to_async
 
+from conversations.dbconn import db_step
 from knowledge.facade import Identity, SearchResult
 
 
@@ -24,14 +24,14 @@ class FacadeKnowledgeClient:
     async def is_empty(self) -> bool:
         from knowledge import facade
 
-        return await sync_to_async(facade.is_empty)()
+        return await db_step(facade.is_empty)()
 
     async def search(self, query: str, identity: Identity, k: int) -> SearchResult:
         from knowledge import facade
 
-        return await sync_to_async(facade.search)(query, identity, k)
+        return await db_step(facade.search)(query, identity, k)
 
     async def register_access(self, record_id: int, identity: Identity, kind: str, message_id: str | None) -> None:
         from knowledge import facade
 
-        await sync_to_async(facade.register_access)(record_id, identity, kind, message_id)
+        await db_step(facade.register_access)(record_id, identity, kind, message_id)

@@ -21,8 +21,6 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from asgiref.sync import sync_to_async
-from django.db import connection
 
 from achilles.errors import ApplicationError
 from achilles.llm import (
@@ -41,6 +39,7 @@ from achilles.llm import (
 from conversations import services
 from conversations.cache import CandidateCache, RedisCandidateCache, cache_gate
 from conversations.choices import MessageState
+from conversations.dbconn import db_step
 from conversations.citations import CitationOut, answer_access_records, build_citations
 from conversations.grounding import author_user_id, engine_answer, ungrounded_sentences, withheld_hint
 from conversations.knowledge_client import FacadeKnowledgeClient, KnowledgeClient
@@ -130,26 +129,24 @@ class TurnStore(Protocol):
 
 
 class DatabaseTurnStore:
+    """Every step gives its connection back when done (see ``conversations.dbconn``); that also
+    covers a finalize from a cancelled stream, after the request's own clean-up has run."""
+
     async def start(self, *, user, content, conversation_id) -> services.TurnStart:
-        return await sync_to_async(services.turn_start)(user=user, content=content, conversation_id=conversation_id)
+        return await db_step(services.turn_start)(user=user, content=content, conversation_id=conversation_id)
 
     async def finalize(self, *, release: bool, **fields) -> Finalized:
-        return await sync_to_async(_finalize_and_release)(release=release, **fields)
+        return await db_step(_finalize)(**fields)
 
     async def contacts(self, user_ids: set[int]) -> dict:
-        return await sync_to_async(services.contacts_for)(user_ids)
+        return await db_step(services.contacts_for)(user_ids)
 
     async def identity(self, user) -> Identity:
-        return await sync_to_async(Identity.for_user)(user)
+        return await db_step(Identity.for_user)(user)
 
 
-def _finalize_and_release(*, release: bool, **fields) -> Finalized:
-    """Write the assistant message. From a cancelled stream (``release``) the request's own
-    connection clean-up may already have run, so give back the connection this thread took
-    (unless a test transaction holds it)."""
+def _finalize(**fields) -> Finalized:
     message = services.message_finalize(**fields)
-    if release and not connection.in_atomic_block:
-        connection.close()
     return Finalized(id=message.pk, tokens_used=message.tokens_used or 0)
 
 

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from achilles.auth import authenticate_request
 from achilles.errors import ApplicationError, NotAuthenticated
+from conversations.dbconn import db_step
 from conversations.pipeline import Event, prepare_turn
 from conversations.schemas import ChatIn, validation_errors
 
@@ -47,7 +48,8 @@ def _csrf_rejection(request):
 async def chat_sse(request):
     if request.method != "POST":
         return JsonResponse({"detail": "Use POST.", "code": "method_not_allowed"}, status=405)
-    user, via_session = await sync_to_async(_authenticate)(request)
+    # Released at once: a stream must not pin a database connection for its whole life.
+    user, via_session = await db_step(_authenticate)(request)
     if user is None:
         return _error(NotAuthenticated("Authentication credentials were not provided or are invalid."))
     if via_session:
