@@ -107,6 +107,22 @@ LEXEMES_SQL = f"""
 SELECT lexeme FROM unnest(to_tsvector('{TEXT_SEARCH_CONFIG}', %s))
 ORDER BY positions[1], lexeme LIMIT {MAX_QUERY_TERMS}
 """
+# The first level (all lexemes: exactly plainto_tsquery) in the same round trip as the lexemes.
+LEXICAL_FIRST_SQL = f"""
+WITH q AS (SELECT plainto_tsquery('{TEXT_SEARCH_CONFIG}', %(query)s) AS query),
+m AS MATERIALIZED (
+    SELECT c.id, ts_rank(c.tsv, q.query, 1) AS score, c.acl && %(principals)s::text[] AS visible
+    FROM knowledge_chunks c, q
+    WHERE c.tsv @@ q.query
+)
+(SELECT true AS filtered, id, visible, NULL::text[] AS lexemes FROM m WHERE visible
+ ORDER BY score DESC, id LIMIT %(n_visible)s)
+UNION ALL
+(SELECT false, id, visible, NULL FROM m ORDER BY score DESC, id LIMIT %(n_all)s)
+UNION ALL
+SELECT NULL, NULL, NULL, ARRAY(SELECT lexeme FROM unnest(to_tsvector('{TEXT_SEARCH_CONFIG}', %(query)s))
+                               ORDER BY positions[1], lexeme LIMIT {MAX_QUERY_TERMS})
+"""
 MAX_LEVEL_CLAUSES = 20
 
 # One scan of a level's matches feeds both lists: visible rows (the candidates) and all rows
@@ -192,12 +208,21 @@ def coordination_levels(lexemes: Sequence[str]) -> list[str]:
 
 def _lexical(cursor, query: str, principals: list[str], depth: int, k: int) -> SideLists | None:
     """Visible top-``depth`` and unfiltered top-``k`` (for withheld), level by level."""
-    cursor.execute(LEXEMES_SQL, [query])
-    lexemes = [row[0] for row in cursor.fetchall()]
+    side = SideLists([], [], set())
+    cursor.execute(LEXICAL_FIRST_SQL, {"query": query, "principals": principals, "n_visible": depth, "n_all": k})
+    lexemes: list[str] = []
+    for filtered, chunk_id, visible, row_lexemes in cursor.fetchall():
+        if filtered is None:
+            lexemes = list(row_lexemes or [])
+        elif filtered:
+            side.visible.append(chunk_id)
+        else:
+            side.unfiltered.append(chunk_id)
+            if not visible:
+                side.hidden.add(chunk_id)
     if not lexemes:
         return None
-    side = SideLists([], [], set())
-    for level in coordination_levels(lexemes):
+    for level in coordination_levels(lexemes)[1:]:  # the all-lexemes level ran above
         need_visible, need_all = depth - len(side.visible), k - len(side.unfiltered)
         if need_visible <= 0 and need_all <= 0:
             break
