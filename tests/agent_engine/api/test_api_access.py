@@ -25,6 +25,7 @@ ROUTES = sorted(set(_agents_routes()))
 ADMIN_ROUTES = [r for r in ROUTES if r[1].startswith("/api/admin/")]
 
 
+@pytest.mark.p1
 def test_the_route_walk_finds_every_agents_route():
     assert len(ROUTES) == 10 and len(ADMIN_ROUTES) == 3
 
