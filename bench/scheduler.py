@@ -100,6 +100,7 @@ def _bench_ours() -> dict:
     from django.utils import timezone
 
     from agents import services
+    from agents.services import dispatch
     from agents.models import AgentRun
     from agents.tasks import agent_run_task
 
@@ -110,7 +111,7 @@ def _bench_ours() -> dict:
         agent_run_task.apply_async(args=[run_id], retry=False, queue=OURS_QUEUE, producer=producer)
         publish_seconds[0] += time.perf_counter() - started
 
-    services._send = send
+    dispatch._send = send
     period = settings.PLATFORM_PERIODIC_JOBS["agents.scheduler_tick"]["every_seconds"]
     due_per_minute = AGENTS // 100
 

@@ -1,0 +1,128 @@
+"""Agent writes: create, update, delete, and the admin's lock."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from achilles.errors import NotFound, PermissionDenied, ValidationFailed
+from achilles.models import AgentModel, User
+from achilles.platform import platform_settings
+from achilles.services import default_chat_model
+from agents import schedule as sched
+from agents.models import Agent
+
+
+def _resolve_model(name: str | None) -> AgentModel:
+    """A chat model from the allow-list; omitted → the list's default chat model."""
+    if name is None:
+        model = default_chat_model()
+        if model is None:
+            raise ValidationFailed("no default chat model is configured; name one in `model`", code="no_default_model")
+        return model
+    model = AgentModel.objects.filter(name=name).first()
+    if model is None:
+        raise ValidationFailed(f"model {name!r} is not on the allow-list", code="unknown_model")
+    if model.kind != "chat":
+        raise ValidationFailed(f"model {name!r} is an {model.kind} model, not a chat model", code="wrong_model_kind")
+    return model
+
+
+def _owner_tz(owner: User) -> str:
+    return owner.timezone or platform_settings().timezone
+
+
+def _compute_next_run(agent: Agent, now: datetime, previous: datetime | None = None) -> datetime | None:
+    if not agent.gates_open or not agent.schedule:
+        return None
+    return sched.next_run_at(agent.schedule, _owner_tz(agent.owner), now=now, previous=previous)
+
+
+def _clean_name(name: str) -> str:
+    name = (name or "").strip()
+    if not name:
+        raise ValidationFailed("name must not be empty", code="name_empty")
+    return name
+
+
+@transaction.atomic
+def agent_create(*, owner: User, name: str, instructions: str = "", model_name: str | None = None,
+                 schedule: dict | None = None, enabled: bool = True, now: datetime | None = None,
+                 first_run_at: datetime | None = None) -> Agent:
+    """``first_run_at`` overrides the first slot (the demo agent runs a minute after start-up)."""
+    now = now or timezone.now()
+    agent = Agent(owner=owner, name=_clean_name(name), instructions=instructions, model=_resolve_model(model_name),
+                  schedule=schedule or None, enabled=enabled)
+    agent.next_run_at = _compute_next_run(agent, now)
+    if first_run_at is not None and agent.next_run_at is not None:
+        agent.next_run_at = first_run_at
+    agent.save()
+    return agent
+
+
+@transaction.atomic
+def agent_update(*, agent: Agent, changes: dict[str, Any], now: datetime | None = None) -> Agent:
+    """Apply the owner's changes (name, instructions, model, schedule, enabled).
+
+    A new schedule or a reopened switch recomputes ``next_run_at`` from now; other edits keep it.
+    """
+    if "admin_paused" in changes:
+        # The admin's lock is sticky: an owner's attempt is refused and changes nothing.
+        raise PermissionDenied("admin_paused is set by platform admins only", code="admin_only")
+    unknown = set(changes) - {"name", "instructions", "model", "schedule", "enabled"}
+    if unknown:
+        raise ValidationFailed(f"not editable: {', '.join(sorted(unknown))}", code="not_editable")
+    now = now or timezone.now()
+    agent = Agent.objects.select_for_update(of=("self",), no_key=True).select_related("owner", "model").get(pk=agent.pk)
+    was_open, old_schedule = agent.gates_open, agent.schedule
+    if "name" in changes:
+        agent.name = _clean_name(changes["name"])
+    if "instructions" in changes:
+        agent.instructions = changes["instructions"] or ""
+    if "model" in changes:
+        agent.model = _resolve_model(changes["model"]) if changes["model"] is not None else _resolve_model(None)
+    if "schedule" in changes:
+        agent.schedule = changes["schedule"] or None
+    if "enabled" in changes:
+        agent.enabled = bool(changes["enabled"])
+    if not agent.gates_open or not agent.schedule:
+        agent.next_run_at = None
+    elif not was_open or agent.schedule != old_schedule or agent.next_run_at is None:
+        agent.next_run_at = _compute_next_run(agent, now)
+    agent.save()
+    return agent
+
+
+@transaction.atomic
+def agent_delete(*, agent: Agent) -> None:
+    # One DELETE: the database cascades to agent_runs.
+    Agent.objects.filter(pk=agent.pk).delete()
+
+
+@transaction.atomic
+def agent_set_admin_paused(*, agent_id: int, paused: bool, now: datetime | None = None) -> Agent:
+    """The admin's lock; the owner's ``enabled`` is never touched. Resuming recomputes the next slot."""
+    now = now or timezone.now()
+    agent = Agent.objects.select_for_update(of=("self",), no_key=True).select_related("owner", "model").filter(pk=agent_id).first()
+    if agent is None:
+        raise NotFound("agent not found", code="agent_not_found")
+    if agent.admin_paused != paused:
+        agent.admin_paused = paused
+        agent.next_run_at = _compute_next_run(agent, now)
+        agent.save(update_fields=["admin_paused", "next_run_at"])
+    return agent
+
+
+def agents_set_admin_paused(*, agent_ids: Iterable[int], paused: bool) -> int:
+    """Bulk pause/resume (admin action); returns how many agents changed."""
+    changed = 0
+    for agent_id in agent_ids:
+        agent = Agent.objects.filter(pk=agent_id).only("admin_paused").first()
+        if agent is not None and agent.admin_paused != paused:
+            agent_set_admin_paused(agent_id=agent_id, paused=paused)
+            changed += 1
+    return changed

@@ -1,0 +1,154 @@
+"""Run lifecycle: the manual request, the execution (the Celery task's body), the stale reaper
+and the re-dispatcher of runs whose enqueue was lost."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from achilles.errors import Conflict, NotFound
+from achilles.platform import platform_settings
+from agents.choices import RunReason, RunState, RunTrigger
+from agents.models import Agent, AgentRun
+from agents.selectors import owner_over_budget
+from agents.services import dispatch
+
+logger = logging.getLogger(__name__)
+
+ACTIVE_CONSTRAINT = "agents_agentrun_one_active_per_agent"
+# A queued run without a confirmed enqueue for this long is sent again (broker was down).
+REDISPATCH_GRACE_SECONDS = 15
+REDISPATCH_BATCH = 1000
+
+
+def _gate_conflict(agent: Agent) -> Conflict | None:
+    if agent.admin_paused:
+        return Conflict("the agent is paused by a platform admin", code="agent_paused")
+    if not agent.enabled:
+        return Conflict("the agent is switched off", code="agent_disabled")
+    if agent.model_id is None:
+        return Conflict("the agent's model was removed from the allow-list; choose another", code="model_missing")
+    return None
+
+
+def agent_run_request(*, agent: Agent, now: datetime | None = None) -> AgentRun:
+    """Queue a manual run (schedule not needed; gates and budget still apply).
+
+    The partial UNIQUE decides a race with a scheduled slot or another click: the loser gets 409.
+    """
+    now = now or timezone.now()
+    conflict = _gate_conflict(agent)
+    if conflict is not None:
+        raise conflict
+    if owner_over_budget(owner=agent.owner, now=now):
+        raise Conflict("the owner's weekly token budget is spent", code="budget_exceeded")
+    try:
+        with transaction.atomic():
+            run = AgentRun.objects.create(agent=agent, trigger=RunTrigger.MANUAL, state=RunState.QUEUED)
+            dispatch.dispatch_on_commit([run.pk])
+    except IntegrityError as exc:
+        if ACTIVE_CONSTRAINT in str(exc):
+            raise Conflict("the agent already has a queued or running run", code="already_running") from exc
+        if "agent_runs_agent_id_fk" in str(exc) or "foreign key" in str(exc).lower():
+            raise NotFound("agent not found", code="agent_not_found") from exc
+        raise
+    return run
+
+
+class RunAbandoned(Exception):
+    """The run row left ``running`` under us (reaped as stale): stop working on it."""
+
+
+def _finish(run_id: int, *, state: str, reason: str = "", output: str = "", error: str = "", tokens: int = 0) -> bool:
+    # Only a run still ``running`` may finish: a zombie that was reaped keeps its ``stale`` verdict.
+    return bool(AgentRun.objects.filter(pk=run_id, state=RunState.RUNNING).update(
+        state=state, reason=reason, output=output, error=error[:4000], tokens_used=tokens, finished_at=timezone.now(),
+        heartbeat_at=timezone.now()))
+
+
+def run_execute(run_id: int) -> str | None:
+    """The body of ``agent_run_task``: queued → running → succeeded | failed. Idempotent: a
+    duplicate delivery finds the run no longer queued and does nothing. Returns the final state."""
+    from achilles.llm.registry import get_chat_provider
+    from agents.loop import IterationCapReached, LoopFailed, run_loop
+    from agents.prompt import compose_messages, tool_specs
+    from agents.tools import KnowledgeTools
+    from knowledge.facade import Identity
+
+    run = AgentRun.objects.select_related("agent__owner", "agent__model").filter(pk=run_id).first()
+    if run is None or run.state != RunState.QUEUED:
+        return None
+    agent = run.agent
+    now = timezone.now()
+    if not agent.gates_open or not agent.owner.is_active:
+        # A gate closed between the request and the start: refused, never started.
+        AgentRun.objects.filter(pk=run_id, state=RunState.QUEUED).update(
+            state=RunState.SKIPPED, reason=RunReason.GATE_CLOSED, finished_at=now)
+        return RunState.SKIPPED
+    claimed = AgentRun.objects.filter(pk=run_id, state=RunState.QUEUED).update(
+        state=RunState.RUNNING, started_at=now, heartbeat_at=now)
+    if not claimed:
+        return None
+
+    settings_row = platform_settings()
+
+    def heartbeat(iteration: int, tokens: int) -> None:
+        alive = AgentRun.objects.filter(pk=run_id, state=RunState.RUNNING).update(
+            heartbeat_at=timezone.now(), tokens_used=tokens)
+        if not alive:
+            raise RunAbandoned(run_id)
+
+    try:
+        provider = get_chat_provider(agent.model.spec())
+        tools = KnowledgeTools(Identity.for_user(agent.owner))
+        result = run_loop(provider=provider,
+                          messages=compose_messages(platform_prompt=settings_row.platform_prompt,
+                                                    agent_instructions=agent.instructions),
+                          tools=tool_specs(), call_tool=tools.call, cap=settings_row.agent_iteration_cap,
+                          heartbeat=heartbeat)
+    except RunAbandoned:
+        logger.warning("agent run %s was reaped while running; its result is dropped", run_id)
+        return None
+    except IterationCapReached as exc:
+        _finish(run_id, state=RunState.FAILED, reason=RunReason.ITERATION_CAP, error=str(exc), tokens=exc.tokens_used)
+        return RunState.FAILED
+    except LoopFailed as exc:
+        if isinstance(exc.cause, RunAbandoned):
+            return None
+        _finish(run_id, state=RunState.FAILED, reason=RunReason.MODEL_ERROR, error=str(exc.cause), tokens=exc.tokens_used)
+        return RunState.FAILED
+    except Exception as exc:
+        logger.exception("agent run %s failed", run_id)
+        _finish(run_id, state=RunState.FAILED, reason=RunReason.ERROR, error=f"{type(exc).__name__}: {exc}")
+        return RunState.FAILED
+    _finish(run_id, state=RunState.SUCCEEDED, output=result.output, tokens=result.tokens_used)
+    return RunState.SUCCEEDED
+
+
+def agent_runs_reap_stale(*, now: datetime | None = None) -> int:
+    """A running run whose heartbeat is older than ``agent_stale_after_seconds`` → failed/stale;
+    this releases the single-flight lock, so the agent runs again."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=platform_settings().agent_stale_after_seconds)
+    reaped = AgentRun.objects.filter(state=RunState.RUNNING, heartbeat_at__lt=cutoff).update(
+        state=RunState.FAILED, reason=RunReason.STALE, finished_at=now,
+        error=f"no heartbeat since before {cutoff.isoformat()}; the worker died or hung")
+    if reaped:
+        logger.warning("reaped %d stale agent run(s)", reaped)
+    return reaped
+
+
+def agent_runs_redispatch(*, now: datetime | None = None, grace_seconds: int = REDISPATCH_GRACE_SECONDS) -> list[int]:
+    """Queued runs whose enqueue never succeeded (broker down) or whose message was lost are sent
+    again; a duplicate delivery is harmless (``run_execute`` claims only a queued run)."""
+    now = now or timezone.now()
+    lost_after = now - timedelta(seconds=max(platform_settings().agent_stale_after_seconds, grace_seconds))
+    ids = list(AgentRun.objects.filter(state=RunState.QUEUED)
+               .filter(Q(enqueued_at__isnull=True, created_at__lt=now - timedelta(seconds=grace_seconds))
+                       | Q(enqueued_at__lt=lost_after))
+               .order_by("id").values_list("id", flat=True)[:REDISPATCH_BATCH])
+    return dispatch.runs_dispatch(ids) if ids else []

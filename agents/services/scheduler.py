@@ -1,0 +1,129 @@
+"""The scheduler tick (AE-SCHED): claim due agents with SKIP LOCKED in batches, write their runs,
+advance their slots, enqueue after commit. Raw SQL on purpose: one tick over 100k agents is a
+handful of set-based statements, whatever the number due (see bench/scheduler.py)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from achilles.platform import platform_settings
+from agents import schedule as sched
+from agents.choices import RunReason
+from agents.services import dispatch
+from agents.services.runs import agent_runs_redispatch
+
+TICK_BATCH_SIZE = 1000
+
+
+@dataclass
+class TickResult:
+    queued: list[int]
+    skipped_already_running: int = 0
+    skipped_budget: int = 0
+    redispatched: int = 0
+
+    @property
+    def claimed(self) -> int:
+        return len(self.queued) + self.skipped_already_running + self.skipped_budget
+
+
+# NO KEY UPDATE, not UPDATE: a concurrent manual run's INSERT takes KEY SHARE on the agent row
+# (its FK check); with FOR UPDATE the two would deadlock on the partial UNIQUE.
+_CLAIM_SQL = """
+SELECT a.id, a.owner_id, a.schedule, a.next_run_at, u.timezone
+FROM agents a JOIN users u ON u.id = a.owner_id
+WHERE a.next_run_at <= %s
+ORDER BY a.next_run_at
+LIMIT %s
+FOR NO KEY UPDATE OF a SKIP LOCKED
+"""
+
+_BUDGET_SQL = """
+SELECT o.owner_id, COALESCE(SUM(r.tokens_used), 0)
+FROM unnest(%s::bigint[], %s::timestamptz[], %s::timestamptz[]) AS o(owner_id, week_start, week_end)
+JOIN agents a ON a.owner_id = o.owner_id
+JOIN agent_runs r ON r.agent_id = a.id AND r.finished_at >= o.week_start AND r.finished_at < o.week_end
+GROUP BY o.owner_id
+"""
+
+_INSERT_QUEUED_SQL = """
+INSERT INTO agent_runs (agent_id, trigger, state, reason, output, error, tokens_used, scheduled_for)
+SELECT v.agent_id, 'scheduled', 'queued', '', '', '', 0, v.slot
+FROM unnest(%s::bigint[], %s::timestamptz[]) AS v(agent_id, slot)
+ON CONFLICT (agent_id) WHERE state IN ('queued', 'running') DO NOTHING
+RETURNING id, agent_id
+"""
+
+_INSERT_SKIPPED_SQL = """
+INSERT INTO agent_runs (agent_id, trigger, state, reason, output, error, tokens_used, scheduled_for, finished_at)
+SELECT v.agent_id, 'scheduled', 'skipped', v.reason, '', '', 0, v.slot, %s
+FROM unnest(%s::bigint[], %s::text[], %s::timestamptz[]) AS v(agent_id, reason, slot)
+"""
+
+_ADVANCE_SQL = """
+UPDATE agents SET next_run_at = v.next_run_at
+FROM unnest(%s::bigint[], %s::timestamptz[]) AS v(id, next_run_at)
+WHERE agents.id = v.id
+"""
+
+
+def _tick_batch(now: datetime, batch_size: int, result: TickResult) -> int:
+    """One transaction: claim due agents (SKIP LOCKED), write their runs, advance their slots."""
+    org_tz = platform_settings().timezone
+    budget = platform_settings().weekly_token_budget
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(_CLAIM_SQL, [now, batch_size])
+        rows = cursor.fetchall()
+        if not rows:
+            return 0
+        owner_tz: dict[int, str] = {owner_id: tz or org_tz for _, owner_id, _, _, tz in rows}
+        weeks = {owner_id: sched.week_bounds(tz, now) for owner_id, tz in owner_tz.items()}
+        owners = list(weeks)
+        cursor.execute(_BUDGET_SQL, [owners, [weeks[o][0] for o in owners], [weeks[o][1] for o in owners]])
+        spent = dict(cursor.fetchall())
+        over_budget = {owner for owner in owners if spent.get(owner, 0) >= budget}
+
+        runnable = [(agent_id, slot) for agent_id, owner_id, _, slot, _ in rows if owner_id not in over_budget]
+        queued_ids: list[int] = []
+        queued_agents: set[int] = set()
+        if runnable:
+            cursor.execute(_INSERT_QUEUED_SQL, [[a for a, _ in runnable], [s for _, s in runnable]])
+            for run_id, agent_id in cursor.fetchall():
+                queued_ids.append(run_id)
+                queued_agents.add(agent_id)
+        skipped = [(agent_id, RunReason.BUDGET_EXCEEDED.value, slot)
+                   for agent_id, owner_id, _, slot, _ in rows if owner_id in over_budget]
+        skipped += [(agent_id, RunReason.ALREADY_RUNNING.value, slot)
+                    for agent_id, slot in runnable if agent_id not in queued_agents]
+        if skipped:
+            cursor.execute(_INSERT_SKIPPED_SQL, [now, [s[0] for s in skipped], [s[1] for s in skipped],
+                                                 [s[2] for s in skipped]])
+        # Django's psycopg loaders hand jsonb over as text.
+        next_slots = [sched.next_run_at(json.loads(schedule) if isinstance(schedule, str) else schedule,
+                                        owner_tz[owner_id], now=now, previous=slot)
+                      for _, owner_id, schedule, slot, _ in rows]
+        cursor.execute(_ADVANCE_SQL, [[r[0] for r in rows], next_slots])
+        dispatch.dispatch_on_commit(queued_ids)
+    result.queued.extend(queued_ids)
+    result.skipped_budget += sum(1 for s in skipped if s[1] == RunReason.BUDGET_EXCEEDED)
+    result.skipped_already_running += sum(1 for s in skipped if s[1] == RunReason.ALREADY_RUNNING)
+    return len(rows)
+
+
+def scheduler_tick(*, now: datetime | None = None, batch_size: int = TICK_BATCH_SIZE,
+                   redispatch: bool = True) -> TickResult:
+    """The Beat job: every due agent gets a ``scheduled`` run (or a ``skipped`` row saying why),
+    its ``next_run_at`` moves to the next slot, and queued runs are enqueued after commit.
+    Closed gates are not here at all: their ``next_run_at`` is NULL, so nothing piles up."""
+    now = now or timezone.now()
+    result = TickResult(queued=[])
+    while _tick_batch(now, batch_size, result) == batch_size:
+        pass
+    if redispatch:
+        result.redispatched = len(agent_runs_redispatch(now=now))
+    return result
