@@ -35,6 +35,27 @@ LEVELS = (1, 10, 20)
 REQUESTS = {1: 8, 10: 30, 20: 60}
 DISCONNECTS = int(os.environ.get("BENCH_CHAT_DISCONNECTS", "200"))
 DB_NAME = "bench_knowledge"
+# Experiment, off by default: reuse one SSL context for the openai SDK's per-call clients in the
+# benchmark's server process (each new client otherwise loads the CA bundle: ~55 ms of CPU on the
+# event loop, twice per turn). It measures a fix proposed for achilles/llm; the product is untouched.
+SSL_REUSE = os.environ.get("BENCH_CHAT_SSL_REUSE", "") == "1"
+SSL_REUSE_SITE = """
+import functools
+try:
+    import httpx2._transports.default as _default
+    _original = _default.create_ssl_context
+    @functools.lru_cache(maxsize=8)
+    def _cached(verify=True, cert=None, trust_env=True):
+        return _original(verify=verify, cert=cert, trust_env=trust_env)
+    def create_ssl_context(verify=True, cert=None, trust_env=True):
+        try:
+            return _cached(verify, cert, trust_env)
+        except TypeError:  # an unhashable argument (a caller's own SSLContext)
+            return _original(verify=verify, cert=cert, trust_env=trust_env)
+    _default.create_ssl_context = create_ssl_context
+except ImportError:
+    pass
+"""
 
 
 # --------------------------------------------------------------------------- the scripted model
@@ -271,6 +292,12 @@ def main() -> None:
 
         env = {**os.environ, "ACHILLES_DB_NAME": DB_NAME, "DJANGO_SETTINGS_MODULE": "achilles.settings",
                "LOG_LEVEL": "WARNING"}
+        if SSL_REUSE:
+            site = ROOT / "var" / "bench-chat-site"
+            site.mkdir(parents=True, exist_ok=True)
+            (site / "sitecustomize.py").write_text(SSL_REUSE_SITE)
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH", "")]))
+            print("experiment: the SDK's SSL context is reused in the server process (BENCH_CHAT_SSL_REUSE=1)")
         server_log = ROOT / "var" / "bench-chat-daphne.log"
         server_log.parent.mkdir(exist_ok=True)
         daphne = subprocess.Popen([str(Path(sys.executable).parent / "daphne"), "-b", "127.0.0.1", "-p", str(web_port),

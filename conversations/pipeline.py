@@ -117,7 +117,8 @@ class Finalized:
 class TurnStore(Protocol):
     """Where a turn starts and ends: the database in production, memory in unit tests."""
 
-    async def start(self, *, user, content: str, conversation_id) -> services.TurnStart: ...
+    async def start(self, *, user, content: str, conversation_id,
+                    identity: Identity | None) -> tuple[services.TurnStart, Identity]: ...
 
     async def finalize(self, *, conversation_id: str, content: str, model_name: str, tokens_used: int,
                        state: str, citations: Sequence[CitationOut], trace: dict | None,
@@ -125,15 +126,13 @@ class TurnStore(Protocol):
 
     async def contacts(self, user_ids: set[int]) -> dict: ...
 
-    async def identity(self, user) -> Identity: ...
-
 
 class DatabaseTurnStore:
     """Every step gives its connection back when done (see ``conversations.dbconn``); that also
     covers a finalize from a cancelled stream, after the request's own clean-up has run."""
 
-    async def start(self, *, user, content, conversation_id) -> services.TurnStart:
-        return await db_step(services.turn_start)(user=user, content=content, conversation_id=conversation_id)
+    async def start(self, *, user, content, conversation_id, identity):
+        return await db_step(_start)(user=user, content=content, conversation_id=conversation_id, identity=identity)
 
     async def finalize(self, *, release: bool, **fields) -> Finalized:
         return await db_step(_finalize)(**fields)
@@ -141,8 +140,12 @@ class DatabaseTurnStore:
     async def contacts(self, user_ids: set[int]) -> dict:
         return await db_step(services.contacts_for)(user_ids)
 
-    async def identity(self, user) -> Identity:
-        return await db_step(Identity.for_user)(user)
+
+
+def _start(*, user, content, conversation_id, identity):
+    # One step (one thread hop, one pooled connection) for the session identity and the start.
+    identity = identity if identity is not None else Identity.for_user(user)
+    return services.turn_start(user=user, content=content, conversation_id=conversation_id), identity
 
 
 def _finalize(**fields) -> Finalized:
@@ -185,9 +188,8 @@ async def prepare_turn(*, user, content: str, conversation_id=None, identity: Id
     """
     prepared_from = time.monotonic()
     deps = deps or engine_deps()
-    if identity is None:
-        identity = await deps.store.identity(user)
-    start = await deps.store.start(user=user, content=content, conversation_id=conversation_id)
+    start, identity = await deps.store.start(user=user, content=content, conversation_id=conversation_id,
+                                             identity=identity)
     turn = Turn(start=start, identity=identity, content=content.strip(), deps=deps)
     turn.timings["prepare_ms"] = _ms(prepared_from)
     return turn

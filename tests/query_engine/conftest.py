@@ -273,10 +273,11 @@ class MemoryTurnStore:
             self.settings = TurnSettings(platform_prompt="", web_search_enabled=False, web_search_url="",
                                          answer_reserve_tokens=512, retrieval_top_k=8, cache_ttl_seconds=300)
 
-    async def identity(self, user) -> Identity:
-        return Identity(principals=frozenset({f"user:{user.id}", "everyone", "public"}), user_id=user.id)
+    async def start(self, *, user, content, conversation_id, identity=None):
+        identity = identity or Identity(principals=frozenset({f"user:{user.id}", "everyone", "public"}), user_id=user.id)
+        return await self._start(user=user, content=content, conversation_id=conversation_id), identity
 
-    async def start(self, *, user, content, conversation_id):
+    async def _start(self, *, user, content, conversation_id):
         import uuid
 
         from achilles.errors import NotFound

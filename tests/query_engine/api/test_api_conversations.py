@@ -5,9 +5,7 @@ the 401 of /api/chat."""
 import uuid
 
 import pytest
-from django.db import connection
 from django.test import Client
-from django.test.utils import CaptureQueriesContext
 
 from achilles.llm.fake import answer
 from conversations.models import Citation, Conversation, Message

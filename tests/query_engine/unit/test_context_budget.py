@@ -76,7 +76,7 @@ def test_answer_reserve_protected(memory_engine, alice):
         "fake-chat", "scripted", context_window=window)
     memory_engine.settings(answer_reserve_tokens=reserve)
     memory_engine.ks.default = result(*[candidate(i, f"Факт {i}. " + WORDS * 2) for i in range(1, 30)])
-    from achilles.llm.fake import answer, call_tool
+    from achilles.llm.fake import call_tool
 
     rounds = []
     for i in range(5):
