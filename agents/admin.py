@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.db.models import OuterRef, Subquery
 
 from agents import services
 from agents.choices import ACTIVE_STATES
@@ -45,13 +46,13 @@ class AgentAdmin(admin.ModelAdmin):
         return False
 
     def get_queryset(self, request):
-        qs = super().get_queryset(request)
-        self._active = dict(AgentRun.objects.filter(state__in=ACTIVE_STATES).values_list("agent_id", "state"))
-        return qs
+        # The active run's state rides on each row (one subquery), for the status column.
+        active = AgentRun.objects.filter(agent=OuterRef("pk"), state__in=ACTIVE_STATES).values("state")[:1]
+        return super().get_queryset(request).annotate(active_state=Subquery(active))
 
     @admin.display(description="status")
     def status(self, obj: Agent) -> str:
-        return obj.status(getattr(self, "_active", {}).get(obj.pk)).label
+        return obj.status(getattr(obj, "active_state", None)).label
 
     @admin.display(description="schedule")
     def schedule_summary(self, obj: Agent) -> str:

@@ -4,3 +4,6 @@ from django.apps import AppConfig
 class AgentsConfig(AppConfig):
     name = "agents"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from agents import signals  # noqa: F401  (connects the User hooks)

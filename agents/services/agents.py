@@ -126,3 +126,17 @@ def agents_set_admin_paused(*, agent_ids: Iterable[int], paused: bool) -> int:
             agent_set_admin_paused(agent_id=agent_id, paused=paused)
             changed += 1
     return changed
+
+
+@transaction.atomic
+def agents_reschedule_calendar(*, owner: User, now: datetime | None = None) -> int:
+    """The owner's zone changed: calendar slots (HH:MM local) move; interval slots do not."""
+    now = now or timezone.now()
+    changed = 0
+    agents = (Agent.objects.select_for_update(of=("self",), no_key=True).select_related("owner")
+              .filter(owner=owner, next_run_at__isnull=False, schedule__type="calendar"))
+    for agent in agents:
+        agent.next_run_at = _compute_next_run(agent, now)
+        agent.save(update_fields=["next_run_at"])
+        changed += 1
+    return changed

@@ -195,3 +195,18 @@ def test_the_agent_representation_previews_the_next_five_run_times(owner, chat_m
     agent = agent_create(owner=owner, name="p", schedule={"type": "interval", "every_minutes": 90}, now=NOW)
     times = preview(agent.schedule, "UTC", now=NOW, first=agent.next_run_at)
     assert times == [NOW + timedelta(minutes=90 * k) for k in range(1, 6)]
+
+
+@pytest.mark.p1
+def test_owner_timezone_change_moves_calendar_slots_but_not_interval_slots(user_factory, chat_model):
+    owner = user_factory(username="mover", timezone="Europe/Moscow")
+    calendar = agent_create(owner=owner, name="cal", schedule={"type": "calendar", "weekday": 4, "time": "09:00"}, now=NOW)
+    interval = agent_create(owner=owner, name="int", schedule={"type": "interval", "every_minutes": 60}, now=NOW)
+    assert calendar.next_run_at == datetime(2026, 11, 27, 6, 0, tzinfo=UTC)
+    before = interval.next_run_at
+    owner.timezone = "Asia/Vladivostok"
+    owner.save()
+    calendar.refresh_from_db()
+    interval.refresh_from_db()
+    assert calendar.next_run_at.astimezone(UTC).hour == 23  # 09:00 in Vladivostok = 23:00 UTC the day before
+    assert interval.next_run_at == before
