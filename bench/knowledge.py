@@ -25,6 +25,7 @@ CHUNKS = int(os.environ.get("BENCH_KS_CHUNKS", "100000"))
 CHUNKS_PER_RECORD = 5
 QUERIES = int(os.environ.get("BENCH_KS_QUERIES", "200"))
 K = 8
+EF_SWEEP = tuple(int(x) for x in os.environ.get("BENCH_KS_EF", "40,100,300").split(","))
 SEED = 20261129
 GROUPS = [f"group:g{i}" for i in range(20)]
 USERS = [f"user:{1000 + i}" for i in range(500)]
@@ -146,7 +147,7 @@ def _build(cursor, embedder) -> None:
     corpus = Corpus()
     n_records = CHUNKS // CHUNKS_PER_RECORD
     cursor.execute("TRUNCATE knowledge_records RESTART IDENTITY CASCADE")
-    cursor.execute("DROP INDEX IF EXISTS knowledge_chunk_embedding_hnsw")
+    cursor.execute("DROP INDEX IF EXISTS knowledge_chunk_emb_hnsw32")
     started = time.monotonic()
     records = io.StringIO()
     chunk_rows = []
@@ -178,8 +179,9 @@ def _build(cursor, embedder) -> None:
     cursor.execute("SELECT setval(pg_get_serial_sequence('knowledge_records', 'id'), %s)", [n_records])
     print("  building the HNSW index …", flush=True)
     cursor.execute("SET maintenance_work_mem = '512MB'")
-    cursor.execute("CREATE INDEX knowledge_chunk_embedding_hnsw ON knowledge_chunks "
-                   "USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)")
+    # the same index as migrations 0005 (main) and 0004 (public, maintained during COPY)
+    cursor.execute("CREATE INDEX knowledge_chunk_emb_hnsw32 ON knowledge_chunks "
+                   "USING hnsw (embedding vector_cosine_ops) WITH (m = 32, ef_construction = 128)")
     cursor.execute("ANALYZE knowledge_records")
     cursor.execute("ANALYZE knowledge_chunks")
     cursor.execute("CREATE TABLE IF NOT EXISTS bench_meta (key text PRIMARY KEY, value text)")
@@ -218,8 +220,7 @@ def main() -> None:
 
     from achilles.llm.builtin import HashEmbeddingProvider
     from achilles.models import AgentModel
-    from knowledge import facade
-    from knowledge.selectors import vector_literal
+    from knowledge import facade, selectors
 
     settings_dict = connection.settings_dict
     settings_dict.setdefault("TEST", {})["NAME"] = "bench_knowledge"
@@ -239,40 +240,56 @@ def main() -> None:
         qs = queries(QUERIES)
         # warm-up: caches and the HNSW graph pages
         for q in qs[:20]:
-            facade.search(q, facade.Identity(IDENTITIES["broad"]), K)
-        print(f"\n{total} chunks, {len(qs)} queries per identity, k={K}\n")
-        print(f"{'identity':<10} {'visible':>8} {'ours p50':>9} {'ours p95':>9} {'peer p50':>9} {'peer p95':>9} "
-              f"{'ratio p95':>9} {'ours full k':>11} {'peer full k':>11}")
-        figures = {}
-        for name, principals in IDENTITIES.items():
-            identity = facade.Identity(principals=principals)
-            with connection.cursor() as cursor:
+            for principals in IDENTITIES.values():
+                facade.search(q, facade.Identity(principals), K)
+        visible = {}
+        with connection.cursor() as cursor:
+            for name, principals in IDENTITIES.items():
                 cursor.execute("SELECT count(*) FROM knowledge_chunks WHERE acl && %s::text[]", [sorted(principals)])
-                visible = cursor.fetchone()[0] / max(total, 1)
-            ours, peer, ours_full, peer_full = [], [], 0, 0
-            for q in qs:
-                # interleave so both see the same cache state
-                started = time.perf_counter()
-                result = facade.search(q, identity, K)
-                ours.append((time.perf_counter() - started) * 1000)
-                ours_full += len(result.candidates) == K
-                started = time.perf_counter()
-                vector = embedder.embed([q])[0]
-                with connection.cursor() as cursor:
-                    cursor.execute(PEER_SQL, {"embedding": vector_literal(vector), "query": q,
-                                              "principals": sorted(principals), "k": 60, "limit": K})
-                    rows = cursor.fetchall()
-                peer.append((time.perf_counter() - started) * 1000)
-                peer_full += len(rows) == K
-            row = (percentile(ours, .5), percentile(ours, .95), percentile(peer, .5), percentile(peer, .95))
-            figures[name] = row
-            print(f"{name:<10} {visible:>7.1%} {row[0]:>7.1f}ms {row[1]:>7.1f}ms {row[2]:>7.1f}ms {row[3]:>7.1f}ms "
-                  f"{row[1] / row[3]:>8.2f}x {ours_full / len(qs):>10.1%} {peer_full / len(qs):>10.1%}")
-        print()
-        for name in IDENTITIES:
-            print(f"recall@10 of our vector side vs exact ({name}): {vector_recall(connection, embedder, qs[:100], IDENTITIES[name]):.3f}")
+                visible[name] = cursor.fetchone()[0] / max(total, 1)
+        print(f"\n{total} chunks, {len(qs)} queries per identity, k={K}; peer = pgvector-python hybrid RRF "
+              f"(hnsw.ef_search 40, no iterative scan); ours at hnsw.ef_search = {', '.join(map(str, EF_SWEEP))}")
+        default_ef = selectors.HNSW_EF_SEARCH
+        try:
+            for ef in EF_SWEEP:
+                selectors.HNSW_EF_SEARCH = ef
+                print(f"\nours with hnsw.ef_search={ef}" + ("  (the default)" if ef == default_ef else ""))
+                print(f"{'identity':<10} {'visible':>8} {'ours p50':>9} {'ours p95':>9} {'peer p50':>9} {'peer p95':>9} "
+                      f"{'ratio p95':>9} {'ours full k':>11} {'peer full k':>11} {'recall@10':>9}")
+                for name, principals in IDENTITIES.items():
+                    row = measure(connection, embedder, qs, principals)
+                    recall = vector_recall(connection, embedder, qs[:100], principals)
+                    print(f"{name:<10} {visible[name]:>7.1%} {row['ours_p50']:>7.1f}ms {row['ours_p95']:>7.1f}ms "
+                          f"{row['peer_p50']:>7.1f}ms {row['peer_p95']:>7.1f}ms {row['ours_p95'] / row['peer_p95']:>8.2f}x "
+                          f"{row['ours_full']:>10.1%} {row['peer_full']:>10.1%} {recall:>9.3f}", flush=True)
+        finally:
+            selectors.HNSW_EF_SEARCH = default_ef
     finally:
         connection.creation.destroy_test_db(old_name, verbosity=0, keepdb=True)
+
+
+def measure(connection, embedder, qs: list[str], principals) -> dict:
+    """p50/p95 and full-k share of our search and of the peer, interleaved query by query."""
+    from knowledge import facade
+    from knowledge.selectors import vector_literal
+
+    identity = facade.Identity(principals=principals)
+    ours, peer, ours_full, peer_full = [], [], 0, 0
+    for q in qs:
+        started = time.perf_counter()
+        result = facade.search(q, identity, K)
+        ours.append((time.perf_counter() - started) * 1000)
+        ours_full += len(result.candidates) == K
+        started = time.perf_counter()
+        vector = embedder.embed([q])[0]
+        with connection.cursor() as cursor:
+            cursor.execute(PEER_SQL, {"embedding": vector_literal(vector), "query": q,
+                                      "principals": sorted(principals), "k": 60, "limit": K})
+            rows = cursor.fetchall()
+        peer.append((time.perf_counter() - started) * 1000)
+        peer_full += len(rows) == K
+    return {"ours_p50": percentile(ours, .5), "ours_p95": percentile(ours, .95), "peer_p50": percentile(peer, .5),
+            "peer_p95": percentile(peer, .95), "ours_full": ours_full / len(qs), "peer_full": peer_full / len(qs)}
 
 
 def vector_recall(connection, embedder, qs: list[str], principals) -> float:
