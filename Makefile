@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: install run test bench lint services-stop clean
+.PHONY: install run test bench lint services-stop clean browser-deps
 
 $(BIN)/.installed: requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,3 +32,8 @@ services-stop:
 
 clean: services-stop
 	rm -rf var
+
+# Debian's Chromium and driver for the browser tests (tests/browser); needs root and apt.
+browser-deps:
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null

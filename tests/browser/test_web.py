@@ -1,0 +1,68 @@
+"""The web UI in a real browser: sign-in, API tokens, and a grounded chat turn over the websocket."""
+
+import pytest
+from django.db import connection
+
+from knowledge.services import record_upsert
+from tests.browser.conftest import sign_in
+
+pytestmark = [pytest.mark.browser, pytest.mark.p1]
+
+
+def test_sign_in_and_create_an_api_token(live_url, page, user_factory):
+    user_factory(username="browser-tokens")
+    sign_in(page, live_url, "browser-tokens")
+    page.goto(live_url + "/tokens/")
+    page.fill("input[name=name]", "ноутбук")
+    page.click("text=Создать")
+    secret = page.text_content("#new-token")
+    assert secret.startswith("ach_")
+    assert "ноутбук" in page.text_content("table")
+    # the secret is shown once
+    page.goto(live_url + "/tokens/")
+    assert page.locator("#new-token").count() == 0
+
+
+def test_a_question_streams_a_grounded_answer_with_citations(live_url, page, user_factory, model_factory):
+    # given the default builtin model and one document everyone may read
+    model_factory(name="builtin-extractive", provider="builtin", is_default=True)
+    user = user_factory(username="browser-chat")
+    record_upsert(source_system="files", external_id="vacation-policy", title="Политика отпусков",
+                  text="Ежегодный оплачиваемый отпуск сотрудника составляет 28 календарных дней. "
+                       "Заявление на отпуск подают за две недели.",
+                  acl=["everyone"], url="https://wiki.example.com/vacation")
+    sign_in(page, live_url, user.username)
+    # when the user asks in the chat page
+    page.goto(live_url + "/chat/")
+    page.fill("#q", "Сколько дней длится ежегодный отпуск?")
+    page.click("form#ask button")
+    page.wait_for_selector(".msg.assistant .sources a")
+    # then the answer quotes the document and cites it
+    answer = page.locator(".msg.assistant .text").last.text_content()
+    assert "28 календарных дней" in answer
+    citation = page.locator(".msg.assistant .sources a").first
+    assert "Политика отпусков" in citation.text_content()
+    # and a click on the citation is recorded as an access signal
+    with page.context.expect_page():
+        citation.click()
+    with connection.cursor() as cursor:
+        for _ in range(50):
+            cursor.execute("SELECT count(*) FROM knowledge_access_signals WHERE kind = 'click'")
+            if cursor.fetchone()[0]:
+                break
+            page.wait_for_timeout(100)
+        assert cursor.execute("SELECT count(*) FROM knowledge_access_signals WHERE kind = 'click'").fetchone()[0] == 1
+
+
+def test_an_absent_fact_gets_ne_nashel(live_url, page, user_factory, model_factory):
+    model_factory(name="builtin-extractive", provider="builtin", is_default=True)
+    user = user_factory(username="browser-absent")
+    record_upsert(source_system="files", external_id="office", title="Офис",
+                  text="Офис компании находится на улице Лесной, дом 5.", acl=["everyone"])
+    sign_in(page, live_url, user.username)
+    page.goto(live_url + "/chat/")
+    page.fill("#q", "Какой пароль от гостевого Wi-Fi в переговорной?")
+    page.click("form#ask button")
+    page.wait_for_function("document.querySelector('#status').textContent === ''"
+                           " && document.querySelectorAll('.msg.assistant .meta').length > 0")
+    assert "не нашёл" in page.locator(".msg.assistant .text").last.text_content()
