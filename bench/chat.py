@@ -95,7 +95,9 @@ async def handle(reader, writer):
                                 "function": {"name": "search_knowledge", "arguments": args}}]}).encode())
             writer.write(chunk({}, "tool_calls").encode())
         else:
-            for i in range(TOKENS):
+            question = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
+            count = TOKENS * 25 if question.startswith("ДЛИННО") else TOKENS  # a long answer to walk away from
+            for i in range(count):
                 if i:
                     await asyncio.sleep(DELAY)
                 piece = "Согласно документу [1], " if i == 0 else f"слово{i} "
@@ -103,6 +105,7 @@ async def handle(reader, writer):
                 await writer.drain()
             writer.write(chunk({}, "stop").encode())
             stats["completed"] += 1
+            stats["completed_tokens"] = count
         usage = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "stub", "choices": [],
                  "usage": {"prompt_tokens": 100, "completion_tokens": TOKENS, "total_tokens": 100 + TOKENS}}
         writer.write(("data: " + json.dumps(usage) + "\n\ndata: [DONE]\n\n").encode())
@@ -308,9 +311,9 @@ def main() -> None:
         qs = queries(2000)
         counter = iter(range(10**9))
 
-        def ours(client, i, **kw):
+        def ours(client, i, prefix="", **kw):
             # A fresh question each time: the candidate cache never answers for KS here.
-            return ours_once(client, url, token, qs[next(counter) % len(qs)], **kw)
+            return ours_once(client, url, token, prefix + qs[next(counter) % len(qs)], **kw)
 
         def peer(client, i):
             return peer_once(client, stub_base, qs[i % len(qs)])
@@ -359,7 +362,7 @@ def main() -> None:
         before_stats = httpx.get(f"http://127.0.0.1:{stub_port}/stats").json()
         before_ids = set(Message.objects.filter(role="assistant").values_list("id", flat=True))
         dropped_at = time.monotonic()
-        asyncio.run(run_level(20, DISCONNECTS, lambda client, i: ours(client, i, drop_after=2)))
+        asyncio.run(run_level(20, DISCONNECTS, lambda client, i: ours(client, i, prefix="ДЛИННО ", drop_after=2)))
         dropped_at = time.monotonic()
         back_after = None
         while time.monotonic() - dropped_at < 10:
@@ -372,7 +375,7 @@ def main() -> None:
         new = Message.objects.filter(role="assistant").exclude(id__in=before_ids)
         states = {s: new.filter(state=s).count() for s in ("interrupted", "complete", "failed")}
         # an upstream stream that went on to its end would have been "completed"
-        deadline = time.monotonic() + ANSWER_TOKENS * TOKEN_DELAY_S + 2
+        deadline = time.monotonic() + ANSWER_TOKENS * 25 * TOKEN_DELAY_S + 2
         while time.monotonic() < deadline:
             after_stats = httpx.get(f"http://127.0.0.1:{stub_port}/stats").json()
             if after_stats["started"] - before_stats["started"] == \
@@ -382,7 +385,8 @@ def main() -> None:
         started = after_stats["started"] - before_stats["started"]
         completed = after_stats["completed"] - before_stats["completed"]
         aborted = after_stats["aborted"] - before_stats["aborted"]
-        print(f"\n{DISCONNECTS} mid-stream disconnects (after 2 tokens, 20 at a time):")
+        print(f"\n{DISCONNECTS} mid-stream disconnects (answers of {ANSWER_TOKENS * 25} tokens, dropped after 2, "
+              "20 at a time):")
         print(f"  upstream generations started {started}, cancelled {aborted}, ran to the end {completed}")
         print(f"  assistant messages: {new.count()} written — {states['interrupted']} interrupted, "
               f"{states['complete']} complete, {states['failed']} failed")
