@@ -28,13 +28,14 @@ class WebSearchProvider(Protocol):
 class SearxngWebSearch:
     """``GET {base_url}/search?q=…&format=json`` (SearxNG's JSON API)."""
 
-    def __init__(self, base_url: str, timeout: float = 8.0):
+    def __init__(self, base_url: str, timeout: float = 8.0, transport: httpx.AsyncBaseTransport | None = None):
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
+        self.transport = transport  # tests pass an httpx.MockTransport
 
     async def search(self, query: str, limit: int) -> list[WebResult]:
         try:
-            async with httpx.AsyncClient(timeout=self.timeout) as client:
+            async with httpx.AsyncClient(timeout=self.timeout, transport=self.transport) as client:
                 response = await client.get(f"{self.base_url}/search", params={"q": query, "format": "json"})
                 response.raise_for_status()
                 payload = response.json()
