@@ -10,7 +10,7 @@ from pydantic import Field
 
 from achilles import services
 from achilles.identity import principals_for
-from achilles.models import ApiToken
+from achilles.models import AgentModel, ApiToken
 
 router = Router(tags=["me"])
 
@@ -47,6 +47,20 @@ def me(request: HttpRequest):
     return MeOut(id=user.pk, username=user.username, timezone=user.effective_timezone(),
                  timezone_is_default=user.timezone is None, principals=principals_for(user),
                  is_staff=user.is_staff)
+
+
+class ModelOut(Schema):
+    name: str
+    provider: str
+    kind: str
+    context_window: int
+    is_default: bool
+
+
+@router.get("/models", response=list[ModelOut], tags=["models"])
+def models_list(request: HttpRequest, kind: str = "chat"):
+    """The allow-list: the models conversations and agents may select (chat by default)."""
+    return list(AgentModel.objects.filter(kind=kind).order_by("-is_default", "name"))
 
 
 @router.get("/tokens", response=list[TokenOut], tags=["tokens"])

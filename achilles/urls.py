@@ -4,6 +4,7 @@ from django.urls import path
 
 from achilles import views
 from achilles.api import api
+from agents.pages import agents_page
 from conversations.pages import chat_page
 from conversations.views import chat_sse
 
@@ -15,6 +16,7 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(template_name="registration/login.html"), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("tokens/", views.tokens_page, name="tokens"),
+    path("agents/", agents_page, name="agents"),
     path("chat/", chat_page, name="chat"),
     path("", views.home, name="home"),
 ]

@@ -105,3 +105,11 @@ def test_revoking_someone_elses_token_is_404(user_factory, client_for):
 def test_openapi_is_served():
     assert Client().get("/api/openapi.json").status_code == 200
     assert Client().get("/api/docs").status_code == 200
+
+
+def test_models_lists_the_chat_allow_list_default_first(user, client_for, model_factory):
+    model_factory(name="b-model")
+    model_factory(name="z-default", is_default=True)
+    model_factory(name="emb", kind="embedding")
+    names = [m["name"] for m in client_for(user).get("/api/models").json()]
+    assert names == ["z-default", "b-model"]

@@ -1,0 +1,64 @@
+"""The agents page in a real browser, with a real Celery worker carrying out "run now"."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from tests.browser.conftest import sign_in
+
+pytestmark = [pytest.mark.browser, pytest.mark.p1]
+
+
+@pytest.fixture
+def celery_worker_process(transactional_db, tmp_path):
+    env = {**os.environ, "ACHILLES_TESTING": "1", "ACHILLES_DB_NAME": connection.settings_dict["NAME"],
+           "TEST_DATABASE_NAME": settings.TEST_NAMESPACE}
+    proc = subprocess.Popen([sys.executable, "-m", "celery", "-A", "achilles.celery_app", "worker", "--pool=solo",
+                             "--loglevel=WARNING", f"--hostname=browser-{os.getpid()}@%h"],
+                            cwd=settings.BASE_DIR, env=env, stdout=subprocess.DEVNULL,
+                            stderr=open(tmp_path / "worker.log", "w"))
+    yield proc
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def test_create_an_agent_run_it_now_and_see_the_outcome(live_url, page, celery_worker_process, user_factory,
+                                                        model_factory):
+    model_factory(name="builtin-extractive", provider="builtin", is_default=True)
+    user_factory(username="browser-agents")
+    sign_in(page, live_url, "browser-agents")
+    page.goto(live_url + "/agents/")
+    # create an agent on an interval schedule
+    page.fill("#name", "Сводка по отпускам")
+    page.fill("#instructions", "Найди правила отпусков и перескажи их.")
+    page.select_option("#schedule-type", "interval")
+    page.fill("#every", "90")
+    page.click("#save")
+    agent = page.locator(".agent").filter(has_text="Сводка по отпускам")
+    agent.wait_for()
+    assert "следующий запуск: —" not in agent.text_content()
+    # a malformed schedule is refused with the API's message, nothing saved
+    page.fill("#name", "Плохой")
+    page.select_option("#schedule-type", "calendar")
+    page.fill("#time", "25:99")
+    page.click("#save")
+    page.wait_for_function("document.getElementById('form-error').textContent.length > 0")
+    assert page.locator(".agent").count() == 1
+    # run it now: the worker takes the run to a final state shown in the history
+    agent.locator(".run-now").click()
+    page.wait_for_function("document.querySelector('.agent .note').textContent.includes('поставлен в очередь')")
+    for _ in range(40):
+        page.reload()
+        page.locator(".agent .runs").first.wait_for()
+        if page.locator(".agent .run .state-succeeded").count():
+            break
+        page.wait_for_timeout(500)
+    assert page.locator(".agent .run .state-succeeded").count() == 1
+    assert "вручную" in page.locator(".agent .run").first.text_content()
