@@ -141,7 +141,7 @@ def test_manual_run_needs_no_schedule_works_with_schedule_null_but_gates_still_a
 def test_queued_run_whose_enqueue_failed_broker_down_is_redispatched_by_the_tick(
         owner, chat_model, monkeypatch, django_capture_on_commit_callbacks):
     # given the broker is down when the slot fires
-    def broker_down(run_id, producer=None):
+    def broker_down(run_id, producer=None, queue=None):
         raise ConnectionError("redis is down")
 
     monkeypatch.setattr("agents.services.dispatch._send", broker_down)
@@ -153,7 +153,7 @@ def test_queued_run_whose_enqueue_failed_broker_down_is_redispatched_by_the_tick
     assert run.state == "queued" and run.enqueued_at is None
     # when the broker is back and a later tick runs
     sent: list[int] = []
-    monkeypatch.setattr("agents.services.dispatch._send", lambda run_id, producer=None: sent.append(run_id))
+    monkeypatch.setattr("agents.services.dispatch._send", lambda run_id, producer=None, queue=None: sent.append(run_id))
     assert agent_runs_redispatch(now=datetime.now(UTC) + timedelta(minutes=1)) == [run.pk]
     # then the run is enqueued, not stranded
     assert sent == [run.pk]
