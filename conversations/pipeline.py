@@ -16,17 +16,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Protocol
-
 
 from achilles.errors import ApplicationError
 from achilles.llm import (
     ChatProvider,
     Message,
-    ModelSpec,
     TextDelta,
     ToolCall,
     ToolCalls,
@@ -34,147 +31,31 @@ from achilles.llm import (
     Usage,
     estimate_input_tokens,
     estimate_tokens,
-    get_chat_provider,
 )
 from conversations import services
-from conversations.cache import CandidateCache, RedisCandidateCache, cache_gate
+from conversations.cache import cache_gate
 from conversations.choices import MessageState
-from conversations.dbconn import db_step
+from conversations.deps import (  # noqa: F401  (re-exported: the engine's public names)
+    DatabaseTurnStore,
+    EngineDeps,
+    Finalized,
+    TurnStore,
+    engine_deps,
+    set_engine_deps,
+)
+from conversations.events import DoneEvent, ErrorEvent, Event, TokenEvent  # noqa: F401
 from conversations.citations import CitationOut, answer_access_records, build_citations
 from conversations.grounding import author_user_id, engine_answer, ungrounded_sentences, withheld_hint
-from conversations.knowledge_client import FacadeKnowledgeClient, KnowledgeClient
 from conversations.packing import PackedSource, fit_history, pack_context
 from conversations.prompt import round_one_messages, system_prompt, tool_result_messages
 from conversations.ranking import order_and_cut
 from conversations.tools import ToolPlan, plan_tool_round, tool_set
-from conversations.websearch import SearxngWebSearch, WebResult, WebSearchProvider
+from conversations.websearch import WebResult, WebSearchProvider
 from knowledge.facade import Identity, SearchResult
 
 logger = logging.getLogger(__name__)
 
 WEB_RESULTS_LIMIT = 5
-
-
-# --- events -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TokenEvent:
-    text: str
-    name = "token"
-
-    def payload(self) -> dict:
-        return {"text": self.text}
-
-
-@dataclass(frozen=True)
-class DoneEvent:
-    message_id: int
-    conversation_id: str
-    citations: list[dict]
-    withheld_hint: dict | None
-    tokens_used: int
-    model: str
-    name = "done"
-
-    def payload(self) -> dict:
-        body = {"message_id": self.message_id, "conversation_id": self.conversation_id,
-                "citations": self.citations, "tokens_used": self.tokens_used, "model": self.model}
-        if self.withheld_hint is not None:
-            body["withheld_hint"] = self.withheld_hint
-        return body
-
-
-@dataclass(frozen=True)
-class ErrorEvent:
-    detail: object
-    code: str
-    message_id: int | None = None
-    conversation_id: str | None = None
-    name = "error"
-
-    def payload(self) -> dict:
-        return {"detail": self.detail, "code": self.code, "message_id": self.message_id,
-                "conversation_id": self.conversation_id}
-
-
-Event = TokenEvent | DoneEvent | ErrorEvent
-
-
-# --- dependencies -----------------------------------------------------------------------------
-
-
-def default_web_search(settings: services.TurnSettings) -> WebSearchProvider | None:
-    return SearxngWebSearch(settings.web_search_url) if settings.web_search_url else None
-
-
-@dataclass(frozen=True)
-class Finalized:
-    id: int
-    tokens_used: int
-
-
-class TurnStore(Protocol):
-    """Where a turn starts and ends: the database in production, memory in unit tests."""
-
-    async def start(self, *, user, content: str, conversation_id,
-                    identity: Identity | None) -> tuple[services.TurnStart, Identity]: ...
-
-    async def finalize(self, *, conversation_id: str, content: str, model_name: str, tokens_used: int,
-                       state: str, citations: Sequence[CitationOut], trace: dict | None,
-                       withheld_hint: dict | None, release: bool) -> Finalized: ...
-
-    async def contacts(self, user_ids: set[int]) -> dict: ...
-
-
-class DatabaseTurnStore:
-    """Every step gives its connection back when done (see ``conversations.dbconn``); that also
-    covers a finalize from a cancelled stream, after the request's own clean-up has run."""
-
-    async def start(self, *, user, content, conversation_id, identity):
-        return await db_step(_start)(user=user, content=content, conversation_id=conversation_id, identity=identity)
-
-    async def finalize(self, *, release: bool, **fields) -> Finalized:
-        return await db_step(_finalize)(**fields)
-
-    async def contacts(self, user_ids: set[int]) -> dict:
-        return await db_step(services.contacts_for)(user_ids)
-
-
-
-def _start(*, user, content, conversation_id, identity):
-    # One step (one thread hop, one pooled connection) for the session identity and the start.
-    identity = identity if identity is not None else Identity.for_user(user)
-    return services.turn_start(user=user, content=content, conversation_id=conversation_id), identity
-
-
-def _finalize(**fields) -> Finalized:
-    message = services.message_finalize(**fields)
-    return Finalized(id=message.pk, tokens_used=message.tokens_used or 0)
-
-
-@dataclass
-class EngineDeps:
-    """What a turn talks to; tests swap in a stub KS, a fake cache and a scripted model."""
-
-    knowledge: KnowledgeClient = field(default_factory=FacadeKnowledgeClient)
-    store: TurnStore = field(default_factory=DatabaseTurnStore)
-    cache: CandidateCache = field(default_factory=RedisCandidateCache)
-    web_search: Callable[[services.TurnSettings], WebSearchProvider | None] = default_web_search
-    chat_provider: Callable[[ModelSpec], ChatProvider] = get_chat_provider
-
-
-_override: EngineDeps | None = None
-
-
-def engine_deps() -> EngineDeps:
-    return _override if _override is not None else EngineDeps()
-
-
-def set_engine_deps(deps: EngineDeps | None) -> None:
-    """Tests and benchmarks: replace the dependencies of every new turn (None → defaults)."""
-    global _override
-    _override = deps
 
 
 # --- the turn ---------------------------------------------------------------------------------
