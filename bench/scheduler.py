@@ -134,7 +134,15 @@ def _bench_ours() -> dict:
                            f"WHERE id IN (SELECT id FROM agents WHERE next_run_at IS NOT NULL ORDER BY id % 100, id "
                            f"LIMIT {due_per_minute})")
             started = time.perf_counter()
-            result = services.scheduler_tick(now=timezone.now())
+            if os.environ.get("BENCH_PROFILE") and attempt == 2:
+                import cProfile
+                import pstats
+
+                profile = cProfile.Profile()
+                result = profile.runcall(services.scheduler_tick, now=timezone.now())
+                pstats.Stats(profile).sort_stats("cumulative").print_stats(30)
+            else:
+                result = services.scheduler_tick(now=timezone.now())
             (ticks if publishing[0] else db_only).append(time.perf_counter() - started)
             assert len(result.queued) == due_per_minute, (len(result.queued), due_per_minute)
         publishing[0] = True

@@ -36,8 +36,11 @@ def _send(run_id: int, producer=None, queue=None) -> None:
         # No publish retries: with the broker down the run stays queued and the tick re-sends it.
         agent_run_task.apply_async(args=[run_id], retry=False, producer=producer)
         return
-    message = agent_run_task.app.amqp.as_task_v2(uuid(), agent_run_task.name, args=(run_id,), kwargs={})
-    producer.publish(message.body, exchange=queue.exchange, routing_key=queue.routing_key, headers=message.headers,
+    message = agent_run_task.app.amqp.as_task_v2(uuid(), agent_run_task.name, args=(run_id,), kwargs={},
+                                                 argsrepr=f"({run_id},)", kwargsrepr="{}")
+    # The anonymous exchange with the queue's name delivers straight into that queue (AMQP's
+    # default exchange; kombu's virtual transports alike), skipping a binding lookup per message.
+    producer.publish(message.body, exchange="", routing_key=queue.name, headers=message.headers,
                      serializer="json", retry=False, **message.properties)
 
 
