@@ -25,7 +25,7 @@ CHUNKS = int(os.environ.get("BENCH_KS_CHUNKS", "100000"))
 CHUNKS_PER_RECORD = 5
 QUERIES = int(os.environ.get("BENCH_KS_QUERIES", "200"))
 K = 8
-EF_SWEEP = tuple(int(x) for x in os.environ.get("BENCH_KS_EF", "40,100,300").split(","))
+EF_SWEEP = tuple(int(x) for x in os.environ.get("BENCH_KS_EF", "40,150,300").split(","))
 SEED = 20261129
 GROUPS = [f"group:g{i}" for i in range(20)]
 USERS = [f"user:{1000 + i}" for i in range(500)]
@@ -296,15 +296,21 @@ def vector_recall(connection, embedder, qs: list[str], principals) -> float:
     """recall@10 of our vector statement (as ``search`` runs it) against an exact scan."""
     from django.db import transaction
 
-    from knowledge.selectors import VECTOR_SQL, _vector, vector_literal
+    from knowledge.selectors import _lexical, _vector, candidate_depth, vector_literal
 
     hits = 0.0
+    depth = candidate_depth(K)
     for q in qs:
         vector = embedder.embed([q])[0]
         with transaction.atomic(), connection.cursor() as cursor:
-            approx = set(_vector(cursor, vector, sorted(principals), 10, -1.0))
+            # exactly as search() builds its vector list: HNSW candidates + lexical candidates
+            lexical = _lexical(cursor, q, sorted(principals), depth, K)
+            ranked = _vector(cursor, vector, sorted(principals), depth, -1.0, extra=lexical.visible if lexical else ())
+            approx = set(ranked[:10])
             cursor.execute("SELECT set_config('enable_indexscan', 'off', true)")
-            cursor.execute(VECTOR_SQL, {"vec": vector_literal(vector), "principals": sorted(principals), "n": 10})
+            cursor.execute("SELECT id FROM knowledge_chunks WHERE embedding IS NOT NULL AND acl && %(p)s::text[] "
+                           "ORDER BY embedding <=> %(vec)s::vector LIMIT 10",
+                           {"vec": vector_literal(vector), "p": sorted(principals)})
             exact = {row[0] for row in cursor.fetchall()}
         hits += len(approx & exact) / max(1, len(exact))
     return hits / len(qs)

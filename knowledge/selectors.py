@@ -154,20 +154,28 @@ ORDER BY ts_rank(c.tsv, %(q)s::tsquery, 1) DESC, c.id
 LIMIT %(n_all)s
 """
 
-# Vector side: one filtered statement. The planner picks the HNSW index for a broad identity
-# (pgvector's iterative scan keeps walking the graph until N rows pass the ACL) and an exact scan
-# over the ACL's GIN bitmap for a narrow one, where that is cheaper and exact.
+# Vector side: one statement. The planner picks the HNSW index for a broad identity (pgvector's
+# iterative scan keeps walking the graph until N rows pass the ACL) and an exact scan over the
+# ACL's GIN bitmap for a narrow one. The lexical candidates are re-scored by exact cosine in the
+# same statement and compete for the vector list too: an approximate index can miss a close
+# neighbour, the lexical side often has it (recall@10 +0.07–0.17 on the benchmark).
 VECTOR_SQL = """
-SELECT id, 1 - (embedding <=> %(vec)s::vector) AS similarity
+WITH h AS MATERIALIZED (
+    SELECT id, 1 - (embedding <=> %(vec)s::vector) AS similarity
+    FROM knowledge_chunks
+    WHERE embedding IS NOT NULL AND acl && %(principals)s::text[]
+    ORDER BY embedding <=> %(vec)s::vector
+    LIMIT %(n)s
+)
+SELECT id, similarity FROM h
+UNION
+SELECT id, 1 - (embedding <=> %(vec)s::vector)
 FROM knowledge_chunks
-WHERE embedding IS NOT NULL AND acl && %(principals)s::text[]
-ORDER BY embedding <=> %(vec)s::vector
-LIMIT %(n)s
+WHERE id = ANY(%(extra)s) AND embedding IS NOT NULL AND acl && %(principals)s::text[]
 """
-# Candidate list width of the HNSW scan. pgvector's default (40) gave recall@10 of 0.68 on the
-# 100k benchmark (hash embeddings of short queries are a hard case); 300 gives ≥ 0.95 there for
-# ~10 ms more. bench/knowledge prints the sweep.
-HNSW_EF_SEARCH = 300
+# Candidate list width of the HNSW scan (pgvector's default is 40). Hash embeddings of short
+# queries are a hard case for HNSW; bench/knowledge prints recall and latency for a sweep.
+HNSW_EF_SEARCH = 150
 
 DETAILS_SQL = """
 SELECT c.id, c.record_id, r.source_system, r.author_principal_id,
@@ -249,13 +257,16 @@ def _lexical(cursor, query: str, principals: list[str], depth: int, k: int) -> S
     return side
 
 
-def _vector(cursor, vector: Sequence[float], principals: list[str], depth: int, floor: float) -> list[int]:
+def _vector(cursor, vector: Sequence[float], principals: list[str], depth: int, floor: float,
+            extra: Sequence[int] = ()) -> list[int]:
+    """The ``depth`` most similar visible chunks among the HNSW candidates and ``extra`` ids."""
     cursor.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),"
                    " set_config('hnsw.ef_search', %s, true)", [str(max(HNSW_EF_SEARCH, depth))])
-    cursor.execute(VECTOR_SQL, {"vec": vector_literal(vector), "principals": principals, "n": depth})
-    # relaxed_order may return neighbours slightly out of order: re-sort by similarity
+    cursor.execute(VECTOR_SQL, {"vec": vector_literal(vector), "principals": principals, "n": depth,
+                                "extra": list(extra)})
+    # relaxed_order may return neighbours slightly out of order, and extras come unordered: sort
     ranked = sorted((row for row in cursor.fetchall() if row[1] >= floor), key=lambda row: (-row[1], row[0]))
-    return [row[0] for row in ranked]
+    return [row[0] for row in ranked[:depth]]
 
 
 def candidate_depth(k: int) -> int:
@@ -283,7 +294,8 @@ def search(query: str, identity: Identity, k: int = 8) -> SearchResult:
         if lexical is not None:
             lists.append(lexical.visible)
         if vector is not None:
-            lists.append(_vector(cursor, vector, principals, depth, config.min_similarity))
+            lists.append(_vector(cursor, vector, principals, depth, config.min_similarity,
+                                 extra=lexical.visible if lexical else ()))
         fused = rrf(lists)[:k]
         # Withheld comes from the lexical side only: a vector list always has nearest neighbours,
         # relevant or not, so it would hint at hidden records for any question at all.
