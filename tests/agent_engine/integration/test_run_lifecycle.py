@@ -254,3 +254,18 @@ def test_manual_run_racing_a_due_slot_100_times_ends_with_exactly_one_active_run
     assert runs.filter(state="succeeded").count() == 100
     # every lost race on the scheduler's side left an honest skipped row, never a second active run
     assert set(runs.filter(state="skipped").values_list("reason", flat=True)) <= {"already_running"}
+
+
+@pytest.mark.p1
+@pytest.mark.parametrize(("columns", "constraint"), [
+    ({"trigger": "'cron'"}, "agents_agentrun_trigger_valid"),
+    ({"state": "'paused'", "finished_at": "now()"}, "agents_agentrun_state_valid"),
+    ({"state": "'succeeded'"}, "agents_agentrun_finished_when_done"),
+    ({"state": "'running'"}, "agents_agentrun_running_has_started"),
+])
+def test_run_row_checks_refuse_impossible_rows_by_raw_sql(agent_factory, columns, constraint):
+    agent = agent_factory()
+    row = {"agent_id": str(agent.pk), "trigger": "'manual'", "state": "'queued'", "reason": "''", "output": "''",
+           "error": "''", "tokens_used": "0", **columns}
+    with pytest.raises(IntegrityError, match=constraint), transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"INSERT INTO agent_runs ({', '.join(row)}) VALUES ({', '.join(row.values())})")
