@@ -120,8 +120,12 @@ m AS MATERIALIZED (
 UNION ALL
 (SELECT false, id, visible, NULL FROM m ORDER BY score DESC, id LIMIT %(n_all)s)
 UNION ALL
-SELECT NULL, NULL, NULL, ARRAY(SELECT lexeme FROM unnest(to_tsvector('{TEXT_SEARCH_CONFIG}', %(query)s))
-                               ORDER BY positions[1], lexeme LIMIT {MAX_QUERY_TERMS})
+-- the HNSW settings of this transaction ride along (one round trip less); the row always exists
+SELECT NULL, NULL,
+       set_config('hnsw.iterative_scan', 'relaxed_order', true) = 'relaxed_order'
+       AND set_config('hnsw.ef_search', %(ef_search)s, true) <> '',
+       ARRAY(SELECT lexeme FROM unnest(to_tsvector('{TEXT_SEARCH_CONFIG}', %(query)s))
+             ORDER BY positions[1], lexeme LIMIT {MAX_QUERY_TERMS})
 """
 MAX_LEVEL_CLAUSES = 20
 
@@ -175,7 +179,7 @@ WHERE id = ANY(%(extra)s) AND embedding IS NOT NULL AND acl && %(principals)s::t
 """
 # Candidate list width of the HNSW scan (pgvector's default is 40). Hash embeddings of short
 # queries are a hard case for HNSW; bench/knowledge prints recall and latency for a sweep.
-HNSW_EF_SEARCH = 150
+HNSW_EF_SEARCH = 300
 
 DETAILS_SQL = """
 SELECT c.id, c.record_id, r.source_system, r.author_principal_id,
@@ -220,7 +224,8 @@ def coordination_levels(lexemes: Sequence[str]) -> list[str]:
 def _lexical(cursor, query: str, principals: list[str], depth: int, k: int) -> SideLists | None:
     """Visible top-``depth`` and unfiltered top-``k`` (for withheld), level by level."""
     side = SideLists([], [], set())
-    cursor.execute(LEXICAL_FIRST_SQL, {"query": query, "principals": principals, "n_visible": depth, "n_all": k})
+    cursor.execute(LEXICAL_FIRST_SQL, {"query": query, "principals": principals, "n_visible": depth, "n_all": k,
+                                       "ef_search": str(max(HNSW_EF_SEARCH, depth))})
     lexemes: list[str] = []
     for filtered, chunk_id, visible, row_lexemes in cursor.fetchall():
         if filtered is None:
@@ -258,10 +263,13 @@ def _lexical(cursor, query: str, principals: list[str], depth: int, k: int) -> S
 
 
 def _vector(cursor, vector: Sequence[float], principals: list[str], depth: int, floor: float,
-            extra: Sequence[int] = ()) -> list[int]:
-    """The ``depth`` most similar visible chunks among the HNSW candidates and ``extra`` ids."""
-    cursor.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),"
-                   " set_config('hnsw.ef_search', %s, true)", [str(max(HNSW_EF_SEARCH, depth))])
+            extra: Sequence[int] = (), configured: bool = False) -> list[int]:
+    """The ``depth`` most similar visible chunks among the HNSW candidates and ``extra`` ids.
+
+    ``configured``: the HNSW settings were already set in this transaction (by ``_lexical``)."""
+    if not configured:
+        cursor.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),"
+                       " set_config('hnsw.ef_search', %s, true)", [str(max(HNSW_EF_SEARCH, depth))])
     cursor.execute(VECTOR_SQL, {"vec": vector_literal(vector), "principals": principals, "n": depth,
                                 "extra": list(extra)})
     # relaxed_order may return neighbours slightly out of order, and extras come unordered: sort
@@ -295,7 +303,7 @@ def search(query: str, identity: Identity, k: int = 8) -> SearchResult:
             lists.append(lexical.visible)
         if vector is not None:
             lists.append(_vector(cursor, vector, principals, depth, config.min_similarity,
-                                 extra=lexical.visible if lexical else ()))
+                                 extra=lexical.visible if lexical else (), configured=lexical is not None))
         fused = rrf(lists)[:k]
         # Withheld comes from the lexical side only: a vector list always has nearest neighbours,
         # relevant or not, so it would hint at hidden records for any question at all.
