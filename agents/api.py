@@ -118,13 +118,17 @@ class AdminAgentsQuery(Schema):
     owner: str | None = None
     enabled: bool | None = None
     admin_paused: bool | None = None
+    limit: int = Field(default=100, ge=1, le=500)
+    after_id: int | None = Field(default=None, ge=0, description="Keyset cursor: the last id of the previous page")
 
 
 @router.get("/admin/agents", response=list[AgentAdminOut], tags=["admin"])
 def admin_agents_list(request: HttpRequest, query: Query[AdminAgentsQuery]):
     _require_staff(request)
-    agents = list(selectors.agent_list_for_admin(owner=query.owner, enabled=query.enabled,
-                                                 admin_paused=query.admin_paused))
+    qs = selectors.agent_list_for_admin(owner=query.owner, enabled=query.enabled, admin_paused=query.admin_paused)
+    if query.after_id is not None:
+        qs = qs.filter(id__gt=query.after_id)
+    agents = list(qs[:query.limit])
     active = selectors.active_run_states([a.pk for a in agents])
     return [_out(a, active, admin=True) for a in agents]
 

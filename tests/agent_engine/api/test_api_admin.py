@@ -28,6 +28,10 @@ def test_admin_registry_lists_every_agent_with_owner_enabled_readonly_admin_paus
         ("owner", True, False, "scheduled")
     assert (rows["off"]["owner"], rows["off"]["enabled"], rows["off"]["status"]) == ("bob", False, "disabled")
     assert client_for(admin_user).get("/api/admin/agents?enabled=false").json()[0]["name"] == "off"
+    # keyset pages
+    first = client_for(admin_user).get("/api/admin/agents?limit=1").json()
+    second = client_for(admin_user).get(f"/api/admin/agents?limit=1&after_id={first[0]['id']}").json()
+    assert [r["name"] for r in first + second] == ["mine", "off"]
 
 
 @pytest.mark.p0
