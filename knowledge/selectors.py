@@ -179,7 +179,7 @@ WHERE id = ANY(%(extra)s) AND embedding IS NOT NULL AND acl && %(principals)s::t
 """
 # Candidate list width of the HNSW scan (pgvector's default is 40). Hash embeddings of short
 # queries are a hard case for HNSW; bench/knowledge prints recall and latency for a sweep.
-HNSW_EF_SEARCH = 300
+HNSW_EF_SEARCH = 250
 
 DETAILS_SQL = """
 SELECT c.id, c.record_id, r.source_system, r.author_principal_id,
