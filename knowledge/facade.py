@@ -97,3 +97,6 @@ AccessKind = Literal["answer", "click"]
 # The implementation lives in knowledge/services.py and knowledge/selectors.py; these names
 # are the contract (signatures fixed; tests of other apps stub exactly these).
 from knowledge.store import graph, is_empty, register_access, search, sql  # noqa: E402,F401
+
+# Added: writes for apps that feed the store (the hub's Jira mirror → source_system="jira").
+from knowledge.store import delete_record, upsert_record  # noqa: E402,F401

@@ -40,3 +40,27 @@ def register_access(record_id: int, identity, kind: str, message_id: str | None 
     from knowledge.services import access_register
 
     access_register(record_id=record_id, identity=identity, kind=kind, message_id=message_id)
+
+
+def upsert_record(*, source_system: str, external_id: str, title: str, text: str, acl, url: str = "",
+                  author_principal_id: str | None = None, links=()) -> int:
+    """Create or replace a record from another app (e.g. the hub's Jira mirror); returns its id.
+
+    ``links``: ``(to_external_id, link_type)`` pairs in the same source system; the record's
+    outgoing links become exactly these (targets not stored yet are skipped).
+    """
+    from knowledge.services import record_links_set, record_upsert
+
+    links = sorted((str(to), str(kind)) for to, kind in links)
+    outcome = record_upsert(source_system=source_system, external_id=external_id, title=title, text=text,
+                            acl=list(acl), url=url, author_principal_id=author_principal_id,
+                            origin=f"app:{source_system}", links_fingerprint=links)
+    record_links_set(record_id=outcome.record_id, source_system=source_system, links=links)
+    return outcome.record_id
+
+
+def delete_record(*, source_system: str, external_id: str) -> None:
+    """Delete a record (chunks, links and signals go with it); unknown → NotFound."""
+    from knowledge.services import record_delete
+
+    record_delete(source_system=source_system, external_id=external_id)
