@@ -8,6 +8,17 @@ from ninja.security import HttpBearer, SessionAuth
 from achilles.services import api_token_authenticate
 
 
+class SessionCookieAuth(SessionAuth):
+    """The browser session. CSRF is checked only when a session cookie is present: a request
+    without one (a script with a Bearer token, or nobody) cannot ride on ambient credentials,
+    and must get 401 rather than a CSRF 403."""
+
+    def _get_key(self, request):
+        if self.param_name not in request.COOKIES:
+            return None
+        return super()._get_key(request)
+
+
 class BearerTokenAuth(HttpBearer):
     """``Authorization: Bearer ach_…`` — a personal API token."""
 
@@ -37,4 +48,5 @@ def authenticate_request(request):
     return None
 
 
-api_auth = [SessionAuth(), BearerTokenAuth()]
+# Bearer first: an explicit token wins over a cookie that happens to ride along.
+api_auth = [BearerTokenAuth(), SessionCookieAuth()]

@@ -13,7 +13,9 @@ from django.db import migrations
 BUMP_FUNCTION_SQL = """
 CREATE OR REPLACE FUNCTION achilles_bump_updated_at() RETURNS trigger AS $$
 BEGIN
-    NEW.updated_at := now();
+    -- statement time, like the db_default of created_at/updated_at (Now() in Django);
+    -- now() would be the transaction's start and could precede created_at.
+    NEW.updated_at := statement_timestamp();
     RETURN NEW;
 END;
 $$ LANGUAGE plpgsql;

@@ -37,7 +37,8 @@ def test_the_route_walk_finds_the_api():
 
 @pytest.mark.parametrize(("method", "path"), ROUTES)
 def test_every_api_route_without_credentials_answers_401(method, path):
-    response = Client().generic(method, path, data="{}", content_type="application/json")
+    # CSRF enforced as over real HTTP: an anonymous write must be 401, not a CSRF 403.
+    response = Client(enforce_csrf_checks=True).generic(method, path, data="{}", content_type="application/json")
     assert response.status_code == 401, (method, path, response.content[:200])
     assert response.json()["code"] == "not_authenticated"
 
@@ -113,3 +114,25 @@ def test_models_lists_the_chat_allow_list_default_first(user, client_for, model_
     model_factory(name="emb", kind="embedding")
     names = [m["name"] for m in client_for(user).get("/api/models").json()]
     assert names == ["z-default", "b-model"]
+
+
+def test_a_bearer_write_needs_no_csrf_token(user, token_for):
+    client = Client(enforce_csrf_checks=True)
+    response = client.post("/api/tokens", {"name": "script"}, content_type="application/json", **token_for(user))
+    assert response.status_code == 201
+
+
+def test_a_session_write_without_csrf_token_is_refused(user):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    response = client.post("/api/tokens", {"name": "x"}, content_type="application/json")
+    assert response.status_code == 403 and response.json()["code"] == "permission_denied"
+
+
+def test_a_session_write_with_the_csrf_token_passes(user):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    client.get("/tokens/")  # the page sets the CSRF cookie
+    token = client.cookies["csrftoken"].value
+    response = client.post("/api/tokens", {"name": "x"}, content_type="application/json", HTTP_X_CSRFTOKEN=token)
+    assert response.status_code == 201

@@ -85,3 +85,14 @@ def test_token_foreign_key_cascades_at_database_level():
         "SELECT confdeltype FROM pg_constraint WHERE conrelid = 'api_tokens'::regclass AND contype = 'f'"
     )[0]
     assert rule == "c"
+
+
+def test_updated_at_never_precedes_created_at_within_one_transaction():
+    # given a transaction that started a while before the row is created and updated
+    with transaction.atomic():
+        _raw("SELECT pg_sleep(0.05)")
+        _raw("INSERT INTO agent_models (name, provider, kind, context_window, is_default, options) "
+             "VALUES ('late', 'builtin', 'chat', 8192, false, '{}')")
+        _raw("UPDATE agent_models SET context_window = 4096 WHERE name = 'late'")
+        created, updated = _raw("SELECT created_at, updated_at FROM agent_models WHERE name = 'late'")[0]
+    assert updated >= created

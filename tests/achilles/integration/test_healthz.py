@@ -90,3 +90,12 @@ def test_a_bad_or_silent_configured_service_stops_startup_naming_it(variable, va
     assert result.returncode != 0
     assert variable in result.stderr
     assert "secret" not in result.stderr
+
+
+def test_a_web_process_enqueues_to_the_configured_broker():
+    from celery import current_app
+
+    from achilles.tasks import platform_heartbeat_task
+
+    assert current_app.main == "achilles"
+    assert platform_heartbeat_task.app.conf.broker_url == settings.CELERY_BROKER_URL

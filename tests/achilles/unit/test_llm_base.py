@@ -82,7 +82,8 @@ def test_timeouts_come_from_model_options_with_defaults():
 
 
 def test_guard_passes_a_timely_stream_through():
-    assert drain_guarded([0, 0, 0], Timeouts(total=1, idle=0.5, first=0.5)) == [0, 1, 2]
+    # generous limits: this pins pass-through, not timing (the suite may run on a loaded machine)
+    assert drain_guarded([0, 0, 0], Timeouts(total=30, idle=15, first=15)) == [0, 1, 2]
 
 
 def test_guard_raises_llm_timeout_when_the_first_chunk_is_late():

@@ -41,12 +41,8 @@ def _asgi(method, path, headers=None):
     return asyncio.run(go())
 
 
-# Over real HTTP, ninja's SessionAuth (achilles/auth.py, first in the auth list) runs Django's CSRF
-# check before anything else and answers 403 to an anonymous POST/PATCH/DELETE — and to a Bearer
-# client's, since the Bearer auth never gets its turn. Reported to the platform owner; the Django
-# test client (CSRF checks off) walk below pins the 401 for every method meanwhile.
-_CSRF_FIRST = pytest.mark.xfail(reason="platform auth: SessionAuth CSRF check answers 403 before 401", strict=False)
-ASGI_ROUTES = [pytest.param(m, p, marks=() if m == "GET" else _CSRF_FIRST) for m, p in ROUTES]
+# Over real HTTP (CSRF enforced) too: an anonymous write is 401, never a CSRF 403.
+ASGI_ROUTES = ROUTES
 
 
 @pytest.mark.p0
