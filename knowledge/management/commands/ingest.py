@@ -33,3 +33,5 @@ class Command(BaseCommand):
             self.stderr.write(f"  warning {relative}: {problem}")
         style = self.style.WARNING if report.errors else self.style.SUCCESS
         self.stdout.write(style(report.summary()))
+        if report.errors:  # scripts and CI see a failed file in the exit status
+            raise CommandError(f"{len(report.errors)} file(s) could not be ingested (listed above)")

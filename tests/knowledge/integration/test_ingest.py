@@ -136,3 +136,13 @@ def test_demo_corpus_ingests_cleanly_and_idempotently(user_factory):
     assert report.errors == [] and report.warnings == []
     assert report.unchanged == records
     assert snapshot() == before
+
+
+def test_ingest_command_fails_when_a_file_failed(folder, user, capsys):
+    from django.core.management.base import CommandError
+
+    write(folder, "bad.md", "---\ntitle: [oops\n---\nx")
+    with pytest.raises(CommandError, match="1 file"):
+        call_command("ingest", str(folder), "--no-progress")
+    captured = capsys.readouterr()
+    assert "4 created" in captured.out and "bad.md" in captured.err

@@ -178,3 +178,13 @@ def test_identity_for_user_sees_own_and_group_records(user_factory, make_record)
     found = {c.record_id for c in facade.search("заметка отпуск", Identity.for_user(alice)).candidates}
     assert found == {a, b}
     assert facade.search("заметка отпуск", Identity.anonymous()).candidates == ()
+
+
+def test_a_chunk_with_all_query_words_outranks_one_repeating_a_single_word(make_record):
+    # given
+    repetitive = make_record("a.md", "Отпуск отпуск отпуск отпуск отпуск отпуск.")
+    complete = make_record("b.md", "Перенос отпуска на следующий год согласует руководитель.")
+    # when
+    result = facade.search("перенос отпуска руководитель", EMPLOYEE)
+    # then
+    assert [c.record_id for c in result.candidates] == [complete, repetitive]
