@@ -23,6 +23,7 @@ logger = logging.getLogger(__name__)
 
 DATABASE_NAME = "achilles"
 MAX_CONNECTIONS = 300
+SERVER_SETTINGS = {"max_connections": str(MAX_CONNECTIONS), "shared_buffers": "'512MB'"}
 
 
 @contextmanager
@@ -52,11 +53,14 @@ def ensure_postgres(var_dir: Path) -> dict:
         with server._lock:
             server.ensure_pgdata_inited()
         # daphne, the worker pool, beat and a test run share one server: raise the
-        # connection limit before its first start (an existing data dir gets it on restart).
+        # connection limit and the buffer cache (the default 128 MB is smaller than a 100k-chunk
+        # store's working set) before the first start; an existing data dir gets them on restart.
         auto_conf = var_dir / "pgdata" / "postgresql.auto.conf"
-        if "max_connections" not in auto_conf.read_text():
-            with open(auto_conf, "a") as handle:
-                handle.write(f"max_connections = {MAX_CONNECTIONS}\n")
+        present = auto_conf.read_text()
+        with open(auto_conf, "a") as handle:
+            for name, value in SERVER_SETTINGS.items():
+                if name not in present:
+                    handle.write(f"{name} = {value}\n")
         server.start()
         socket_dir = _socket_dir(server.get_uri())
         exists = server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE_NAME}';")
