@@ -86,3 +86,22 @@ def token_for(db):
         return {"HTTP_AUTHORIZATION": f"Bearer {raw}"}
 
     return make
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """Before the test database is dropped: end the sessions that subprocesses (daphne, Celery
+    workers) may still be closing, and close this process's pools, so no session keeps the
+    database busy and leaves it behind."""
+    yield
+    with django_db_blocker.unblock():
+        from django.db import connection as default_connection
+        from django.db import connections
+
+        with default_connection.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                           "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        for connection in connections.all():
+            close_pool = getattr(connection, "close_pool", None)
+            if close_pool is not None:
+                close_pool()
