@@ -219,9 +219,11 @@ _CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple, opena
 def _ssl_context() -> ssl.SSLContext:
     global _SSL_CONTEXT
     if _SSL_CONTEXT is None:
-        import certifi
+        # The SDK's own default (system trust store, SSL_CERT_FILE / SSL_CERT_DIR honoured, so a
+        # corporate CA keeps working), built once instead of once per client.
+        import httpx2
 
-        _SSL_CONTEXT = ssl.create_default_context(cafile=certifi.where())
+        _SSL_CONTEXT = httpx2.create_ssl_context()
     return _SSL_CONTEXT
 
 

@@ -289,3 +289,24 @@ def test_embedding_errors_become_llm_errors(stub):
 def test_no_texts_means_no_request(stub):
     assert embedder(stub).embed([]) == []
     assert stub.requests == []
+
+
+def test_calls_on_one_event_loop_share_one_client_and_a_stopped_stream_frees_its_connection(stub):
+    from achilles.llm import openai_provider
+
+    stub.replies.extend([StubReply(text="Раз два три четыре пять шесть.", chunk_chars=3) for _ in range(3)])
+    provider = chat(stub)
+
+    async def go():
+        # a consumer that stops after the first piece (a client that went away) ...
+        stream = provider.stream(QUESTION)
+        async for _event in stream:
+            break
+        await stream.aclose()
+        # ... then two complete calls on the same loop
+        full = [[event async for event in provider.stream(QUESTION)] for _ in range(2)]
+        return full, openai_provider._CLIENTS[asyncio.get_running_loop()]
+
+    full, clients = asyncio.run(go())
+    assert len(clients) == 1
+    assert all(isinstance(events[-1], Usage) for events in full)
