@@ -176,6 +176,8 @@ CHANNEL_LAYERS = {
 }
 
 # ---------------------------------------------------------------- celery
+from kombu import Queue  # noqa: E402
+
 CELERY_BROKER_URL = REDIS_URL.replace("unix://", "redis+socket://", 1) if REDIS_URL.startswith("unix://") else REDIS_URL
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ACKS_LATE = True
@@ -188,8 +190,17 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BEAT_SCHEDULER = "achilles.beat:HeartbeatDatabaseScheduler"
 CELERY_TIMEZONE = "UTC"
-if TESTING:
-    CELERY_TASK_DEFAULT_QUEUE = f"celery-{TEST_NAMESPACE}"
+# Two queues: platform jobs (scheduler tick, reaper, heartbeats, trust decay) and agent runs.
+# Long runs can then never hold up the tick; production runs one worker per queue (Procfile),
+# a worker started without -Q consumes both. Test runs get queues of their own.
+_QUEUE_SUFFIX = f"-{TEST_NAMESPACE}" if TESTING else ""
+CELERY_TASK_DEFAULT_QUEUE = f"celery{_QUEUE_SUFFIX}"
+AGENT_RUN_QUEUE = f"agents{_QUEUE_SUFFIX}"
+CELERY_TASK_QUEUES = (
+    Queue(CELERY_TASK_DEFAULT_QUEUE, routing_key=CELERY_TASK_DEFAULT_QUEUE),
+    Queue(AGENT_RUN_QUEUE, routing_key=AGENT_RUN_QUEUE),
+)
+CELERY_TASK_ROUTES = {"agents.tasks.agent_run_task": {"queue": AGENT_RUN_QUEUE, "routing_key": AGENT_RUN_QUEUE}}
 
 # The platform's periodic jobs, declared in code and synced idempotently into
 # django-celery-beat's schedule after every migrate (none of them is per user).
