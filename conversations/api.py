@@ -50,7 +50,8 @@ def _message_out(message) -> MessageOut:
         tokens_used=message.tokens_used, feedback=message.feedback, state=message.state,
         withheld_hint=message.withheld_hint, created_at=message.created_at,
         citations=[{"record_id": c.record_id, "chunk_id": c.chunk_id, "title": c.title, "url": c.url,
-                    "source_system": c.source_system, "chunk_text": c.chunk_text, "rank": c.rank}
+                    "source_system": c.source_system, "chunk_text": c.chunk_text, "rank": c.rank,
+                    "markers": list(c.markers)}
                    for c in message.citations.all()],
     )
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
 
@@ -102,6 +103,8 @@ class Citation(TimestampedModel):
     source_system = models.CharField(max_length=64)
     chunk_text = models.TextField(blank=True, default="")
     rank = models.PositiveIntegerField(help_text="1 = the leading source")
+    markers = ArrayField(models.PositiveSmallIntegerField(), default=list, blank=True,
+                         help_text="the [N] markers of the answer that point at this source")
 
     class Meta:
         db_table = "message_citations"

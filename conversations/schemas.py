@@ -31,6 +31,7 @@ class CitationOut(Schema):
     source_system: str
     chunk_text: str
     rank: int
+    markers: list[int] = []
 
 
 class MessageOut(Schema):

@@ -106,7 +106,7 @@ def message_finalize(
     )
     Citation.objects.bulk_create([
         Citation(message=message, record_id=c.record_id, chunk_id=c.chunk_id, title=c.title[:500], url=c.url,
-                 source_system=c.source_system, chunk_text=c.chunk_text, rank=c.rank)
+                 source_system=c.source_system, chunk_text=c.chunk_text, rank=c.rank, markers=list(c.markers))
         for c in citations
     ])
     if trace is not None:

@@ -16,7 +16,8 @@ pytestmark = [pytest.mark.api, pytest.mark.p1]
 
 def _cite(message, record_id, rank=1):
     return Citation.objects.create(message=message, record_id=record_id, chunk_id=record_id * 10, title=f"Док {record_id}",
-                                   url=f"https://kb/{record_id}", source_system="files", chunk_text="опора", rank=rank)
+                                   url=f"https://kb/{record_id}", source_system="files", chunk_text="опора", rank=rank,
+                                   markers=[rank, rank + 2])
 
 
 def test_read_thread(client_for, user, conversation_factory):
@@ -35,6 +36,7 @@ def test_read_thread(client_for, user, conversation_factory):
     assert [(m["role"], m["content"]) for m in body["messages"]] == [
         ("user", "В1"), ("assistant", "О1"), ("user", "В2"), ("assistant", "О2")]
     assert [[c["record_id"] for c in m["citations"]] for m in body["messages"]] == [[], [7], [], [8, 9]]
+    assert [c["markers"] for c in body["messages"][3]["citations"]] == [[1, 3], [2, 4]]
     assert body["messages"][1]["model"] == "fake-chat" and body["messages"][0]["model"] is None
 
 

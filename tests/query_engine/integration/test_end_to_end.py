@@ -2,6 +2,8 @@
 Redis candidate cache — nothing stubbed. A grounded answer with citations, «не нашёл» for an
 absent fact, a withheld hint for a document only finance can read."""
 
+import re
+
 import pytest
 from django.core.management import call_command
 
@@ -36,6 +38,9 @@ def test_grounded_answer_with_citations(demo_knowledge, user_factory):
     trace = RetrievalTrace.objects.get(message=message)
     assert trace.packed and trace.ungrounded_sentences == []
     assert f"user:{employee.pk}" in trace.identity["principals"]
+    # every [N] of the answer belongs to exactly one stored citation, so a reloaded thread labels them alike
+    stored = {marker for citation in message.citations.all() for marker in citation.markers}
+    assert stored and stored == {int(n) for n in re.findall(r"\[(\d+)\]", outcome.text)}
 
 
 def test_absent_fact_not_found(demo_knowledge, user_factory):
