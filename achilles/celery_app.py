@@ -16,9 +16,15 @@ app.autodiscover_tasks()
 
 @worker_ready.connect
 def _start_worker_heartbeat(sender=None, **kwargs):
+    # The "worker" heartbeat speaks for the platform queue (scheduler tick, reaper): a worker
+    # started with -Q agents only must not make /healthz green while no one runs the tick.
+    from django.conf import settings
+
     from achilles.health import start_heartbeat_thread
 
-    start_heartbeat_thread("worker")
+    consumed = set(app.amqp.queues.consume_from or app.amqp.queues)
+    if settings.CELERY_TASK_DEFAULT_QUEUE in consumed:
+        start_heartbeat_thread("worker")
 
 
 @worker_shutdown.connect

@@ -99,3 +99,23 @@ def test_a_web_process_enqueues_to_the_configured_broker():
 
     assert current_app.main == "achilles"
     assert platform_heartbeat_task.app.conf.broker_url == settings.CELERY_BROKER_URL
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_for_agent_runs_only_does_not_vouch_for_the_platform_queue(tmp_path):
+    # given a worker consuming only the agent-run queue (no one runs the scheduler tick)
+    proc = subprocess.Popen([sys.executable, "-m", "celery", "-A", "achilles.celery_app", "worker", "--pool=solo",
+                             "--loglevel=INFO", "-Q", settings.AGENT_RUN_QUEUE, f"--hostname=agents-{os.getpid()}@%h"],
+                            cwd=ROOT, env=_child_env(), stdout=subprocess.DEVNULL,
+                            stderr=open(tmp_path / "w.log", "w"))
+    try:
+        deadline = time.monotonic() + 60
+        while "ready." not in (tmp_path / "w.log").read_text() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert "ready." in (tmp_path / "w.log").read_text()
+        time.sleep(1.5)
+        # then /healthz does not count it as the platform worker
+        assert Client().get("/healthz").json()["worker"] == "no heartbeat"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
