@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from achilles.llm import ToolCall, ToolSpec
+from knowledge.facade import MAX_QUERY_CHARS
 
 SEARCH_KNOWLEDGE = "search_knowledge"
 WEB_SEARCH = "web_search"
@@ -77,7 +78,14 @@ def query_of(call: ToolCall) -> str:
     """The model's standalone query. Only ``query`` is read: any identity-like argument the model
     invents (``user``, ``principals``, …) is ignored; identity always comes from the session."""
     value = call.arguments.get("query")
-    return value.strip() if isinstance(value, str) else ""
+    if not isinstance(value, str):
+        return ""
+    value = value.strip()
+    if len(value) > MAX_QUERY_CHARS:
+        # A model may echo a very long message as its "standalone" query: search with its head
+        # (cut at a word boundary) rather than fail the turn on the store's limit.
+        value = value[:MAX_QUERY_CHARS].rsplit(None, 1)[0]
+    return value
 
 
 def plan_tool_round(calls: Sequence[ToolCall], offered: Sequence[ToolSpec]) -> ToolPlan:

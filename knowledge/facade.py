@@ -94,6 +94,9 @@ class SqlResult:
 
 AccessKind = Literal["answer", "click"]
 
+# ``search`` refuses longer queries (``query_too_long``); callers that build queries clip to it.
+MAX_QUERY_CHARS = 2000
+
 # The implementation lives in knowledge/services.py and knowledge/selectors.py; these names
 # are the contract (signatures fixed; tests of other apps stub exactly these).
 from knowledge.store import graph, is_empty, register_access, search, sql  # noqa: E402,F401

@@ -15,14 +15,13 @@ from dataclasses import dataclass
 from django.db import connection, transaction
 
 from achilles.errors import NotFound, ValidationFailed
-from knowledge.facade import Candidate, GraphNode, GraphResult, Identity, SearchResult, Withheld
+from knowledge.facade import MAX_QUERY_CHARS, Candidate, GraphNode, GraphResult, Identity, SearchResult, Withheld
 from knowledge.fusion import rrf, withheld_chunk_ids
 from knowledge.models import EMBEDDING_DIM, TEXT_SEARCH_CONFIG
 
 logger = logging.getLogger(__name__)
 
 MAX_K = 50
-MAX_QUERY_CHARS = 2000
 MAX_QUERY_TERMS = 32
 MAX_GRAPH_DEPTH = 2
 _WORD = re.compile(r"\w+", re.UNICODE)

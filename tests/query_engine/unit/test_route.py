@@ -68,6 +68,19 @@ def test_standalone_query_is_the_model_argument(memory_engine, alice):
     assert memory_engine.ks.queries == ["отпуск Иванова в 2026 году"]
 
 
+def test_an_overlong_standalone_query_is_clipped_not_fatal(memory_engine, alice):
+    """A model echoing a very long message as its query: the search runs on its head, cut at a word."""
+    from knowledge.facade import MAX_QUERY_CHARS
+
+    long_query = "сколько дней отпуска " * 400
+    memory_engine.script(*search_then(long_query, "x"))
+
+    memory_engine.turn(alice, long_query)
+
+    [query] = memory_engine.ks.queries
+    assert len(query) <= MAX_QUERY_CHARS and long_query.startswith(query) and query.endswith("отпуска")
+
+
 def test_at_most_one_search_per_turn(memory_engine, alice):
     """не более одного вызова за ход: максимум один retrieve, без агентной петли."""
     memory_engine.ks.default = result(candidate(1, "Факт один."))
