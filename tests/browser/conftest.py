@@ -5,13 +5,11 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-import subprocess
-import sys
 import time
 
 import pytest
-from django.conf import settings
-from django.db import connection
+
+from tests.processes import start_daphne, stop
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -45,12 +43,7 @@ def live_url(transactional_db, tmp_path):
     import httpx
 
     port = _free_port()
-    env = {**os.environ, "ACHILLES_TESTING": "1", "ACHILLES_DB_NAME": connection.settings_dict["NAME"],
-           "TEST_DATABASE_NAME": settings.TEST_NAMESPACE}
-    log = open(tmp_path / "daphne.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                             "achilles.asgi:application"], cwd=settings.BASE_DIR, env=env, stdout=log,
-                            stderr=subprocess.STDOUT)
+    proc = start_daphne(tmp_path / "daphne.log", port)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -67,11 +60,7 @@ def live_url(transactional_db, tmp_path):
     try:
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
 
 
 @pytest.fixture

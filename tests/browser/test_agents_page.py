@@ -1,32 +1,18 @@
 """The agents page in a real browser, with a real Celery worker carrying out "run now"."""
 
-import os
-import subprocess
-import sys
-
 import pytest
-from django.conf import settings
-from django.db import connection
 
 from tests.browser.conftest import sign_in
+from tests.processes import start_celery_worker, stop
 
 pytestmark = [pytest.mark.browser, pytest.mark.p1]
 
 
 @pytest.fixture
 def celery_worker_process(transactional_db, tmp_path):
-    env = {**os.environ, "ACHILLES_TESTING": "1", "ACHILLES_DB_NAME": connection.settings_dict["NAME"],
-           "TEST_DATABASE_NAME": settings.TEST_NAMESPACE}
-    proc = subprocess.Popen([sys.executable, "-m", "celery", "-A", "achilles.celery_app", "worker", "--pool=solo",
-                             "--loglevel=WARNING", f"--hostname=browser-{os.getpid()}@%h"],
-                            cwd=settings.BASE_DIR, env=env, stdout=subprocess.DEVNULL,
-                            stderr=open(tmp_path / "worker.log", "w"))
+    proc = start_celery_worker(tmp_path / "worker.log", "browser", loglevel="WARNING")
     yield proc
-    proc.terminate()
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    stop(proc)
 
 
 def test_create_an_agent_run_it_now_and_see_the_outcome(live_url, page, celery_worker_process, user_factory,

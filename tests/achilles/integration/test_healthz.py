@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.db import connection
 from django.test import Client
 
 from achilles.health import heartbeat_write
+from tests.processes import start_celery_beat, start_celery_worker, stop
 
 pytestmark = [pytest.mark.integration]
 ROOT = Path(settings.BASE_DIR)
@@ -35,23 +35,11 @@ def test_healthz_is_200_when_everything_answers():
     assert response.json() == {"db": "ok", "redis": "ok", "worker": "ok", "beat": "ok"}
 
 
-def _child_env(**extra):
-    env = {**os.environ, "ACHILLES_TESTING": "1", "ACHILLES_DB_NAME": connection.settings_dict["NAME"],
-           "TEST_DATABASE_NAME": settings.TEST_NAMESPACE, **extra}
-    return env
-
-
 @pytest.mark.django_db(transaction=True)
 def test_a_real_worker_and_beat_make_healthz_green(tmp_path):
     # given a worker and beat started the way `make run` starts them
-    procs = [
-        subprocess.Popen([sys.executable, "-m", "celery", "-A", "achilles.celery_app", "worker", "--pool=solo",
-                          "--loglevel=WARNING", f"--hostname=health-{os.getpid()}@%h"],
-                         cwd=ROOT, env=_child_env(), stdout=subprocess.DEVNULL, stderr=open(tmp_path / "w.log", "w")),
-        subprocess.Popen([sys.executable, "-m", "celery", "-A", "achilles.celery_app", "beat", "--loglevel=WARNING",
-                          "-s", str(tmp_path / "beat-schedule")],
-                         cwd=ROOT, env=_child_env(), stdout=subprocess.DEVNULL, stderr=open(tmp_path / "b.log", "w")),
-    ]
+    procs = [start_celery_worker(tmp_path / "w.log", "health", loglevel="WARNING"),
+             start_celery_beat(tmp_path / "b.log", tmp_path / "beat-schedule")]
     try:
         # when we poll /healthz
         deadline, body = time.monotonic() + 60, {}
@@ -66,12 +54,7 @@ def test_a_real_worker_and_beat_make_healthz_green(tmp_path):
             body, (tmp_path / "w.log").read_text()[-2000:], (tmp_path / "b.log").read_text()[-2000:])
     finally:
         for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop(proc)
 
 
 @pytest.mark.parametrize(
@@ -104,10 +87,7 @@ def test_a_web_process_enqueues_to_the_configured_broker():
 @pytest.mark.django_db(transaction=True)
 def test_a_worker_for_agent_runs_only_does_not_vouch_for_the_platform_queue(tmp_path):
     # given a worker consuming only the agent-run queue (no one runs the scheduler tick)
-    proc = subprocess.Popen([sys.executable, "-m", "celery", "-A", "achilles.celery_app", "worker", "--pool=solo",
-                             "--loglevel=INFO", "-Q", settings.AGENT_RUN_QUEUE, f"--hostname=agents-{os.getpid()}@%h"],
-                            cwd=ROOT, env=_child_env(), stdout=subprocess.DEVNULL,
-                            stderr=open(tmp_path / "w.log", "w"))
+    proc = start_celery_worker(tmp_path / "w.log", "agents-only", queues=[settings.AGENT_RUN_QUEUE])
     try:
         deadline = time.monotonic() + 60
         while "ready." not in (tmp_path / "w.log").read_text() and time.monotonic() < deadline:
@@ -117,5 +97,4 @@ def test_a_worker_for_agent_runs_only_does_not_vouch_for_the_platform_queue(tmp_
         # then /healthz does not count it as the platform worker
         assert Client().get("/healthz").json()["worker"] == "no heartbeat"
     finally:
-        proc.terminate()
-        proc.wait(timeout=15)
+        stop(proc)

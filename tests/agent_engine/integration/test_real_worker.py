@@ -6,32 +6,26 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.db import connection
 from django.utils import timezone
 
 from achilles.platform import platform_settings_update
 from agents.models import AgentRun
 from agents.services import agent_create, agent_run_request, agent_runs_reap_stale
 from tests.factories import AgentModelFactory, UserFactory
+from tests.processes import start_celery_worker
 
 pytestmark = [pytest.mark.integration, pytest.mark.p0]
 ROOT = Path(settings.BASE_DIR)
 
 
 def _start_worker(tmp_path: Path, name: str) -> subprocess.Popen:
-    env = {**os.environ, "ACHILLES_TESTING": "1", "ACHILLES_DB_NAME": connection.settings_dict["NAME"],
-           "TEST_DATABASE_NAME": settings.TEST_NAMESPACE}
-    return subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "achilles.celery_app", "worker", "--pool=solo", "--loglevel=INFO",
-         "--without-gossip", "--without-mingle", f"--hostname=ae-{name}-{os.getpid()}@%h"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=open(tmp_path / f"{name}.log", "w"))
+    return start_celery_worker(tmp_path / f"{name}.log", f"ae-{name}", extra=("--without-gossip", "--without-mingle"))
 
 
 def _wait_for(run_id: int, states: set[str], timeout: float, seen: list[str], log: Path) -> AgentRun:
