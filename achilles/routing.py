@@ -1,9 +1,9 @@
-"""Websocket routes of every app (Channels); apps append their patterns here."""
+"""Websocket routes of every app (Channels)."""
 
-websocket_urlpatterns: list = []
+from django.urls import path
 
-from django.urls import path  # noqa: E402
+from conversations.consumers import ChatConsumer
 
-from conversations.consumers import ChatConsumer  # noqa: E402
-
-websocket_urlpatterns.append(path("ws/chat/", ChatConsumer.as_asgi()))
+websocket_urlpatterns = [
+    path("ws/chat/", ChatConsumer.as_asgi()),
+]
