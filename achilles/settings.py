@@ -162,7 +162,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 CACHES = {
     "default": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "BACKEND": "achilles.cache.SharedRedisCache",
         "LOCATION": REDIS_URL,
         "KEY_PREFIX": f"achilles-{TEST_NAMESPACE}" if TESTING else "achilles",
     }

@@ -35,27 +35,6 @@ LEVELS = (1, 10, 20)
 REQUESTS = {1: 8, 10: 30, 20: 60}
 DISCONNECTS = int(os.environ.get("BENCH_CHAT_DISCONNECTS", "200"))
 DB_NAME = "bench_knowledge"
-# Experiment, off by default: reuse one SSL context for the openai SDK's per-call clients in the
-# benchmark's server process (each new client otherwise loads the CA bundle: ~55 ms of CPU on the
-# event loop, twice per turn). It measures a fix proposed for achilles/llm; the product is untouched.
-SSL_REUSE = os.environ.get("BENCH_CHAT_SSL_REUSE", "") == "1"
-SSL_REUSE_SITE = """
-import functools
-try:
-    import httpx2._transports.default as _default
-    _original = _default.create_ssl_context
-    @functools.lru_cache(maxsize=8)
-    def _cached(verify=True, cert=None, trust_env=True):
-        return _original(verify=verify, cert=cert, trust_env=trust_env)
-    def create_ssl_context(verify=True, cert=None, trust_env=True):
-        try:
-            return _cached(verify, cert, trust_env)
-        except TypeError:  # an unhashable argument (a caller's own SSLContext)
-            return _original(verify=verify, cert=cert, trust_env=trust_env)
-    _default.create_ssl_context = create_ssl_context
-except ImportError:
-    pass
-"""
 
 
 # --------------------------------------------------------------------------- the scripted model
@@ -267,9 +246,26 @@ def _prepare_database(stub_base: str):
     AgentModel.objects.update_or_create(name="bench-stub", defaults={
         "provider": "openai", "kind": "chat", "is_default": True, "context_window": 16000,
         "options": {"base_url": stub_base, "api_key": "bench", "model": "stub", "timeout": 60}})
+    _clear_candidate_cache()
     user, _ = user_ensure(username="bench-chat", groups=["g1", "g2"])
     token = api_token_create(user=user, name="bench-chat")[1]
     return connection, old_name, user, token, chunks
+
+
+def _clear_candidate_cache() -> None:
+    """Drop the candidate cache left by earlier runs: every turn measured here must reach KS."""
+    from django.core.cache import cache
+
+    client = cache._cache.get_client(write=True)
+    keys = list(client.scan_iter(match="*qe:candidates:*", count=1000))
+    if keys:
+        client.delete(*keys)
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _db_connections(connection) -> int:
@@ -295,12 +291,6 @@ def main() -> None:
 
         env = {**os.environ, "ACHILLES_DB_NAME": DB_NAME, "DJANGO_SETTINGS_MODULE": "achilles.settings",
                "LOG_LEVEL": "WARNING"}
-        if SSL_REUSE:
-            site = ROOT / "var" / "bench-chat-site"
-            site.mkdir(parents=True, exist_ok=True)
-            (site / "sitecustomize.py").write_text(SSL_REUSE_SITE)
-            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH", "")]))
-            print("experiment: the SDK's SSL context is reused in the server process (BENCH_CHAT_SSL_REUSE=1)")
         server_log = ROOT / "var" / "bench-chat-daphne.log"
         server_log.parent.mkdir(exist_ok=True)
         daphne = subprocess.Popen([str(Path(sys.executable).parent / "daphne"), "-b", "127.0.0.1", "-p", str(web_port),
@@ -327,13 +317,15 @@ def main() -> None:
         from conversations.models import RetrievalTrace
 
         header = (f"{'streams':>7} {'ours TTFT p50':>13} {'p95':>7} {'peer TTFT p50':>13} {'p95':>7} "
-                  f"{'added p50':>9} {'added p95':>9} {'ours gap':>8} {'peer gap':>8} {'+/token':>8}")
+                  f"{'added p50':>9} {'added p95':>9} {'ours gap':>8} {'peer gap':>8} {'+/token':>8} {'server CPU/turn':>15}")
         print(header)
         breakdown = []
         for level in LEVELS:
             n = REQUESTS[level]
             last_trace = RetrievalTrace.objects.order_by("-id").values_list("id", flat=True).first() or 0
+            cpu_before = _cpu_seconds(daphne.pid)
             mine = asyncio.run(run_level(level, n, ours))
+            cpu_per_turn = (_cpu_seconds(daphne.pid) - cpu_before) * 1000 / n
             timings = list(RetrievalTrace.objects.filter(id__gt=last_trace).values_list("timings", flat=True))
             breakdown.append((level, timings))
             theirs = asyncio.run(run_level(level, n, peer))
@@ -342,7 +334,7 @@ def main() -> None:
             ga, gb = gaps(mine) * 1000, gaps(theirs) * 1000
             print(f"{level:>7} {pct(a, .5):>11.0f}ms {pct(a, .95):>5.0f}ms {pct(b, .5):>11.0f}ms {pct(b, .95):>5.0f}ms "
                   f"{pct(a, .5) - pct(b, .5):>7.0f}ms {pct(a, .95) - pct(b, .95):>7.0f}ms "
-                  f"{ga:>6.1f}ms {gb:>6.1f}ms {ga - gb:>6.2f}ms", flush=True)
+                  f"{ga:>6.1f}ms {gb:>6.1f}ms {ga - gb:>6.2f}ms {cpu_per_turn:>13.1f}ms", flush=True)
 
         print("\nwhere our added TTFT goes (p50 per turn, from the retrieval traces): before round 1 | "
               "round 1 provider overhead beyond the model's TTFT | cache gate + KS search | round 2 provider overhead")

@@ -78,7 +78,7 @@ def turn_start(*, user: User, content: str, conversation_id=None) -> TurnStart:
     model = conversation_model(conversation)
     if conversation is None:
         conversation = Conversation.objects.create(user=user, title=_title(content))
-    previous = list(
+    previous = [] if created else list(  # a thread created just now has no history to read
         Message.objects.filter(conversation=conversation)
         .exclude(state=MessageState.FAILED, content="")
         .order_by("-id").values_list("role", "content")[:HISTORY_LIMIT]

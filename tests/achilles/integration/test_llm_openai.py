@@ -186,6 +186,39 @@ def test_garbage_in_the_stream_is_a_bad_response(stub):
     assert failure(chat(stub).stream(QUESTION)).code == LLM_BAD_RESPONSE
 
 
+def test_an_error_object_in_the_stream_is_unavailable_with_its_message(stub):
+    ok = '{"choices": [{"index": 0, "delta": {"content": "Нач"}}]}'
+    stub.replies.append(StubReply(raw_data=[ok, '{"error": {"message": "overloaded", "type": "server_error"}}']))
+    error = failure(chat(stub).stream(QUESTION))
+    assert error.code == LLM_UNAVAILABLE and "overloaded" in str(error)
+
+
+def test_a_chunk_that_is_not_an_object_is_a_bad_response(stub):
+    stub.replies.append(StubReply(raw_data=["[1, 2]"]))
+    assert failure(chat(stub).stream(QUESTION)).code == LLM_BAD_RESPONSE
+
+
+def test_an_event_whose_data_spans_several_lines_is_joined(stub):
+    # SSE: consecutive data lines of one event are one payload joined by newlines
+    split = '{"choices": [{"index": 0,\ndata: "delta": {"content": "Да"}}]}'
+    stub.replies.append(StubReply(raw_data=[split]))
+    events = drain(chat(stub).stream(QUESTION))
+    assert [e.text for e in events if isinstance(e, TextDelta) and e.text] == ["Да"]
+
+
+def test_sse_data_skips_comments_and_other_fields():
+    from achilles.llm.openai_provider import sse_data
+
+    async def lines():
+        for line in [": keep-alive", "event: message", "id: 7", "data: a", "data:b", "", "", "data: [DONE]"]:
+            yield line
+
+    async def go():
+        return [data async for data in sse_data(lines())]
+
+    assert asyncio.run(go()) == ["a\nb", "[DONE]"]
+
+
 def test_a_server_that_never_answers_times_out_within_the_configured_limit(stub):
     # given
     stub.replies.append(StubReply(text="too late", ttft=30))
