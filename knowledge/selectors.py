@@ -81,6 +81,29 @@ def embedding_config() -> EmbeddingConfig | None:
                            min_similarity=float(spec.options.get("min_similarity", -1.0)))
 
 
+# The search path reads the default embedding model once per SEARCH_CONFIG_SECONDS per process:
+# the lookup was an ORM query (~1 ms of CPU) on every search. Saving or deleting an agent_models
+# row drops the memo in this process at once (knowledge.apps); other processes follow within the
+# window. Ingestion always reads the row fresh.
+SEARCH_CONFIG_SECONDS = 10.0
+_search_config: tuple[float, EmbeddingConfig | None] | None = None
+
+
+def search_embedding_config() -> EmbeddingConfig | None:
+    global _search_config
+    memo = _search_config
+    if memo is not None and time.monotonic() - memo[0] < SEARCH_CONFIG_SECONDS:
+        return memo[1]
+    config = embedding_config()
+    _search_config = (time.monotonic(), config)
+    return config
+
+
+def forget_search_embedding_config(**_) -> None:
+    global _search_config
+    _search_config = None
+
+
 def embed_query(config: EmbeddingConfig, query: str) -> list[float] | None:
     """The query's vector, or None when the provider fails (search degrades to lexical)."""
     try:
@@ -292,7 +315,7 @@ def search(query: str, identity: Identity, k: int = 8) -> SearchResult:
         raise ValidationFailed(f"k must be an integer between 1 and {MAX_K}", code="invalid_k")
     query = query.replace("\x00", " ")
 
-    config = embedding_config()
+    config = search_embedding_config()
     vector = embed_query(config, query) if config else None
     depth = candidate_depth(k)
     lists: list[list[int]] = []
