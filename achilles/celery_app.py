@@ -16,15 +16,18 @@ app.autodiscover_tasks()
 
 @worker_ready.connect
 def _start_worker_heartbeat(sender=None, **kwargs):
-    # The "worker" heartbeat speaks for the platform queue (scheduler tick, reaper): a worker
-    # started with -Q agents only must not make /healthz green while no one runs the tick.
+    # One heartbeat per queue served: "worker" speaks for the platform queue (scheduler tick,
+    # reaper), "agents_worker" for agent runs. A worker started with -Q agents only must not make
+    # /healthz's "worker" green while no one runs the tick, and the other way round.
     from django.conf import settings
 
     from achilles.health import start_heartbeat_thread
 
     consumed = set(app.amqp.queues.consume_from or app.amqp.queues)
-    if settings.CELERY_TASK_DEFAULT_QUEUE in consumed:
-        start_heartbeat_thread("worker")
+    roles = tuple(role for role, queue in (("worker", settings.CELERY_TASK_DEFAULT_QUEUE),
+                                           ("agents_worker", settings.AGENT_RUN_QUEUE)) if queue in consumed)
+    if roles:
+        start_heartbeat_thread(roles)
 
 
 @worker_shutdown.connect

@@ -22,8 +22,11 @@ def _redis():
     return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
 
 
+ROLES = ("worker", "agents_worker", "beat")
+
+
 def heartbeat_write(role: str) -> None:
-    """Record that ``role`` (worker | beat) is alive now."""
+    """Record that ``role`` (worker | agents_worker | beat) is alive now."""
     ttl = settings.HEARTBEAT_MAX_AGE_SECONDS * 5
     _redis().set(_key(role), f"{time.time():.3f}", ex=ttl)
 
@@ -33,19 +36,20 @@ def heartbeat_age(role: str) -> float | None:
     return None if value is None else max(0.0, time.time() - float(value))
 
 
-def start_heartbeat_thread(role: str, every: float = 10.0) -> None:
-    """A worker writes its heartbeat from a daemon thread while it runs."""
+def start_heartbeat_thread(roles: tuple[str, ...], every: float = 10.0) -> None:
+    """A worker writes the heartbeats of the queues it serves from a daemon thread while it runs."""
     _stop.clear()
 
     def beat():
         while not _stop.is_set():
-            try:
-                heartbeat_write(role)
-            except Exception:  # Redis gone for a moment: healthz will say so
-                pass
+            for role in roles:
+                try:
+                    heartbeat_write(role)
+                except Exception:  # Redis gone for a moment: healthz will say so
+                    pass
             _stop.wait(every)
 
-    threading.Thread(target=beat, name=f"{role}-heartbeat", daemon=True).start()
+    threading.Thread(target=beat, name="heartbeat", daemon=True).start()
 
 
 def stop_heartbeat_thread() -> None:
@@ -64,7 +68,7 @@ def health_report() -> tuple[bool, dict[str, str]]:
     try:
         _redis().ping()
         report["redis"] = "ok"
-        for role in ("worker", "beat"):
+        for role in ROLES:
             age = heartbeat_age(role)
             if age is None:
                 report[role] = "no heartbeat"
@@ -74,5 +78,6 @@ def health_report() -> tuple[bool, dict[str, str]]:
                 report[role] = "ok"
     except Exception as exc:
         report["redis"] = f"error: {exc.__class__.__name__}"
-        report["worker"] = report["beat"] = "unknown (redis down)"
+        for role in ROLES:
+            report[role] = "unknown (redis down)"
     return all(v == "ok" for v in report.values()), report

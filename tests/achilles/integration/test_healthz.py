@@ -23,16 +23,26 @@ def test_healthz_is_503_naming_the_missing_heartbeats():
     assert response.status_code == 503
     body = response.json()
     assert body["db"] == "ok" and body["redis"] == "ok"
-    assert body["worker"] == "no heartbeat" and body["beat"] == "no heartbeat"
+    assert body["worker"] == body["agents_worker"] == body["beat"] == "no heartbeat"
+
+
+@pytest.mark.django_db
+def test_healthz_names_a_missing_agents_worker_alone():
+    heartbeat_write("worker")
+    heartbeat_write("beat")
+    response = Client().get("/healthz")
+    assert response.status_code == 503
+    assert response.json() == {"db": "ok", "redis": "ok", "worker": "ok", "agents_worker": "no heartbeat",
+                               "beat": "ok"}
 
 
 @pytest.mark.django_db
 def test_healthz_is_200_when_everything_answers():
-    heartbeat_write("worker")
-    heartbeat_write("beat")
+    for role in ("worker", "agents_worker", "beat"):
+        heartbeat_write(role)
     response = Client().get("/healthz")
     assert response.status_code == 200
-    assert response.json() == {"db": "ok", "redis": "ok", "worker": "ok", "beat": "ok"}
+    assert response.json() == {"db": "ok", "redis": "ok", "worker": "ok", "agents_worker": "ok", "beat": "ok"}
 
 
 @pytest.mark.django_db(transaction=True)
@@ -49,8 +59,8 @@ def test_a_real_worker_and_beat_make_healthz_green(tmp_path):
             if response.status_code == 200:
                 break
             time.sleep(0.5)
-        # then both heartbeats arrive
-        assert body == {"db": "ok", "redis": "ok", "worker": "ok", "beat": "ok"}, (
+        # then the heartbeats arrive (this worker serves both queues)
+        assert body == {"db": "ok", "redis": "ok", "worker": "ok", "agents_worker": "ok", "beat": "ok"}, (
             body, (tmp_path / "w.log").read_text()[-2000:], (tmp_path / "b.log").read_text()[-2000:])
     finally:
         for proc in procs:
@@ -85,7 +95,7 @@ def test_a_web_process_enqueues_to_the_configured_broker():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_worker_for_agent_runs_only_does_not_vouch_for_the_platform_queue(tmp_path):
+def test_a_worker_for_agent_runs_only_vouches_for_agent_runs_not_the_platform_queue(tmp_path):
     # given a worker consuming only the agent-run queue (no one runs the scheduler tick)
     proc = start_celery_worker(tmp_path / "w.log", "agents-only", queues=[settings.AGENT_RUN_QUEUE])
     try:
@@ -93,8 +103,14 @@ def test_a_worker_for_agent_runs_only_does_not_vouch_for_the_platform_queue(tmp_
         while "ready." not in (tmp_path / "w.log").read_text() and time.monotonic() < deadline:
             time.sleep(0.2)
         assert "ready." in (tmp_path / "w.log").read_text()
-        time.sleep(1.5)
-        # then /healthz does not count it as the platform worker
-        assert Client().get("/healthz").json()["worker"] == "no heartbeat"
+        deadline, body = time.monotonic() + 20, {}
+        while time.monotonic() < deadline:
+            body = Client().get("/healthz").json()
+            if body["agents_worker"] == "ok":
+                break
+            time.sleep(0.3)
+        # then /healthz counts it for agent runs, not as the platform worker
+        assert body["agents_worker"] == "ok"
+        assert body["worker"] == "no heartbeat"
     finally:
         stop(proc)
