@@ -13,6 +13,7 @@ database connections back to baseline within 2 s.
 
     python -m bench chat
     BENCH_CHAT_TOKENS=40 BENCH_CHAT_DISCONNECTS=100 python -m bench chat
+    BENCH_CHAT_SERVER_PROCESSES=2 python -m bench chat    # uvicorn with two worker processes
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ LEVELS = (1, 10, 20)
 REQUESTS = {1: 8, 10: 30, 20: 60}
 DISCONNECTS = int(os.environ.get("BENCH_CHAT_DISCONNECTS", "200"))
 DB_NAME = "bench_knowledge"
+# 1: daphne, as the Procfile runs the web process; N > 1: uvicorn with N worker processes.
+SERVER_PROCESSES = int(os.environ.get("BENCH_CHAT_SERVER_PROCESSES", "1"))
 
 
 # --------------------------------------------------------------------------- the scripted model
@@ -263,9 +266,27 @@ def _clear_candidate_cache() -> None:
 
 
 def _cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process (Linux /proc)."""
+    """User + system CPU time of a process and its live children (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    total = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    children: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            children.update(int(child) for child in (task / "children").read_text().split())
+        except FileNotFoundError:  # the thread ended while we looked
+            pass
+    for child in children:
+        try:
+            total += _cpu_seconds(child)
+        except FileNotFoundError:  # the child ended while we looked
+            pass
+    return total
+
+
+def _machine_busy_seconds() -> float:
+    """CPU time spent by every process of the machine, all cores (Linux /proc/stat)."""
+    user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, Path("/proc/stat").read_text().split()[1:9])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
 def _db_connections(connection) -> int:
@@ -293,9 +314,13 @@ def main() -> None:
                "LOG_LEVEL": "WARNING"}
         server_log = ROOT / "var" / "bench-chat-daphne.log"
         server_log.parent.mkdir(exist_ok=True)
-        daphne = subprocess.Popen([str(Path(sys.executable).parent / "daphne"), "-b", "127.0.0.1", "-p", str(web_port),
-                                   "achilles.asgi:application"], cwd=ROOT, env=env,
-                                  stdout=subprocess.DEVNULL, stderr=open(server_log, "w"))
+        bin_dir = Path(sys.executable).parent
+        if SERVER_PROCESSES > 1:  # daphne has no multi-process mode; uvicorn shares one socket
+            command = [str(bin_dir / "uvicorn"), "--host", "127.0.0.1", "--port", str(web_port), "--no-access-log",
+                       "--workers", str(SERVER_PROCESSES), "achilles.asgi:application"]
+        else:
+            command = [str(bin_dir / "daphne"), "-b", "127.0.0.1", "-p", str(web_port), "achilles.asgi:application"]
+        daphne = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=open(server_log, "w"))
         _wait_port(web_port)
         url = f"http://127.0.0.1:{web_port}/api/chat"
         qs = queries(2000)
@@ -309,7 +334,8 @@ def main() -> None:
             return peer_once(client, stub_base, qs[i % len(qs)])
 
         print(f"model: TTFT {TTFT_S * 1000:.0f} ms per round, {1 / TOKEN_DELAY_S:.0f} tokens/s, "
-              f"{ANSWER_TOKENS} answer tokens; KS: {chunks} chunks; server: daphne, 1 process "
+              f"{ANSWER_TOKENS} answer tokens; KS: {chunks} chunks; server: "
+              + (f"uvicorn, {SERVER_PROCESSES} processes " if SERVER_PROCESSES > 1 else "daphne, 1 process ") +
               f"(log: {server_log.relative_to(ROOT)})\n")
         asyncio.run(run_level(4, 8, ours))  # warm-up: imports, pool, HNSW pages
         asyncio.run(run_level(4, 4, peer))
@@ -317,15 +343,16 @@ def main() -> None:
         from conversations.models import RetrievalTrace
 
         header = (f"{'streams':>7} {'ours TTFT p50':>13} {'p95':>7} {'peer TTFT p50':>13} {'p95':>7} "
-                  f"{'added p50':>9} {'added p95':>9} {'ours gap':>8} {'peer gap':>8} {'+/token':>8} {'server CPU/turn':>15}")
+                  f"{'added p50':>9} {'added p95':>9} {'ours gap':>8} {'peer gap':>8} {'+/token':>8} {'server CPU/turn':>15} {'machine CPU/turn':>16}")
         print(header)
         breakdown = []
         for level in LEVELS:
             n = REQUESTS[level]
             last_trace = RetrievalTrace.objects.order_by("-id").values_list("id", flat=True).first() or 0
-            cpu_before = _cpu_seconds(daphne.pid)
+            cpu_before, busy_before = _cpu_seconds(daphne.pid), _machine_busy_seconds()
             mine = asyncio.run(run_level(level, n, ours))
             cpu_per_turn = (_cpu_seconds(daphne.pid) - cpu_before) * 1000 / n
+            machine_per_turn = (_machine_busy_seconds() - busy_before) * 1000 / n
             timings = list(RetrievalTrace.objects.filter(id__gt=last_trace).values_list("timings", flat=True))
             breakdown.append((level, timings))
             theirs = asyncio.run(run_level(level, n, peer))
@@ -334,7 +361,7 @@ def main() -> None:
             ga, gb = gaps(mine) * 1000, gaps(theirs) * 1000
             print(f"{level:>7} {pct(a, .5):>11.0f}ms {pct(a, .95):>5.0f}ms {pct(b, .5):>11.0f}ms {pct(b, .95):>5.0f}ms "
                   f"{pct(a, .5) - pct(b, .5):>7.0f}ms {pct(a, .95) - pct(b, .95):>7.0f}ms "
-                  f"{ga:>6.1f}ms {gb:>6.1f}ms {ga - gb:>6.2f}ms {cpu_per_turn:>13.1f}ms", flush=True)
+                  f"{ga:>6.1f}ms {gb:>6.1f}ms {ga - gb:>6.2f}ms {cpu_per_turn:>13.1f}ms {machine_per_turn:>14.1f}ms", flush=True)
 
         print("\nwhere our added TTFT goes (p50 per turn, from the retrieval traces): before round 1 | "
               "round 1 provider overhead beyond the model's TTFT | cache gate + KS search | round 2 provider overhead")
