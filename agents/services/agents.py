@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from achilles.errors import NotFound, PermissionDenied, ValidationFailed
@@ -36,10 +37,11 @@ def _owner_tz(owner: User) -> str:
     return owner.timezone or platform_settings().timezone
 
 
-def _compute_next_run(agent: Agent, now: datetime, previous: datetime | None = None) -> datetime | None:
+def _compute_next_run(agent: Agent, now: datetime, previous: datetime | None = None,
+                      tz: str | None = None) -> datetime | None:
     if not agent.gates_open or not agent.schedule:
         return None
-    return sched.next_run_at(agent.schedule, _owner_tz(agent.owner), now=now, previous=previous)
+    return sched.next_run_at(agent.schedule, tz or _owner_tz(agent.owner), now=now, previous=previous)
 
 
 def _clean_name(name: str) -> str:
@@ -131,12 +133,26 @@ def agents_set_admin_paused(*, agent_ids: Iterable[int], paused: bool) -> int:
 @transaction.atomic
 def agents_reschedule_calendar(*, owner: User, now: datetime | None = None) -> int:
     """The owner's zone changed: calendar slots (HH:MM local) move; interval slots do not."""
+    return _reschedule_calendar(Agent.objects.filter(owner=owner), now=now)
+
+
+@transaction.atomic
+def agents_reschedule_for_org_timezone(*, timezone_name: str, now: datetime | None = None) -> int:
+    """The organisation's zone changed: calendar slots of owners without a zone of their own move.
+
+    The new zone is passed in: the cached platform settings still hold the old one until commit.
+    """
+    without_zone = Q(owner__timezone__isnull=True) | Q(owner__timezone="")
+    return _reschedule_calendar(Agent.objects.filter(without_zone), now=now, tz=timezone_name)
+
+
+def _reschedule_calendar(agents, *, now: datetime | None, tz: str | None = None) -> int:
     now = now or timezone.now()
     changed = 0
-    agents = (Agent.objects.select_for_update(of=("self",), no_key=True).select_related("owner")
-              .filter(owner=owner, next_run_at__isnull=False, schedule__type="calendar"))
+    agents = (agents.select_for_update(of=("self",), no_key=True).select_related("owner")
+              .filter(next_run_at__isnull=False, schedule__type="calendar"))
     for agent in agents:
-        agent.next_run_at = _compute_next_run(agent, now)
+        agent.next_run_at = _compute_next_run(agent, now, tz=tz)
         agent.save(update_fields=["next_run_at"])
         changed += 1
     return changed

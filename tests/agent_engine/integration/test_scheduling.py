@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from zoneinfo import ZoneInfo
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -210,3 +211,30 @@ def test_owner_timezone_change_moves_calendar_slots_but_not_interval_slots(user_
     interval.refresh_from_db()
     assert calendar.next_run_at.astimezone(UTC).hour == 23  # 09:00 in Vladivostok = 23:00 UTC the day before
     assert interval.next_run_at == before
+
+
+@pytest.mark.p1
+def test_org_timezone_change_moves_calendar_slots_of_owners_without_a_zone_only(user_factory, chat_model):
+    # given the org in Moscow, one owner without a zone and one in Berlin, each with a Friday 09:00 agent
+    platform_settings_update(timezone="Europe/Moscow")
+    calendar = {"type": "calendar", "weekday": 4, "time": "09:00"}
+    follows_org = agent_create(owner=user_factory(username="org-tz", timezone=None), name="org", schedule=calendar,
+                               now=NOW)
+    berlin = agent_create(owner=user_factory(username="own-tz", timezone="Europe/Berlin"), name="own",
+                          schedule=calendar, now=NOW)
+    interval = agent_create(owner=follows_org.owner, name="int", schedule={"type": "interval", "every_minutes": 60},
+                            now=NOW)
+    assert follows_org.next_run_at == datetime(2026, 11, 27, 6, 0, tzinfo=UTC)
+    berlin_before, interval_before = berlin.next_run_at, interval.next_run_at
+    # when the admin moves the organisation to Vladivostok
+    platform_settings_update(timezone="Asia/Vladivostok")
+    for agent in (follows_org, berlin, interval):
+        agent.refresh_from_db()
+    # then the zone-less owner's calendar slot follows: Friday 09:00 in Vladivostok (23:00 UTC the day
+    # before; counted from the real clock, as the save happens now); the owner with a zone of their
+    # own and interval slots stay put
+    local = follows_org.next_run_at.astimezone(ZoneInfo("Asia/Vladivostok"))
+    assert (local.weekday(), local.hour, local.minute) == (4, 9, 0)
+    assert follows_org.next_run_at.astimezone(UTC).hour == 23
+    assert berlin.next_run_at == berlin_before
+    assert interval.next_run_at == interval_before
