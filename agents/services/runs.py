@@ -4,9 +4,10 @@ and the re-dispatcher of runs whose enqueue was lost."""
 from __future__ import annotations
 
 import logging
+import threading
 from datetime import datetime, timedelta
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -105,11 +106,12 @@ def run_execute(run_id: int) -> str | None:
     try:
         provider = get_chat_provider(agent.model.spec())
         tools = KnowledgeTools(Identity.for_user(agent.owner))
-        result = run_loop(provider=provider,
-                          messages=compose_messages(platform_prompt=settings_row.platform_prompt,
-                                                    agent_instructions=agent.instructions),
-                          tools=tool_specs(), call_tool=tools.call, cap=settings_row.agent_iteration_cap,
-                          heartbeat=heartbeat)
+        with Pulse(run_id, every=max(0.5, settings_row.agent_stale_after_seconds / 3)):
+            result = run_loop(provider=provider,
+                              messages=compose_messages(platform_prompt=settings_row.platform_prompt,
+                                                        agent_instructions=agent.instructions),
+                              tools=tool_specs(), call_tool=tools.call, cap=settings_row.agent_iteration_cap,
+                              heartbeat=heartbeat)
     except RunAbandoned:
         logger.warning("agent run %s was reaped while running; its result is dropped", run_id)
         return None
@@ -127,6 +129,39 @@ def run_execute(run_id: int) -> str | None:
         return RunState.FAILED
     _finish(run_id, state=RunState.SUCCEEDED, output=result.output, tokens=result.tokens_used)
     return RunState.SUCCEEDED
+
+
+class Pulse:
+    """Keeps a running run's ``heartbeat_at`` fresh from a side thread while the worker process
+    lives. The loop's heartbeat comes once per iteration, so a single model call longer than
+    ``agent_stale_after_seconds`` used to look like a dead worker and got reaped mid-call. A killed
+    worker takes the thread with it, so the reaper still finds it; a reaped run stops the pulse."""
+
+    def __init__(self, run_id: int, *, every: float):
+        self.run_id = run_id
+        self.every = every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"agent-run-{run_id}-pulse", daemon=True)
+
+    def __enter__(self) -> Pulse:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _beat(self) -> None:
+        try:
+            while not self._stop.wait(self.every):
+                alive = AgentRun.objects.filter(pk=self.run_id, state=RunState.RUNNING).update(
+                    heartbeat_at=timezone.now())
+                if not alive:  # reaped or finished: the loop's own heartbeat reports it
+                    return
+        except Exception:  # the database away for a moment: the loop's heartbeat decides
+            logger.warning("agent run %s: the heartbeat pulse stopped", self.run_id, exc_info=True)
+        finally:
+            connection.close()  # this thread's connection back to the pool
 
 
 def agent_runs_reap_stale(*, now: datetime | None = None) -> int:

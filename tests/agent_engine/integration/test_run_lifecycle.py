@@ -269,3 +269,28 @@ def test_run_row_checks_refuse_impossible_rows_by_raw_sql(agent_factory, columns
            "error": "''", "tokens_used": "0", **columns}
     with pytest.raises(IntegrityError, match=constraint), transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(f"INSERT INTO agent_runs ({', '.join(row)}) VALUES ({', '.join(row.values())})")
+
+
+@pytest.mark.p1
+@pytest.mark.django_db(transaction=True)
+def test_one_model_call_longer_than_the_stale_window_is_not_reaped_while_the_worker_lives(fake_chat, fake_ks):
+    from achilles.llm.fake import Delay
+    from agents.services.runs import run_execute
+    from tests.agent_engine.conftest import AgentFactory, AgentRunFactory
+
+    # given a 1 s stale window and a model whose single call takes 2.5 s
+    platform_settings_update(agent_stale_after_seconds=1)
+    fake_chat.add_round([Delay(2.5), *answer("долгий ответ")])
+    run = AgentRunFactory(agent=AgentFactory(), state="queued")
+    outcome: list = []
+    worker = threading.Thread(target=lambda: outcome.append(run_execute(run.pk)))
+    worker.start()
+    # when the reaper keeps running during the call
+    reaped = 0
+    while worker.is_alive():
+        reaped += agent_runs_reap_stale()
+        worker.join(0.2)
+    # then the live run is never taken for a dead one, and it finishes
+    run.refresh_from_db()
+    assert reaped == 0 and outcome == ["succeeded"]
+    assert (run.state, run.output) == ("succeeded", "долгий ответ")
