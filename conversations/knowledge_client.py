@@ -17,6 +17,8 @@ class KnowledgeClient(Protocol):
 
     async def search(self, query: str, identity: Identity, k: int) -> SearchResult: ...
 
+    async def generation(self) -> int: ...
+
     async def register_access(self, record_id: int, identity: Identity, kind: str, message_id: str | None) -> None: ...
 
 
@@ -30,6 +32,11 @@ class FacadeKnowledgeClient:
         from knowledge import facade
 
         return await db_step(facade.search)(query, identity, k)
+
+    async def generation(self) -> int:
+        from knowledge import facade
+
+        return await db_step(facade.generation)()
 
     async def register_access(self, record_id: int, identity: Identity, kind: str, message_id: str | None) -> None:
         from knowledge import facade

@@ -270,8 +270,9 @@ class Turn:
                 return await self.deps.knowledge.search(q, identity, settings.retrieval_top_k)
 
             # Identity is the session's, never anything from the tool call's arguments.
+            generation = await self.deps.knowledge.generation()
             return await cache_gate(query=query, identity=self.identity, cache=self.deps.cache,
-                                    ttl=settings.cache_ttl_seconds, search=search)
+                                    ttl=settings.cache_ttl_seconds, search=search, generation=generation)
 
         async def web_search() -> list[WebResult]:
             if plan.web is None or web_provider is None:

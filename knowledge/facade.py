@@ -101,5 +101,8 @@ MAX_QUERY_CHARS = 2000
 # are the contract (signatures fixed; tests of other apps stub exactly these).
 from knowledge.store import graph, is_empty, register_access, search, sql  # noqa: E402,F401
 
+# Added: the content generation, for caches of search results (the Query Engine's candidate cache).
+from knowledge.store import generation  # noqa: E402,F401
+
 # Added: writes for apps that feed the store (the hub's Jira mirror → source_system="jira").
 from knowledge.store import delete_record, upsert_record  # noqa: E402,F401

@@ -34,6 +34,15 @@ def is_empty() -> bool:
         return bool(cursor.fetchone()[0])
 
 
+def generation() -> int:
+    """The store's content generation (migration 0006): it moves, by trigger, on every change of
+    what search can return or who may see it. One primary-key read."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT n FROM knowledge_generation WHERE id = 1")
+        row = cursor.fetchone()
+        return int(row[0]) if row else 0
+
+
 def principals_of(identity: Identity) -> list[str]:
     if not isinstance(identity, Identity):
         raise ValidationFailed("identity must be a knowledge.facade.Identity", code="invalid_identity")

@@ -35,6 +35,13 @@ def is_empty() -> bool:
     return _is_empty()
 
 
+def generation() -> int:
+    """A number that moves on every change of searchable content or ACLs (caches key on it)."""
+    from knowledge.selectors import generation as _generation
+
+    return _generation()
+
+
 def register_access(record_id: int, identity, kind: str, message_id: str | None = None) -> None:
     """Record an access signal (answer | click) for trust scoring."""
     from knowledge.services import access_register

@@ -43,6 +43,7 @@ class StubKnowledge:
     results: dict[str, SearchResult] = field(default_factory=dict)
     default: SearchResult = EMPTY
     empty: bool = False
+    content_generation: int = 0  # what generation() answers; bump it to stand for a KS write
     searches: list[tuple[str, Identity, int]] = field(default_factory=list)
     accesses: list[tuple[int, Identity, str, str | None]] = field(default_factory=list)
 
@@ -52,6 +53,9 @@ class StubKnowledge:
     async def search(self, query: str, identity: Identity, k: int) -> SearchResult:
         self.searches.append((query, identity, k))
         return self.results.get(query, self.default)
+
+    async def generation(self) -> int:
+        return self.content_generation
 
     async def register_access(self, record_id: int, identity: Identity, kind: str, message_id: str | None) -> None:
         self.accesses.append((record_id, identity, kind, message_id))

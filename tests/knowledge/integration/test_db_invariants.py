@@ -102,3 +102,45 @@ def test_answer_signal_counts_once_per_message_and_kind_is_checked(make_record):
         _sql("INSERT INTO knowledge_access_signals (record_id, kind, message_id) VALUES (%s, 'answer', 'm1')", [a])
     with pytest.raises(IntegrityError), transaction.atomic():
         _sql("INSERT INTO knowledge_access_signals (record_id, kind) VALUES (%s, 'view')", [a])
+
+
+def _generation():
+    from knowledge import facade
+
+    return facade.generation()
+
+
+def test_content_generation_moves_on_every_change_search_can_see(make_record):
+    g0 = _generation()
+    a = make_record("a.md", "Первый документ")  # chunks inserted
+    g1 = _generation()
+    assert g1 > g0
+    _sql("UPDATE knowledge_records SET acl = '{group:finance}' WHERE id = %s", [a])  # a revoked ACL
+    g2 = _generation()
+    assert g2 > g1
+    _sql("UPDATE knowledge_records SET title = 'Новое имя' WHERE id = %s", [a])
+    g3 = _generation()
+    assert g3 > g2
+    _sql("UPDATE knowledge_chunks SET text = 'Другой текст' WHERE record_id = %s", [a])
+    g4 = _generation()
+    assert g4 > g3
+    _sql("DELETE FROM knowledge_records WHERE id = %s", [a])  # chunks go by cascade
+    assert _generation() > g4
+
+
+def test_content_generation_stays_on_changes_search_cannot_see(make_record):
+    a = make_record("a.md", "Первый документ")
+    before = _generation()
+    _sql("UPDATE knowledge_records SET trust_score = 0.5, last_accessed_at = now() WHERE id = %s", [a])
+    _sql("INSERT INTO knowledge_access_signals (record_id, kind) VALUES (%s, 'click')", [a])
+    assert _generation() == before
+
+
+@pytest.mark.parametrize("statement", [
+    "INSERT INTO knowledge_generation (id, n) VALUES (2, 0)",
+    "UPDATE knowledge_generation SET n = -1",
+    "UPDATE knowledge_generation SET id = 2",
+])
+def test_content_generation_is_one_non_negative_counter(statement):
+    with pytest.raises(IntegrityError), transaction.atomic():
+        _sql(statement)

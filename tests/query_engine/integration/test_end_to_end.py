@@ -68,3 +68,32 @@ def test_finance_only_document_gives_a_withheld_hint(demo_knowledge, user_factor
     assert "Бюджет компании на 2026 год" not in str(hidden.done.payload())
     assert "1,8 млрд" in visible.text
     assert "Бюджет компании на 2026 год" in [c["title"] for c in visible.done.citations]
+
+
+def test_a_revoked_document_is_not_served_from_the_candidate_cache(demo_knowledge, user_factory):
+    from django.db import connection
+
+    from knowledge.models import Record
+
+    employee = user_factory(username="petrov", groups=["it"])
+    question = "Сколько дней ежегодного оплачиваемого отпуска положено сотруднику?"
+    vacation = Record.objects.get(title="Ежегодный оплачиваемый отпуск")
+
+    first = run_turn(employee, question)
+    repeat = run_turn(employee, question)
+    assert vacation.pk in {c["record_id"] for c in first.done.citations}
+    assert [_trace(first).cache_hit, _trace(repeat).cache_hit] == [False, True]  # the cache answers a repeat
+
+    # when the document is closed to everyone but finance (straight in the database)
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE knowledge_records SET acl = '{group:finance}' WHERE id = %s", [vacation.pk])
+    after = run_turn(employee, question)
+
+    # then the cached candidates are not reused: the store is searched again and the text is gone
+    assert _trace(after).cache_hit is False
+    assert vacation.pk not in {c["record_id"] for c in after.done.citations}
+    assert "Ежегодный оплачиваемый отпуск" not in str(after.done.payload())
+
+
+def _trace(outcome) -> RetrievalTrace:
+    return RetrievalTrace.objects.get(message_id=outcome.done.message_id)

@@ -50,7 +50,22 @@ def test_key_carries_identity(memory_engine, alice, bob):
 
     a = Identity(principals=frozenset({"user:1", "everyone"}), user_id=1)
     b = Identity(principals=frozenset({"user:2", "everyone"}), user_id=2)
-    assert cache_key("факт", a) != cache_key("факт", b)
+    assert cache_key("факт", a, 7) != cache_key("факт", b, 7)
+
+
+def test_an_entry_from_before_a_knowledge_change_is_not_served(memory_engine, alice):
+    """права не обходятся через общий кэш: после записи в KS (новое поколение) запись кэша не отдаётся."""
+    memory_engine.ks.default = result(candidate(1, "Факт."))
+    memory_engine.script(*search_then("факт", "Факт [1]."), *search_then("факт", "Факт [1]."),
+                         *search_then("факт", "Факт [1]."))
+
+    memory_engine.turn(alice, "Какой факт?")
+    memory_engine.ks.content_generation += 1  # a record re-ACLed, edited or deleted
+    memory_engine.turn(alice, "Какой факт?")
+    memory_engine.turn(alice, "Какой факт?")
+
+    assert memory_engine.ks.queries == ["факт", "факт"]
+    assert [t["cache_hit"] for t in memory_engine.store.traces] == [False, False, True]
 
 
 def test_exact_not_semantic(memory_engine, alice):
