@@ -3,6 +3,10 @@
 Client → ``{"content": "...", "conversation_id": "..."?}``; server → ``{"event": "token", "text"}``…
 then ``{"event": "done", ...}`` or ``{"event": "error", "detail", "code"}``. One turn at a time
 per socket. Disconnect → the running turn is cancelled and finalized ``interrupted``.
+
+The session is read again for every turn, not once per socket: a sign-out elsewhere, a password
+change or a deactivated account ends what an open socket may ask (error ``not_authenticated``,
+then close 4401).
 """
 
 from __future__ import annotations
@@ -10,15 +14,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from importlib import import_module
+from types import SimpleNamespace
 
 from channels.generic.websocket import AsyncWebsocketConsumer
 from pydantic import ValidationError
 
 from achilles.errors import ApplicationError
+from conversations.dbconn import db_step
 from conversations.pipeline import prepare_turn
 from conversations.schemas import ChatIn, validation_errors
 
 CLOSE_NOT_AUTHENTICATED = 4401
+SESSION_ENDED = "Your session has ended; sign in again."
+
+
+def session_user(session_key: str | None):
+    """The user the session stands for now (Django's own checks: the session exists, its auth hash
+    still matches the password, the account is active), else AnonymousUser."""
+    from django.conf import settings
+    from django.contrib import auth
+
+    store = import_module(settings.SESSION_ENGINE).SessionStore(session_key)
+    return auth.get_user(SimpleNamespace(session=store))
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
@@ -45,9 +63,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.turn_task = asyncio.create_task(self._turn(body))
 
     async def _turn(self, body: ChatIn):
+        session = self.scope.get("session")
+        user = await db_step(session_user)(getattr(session, "session_key", None))
+        if not user.is_authenticated or user.pk != self.scope["user"].pk:
+            await self._send({"event": "error", "detail": SESSION_ENDED, "code": "not_authenticated"})
+            await self.close(code=CLOSE_NOT_AUTHENTICATED)
+            return
         try:
-            turn = await prepare_turn(user=self.scope["user"], content=body.content,
-                                      conversation_id=body.conversation_id)
+            turn = await prepare_turn(user=user, content=body.content, conversation_id=body.conversation_id)
         except ApplicationError as exc:
             await self._send({"event": "error", **exc.as_dict()})
             return

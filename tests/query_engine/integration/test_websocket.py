@@ -120,3 +120,42 @@ def test_websocket_disconnect_finalizes_interrupted(engine, user):
     assert message.content.startswith("w0 w1 w2 ")
     assert len(message.content.split()) < 30
     assert len(provider.calls) == 1
+
+
+@pytest.mark.parametrize("revoke", ["deactivated", "signed_out", "password_changed"])
+def test_an_open_socket_loses_its_rights_with_the_session(engine, user, revoke):
+    """Rights are read per turn, not once per socket: a deactivation, a sign-out elsewhere or a password
+    change ends what an already open websocket may ask."""
+    from django.contrib.sessions.models import Session
+
+    engine.ks.default = result(candidate(3, "Отпуск 28 дней."))
+    engine.script(call_tool("search_knowledge", query="отпуск"), answer("Отпуск 28 дней [1]."))
+    headers = session_headers(user)
+
+    def take_rights_away():
+        if revoke == "deactivated":
+            type(user).objects.filter(pk=user.pk).update(is_active=False)
+        elif revoke == "signed_out":
+            Session.objects.all().delete()
+        else:
+            user.set_password("a-new-secret-123")
+            user.save()
+
+    async def go():
+        ws = communicator(headers)
+        connected, _ = await ws.connect()
+        assert connected
+        await ws.send_to(text_data=json.dumps({"content": "Сколько отпуска?"}))
+        first = await _frames_until_done(ws)
+        await asyncio.to_thread(take_rights_away)
+        await ws.send_to(text_data=json.dumps({"content": "А ещё?"}))
+        second = json.loads(await ws.receive_from(timeout=5))
+        closed = await ws.receive_output(timeout=5)
+        return first, second, closed
+
+    first, second, closed = async_to_sync(go)()
+
+    assert first[-1]["event"] == "done"
+    assert second == {"event": "error", "detail": "Your session has ended; sign in again.", "code": "not_authenticated"}
+    assert closed == {"type": "websocket.close", "code": 4401}
+    assert len(engine.ks.searches) == 1  # the second question never reached the knowledge store
