@@ -66,3 +66,20 @@ def test_an_absent_fact_gets_ne_nashel(live_url, page, user_factory, model_facto
     page.wait_for_function("document.querySelector('#status').textContent === ''"
                            " && document.querySelectorAll('.msg.assistant .meta').length > 0")
     assert "не нашёл" in page.locator(".msg.assistant .text").last.text_content()
+
+
+def test_an_ended_session_sends_the_chat_page_to_sign_in(live_url, page, user_factory, model_factory):
+    # given a signed-in user on the chat page, its websocket open
+    model_factory(name="builtin-extractive", provider="builtin", is_default=True)
+    user = user_factory(username="browser-signed-out")
+    sign_in(page, live_url, user.username)
+    page.goto(live_url + "/chat/")
+    page.wait_for_function("document.querySelector('#status').textContent === ''")
+    # when the account is deactivated while the page is open, and the user asks
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE users SET is_active = false WHERE id = %s", [user.pk])
+    page.fill("#q", "Сколько дней длится ежегодный отпуск?")
+    page.click("form#ask button")
+    # then the page goes to the sign-in form, back to the chat afterwards
+    page.wait_for_url("**/accounts/login/?next=%2Fchat%2F*")
+    assert page.locator("input[name=password]").count() == 1
