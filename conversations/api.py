@@ -11,6 +11,7 @@ from django.http import HttpRequest
 from ninja import Query, Router, Schema, Status
 from pydantic import Field
 
+from achilles.errors import NotFound
 from conversations import selectors, services
 from conversations.pipeline import engine_deps
 from conversations.schemas import (
@@ -44,16 +45,30 @@ def _conversation_out(conversation) -> ConversationOut:
                            created_at=conversation.created_at, updated_at=conversation.updated_at)
 
 
-def _message_out(message) -> MessageOut:
+def _citation_out(c, visible: frozenset[int]) -> dict:
+    # Web results (no record) stay; a record the reader may no longer see keeps only its place.
+    available = c.record_id is None or c.record_id in visible
+    return {"record_id": c.record_id, "chunk_id": c.chunk_id, "title": c.title if available else "",
+            "url": c.url if available else "", "source_system": c.source_system,
+            "chunk_text": c.chunk_text if available else "", "rank": c.rank, "markers": list(c.markers),
+            "available": available}
+
+
+def _message_out(message, visible: frozenset[int]) -> MessageOut:
     return MessageOut(
         id=message.id, role=message.role, content=message.content, model=message.model,
         tokens_used=message.tokens_used, feedback=message.feedback, state=message.state,
         withheld_hint=message.withheld_hint, created_at=message.created_at,
-        citations=[{"record_id": c.record_id, "chunk_id": c.chunk_id, "title": c.title, "url": c.url,
-                    "source_system": c.source_system, "chunk_text": c.chunk_text, "rank": c.rank,
-                    "markers": list(c.markers)}
-                   for c in message.citations.all()],
+        citations=[_citation_out(c, visible) for c in message.citations.all()],
     )
+
+
+def _visible_cited_records(user, messages) -> frozenset[int]:
+    """Stored citations are copies: show each only while its record is still there for the reader."""
+    cited = sorted({c.record_id for m in messages for c in m.citations.all() if c.record_id is not None})
+    if not cited:
+        return frozenset()
+    return async_to_sync(engine_deps().knowledge.visible_records)(cited, Identity.for_user(user))
 
 
 @router.get("/conversations", response=ConversationPageOut)
@@ -78,8 +93,9 @@ def conversations_read(request: HttpRequest, conversation_id: str, params: Query
                                                        with_model=True)
     page = selectors.conversation_messages(conversation=conversation, cursor=params.cursor, limit=params.limit,
                                            order=params.order)
+    visible = _visible_cited_records(request.auth, page.items)
     return ConversationDetailOut(**_conversation_out(conversation).dict(),
-                                 messages=[_message_out(m) for m in page.items], next_cursor=page.next_cursor)
+                                 messages=[_message_out(m, visible) for m in page.items], next_cursor=page.next_cursor)
 
 
 @router.patch("/conversations/{conversation_id}", response=ConversationOut)
@@ -104,7 +120,10 @@ def messages_feedback(request: HttpRequest, message_id: int, payload: FeedbackIn
 @router.post("/messages/{message_id}/citations/{record_id}/click", response={204: None}, tags=["messages"])
 def citations_click(request: HttpRequest, message_id: int, record_id: int):
     citation = services.citation_for_click(user=request.auth, message_id=message_id, record_id=record_id)
+    identity = Identity.for_user(request.auth)
+    knowledge = engine_deps().knowledge
+    if citation.record_id not in async_to_sync(knowledge.visible_records)([citation.record_id], identity):
+        raise NotFound("citation not found")  # deleted or closed to the reader since it was cited
     # A click is its own «обращение» for that record (QE-11), under the clicker's identity.
-    async_to_sync(engine_deps().knowledge.register_access)(
-        citation.record_id, Identity.for_user(request.auth), "click", str(message_id))
+    async_to_sync(knowledge.register_access)(citation.record_id, identity, "click", str(message_id))
     return Status(204, None)

@@ -19,6 +19,8 @@ class KnowledgeClient(Protocol):
 
     async def generation(self) -> int: ...
 
+    async def visible_records(self, record_ids: list[int], identity: Identity) -> frozenset[int]: ...
+
     async def register_access(self, record_id: int, identity: Identity, kind: str, message_id: str | None) -> None: ...
 
 
@@ -37,6 +39,11 @@ class FacadeKnowledgeClient:
         from knowledge import facade
 
         return await db_step(facade.generation)()
+
+    async def visible_records(self, record_ids: list[int], identity: Identity) -> frozenset[int]:
+        from knowledge import facade
+
+        return await db_step(facade.visible_records)(record_ids, identity)
 
     async def register_access(self, record_id: int, identity: Identity, kind: str, message_id: str | None) -> None:
         from knowledge import facade

@@ -32,6 +32,9 @@ class CitationOut(Schema):
     chunk_text: str
     rank: int
     markers: list[int] = []
+    # False when the cited record was deleted or closed to the reader since: title, url and text
+    # are then withheld from the stored copy.
+    available: bool = True
 
 
 class MessageOut(Schema):

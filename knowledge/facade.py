@@ -104,5 +104,8 @@ from knowledge.store import graph, is_empty, register_access, search, sql  # noq
 # Added: the content generation, for caches of search results (the Query Engine's candidate cache).
 from knowledge.store import generation  # noqa: E402,F401
 
+# Added: which records an identity may see now (stored citations are shown only for those).
+from knowledge.store import visible_records  # noqa: E402,F401
+
 # Added: writes for apps that feed the store (the hub's Jira mirror → source_system="jira").
 from knowledge.store import delete_record, upsert_record  # noqa: E402,F401

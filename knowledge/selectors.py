@@ -43,6 +43,17 @@ def generation() -> int:
         return int(row[0]) if row else 0
 
 
+def visible_records(record_ids: Sequence[int], identity: Identity) -> frozenset[int]:
+    """Those of ``record_ids`` that exist and that ``identity`` may see now (one indexed query)."""
+    principals = principals_of(identity)
+    ids = sorted({int(i) for i in record_ids if i is not None})
+    if not ids:
+        return frozenset()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id FROM knowledge_records WHERE id = ANY(%s) AND acl && %s::text[]", [ids, principals])
+        return frozenset(row[0] for row in cursor.fetchall())
+
+
 def principals_of(identity: Identity) -> list[str]:
     if not isinstance(identity, Identity):
         raise ValidationFailed("identity must be a knowledge.facade.Identity", code="invalid_identity")

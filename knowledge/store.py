@@ -42,6 +42,13 @@ def generation() -> int:
     return _generation()
 
 
+def visible_records(record_ids, identity) -> frozenset:
+    """Those of ``record_ids`` that exist and the identity may see now."""
+    from knowledge.selectors import visible_records as _visible_records
+
+    return _visible_records(record_ids, identity)
+
+
 def register_access(record_id: int, identity, kind: str, message_id: str | None = None) -> None:
     """Record an access signal (answer | click) for trust scoring."""
     from knowledge.services import access_register

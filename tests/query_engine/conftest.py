@@ -44,6 +44,7 @@ class StubKnowledge:
     default: SearchResult = EMPTY
     empty: bool = False
     content_generation: int = 0  # what generation() answers; bump it to stand for a KS write
+    closed_records: set[int] = field(default_factory=set)  # records the caller may no longer see
     searches: list[tuple[str, Identity, int]] = field(default_factory=list)
     accesses: list[tuple[int, Identity, str, str | None]] = field(default_factory=list)
 
@@ -56,6 +57,9 @@ class StubKnowledge:
 
     async def generation(self) -> int:
         return self.content_generation
+
+    async def visible_records(self, record_ids: list[int], identity: Identity) -> frozenset[int]:
+        return frozenset(i for i in record_ids if i not in self.closed_records)
 
     async def register_access(self, record_id: int, identity: Identity, kind: str, message_id: str | None) -> None:
         self.accesses.append((record_id, identity, kind, message_id))

@@ -133,8 +133,9 @@ def test_reading_a_thread_costs_constant_queries(client_for, user, conversation_
         _cite(message, message.pk)
     client = client_for(user)
 
-    # session + user (auth), the conversation, its messages, their citations — whatever the length.
-    with django_assert_num_queries(5):
+    # session + user (auth), the conversation, its messages, their citations, the reader's groups and
+    # which cited records they may still see — whatever the length.
+    with django_assert_num_queries(7):
         response = client.get(f"/api/conversations/{thread.pk}", {"limit": 200})
 
     assert len(response.json()["messages"]) == length
@@ -208,6 +209,28 @@ def test_citation_click_registers_access(engine, client_for, user, user_factory,
     [(record_id, identity, kind, message_id)] = engine.ks.accesses
     assert (record_id, kind, message_id) == (42, "click", str(reply.pk))
     assert identity.user_id == user.pk
+
+
+def test_a_citation_closed_to_the_reader_since_keeps_its_place_but_not_its_text(engine, client_for, user,
+                                                                               conversation_factory):
+    # given an answer citing records 42 and 43; 43 was since deleted or closed to this reader
+    thread = conversation_factory(user, [("user", "q"), ("assistant", "a")])
+    reply = thread.messages.get(role="assistant")
+    _cite(reply, 42)
+    _cite(reply, 43, rank=2)
+    engine.ks.closed_records = {43}
+    client = client_for(user)
+
+    # when the thread is read, the stored copy of 43 is withheld; 42 shows as before
+    [answer] = [m for m in client.get(f"/api/conversations/{thread.pk}").json()["messages"] if m["role"] == "assistant"]
+    open_, closed = answer["citations"]
+    assert (open_["record_id"], open_["available"], open_["title"], open_["chunk_text"]) == (42, True, "Док 42", "опора")
+    assert (closed["record_id"], closed["available"], closed["title"], closed["url"], closed["chunk_text"]) == (
+        43, False, "", "", "")
+    assert closed["markers"] == [2, 4]  # the answer's [2] still has its place
+    # and a click on it is refused like an unknown citation, with no access signal
+    assert client.post(f"/api/messages/{reply.pk}/citations/43/click").status_code == 404
+    assert engine.ks.accesses == []
 
 
 @pytest.mark.django_db(transaction=True)

@@ -6,6 +6,7 @@ import re
 
 import pytest
 from django.core.management import call_command
+from django.test import Client
 
 from achilles.llm import NOT_FOUND_TEXT
 from conversations import pipeline
@@ -93,6 +94,13 @@ def test_a_revoked_document_is_not_served_from_the_candidate_cache(demo_knowledg
     assert _trace(after).cache_hit is False
     assert vacation.pk not in {c["record_id"] for c in after.done.citations}
     assert "Ежегодный оплачиваемый отпуск" not in str(after.done.payload())
+    # and the earlier answer, read back, keeps the citation's place but no longer its copy of the text
+    client = Client()
+    client.force_login(employee)
+    thread = client.get(f"/api/conversations/{first.conversation_id}").json()
+    [old] = [c for c in thread["messages"][1]["citations"] if c["record_id"] == vacation.pk]
+    assert (old["available"], old["title"], old["chunk_text"]) == (False, "", "")
+    assert client.post(f"/api/messages/{first.done.message_id}/citations/{vacation.pk}/click").status_code == 404
 
 
 def _trace(outcome) -> RetrievalTrace:
