@@ -25,6 +25,10 @@ EMBEDDING_DIM = 384
 TEXT_SEARCH_CONFIG = "russian"
 
 
+# A record's url: empty or an absolute http(s) address (the services check it, a CHECK holds it).
+RECORD_URL_PATTERN = r"^https?://[^\s/?#]+[^\s]*$"
+
+
 class Record(TimestampedModel):
     """A source document (a file, a Confluence page, a Jira issue) under one ACL."""
 
@@ -54,6 +58,9 @@ class Record(TimestampedModel):
             models.CheckConstraint(condition=~Q(external_id=""), name="knowledge_record_external_id_not_empty"),
             models.CheckConstraint(condition=Q(trust_score__gte=0.0, trust_score__lte=1.0),
                                    name="knowledge_record_trust_score_range"),
+            # Citations link to it: only web addresses, never javascript: or data: (see services).
+            models.CheckConstraint(condition=Q(url="") | Q(url__iregex=RECORD_URL_PATTERN),
+                                   name="knowledge_record_url_http"),
         ]
         indexes = [GinIndex(fields=["acl"], name="knowledge_record_acl_gin"),
                    models.Index(fields=["origin"], name="knowledge_record_origin_idx")]

@@ -20,12 +20,13 @@ from achilles.errors import NotFound, ServiceUnavailable, ValidationFailed
 from knowledge.chunking import HEADING_SEPARATOR, chunk_text
 from knowledge.documents import DocumentError, validate_principal
 from knowledge.facade import Identity
-from knowledge.models import EMBEDDING_DIM, AccessKind, Chunk, Record, RecordLink
+from knowledge.models import EMBEDDING_DIM, RECORD_URL_PATTERN, AccessKind, Chunk, Record, RecordLink
 from knowledge.selectors import EmbeddingConfig, embedding_config, principals_of
 
 logger = logging.getLogger(__name__)
 
 _USER_ID = re.compile(r"^user:\d+$")
+_RECORD_URL = re.compile(RECORD_URL_PATTERN, re.IGNORECASE)
 TRUST_HALF_LIFE_DAYS = 180
 TRUST_FLOOR = 0.1
 
@@ -97,6 +98,9 @@ def record_upsert(*, source_system: str, external_id: str, title: str, text: str
     source_system = (source_system or "").strip()
     external_id = (external_id or "").strip()
     title = (title or "").strip()[:500]
+    url = (url or "").strip()
+    if url and not _RECORD_URL.match(url):
+        raise ValidationFailed("url must be an http:// or https:// address", code="invalid_url")
     if not source_system or not external_id:
         raise ValidationFailed("source_system and external_id are required", code="invalid_record")
     if not title:

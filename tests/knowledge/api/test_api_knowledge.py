@@ -94,7 +94,9 @@ def test_non_admin_cannot_write_records(client_for, user):
 
 
 @pytest.mark.parametrize("change", [{"acl": []}, {"acl": ["root"]}, {"acl": ["user:nobody-here"]}, {"title": ""},
-                                    {"source_system": "Bad System"}, {"text": "   "}])
+                                    {"source_system": "Bad System"}, {"text": "   "},
+                                    {"url": "javascript:alert(document.cookie)"}, {"url": "data:text/html,<b>x</b>"},
+                                    {"url": "//evil.example/x"}, {"url": "https://"}])
 def test_bad_record_is_422(client_for, admin_user, change):
     response = client_for(admin_user).put(f"{URL}/records", data=json.dumps({**RECORD, **change}),
                                           content_type="application/json")

@@ -70,11 +70,22 @@ def test_record_acl_change_propagates_to_chunks(make_record):
     "UPDATE knowledge_records SET trust_score = 1.5",
     "UPDATE knowledge_records SET source_system = ''",
     "UPDATE knowledge_records SET external_id = ''",
+    "UPDATE knowledge_records SET url = 'javascript:alert(1)'",
+    "UPDATE knowledge_records SET url = 'JavaScript:alert(1)//https://x'",
+    "UPDATE knowledge_records SET url = 'data:text/html,<script>1</script>'",
+    "UPDATE knowledge_records SET url = 'https://'",
+    "UPDATE knowledge_records SET url = 'https://wiki.example/a b'",
 ])
 def test_record_checks(make_record, statement):
     make_record("a.md", "Текст")
     with pytest.raises(IntegrityError), transaction.atomic():
         _sql(statement)
+
+
+def test_record_url_takes_http_and_https_addresses(make_record):
+    a = make_record("a.md", "Текст")
+    for url in ("https://wiki.example/a?b=1#c", "HTTP://intranet:8080/x", ""):
+        _sql("UPDATE knowledge_records SET url = %s WHERE id = %s", [url, a])
 
 
 def test_self_link_and_duplicate_link_are_refused(make_record):

@@ -72,10 +72,12 @@ def test_bad_files_are_reported_and_the_rest_goes_on(folder, user):
     write(folder, "bad/empty.md", "---\ntitle: Пусто\nacl: [everyone]\n---\n\n")
     write(folder, "bad/acl.md", "---\nacl: [root]\n---\nТекст")
     write(folder, "bad/ghost.md", "---\nacl: [user:ghost]\n---\nТекст")
+    write(folder, "bad/url.md", "---\nacl: [everyone]\nurl: javascript:alert(1)\n---\nТекст")
     (folder / "bad/binary.md").write_bytes(b"\xff\xfe\x00garbage\x81")
     report = ingest_path(folder)
     failed = dict(report.errors)
-    assert set(failed) == {"bad/yaml.md", "bad/empty.md", "bad/acl.md", "bad/ghost.md", "bad/binary.md"}
+    assert set(failed) == {"bad/yaml.md", "bad/empty.md", "bad/acl.md", "bad/ghost.md", "bad/binary.md", "bad/url.md"}
+    assert "https://" in failed["bad/url.md"]
     assert "malformed front matter" in failed["bad/yaml.md"]
     assert "empty document" in failed["bad/empty.md"]
     assert "unreadable" in failed["bad/binary.md"]
