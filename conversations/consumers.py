@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 from importlib import import_module
 from types import SimpleNamespace
 
@@ -24,6 +25,8 @@ from achilles.errors import ApplicationError
 from conversations.dbconn import db_step
 from conversations.pipeline import prepare_turn
 from conversations.schemas import ChatIn, validation_errors
+
+logger = logging.getLogger(__name__)
 
 CLOSE_NOT_AUTHENTICATED = 4401
 SESSION_ENDED = "Your session has ended; sign in again."
@@ -63,6 +66,16 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.turn_task = asyncio.create_task(self._turn(body))
 
     async def _turn(self, body: ChatIn):
+        try:
+            await self._run_turn(body)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the database or Redis away: the client gets a frame, not silence
+            logger.exception("websocket chat turn failed")
+            await self._send({"event": "error", "detail": "Internal error; it has been logged.",
+                              "code": "internal_error"})
+
+    async def _run_turn(self, body: ChatIn):
         session = self.scope.get("session")
         user = await db_step(session_user)(getattr(session, "session_key", None))
         if not user.is_authenticated or user.pk != self.scope["user"].pk:

@@ -159,3 +159,25 @@ def test_an_open_socket_loses_its_rights_with_the_session(engine, user, revoke):
     assert second == {"event": "error", "detail": "Your session has ended; sign in again.", "code": "not_authenticated"}
     assert closed == {"type": "websocket.close", "code": 4401}
     assert len(engine.ks.searches) == 1  # the second question never reached the knowledge store
+
+
+def test_a_turn_that_cannot_start_answers_with_an_error_frame_not_silence(engine, user, monkeypatch):
+    import conversations.consumers as consumers
+
+    def database_away(session_key):
+        raise ConnectionError("database unavailable")
+
+    headers = session_headers(user)
+    monkeypatch.setattr(consumers, "session_user", database_away)
+
+    async def go():
+        ws = communicator(headers)
+        connected, _ = await ws.connect()
+        assert connected
+        await ws.send_to(text_data=json.dumps({"content": "Сколько отпуска?"}))
+        frame = json.loads(await ws.receive_from(timeout=5))
+        await ws.disconnect()
+        return frame
+
+    assert async_to_sync(go)() == {"event": "error", "detail": "Internal error; it has been logged.",
+                                   "code": "internal_error"}
