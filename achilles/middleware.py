@@ -57,3 +57,51 @@ class RequestIdMiddleware:
             request_id_var.reset(token)
         response["X-Request-ID"] = rid
         return response
+
+
+# A JSON string escape for U+0000: ``\u0000`` preceded by an even number of backslashes.
+_JSON_NUL = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000")
+NUL_DETAIL = "Text must not contain NUL (0x00) characters."
+
+
+def carries_nul(request) -> bool:
+    """True when the query string or a JSON body carries a NUL character, which PostgreSQL text
+    cannot store (every such request used to end in a 500 somewhere deeper)."""
+    if "\x00" in request.META.get("QUERY_STRING", "") or any(
+            "\x00" in value for values in request.GET.lists() for value in values[1]):
+        return True
+    if request.content_type == "application/json":
+        body = request.body
+        return b"\x00" in body or _JSON_NUL.search(body) is not None
+    return False
+
+
+class RejectNulMiddleware:
+    """``/api/``: a request carrying NUL characters is a 422 in the API's error shape, before any view.
+
+    Async-capable (the check reads only the already buffered request), so the chat stream's async
+    view keeps its path without a thread hop."""
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+        if iscoroutinefunction(get_response):
+            markcoroutinefunction(self)
+
+    @staticmethod
+    def _refusal(request):
+        if request.path.startswith("/api/") and carries_nul(request):
+            from django.http import JsonResponse
+
+            return JsonResponse({"detail": NUL_DETAIL, "code": "validation_error"}, status=422)
+        return None
+
+    def __call__(self, request):
+        if iscoroutinefunction(self):
+            return self.__acall__(request)
+        return self._refusal(request) or self.get_response(request)
+
+    async def __acall__(self, request):
+        return self._refusal(request) or await self.get_response(request)

@@ -116,6 +116,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "achilles.middleware.RequestIdMiddleware",
+    "achilles.middleware.RejectNulMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

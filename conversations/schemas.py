@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Literal
 
 from ninja import Schema
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 
 from conversations.services import MAX_CONTENT_LENGTH
 
@@ -21,6 +21,14 @@ class ChatIn(Schema):
     conversation_id: uuid.UUID | None = None
 
     model_config = {"extra": "forbid"}
+
+    @field_validator("content")
+    @classmethod
+    def _no_nul(cls, value: str) -> str:
+        # The websocket has no HTTP middleware in front of it (see achilles.middleware).
+        if "\x00" in value:
+            raise ValueError("text must not contain NUL (0x00) characters")
+        return value
 
 
 class CitationOut(Schema):

@@ -181,3 +181,21 @@ def test_a_turn_that_cannot_start_answers_with_an_error_frame_not_silence(engine
 
     assert async_to_sync(go)() == {"event": "error", "detail": "Internal error; it has been logged.",
                                    "code": "internal_error"}
+
+
+def test_a_nul_character_in_a_websocket_message_is_a_validation_error(engine, user):
+    headers = session_headers(user)
+
+    async def go():
+        ws = communicator(headers)
+        connected, _ = await ws.connect()
+        assert connected
+        await ws.send_to(text_data=json.dumps({"content": "при\x00вет"}))
+        frame = json.loads(await ws.receive_from(timeout=5))
+        await ws.disconnect()
+        return frame
+
+    frame = async_to_sync(go)()
+    assert frame["event"] == "error" and frame["code"] == "validation_error"
+    assert "NUL" in str(frame["detail"])
+    assert engine.model.calls == []
