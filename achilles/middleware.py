@@ -21,8 +21,8 @@ class RequestIdLogFilter(logging.Filter):
         return True
 
 
-class RequestIdMiddleware:
-    """Takes ``X-Request-ID`` from the caller (or makes one) and echoes it back."""
+class HybridMiddleware:
+    """A middleware that runs in the chain's own mode (no thread hop on the async path)."""
 
     sync_capable = True
     async_capable = True
@@ -31,6 +31,10 @@ class RequestIdMiddleware:
         self.get_response = get_response
         if iscoroutinefunction(get_response):
             markcoroutinefunction(self)
+
+
+class RequestIdMiddleware(HybridMiddleware):
+    """Takes ``X-Request-ID`` from the caller (or makes one) and echoes it back."""
 
     def _begin(self, request) -> tuple[str, contextvars.Token]:
         incoming = request.headers.get("X-Request-ID", "")
@@ -76,19 +80,10 @@ def carries_nul(request) -> bool:
     return False
 
 
-class RejectNulMiddleware:
+class RejectNulMiddleware(HybridMiddleware):
     """``/api/``: a request carrying NUL characters is a 422 in the API's error shape, before any view.
 
-    Async-capable (the check reads only the already buffered request), so the chat stream's async
-    view keeps its path without a thread hop."""
-
-    sync_capable = True
-    async_capable = True
-
-    def __init__(self, get_response):
-        self.get_response = get_response
-        if iscoroutinefunction(get_response):
-            markcoroutinefunction(self)
+    The check reads only the already buffered request, so it runs on the async path as it is."""
 
     @staticmethod
     def _refusal(request):
