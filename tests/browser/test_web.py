@@ -83,3 +83,25 @@ def test_an_ended_session_sends_the_chat_page_to_sign_in(live_url, page, user_fa
     # then the page goes to the sign-in form, back to the chat afterwards
     page.wait_for_url("**/accounts/login/?next=%2Fchat%2F*")
     assert page.locator("input[name=password]").count() == 1
+
+
+def test_an_api_call_after_the_session_ended_goes_to_sign_in_and_back(live_url, page, user_factory, model_factory):
+    from conversations.models import Conversation
+
+    model_factory(name="builtin-extractive", provider="builtin", is_default=True)
+    user = user_factory(username="browser-expired")
+    Conversation.objects.create(user=user, title="Старая беседа")
+    sign_in(page, live_url, user.username)
+    page.goto(live_url + "/chat/")
+    page.wait_for_selector("#threads a")
+    # when the session ends on the server (signed out elsewhere) and the user opens a thread
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM django_session")
+    page.click("#threads a")
+    # then the page goes to the sign-in form, and signing in again brings the user back to the chat
+    page.wait_for_url("**/accounts/login/?next=%2Fchat%2F*")
+    page.fill("input[name=username]", user.username)
+    page.fill("input[name=password]", "pass-word-123")
+    page.click("button[type=submit]")
+    page.wait_for_url("**/chat/**")
+    page.wait_for_selector("#threads a")
