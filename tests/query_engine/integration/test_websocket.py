@@ -29,6 +29,20 @@ def communicator(headers):
     return WebsocketCommunicator(application, "/ws/chat/", headers=headers)
 
 
+def first_frame(headers, message: dict) -> dict:
+    """Connect, send one message, return the first frame the server answers with."""
+    async def go():
+        ws = communicator(headers)
+        connected, _ = await ws.connect()
+        assert connected
+        await ws.send_to(text_data=json.dumps(message))
+        frame = json.loads(await ws.receive_from(timeout=5))
+        await ws.disconnect()
+        return frame
+
+    return async_to_sync(go)()
+
+
 async def _frames_until_done(ws, timeout=5):
     frames = []
     while True:
@@ -170,32 +184,12 @@ def test_a_turn_that_cannot_start_answers_with_an_error_frame_not_silence(engine
     headers = session_headers(user)
     monkeypatch.setattr(consumers, "session_user", database_away)
 
-    async def go():
-        ws = communicator(headers)
-        connected, _ = await ws.connect()
-        assert connected
-        await ws.send_to(text_data=json.dumps({"content": "Сколько отпуска?"}))
-        frame = json.loads(await ws.receive_from(timeout=5))
-        await ws.disconnect()
-        return frame
-
-    assert async_to_sync(go)() == {"event": "error", "detail": "Internal error; it has been logged.",
-                                   "code": "internal_error"}
+    assert first_frame(headers, {"content": "Сколько отпуска?"}) == {
+        "event": "error", "detail": "Internal error; it has been logged.", "code": "internal_error"}
 
 
 def test_a_nul_character_in_a_websocket_message_is_a_validation_error(engine, user):
-    headers = session_headers(user)
-
-    async def go():
-        ws = communicator(headers)
-        connected, _ = await ws.connect()
-        assert connected
-        await ws.send_to(text_data=json.dumps({"content": "при\x00вет"}))
-        frame = json.loads(await ws.receive_from(timeout=5))
-        await ws.disconnect()
-        return frame
-
-    frame = async_to_sync(go)()
+    frame = first_frame(session_headers(user), {"content": "при\x00вет"})
     assert frame["event"] == "error" and frame["code"] == "validation_error"
     assert "NUL" in str(frame["detail"])
     assert engine.model.calls == []
