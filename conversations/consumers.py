@@ -72,8 +72,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
             raise
         except Exception:  # the database or Redis away: the client gets a frame, not silence
             logger.exception("websocket chat turn failed")
-            await self._send({"event": "error", "detail": "Internal error; it has been logged.",
-                              "code": "internal_error"})
+            with contextlib.suppress(Exception):  # the socket itself may be what failed
+                await self._send({"event": "error", "detail": "Internal error; it has been logged.",
+                                  "code": "internal_error"})
 
     async def _run_turn(self, body: ChatIn):
         session = self.scope.get("session")
