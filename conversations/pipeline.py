@@ -69,11 +69,28 @@ async def prepare_turn(*, user, content: str, conversation_id=None, identity: Id
     """
     prepared_from = time.monotonic()
     deps = deps or engine_deps()
-    start, identity = await deps.store.start(user=user, content=content, conversation_id=conversation_id,
-                                             identity=identity)
+    # Shielded: the start step stores the user's message; a client leaving meanwhile must not leave
+    # that message unanswered (the step finishes in its thread whatever happens to this task).
+    starting = asyncio.ensure_future(deps.store.start(user=user, content=content, conversation_id=conversation_id,
+                                                      identity=identity))
+    try:
+        start, identity = await asyncio.shield(starting)
+    except asyncio.CancelledError:
+        await asyncio.shield(_close_abandoned_start(starting, content, deps))
+        raise
     turn = Turn(start=start, identity=identity, content=content.strip(), deps=deps)
     turn.timings["prepare_ms"] = _ms(prepared_from)
     return turn
+
+
+async def _close_abandoned_start(starting: asyncio.Future, content: str, deps: EngineDeps) -> None:
+    """The client left while the turn was starting: once the start is done, close the turn with an
+    empty ``interrupted`` reply, so the thread never holds a question without an answer row."""
+    try:
+        start, identity = await starting
+    except Exception:  # the start failed (404, 422, …): it stored nothing
+        return
+    await Turn(start=start, identity=identity, content=content.strip(), deps=deps).close_unstarted()
 
 
 @dataclass
@@ -96,13 +113,20 @@ class Turn:
         self.rounds: list[_Round] = []
         self.trace: dict | None = None
         self.finalized = False
+        self.started = False  # events() began: from then on it finalizes the turn itself
         self.message_id: int | None = None
         self._finalize_task: asyncio.Future | None = None
         self.timings: dict[str, float] = {}
 
     # -- public --
 
+    async def close_unstarted(self) -> None:
+        """Finalize ``interrupted`` a turn whose stream never started (its client left first)."""
+        if not self.started and not self.finalized:
+            await self._finalize_interrupted()
+
     async def events(self) -> AsyncIterator[Event]:
+        self.started = True
         try:
             async with aclosing(self._run()) as run:
                 async for event in run:

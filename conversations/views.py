@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import async_to_sync, sync_to_async
 from django.http import JsonResponse, StreamingHttpResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
@@ -21,6 +21,22 @@ from achilles.errors import ApplicationError, NotAuthenticated
 from conversations.dbconn import db_step
 from conversations.pipeline import Event, prepare_turn
 from conversations.schemas import ChatIn, validation_errors
+
+
+class TurnStreamingResponse(StreamingHttpResponse):
+    """The turn's event stream. A client that leaves after the turn started but before the first
+    byte never starts the stream, so the turn's own clean-up never runs: ``close()`` (called by
+    Django's handler in every case) closes such a turn ``interrupted``."""
+
+    def __init__(self, turn, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._turn = turn
+
+    def close(self):
+        try:
+            async_to_sync(self._turn.close_unstarted)()
+        finally:
+            super().close()
 
 
 def sse(event: Event) -> bytes:
@@ -69,7 +85,7 @@ async def chat_sse(request):
         async for event in turn.events():
             yield sse(event)
 
-    response = StreamingHttpResponse(stream(), content_type="text/event-stream; charset=utf-8")
+    response = TurnStreamingResponse(turn, stream(), content_type="text/event-stream; charset=utf-8")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     response["X-Conversation-Id"] = turn.conversation_id

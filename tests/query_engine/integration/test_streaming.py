@@ -128,3 +128,96 @@ def test_model_failure_mid_stream_is_an_error_event(engine, user):
     assert name == "error" and error["code"] == "llm_unavailable"
     message = Message.objects.get(pk=error["message_id"])
     assert (message.state, message.content) == ("failed", "Начинаю ответ ")
+
+
+def test_a_client_gone_while_the_turn_starts_leaves_no_unanswered_message(engine, user, monkeypatch):
+    """The user's message is stored by the start step; a client that leaves during it (before any
+    byte of the answer) still gets its turn closed: an empty ``interrupted`` reply, no model call."""
+    import asyncio
+    import json
+
+    from achilles.asgi import application
+    from conversations import services
+
+    engine.script(answer("не должно понадобиться"))
+    original = services.turn_start
+
+    import threading
+
+    starting = threading.Event()
+
+    def slow_start(**kwargs):
+        starting.set()
+        time.sleep(0.4)  # the client leaves while this runs
+        return original(**kwargs)
+
+    monkeypatch.setattr(services, "turn_start", slow_start)
+    headers = [(k.lower().encode(), v.encode()) for k, v in bearer(user).items()]
+    headers.append((b"content-type", b"application/json"))
+    body = json.dumps({"content": "Сколько дней отпуска?"}).encode()
+
+    async def go():
+        sent = []
+        calls = 0
+
+        async def receive():
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                return {"type": "http.request", "body": body, "more_body": False}
+            await asyncio.to_thread(starting.wait, 10)  # leave once the start step is under way
+            return {"type": "http.disconnect"}
+
+        async def send(message):
+            sent.append(message)
+
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+                 "headers": headers, "scheme": "http", "path": "/api/chat", "raw_path": b"/api/chat",
+                 "query_string": b"", "server": ("testserver", 80), "client": ("127.0.0.1", 50000),
+                 "root_path": ""}
+        await application(scope, receive, send)
+        return sent
+
+    sent = asyncio.run(go())
+
+    assert not any(m.get("body") for m in sent if m["type"] == "http.response.body")  # the client got nothing
+    question = Message.objects.get(role="user")
+    reply = Message.objects.get(role="assistant")
+    assert reply.conversation_id == question.conversation_id and reply.id > question.id
+    assert (reply.state, reply.content) == ("interrupted", "")
+    assert engine.model.calls == []
+
+
+def test_a_stream_closed_before_its_first_byte_closes_the_turn(engine, user):
+    """Django closes the response whatever happened; a stream that never started (its client left
+    between the start and the first byte) has its turn finalized ``interrupted`` on close."""
+    import asyncio
+
+    from asgiref.sync import sync_to_async
+    from django.test import AsyncRequestFactory
+
+    from conversations.views import chat_sse
+
+    engine.script(answer("не должно понадобиться"))
+    request = AsyncRequestFactory().post("/api/chat", data={"content": "Сколько дней отпуска?"},
+                                         content_type="application/json", headers=bearer(user))
+
+    async def go():
+        response = await chat_sse(request)
+        await sync_to_async(response.close)()  # as Django's ASGI handler does, here without streaming
+        return response
+
+    response = asyncio.run(go())
+
+    assert response.status_code == 200
+    reply = Message.objects.get(role="assistant")
+    assert (reply.state, reply.content) == ("interrupted", "")
+    assert engine.model.calls == []
+
+
+def test_a_finished_stream_is_not_finalized_twice_on_close(engine, user):
+    engine.script(answer("Двадцать восемь дней."))
+    status, _, events = chat(bearer(user), {"content": "Сколько дней отпуска?"})
+    assert status == 200 and events[-1][0] == "done"
+    assert Message.objects.filter(role="assistant").count() == 1
+    assert Message.objects.get(role="assistant").state == "complete"
