@@ -7,17 +7,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.db import transaction
 from django.db.models.functions import Now
+from django.utils import timezone
 
-from achilles.errors import NotFound, ValidationFailed
+from achilles.errors import Conflict, NotFound, ValidationFailed
 from achilles.llm import Message as LLMMessage
 from achilles.llm import ModelSpec
+from achilles.llm.base import Timeouts
 from achilles.models import AgentModel, ModelKind, User
 from achilles.platform import platform_settings
 from achilles.services import default_chat_model
-from conversations.choices import MessageState, Role
+from conversations.choices import Role
 from conversations.citations import CitationOut
 from conversations.grounding import Contact
 from conversations.models import Citation, Conversation, Message, RetrievalTrace
@@ -80,13 +83,24 @@ def turn_start(*, user: User, content: str, conversation_id=None) -> TurnStart:
         conversation = Conversation.objects.create(user=user, title=_title(content))
     previous = [] if created else list(  # a thread created just now has no history to read
         Message.objects.filter(conversation=conversation)
-        .exclude(state=MessageState.FAILED, content="")
-        .order_by("-id").values_list("role", "content")[:HISTORY_LIMIT]
+        .order_by("-id").values_list("role", "content", "created_at")[:HISTORY_LIMIT]
     )
-    history = tuple(LLMMessage(role, text) for role, text in reversed(previous) if text)
+    if previous and previous[0][0] == Role.USER and previous[0][2] > timezone.now() - _answer_window(model):
+        # The thread's last question has no reply row yet: its answer is being written right now
+        # (every turn ends with one, even an interrupted or failed one). One turn at a time.
+        raise Conflict("An answer is still being written in this conversation; wait for it or stop it.",
+                       code="turn_in_progress")
+    # Failed turns with no text (and empty interrupted ones) carry nothing for the model.
+    history = tuple(LLMMessage(role, text) for role, text, _ in reversed(previous) if text)
     message = Message.objects.create(conversation=conversation, role=Role.USER, content=content)
     return TurnStart(conversation_id=str(conversation.pk), created=created, user_message_id=message.pk,
                      history=history, model=model.spec(), settings=turn_settings())
+
+
+def _answer_window(model: AgentModel) -> timedelta:
+    """How long a question may wait for its reply row before its turn counts as dead (a process
+    killed mid-turn writes none): two model rounds at their total timeout, and a margin."""
+    return timedelta(seconds=2 * Timeouts.from_spec(model.spec()).total + 30)
 
 
 def _title(content: str) -> str:

@@ -221,3 +221,24 @@ def test_a_finished_stream_is_not_finalized_twice_on_close(engine, user):
     assert status == 200 and events[-1][0] == "done"
     assert Message.objects.filter(role="assistant").count() == 1
     assert Message.objects.get(role="assistant").state == "complete"
+
+
+def test_one_turn_at_a_time_per_conversation(engine, user, conversation_factory):
+    """A question whose reply row is not written yet means its answer is being streamed (another tab,
+    another socket): a second turn into that thread is a 409 and stores nothing; once the question is
+    older than the answer window (a process killed mid-turn), the thread is usable again."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    thread = conversation_factory(user, [("user", "Первый вопрос, ответ ещё пишется")])
+    engine.script(answer("Теперь можно."))
+
+    status, _, body = chat(bearer(user), {"content": "Второй вопрос", "conversation_id": str(thread.pk)})
+    assert status == 409 and body["code"] == "turn_in_progress"
+    assert Message.objects.filter(conversation=thread).count() == 1
+    assert engine.model.calls == []
+
+    Message.objects.filter(conversation=thread).update(created_at=timezone.now() - timedelta(minutes=10))
+    status, _, events = chat(bearer(user), {"content": "Второй вопрос", "conversation_id": str(thread.pk)})
+    assert status == 200 and events[-1][0] == "done"
