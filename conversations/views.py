@@ -34,7 +34,8 @@ class TurnStreamingResponse(StreamingHttpResponse):
 
     def close(self):
         try:
-            async_to_sync(self._turn.close_unstarted)()
+            if not self._turn.started:  # the usual case (the stream ran) needs no trip to the loop
+                async_to_sync(self._turn.close_unstarted)()
         finally:
             super().close()
 
