@@ -7,7 +7,12 @@ import os
 from celery import Celery
 from celery.signals import worker_ready, worker_shutdown
 
+from achilles.bootstrap import bootstrap
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "achilles.settings")
+# The entry point of `celery -A achilles.celery_app worker|beat`; in a process that has
+# bootstrapped already (manage.py, daphne, pytest) this returns at once.
+bootstrap()
 
 app = Celery("achilles")
 app.config_from_object("django.conf:settings", namespace="CELERY")

@@ -17,7 +17,7 @@ env = environ.Env()
 if (BASE_DIR / ".env").exists():
     environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 
-VAR_DIR = Path(env("ACHILLES_VAR_DIR", default=str(BASE_DIR / "var")))
+VAR_DIR = Path(env("ACHILLES_VAR_DIR", default="") or str(BASE_DIR / "var"))
 
 
 def _fail(message: str):
@@ -54,17 +54,12 @@ ALLOWED_HOSTS = _read("ALLOWED_HOSTS", env.list, ["127.0.0.1", "localhost", "tes
 CSRF_TRUSTED_ORIGINS = _read("CSRF_TRUSTED_ORIGINS", env.list, [])
 
 # ---------------------------------------------------------------- services
-from achilles import embedded  # noqa: E402
+# Where PostgreSQL and Redis are. Unset, they are the embedded servers under VAR_DIR, at the
+# addresses achilles.bootstrap starts them on; this module only reads the environment (importing
+# it starts nothing and connects nowhere: every entry point calls achilles.bootstrap.bootstrap()).
+from achilles.bootstrap import database_settings, embedded_database_url, embedded_redis_url  # noqa: E402
 
-if env("DATABASE_URL", default=""):
-    try:
-        DATABASES = {"default": env.db_url("DATABASE_URL")}
-    except Exception as exc:
-        _fail(f"DATABASE_URL cannot be parsed ({exc})")
-    if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
-        _fail("DATABASE_URL must point at PostgreSQL (postgres://...)")
-else:
-    DATABASES = {"default": embedded.ensure_postgres(VAR_DIR)}
+DATABASES = {"default": database_settings(env("DATABASE_URL", default="") or embedded_database_url(VAR_DIR))}
 if env("ACHILLES_DB_NAME", default=""):
     # Lets a helper process (a Celery worker started by a test) join the test database.
     DATABASES["default"]["NAME"] = env("ACHILLES_DB_NAME")
@@ -80,19 +75,12 @@ if _POOL_MAX > 0:
 if env("TEST_DATABASE_NAME", default=""):
     DATABASES["default"]["TEST"] = {"NAME": env("TEST_DATABASE_NAME")}
 
-REDIS_URL = env("REDIS_URL", default="") or embedded.ensure_redis(VAR_DIR)
-# The test suite keeps its cache keys and Celery queues apart from a running `make run`.
-TESTING = "pytest" in sys.modules or _strict_bool("ACHILLES_TESTING", False)
+REDIS_URL = env("REDIS_URL", default="") or embedded_redis_url(VAR_DIR)
+# The test suite keeps its cache keys and Celery queues apart from a running `make run`. It says
+# so explicitly: pytest runs with achilles.test_settings, which sets ACHILLES_TESTING (read once,
+# here); the helper processes a test starts inherit it.
+TESTING = _strict_bool("ACHILLES_TESTING", False)
 TEST_NAMESPACE = env("TEST_DATABASE_NAME", default="test") if TESTING else ""
-
-if not _strict_bool("ACHILLES_SKIP_SERVICE_CHECK", False):
-    from achilles.checks import require_services  # noqa: E402
-
-    problem = require_services(DATABASES["default"], REDIS_URL,
-                               database_from_env=bool(env("DATABASE_URL", default="")),
-                               redis_from_env=bool(env("REDIS_URL", default="")))
-    if problem:
-        _fail(problem)
 
 # ---------------------------------------------------------------- django
 INSTALLED_APPS = [
