@@ -118,6 +118,7 @@ MIDDLEWARE = [
     "achilles.middleware.RequestIdMiddleware",
     "achilles.middleware.RejectNulMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "achilles.middleware.StaticFilesMiddleware",  # WhiteNoise: /static/ answered before sessions etc.
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -157,8 +158,15 @@ LANGUAGE_CODE = "ru"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
-STATIC_URL = "static/"
+# Static files are served by the app itself in every mode (WhiteNoise): `collectstatic` (run by
+# `make run` and once per test session) writes hashed, gzip-compressed copies into STATIC_ROOT;
+# hashed names are cached for a year by browsers.
+STATIC_URL = "/static/"
 STATIC_ROOT = VAR_DIR / "static"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 CACHES = {
