@@ -116,7 +116,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "achilles.middleware.RequestIdMiddleware",
-    "achilles.middleware.RejectNulMiddleware",
+    "achilles.middleware.ApiJsonErrorsMiddleware",
+    "achilles.middleware.ApiBodyMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "achilles.middleware.StaticFilesMiddleware",  # WhiteNoise: /static/ answered before sessions etc.
     "django.contrib.sessions.middleware.SessionMiddleware",
