@@ -157,6 +157,40 @@ class ApiBodyMiddleware(HybridMiddleware):
         return self._refusal(request) or await self.get_response(request)
 
 
+class StaticFilesMiddleware(HybridMiddleware):
+    """WhiteNoise in the ASGI chain: serves ``STATIC_ROOT`` (hashed, pre-compressed files written by
+    ``collectstatic``) before any other work; every other request goes on in the chain's own mode.
+
+    WhiteNoise's own middleware is sync-only, which would put every request of this ASGI app — the
+    SSE chat stream included — through a thread hop; this wrapper keeps the async path.
+    """
+
+    def __init__(self, get_response):
+        from whitenoise.middleware import WhiteNoiseMiddleware
+
+        super().__init__(get_response)
+        self.whitenoise = WhiteNoiseMiddleware(get_response)
+
+    def _static_file(self, request):
+        if not request.path_info.startswith(self.whitenoise.static_prefix):
+            return None
+        if self.whitenoise.autorefresh:  # DEBUG: looks on disk each time (a few stat calls)
+            return self.whitenoise.find_file(request.path_info)
+        return self.whitenoise.files.get(request.path_info)
+
+    def __call__(self, request):
+        if iscoroutinefunction(self):
+            return self.__acall__(request)
+        static_file = self._static_file(request)
+        return self.whitenoise.serve(static_file, request) if static_file else self.get_response(request)
+
+    async def __acall__(self, request):
+        static_file = self._static_file(request)
+        if static_file is not None:
+            return self.whitenoise.serve(static_file, request)
+        return await self.get_response(request)
+
+
 _STATUS_ERRORS = {400: "bad_request", 403: "permission_denied", 404: "not_found", 405: "method_not_allowed",
                   413: "payload_too_large", 415: "unsupported_media_type"}
 
