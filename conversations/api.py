@@ -59,7 +59,12 @@ def _message_out(message, visible: frozenset[int]) -> MessageOut:
     citations = [_citation_out(c, visible) for c in message.citations.all()]
     content_html = None
     if message.role == "assistant":
-        content_html = markdown_render(message.content, message_id=message.id,
+        text = message.content
+        hint_tail = "\n\n" + (message.withheld_hint or {}).get("text", "")
+        if message.withheld_hint and text.endswith(hint_tail):
+            # The page shows the withheld hint as a notice of its own, not as part of the answer.
+            text = text[:-len(hint_tail)]
+        content_html = markdown_render(text, message_id=message.id,
                                        markers={n for c in citations for n in c["markers"]})
     return MessageOut(
         id=message.id, role=message.role, content=message.content, content_html=content_html, model=message.model,
