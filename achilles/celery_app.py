@@ -7,7 +7,10 @@ import os
 from celery import Celery
 from celery.signals import worker_ready, worker_shutdown
 
+from achilles.broker import install as install_broker_transport
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "achilles.settings")
+install_broker_transport()  # kombu's Redis transport, fixed for a Redis blip (see achilles.broker)
 
 app = Celery("achilles")
 app.config_from_object("django.conf:settings", namespace="CELERY")
