@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -12,21 +11,12 @@ from agents.models import AgentRun
 from agents.services import agent_create, agent_run_request
 from tests.achilles.llm_stub_server import StubLLMServer, StubReply
 from tests.factories import AgentModelFactory, UserFactory
+from tests.faults.helpers import wait_for
 from tests.processes import redis_start, redis_stop, start_celery_worker, stop
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 REDIS_DOWN_SECONDS = 20
-
-
-def wait_for(predicate, timeout: float, what: str, log: Path | None = None):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"{what} did not happen in {timeout}s\n{log.read_text()[-4000:] if log else ''}")
 
 
 @pytest.mark.parametrize("answer_after", [8, REDIS_DOWN_SECONDS + 5], ids=["ends-while-redis-is-down", "ends-after"])
