@@ -227,12 +227,13 @@ PLATFORM_PERIODIC_JOBS: dict[str, dict] = {
     "platform.worker_heartbeat": {"task": "achilles.tasks.platform_heartbeat_task", "every_seconds": 15},
     # Agent Engine: the due scan is one indexed query, so a short period keeps the due-to-enqueued lag low.
     "agents.scheduler_tick": {"task": "agents.tasks.agents_scheduler_tick_task", "every_seconds": 2},
-    "agents.reap_stale_runs": {"task": "agents.tasks.agent_runs_reap_stale_task", "every_seconds": 30},
+    "agents.reap_stale_runs": {"task": "agents.tasks.agent_runs_reap_stale_task", "every_seconds": 10},
     # Knowledge Store: trust decay from content age and access signals (one UPDATE).
     "knowledge.trust_decay": {"task": "knowledge.tasks.trust_decay_task", "every_seconds": 3600},
 }
 
-HEARTBEAT_MAX_AGE_SECONDS = _read("HEARTBEAT_MAX_AGE_SECONDS", env.int, 60)
+# Workers and beat write every 5 s: three missed beats and /healthz says so.
+HEARTBEAT_MAX_AGE_SECONDS = _read("HEARTBEAT_MAX_AGE_SECONDS", env.int, 15)
 
 # ---------------------------------------------------------------- models
 # The allow-list lives in the database (agent_models). These variables only seed it on
