@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 
-from achilles.models import AgentModel, ApiToken, PlatformSettings, User
+from achilles.models import AgentModel, ApiToken, AuditEvent, PlatformSettings, User
 from achilles.platform import platform_settings_invalidate
 
 
@@ -41,4 +41,24 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request):
         # A token's secret is shown once; create them with `manage.py api_token` or the API.
+        return False
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(admin.ModelAdmin):
+    """Read-only: the trail is written by the services and is append-only in the database."""
+
+    list_display = ("created_at", "actor", "action", "target", "request_id")
+    list_filter = ("action", ("created_at", admin.DateFieldListFilter))
+    search_fields = ("actor", "target", "request_id")
+    date_hierarchy = "created_at"
+    readonly_fields = ("created_at", "actor_id", "actor", "action", "target", "details", "request_id")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
         return False
