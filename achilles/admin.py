@@ -2,7 +2,8 @@ from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 
 from achilles.models import AgentModel, ApiToken, AuditEvent, PlatformSettings, User
-from achilles.platform import platform_settings_invalidate
+from achilles import audit
+from achilles.platform import platform_settings_changed, platform_settings_invalidate
 
 
 @admin.register(User)
@@ -23,7 +24,13 @@ class PlatformSettingsAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         super().save_model(request, obj, form, change)
+        platform_settings_changed(actor=request.user, changes=_changes(form))
         platform_settings_invalidate()
+
+
+def _changes(form) -> dict:
+    """``{field: [before, after]}`` for the fields an admin form changed."""
+    return {name: [form.initial.get(name), form.cleaned_data.get(name)] for name in form.changed_data}
 
 
 @admin.register(AgentModel)
@@ -31,6 +38,23 @@ class AgentModelAdmin(admin.ModelAdmin):
     list_display = ("name", "provider", "kind", "context_window", "is_default")
     list_filter = ("kind", "provider", "is_default")
     search_fields = ("name",)
+
+    # The allow-list decides what may answer and where data goes: every change is audited.
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        audit.audit_record(actor=request.user, action=audit.AGENT_MODEL_CHANGED, target=f"agent_model:{obj.name}",
+                           details={"created": not change, "changes": _changes(form)})
+
+    def delete_model(self, request, obj):
+        audit.audit_record(actor=request.user, action=audit.AGENT_MODEL_DELETED, target=f"agent_model:{obj.name}",
+                           details={"provider": obj.provider, "kind": obj.kind})
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request, queryset):
+        for obj in queryset:
+            audit.audit_record(actor=request.user, action=audit.AGENT_MODEL_DELETED, target=f"agent_model:{obj.name}",
+                               details={"provider": obj.provider, "kind": obj.kind})
+        super().delete_queryset(request, queryset)
 
 
 @admin.register(ApiToken)

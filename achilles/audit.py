@@ -9,10 +9,12 @@ trigger lets delete, and only rows older than the horizon it names.
 
 from __future__ import annotations
 
+import json
 import logging
 from datetime import timedelta
 from typing import Any
 
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -61,8 +63,10 @@ def audit_record(*, actor: Any, action: str, target: str = "", details: dict | N
     from achilles.models import AuditEvent
 
     actor_id, actor_name = _actor_fields(actor)
+    # Dates, decimals, UUIDs in details are stored as the JSON text Django would write for them.
+    safe = json.loads(json.dumps(details or {}, cls=DjangoJSONEncoder, default=str))
     AuditEvent.objects.create(actor_id=actor_id, actor=actor_name, action=action, target=str(target)[:MAX_TARGET],
-                              details=details or {}, request_id=(request_id if request_id is not None else _request_id())[:100])
+                              details=safe, request_id=(request_id if request_id is not None else _request_id())[:100])
 
 
 def audit_count(*, action: str, actor_id: int | None, since) -> int:
