@@ -71,7 +71,7 @@ def test_platform_settings_changes_are_audited(client_for, admin_user):
     assert len(_events("platform_settings_changed")) == 1
 
     row = platform_settings()
-    form = {f: getattr(row, f) for f in ("timezone", "weekly_token_budget", "agent_iteration_cap",
+    form = {f: getattr(row, f) for f in ("timezone", "weekly_token_budget", "agent_iteration_cap", "agent_run_token_cap",
                                          "agent_stale_after_seconds", "platform_prompt", "web_search_url",
                                          "answer_reserve_tokens", "retrieval_top_k", "cache_ttl_seconds")}
     form["retrieval_top_k"] = 5
