@@ -107,7 +107,8 @@ document.addEventListener("DOMContentLoaded", () => {
     agents.forEach(a => {
       const box = el("div", "agent"); box.dataset.agentId = a.id;
       const h = el("h3", null, a.name); h.append(el("span", "badge " + a.status, labels.status[a.status] || a.status));
-      const when = a.schedule ? `следующий запуск: ${zoneDate(a.next_run_at, a.timezone)} (${a.timezone})` : "запуск только вручную";
+      const when = !a.schedule ? "запуск только вручную"
+          : a.next_run_at ? `следующий запуск: ${zoneDate(a.next_run_at, a.timezone)} (${a.timezone})` : "следующий запуск не запланирован";
       const info = el("div", "muted", `${a.model || "модель не выбрана"} · ${when}`);
       const actions = el("div", "actions");
       const toggle = el("button", "secondary toggle", a.enabled ? "Выключить" : "Включить"); toggle.type = "button";

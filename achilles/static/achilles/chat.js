@@ -100,7 +100,7 @@
 
   function withheldNotice(hint) {
     const box = el("div", "withheld"); box.setAttribute("role", "note");
-    box.append(el("strong", null, "Есть закрытые для вас материалы. "), el("span", null, hint.text || ""));
+    box.append(el("strong", null, "Доступ ограничен. "), el("span", null, hint.text || ""));
     return box;
   }
 
@@ -219,6 +219,7 @@
     $("thread-title").textContent = "Новый чат";
     if (!id) { renderThread([]); selectModel(st.pendingModel); loadThreads(); return null; }
     const r = await api(`/conversations/${id}?limit=200`);
+    if (r.status === 401) return null;  // on the way to the sign-in form
     if (!r.ok) { renderThread([]); if (r.status === 404) showError(ERRORS.not_found, null); loadThreads(); return null; }
     const body = await r.json(); st.conversation = body;
     $("thread-title").textContent = body.title || "Без названия";
