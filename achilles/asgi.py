@@ -4,7 +4,10 @@ import os
 
 from django.core.asgi import get_asgi_application
 
+from achilles.bootstrap import bootstrap
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "achilles.settings")
+bootstrap()
 django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
