@@ -1,6 +1,7 @@
 """The tokens page: the new secret is copied with one click, a revoke asks first."""
 
 import pytest
+from playwright.sync_api import expect
 
 from achilles.models import ApiToken
 from tests.browser.conftest import sign_in
@@ -17,7 +18,7 @@ def test_copy_the_new_secret_and_confirm_before_revoking(live_url, page, user_fa
     page.click("text=Создать")
     secret = page.text_content("#new-token")
     page.click("#copy-token")
-    page.wait_for_function("document.getElementById('copied').textContent === 'скопировано'")
+    expect(page.locator("#copied")).to_have_text("скопировано")
     assert page.evaluate("navigator.clipboard.readText()") == secret
     # a revoke the user cancels changes nothing
     page.once("dialog", lambda dialog: dialog.dismiss())

@@ -2,7 +2,9 @@
 // sends the page to the sign-in form and back here afterwards, a text-only element maker, one
 // date format and Russian plurals.
 window.achilles = (() => {
-  const csrf = () => document.cookie.split("; ").find(c => c.startsWith("csrftoken="))?.split("=")[1] || "";
+  // The token comes from the page (the CSRF cookie may be HttpOnly); the cookie is the fallback.
+  const csrf = () => document.querySelector('meta[name="csrf-token"]')?.content
+      || document.cookie.split("; ").find(c => c.startsWith("csrftoken="))?.split("=")[1] || "";
   let leaving = false;  // several calls may see the 401 at once: navigate once
   const signIn = () => {
     if (leaving) return; leaving = true;

@@ -248,13 +248,13 @@
     const ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/ws/chat/");
     st.ws = ws;
     ws.onopen = () => {
-      st.retries = 0; setBanner("");
+      st.retries = 0; setBanner(""); document.body.dataset.socket = "open";
       if (st.resume) { st.resume = false; resumeTurn(); }
       flushQueue();
     };
     ws.onclose = ev => {
       if (st.ws !== ws) return;
-      st.ws = null;
+      st.ws = null; document.body.dataset.socket = "closed";
       if (ev.code === 4401) { signIn(); return; }  // the session ended: reconnecting cannot help
       if (st.busy) { st.resume = true; setBusy(false); }
       const delay = st.stopping ? 0 : Math.min(10000, 500 * 2 ** st.retries++);
