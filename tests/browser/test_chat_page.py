@@ -248,3 +248,24 @@ def test_a_message_sent_while_the_socket_is_down_is_sent_when_it_is_back(live_ur
     assert "28 календарных дней" in page.locator(".msg.assistant .text").last.text_content()
     assert page.is_hidden("#banner") and page.locator(".msg.user.queued").count() == 0
     assert list(Message.objects.filter(role="user").values_list("content", flat=True)) == ["Сколько дней отпуска?"]
+
+
+def test_without_a_websocket_the_page_falls_back_to_sse(live_url, page, model, user_factory):
+    """A network that lets no websocket through (a proxy that drops the upgrade): the message waits
+    a few seconds for the socket, then goes over SSE, and the answer arrives all the same."""
+    user = user_factory(username="browser-sse")
+    page.route_web_socket("**/ws/chat/", lambda ws: ws.close(code=1011))
+    sign_in(page, live_url, user.username)
+    page.goto(live_url + "/chat/")
+    page.wait_for_selector("#banner:not([hidden])")
+    ask(page, "Сколько дней отпуска?")
+    page.wait_for_selector(".msg.user.queued", state="attached")
+    wait_answers(page, 1)
+    assert "28 календарных дней" in page.locator(".msg.assistant .text").last.text_content()
+    assert page.locator(".msg.assistant .sources .source").count() == 1
+    # a follow-up in the same thread goes straight over SSE
+    model.answers.append(StubReply(text="Перенос возможен по согласованию [1]."))
+    ask(page, "А перенести можно?")
+    wait_answers(page, 2)
+    assert "Перенос возможен" in page.locator(".msg.assistant .text").last.text_content()
+    assert Conversation.objects.get(user=user).messages.count() == 4
