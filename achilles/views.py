@@ -18,7 +18,19 @@ def healthz(request):
 
 @login_required
 def home(request):
-    return render(request, "home.html")
+    """After sign-in: recent conversations, the user's agents, a way into the chat."""
+    from agents.pages import AGENT_STATUS_RU
+    from agents.selectors import active_run_states, agent_list_for_owner
+    from conversations.selectors import conversation_list_for_user
+
+    conversations = conversation_list_for_user(user=request.user, limit=5).items
+    agents = list(agent_list_for_owner(user=request.user)[:5])
+    active = active_run_states([a.pk for a in agents])
+    return render(request, "home.html", {
+        "conversations": conversations,
+        "agents": [{"agent": a, "status": AGENT_STATUS_RU.get(a.status(active.get(a.pk)), "")} for a in agents],
+        "user_timezone": request.user.effective_timezone(),
+    })
 
 
 @login_required
@@ -46,4 +58,5 @@ def tokens_page(request):
         else:
             _, created_secret = services.api_token_create(user=request.user, name=name)
     tokens = ApiToken.objects.filter(user=request.user)
-    return render(request, "tokens.html", {"tokens": tokens, "created_secret": created_secret})
+    return render(request, "tokens.html", {"tokens": tokens, "created_secret": created_secret,
+                                           "user_timezone": request.user.effective_timezone()})
