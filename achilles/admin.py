@@ -1,8 +1,13 @@
-from django.contrib import admin
+"""Admin of the platform core. Every write goes through the core's actions (``achilles.services``,
+``achilles.platform``), the same ones the API and the commands call, so what depends on a change
+(calendar slots, the search memo, the settings cache) follows whichever door it came through."""
+
+from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 
+from achilles import services
 from achilles.models import AgentModel, ApiToken, PlatformSettings, User
-from achilles.platform import platform_settings_invalidate
+from achilles.platform import platform_settings_update
 
 
 @admin.register(User)
@@ -10,20 +15,28 @@ class UserAdmin(BaseUserAdmin):
     fieldsets = BaseUserAdmin.fieldsets + (("Achilles", {"fields": ("timezone",)}),)
     list_display = ("username", "email", "is_staff", "is_active", "timezone")
 
+    def save_model(self, request, obj, form, change):
+        if not change or "timezone" not in form.changed_data:
+            super().save_model(request, obj, form, change)
+            return
+        timezone = obj.timezone
+        obj.timezone = form.initial.get("timezone")  # the rest of the form saves as usual …
+        super().save_model(request, obj, form, change)
+        services.user_timezone_set(user=obj, timezone=timezone)  # … the zone through its action
+
 
 @admin.register(PlatformSettings)
 class PlatformSettingsAdmin(admin.ModelAdmin):
     list_display = ("__str__", "timezone", "weekly_token_budget", "agent_iteration_cap", "web_search_enabled", "updated_at")
 
     def has_add_permission(self, request):
-        return not PlatformSettings.objects.exists()
+        return False  # the one row comes from a data migration
 
     def has_delete_permission(self, request, obj=None):
         return False
 
     def save_model(self, request, obj, form, change):
-        super().save_model(request, obj, form, change)
-        platform_settings_invalidate()
+        platform_settings_update(**{name: getattr(obj, name) for name in form.changed_data})
 
 
 @admin.register(AgentModel)
@@ -32,13 +45,40 @@ class AgentModelAdmin(admin.ModelAdmin):
     list_filter = ("kind", "provider", "is_default")
     search_fields = ("name",)
 
+    def save_model(self, request, obj, form, change):
+        services.allowed_model_save(model=obj)
+
+    def delete_model(self, request, obj):
+        services.allowed_model_delete(model=obj)
+
+    def delete_queryset(self, request, queryset):
+        for model in queryset:
+            services.allowed_model_delete(model=model)
+
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
+    """Read-only: a token is created by its owner (API, /tokens/) or ``manage.py api_token``, and an
+    admin may only revoke it (never move it to another user or edit its hash)."""
+
     list_display = ("name", "user", "prefix", "created_at", "last_used_at", "revoked_at")
-    readonly_fields = ("prefix", "key_hash", "last_used_at")
+    list_filter = ("revoked_at",)
     search_fields = ("user__username", "name", "prefix")
+    actions = ["revoke"]
 
     def has_add_permission(self, request):
-        # A token's secret is shown once; create them with `manage.py api_token` or the API.
         return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.action(description="Revoke the selected tokens", permissions=["view"])
+    def revoke(self, request, queryset):
+        revoked = 0
+        for token in queryset.filter(revoked_at__isnull=True).select_related("user"):
+            services.api_token_revoke(user=token.user, token_id=token.pk)
+            revoked += 1
+        self.message_user(request, f"{revoked} token(s) revoked.", messages.SUCCESS)

@@ -19,7 +19,9 @@ def platform_settings():
     cached = cache.get(CACHE_KEY)
     if cached is not None:
         return cached
-    row, _ = PlatformSettings.objects.get_or_create(id=1)
+    # The row comes from a data migration (0004); reading never writes. A database emptied since
+    # (a flushed test database) reads the defaults.
+    row = PlatformSettings.objects.filter(id=1).first() or PlatformSettings(id=1)
     cache.set(CACHE_KEY, row, CACHE_SECONDS)
     return row
 
@@ -29,15 +31,20 @@ def platform_settings_invalidate() -> None:
 
 
 def platform_settings_update(**fields):
-    """The one write path for settings outside the admin (tests, commands)."""
+    """The one write path for the settings (the admin, tests, commands). A changed organisation
+    time zone is announced through ``hooks.org_timezone_changed`` (agents move calendar slots)."""
+    from achilles import hooks
     from achilles.models import PlatformSettings
 
     with transaction.atomic():
         row, _ = PlatformSettings.objects.select_for_update().get_or_create(id=1)
+        old_timezone = row.timezone
         for name, value in fields.items():
             setattr(row, name, value)
         row.full_clean()
         row.save()
+        if row.timezone != old_timezone:
+            hooks.org_timezone_changed.fire(hooks.OrgTimezoneChanged(old=old_timezone, new=row.timezone))
         platform_settings_invalidate()
     cache.delete(CACHE_KEY)
     return row

@@ -6,11 +6,13 @@ import hashlib
 import secrets
 
 from django.contrib.auth.models import Group
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from achilles.errors import NotFound
-from achilles.models import AgentModel, ApiToken, User
+from achilles import hooks
+from achilles.errors import NotFound, ValidationFailed
+from achilles.models import AgentModel, ApiToken, User, validate_timezone
 
 TOKEN_PREFIX = "ach_"
 
@@ -75,3 +77,55 @@ def user_ensure(*, username: str, staff: bool = False, groups: list[str] | tuple
 
 def default_chat_model() -> AgentModel | None:
     return AgentModel.objects.filter(kind="chat", is_default=True).first()
+
+
+@transaction.atomic
+def user_timezone_set(*, user: User, timezone: str | None) -> User:
+    """Set (or clear: None → the organisation's zone) a user's time zone; the one write path for
+    it (admin, API). Dependent apps react through ``hooks.user_timezone_changed``."""
+    timezone = (timezone or "").strip() or None
+    if timezone is not None:
+        try:
+            validate_timezone(timezone)
+        except DjangoValidationError as exc:
+            raise ValidationFailed(exc.messages[0], field="timezone", code="invalid_timezone") from None
+    old = User.objects.select_for_update().filter(pk=user.pk).values_list("timezone", flat=True).get()
+    user.timezone = timezone
+    if old != timezone:
+        User.objects.filter(pk=user.pk).update(timezone=timezone)
+        hooks.user_timezone_changed.fire(hooks.UserTimezoneChanged(user=user, old=old, new=timezone))
+    return user
+
+
+# ---------------------------------------------------------------- the model allow-list
+ALLOWED_MODEL_FIELDS = ("name", "provider", "kind", "context_window", "is_default", "options")
+
+
+def _allowed_models_changed(model: AgentModel) -> None:
+    hooks.allowed_models_changed.fire(hooks.AllowedModelsChanged(name=model.name, kind=model.kind))
+
+
+@transaction.atomic
+def allowed_model_create(**fields) -> AgentModel:
+    """Add a model to the allow-list (admin, commands); validated like the admin's form."""
+    model = AgentModel(**fields)
+    model.full_clean()
+    model.save()
+    _allowed_models_changed(model)
+    return model
+
+
+@transaction.atomic
+def allowed_model_save(*, model: AgentModel) -> AgentModel:
+    """Store an edited allow-list row (the admin's form has applied the fields)."""
+    model.full_clean()
+    model.save()
+    _allowed_models_changed(model)
+    return model
+
+
+@transaction.atomic
+def allowed_model_delete(*, model: AgentModel) -> None:
+    """Remove a model; agents using it lose it (``model_id`` NULL, by the database), no fallback."""
+    model.delete()
+    _allowed_models_changed(model)
