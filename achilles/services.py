@@ -75,10 +75,6 @@ def user_ensure(*, username: str, staff: bool = False, groups: list[str] | tuple
     return user, created
 
 
-def default_chat_model() -> AgentModel | None:
-    return AgentModel.objects.filter(kind="chat", is_default=True).first()
-
-
 @transaction.atomic
 def user_timezone_set(*, user: User, timezone: str | None) -> User:
     """Set (or clear: None → the organisation's zone) a user's time zone; the one write path for

@@ -64,11 +64,16 @@ def agent_runs_list(*, agent: Agent, limit: int = 50, before_id: int | None = No
 
 def owner_tokens_this_week(*, owner: User, now: datetime) -> int:
     """SUM(tokens_used) of every run of every agent of ``owner`` finished in the owner's current week."""
-    start, end = week_bounds(owner.timezone or platform_settings().timezone, now)
+    start, end = week_bounds(owner.effective_timezone(), now)
     total = (AgentRun.objects.filter(agent__owner=owner, finished_at__gte=start, finished_at__lt=end)
              .aggregate(total=Sum("tokens_used"))["total"])
     return int(total or 0)
 
 
+def budget_exhausted(*, spent: int, budget: int | None = None) -> bool:
+    """The one budget rule: an owner who has spent the week's budget starts no more runs."""
+    return spent >= (budget if budget is not None else platform_settings().weekly_token_budget)
+
+
 def owner_over_budget(*, owner: User, now: datetime) -> bool:
-    return owner_tokens_this_week(owner=owner, now=now) >= platform_settings().weekly_token_budget
+    return budget_exhausted(spent=owner_tokens_this_week(owner=owner, now=now))

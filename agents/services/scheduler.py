@@ -12,9 +12,11 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from achilles.platform import platform_settings
+from achilles.selectors import effective_timezone
 from agents import schedule as sched
 from agents.choices import RunReason
 from agents.services import dispatch
+from agents.selectors import budget_exhausted
 from agents.services.runs import agent_runs_redispatch
 
 TICK_BATCH_SIZE = 1000
@@ -81,12 +83,13 @@ def _tick_batch(now: datetime, batch_size: int, result: TickResult) -> int:
         rows = cursor.fetchall()
         if not rows:
             return 0
-        owner_tz: dict[int, str] = {owner_id: tz or org_tz for _, owner_id, _, _, tz in rows}
+        owner_tz: dict[int, str] = {owner_id: effective_timezone(tz, org_timezone=org_tz)
+                                    for _, owner_id, _, _, tz in rows}
         weeks = {owner_id: sched.week_bounds(tz, now) for owner_id, tz in owner_tz.items()}
         owners = list(weeks)
         cursor.execute(_BUDGET_SQL, [owners, [weeks[o][0] for o in owners], [weeks[o][1] for o in owners]])
         spent = dict(cursor.fetchall())
-        over_budget = {owner for owner in owners if spent.get(owner, 0) >= budget}
+        over_budget = {owner for owner in owners if budget_exhausted(spent=spent.get(owner, 0), budget=budget)}
 
         runnable = [(agent_id, slot) for agent_id, owner_id, _, slot, _ in rows if owner_id not in over_budget]
         queued_ids: list[int] = []
