@@ -1,12 +1,13 @@
 """Admin of the platform core. Every write goes through the core's actions (``achilles.services``,
 ``achilles.platform``), the same ones the API and the commands call, so what depends on a change
-(calendar slots, the search memo, the settings cache) follows whichever door it came through."""
+(calendar slots, the search memo, the settings cache, the audit trail) follows whichever door it
+came through."""
 
 from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 
 from achilles import services
-from achilles.models import AgentModel, ApiToken, PlatformSettings, User
+from achilles.models import AgentModel, ApiToken, AuditEvent, PlatformSettings, User
 from achilles.platform import platform_settings_update
 
 
@@ -36,7 +37,12 @@ class PlatformSettingsAdmin(admin.ModelAdmin):
         return False
 
     def save_model(self, request, obj, form, change):
-        platform_settings_update(**{name: getattr(obj, name) for name in form.changed_data})
+        platform_settings_update(actor=request.user, **{name: getattr(obj, name) for name in form.changed_data})
+
+
+def _changes(form) -> dict:
+    """``{field: [before, after]}`` for the fields an admin form changed."""
+    return {name: [form.initial.get(name), form.cleaned_data.get(name)] for name in form.changed_data}
 
 
 @admin.register(AgentModel)
@@ -46,14 +52,14 @@ class AgentModelAdmin(admin.ModelAdmin):
     search_fields = ("name",)
 
     def save_model(self, request, obj, form, change):
-        services.allowed_model_save(model=obj)
+        services.allowed_model_save(model=obj, actor=request.user, changes=_changes(form), created=not change)
 
     def delete_model(self, request, obj):
-        services.allowed_model_delete(model=obj)
+        services.allowed_model_delete(model=obj, actor=request.user)
 
     def delete_queryset(self, request, queryset):
         for model in queryset:
-            services.allowed_model_delete(model=model)
+            services.allowed_model_delete(model=model, actor=request.user)
 
 
 @admin.register(ApiToken)
@@ -79,6 +85,26 @@ class ApiTokenAdmin(admin.ModelAdmin):
     def revoke(self, request, queryset):
         revoked = 0
         for token in queryset.filter(revoked_at__isnull=True).select_related("user"):
-            services.api_token_revoke(user=token.user, token_id=token.pk)
+            services.api_token_revoke(user=token.user, token_id=token.pk, actor=request.user)
             revoked += 1
         self.message_user(request, f"{revoked} token(s) revoked.", messages.SUCCESS)
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(admin.ModelAdmin):
+    """Read-only: the trail is written by the services and is append-only in the database."""
+
+    list_display = ("created_at", "actor", "action", "target", "request_id")
+    list_filter = ("action", ("created_at", admin.DateFieldListFilter))
+    search_fields = ("actor", "target", "request_id")
+    date_hierarchy = "created_at"
+    readonly_fields = ("created_at", "actor_id", "actor", "action", "target", "details", "request_id")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from achilles import hooks
+from achilles import audit, hooks
 from achilles.errors import NotFound, ValidationFailed
 from achilles.models import AgentModel, ApiToken, User, validate_timezone
 
@@ -23,12 +23,16 @@ def token_hash(raw: str) -> str:
 
 
 @transaction.atomic
-def api_token_create(*, user: User, name: str = "token") -> tuple[ApiToken, str]:
-    """Create a token; the raw secret is returned once and never stored."""
+def api_token_create(*, user: User, name: str = "token", actor=None) -> tuple[ApiToken, str]:
+    """Create a token; the raw secret is returned once and never stored. Audited (``actor``
+    defaults to the owner; an operator command passes its own label)."""
     secret = secrets.token_urlsafe(32)
     prefix = secrets.token_hex(4)
     raw = f"{TOKEN_PREFIX}{prefix}_{secret}"
     token = ApiToken.objects.create(user=user, name=name[:100] or "token", prefix=prefix, key_hash=token_hash(raw))
+    audit.audit_record(actor=actor if actor is not None else user, action=audit.TOKEN_CREATED,
+                       target=f"token:{token.pk}", details={"owner": user.get_username(), "name": token.name,
+                                                            "prefix": prefix})
     return token, raw
 
 
@@ -48,10 +52,13 @@ def api_token_authenticate(raw: str) -> User | None:
 
 
 @transaction.atomic
-def api_token_revoke(*, user: User, token_id: int) -> None:
+def api_token_revoke(*, user: User, token_id: int, actor=None) -> None:
+    """Revoke one of ``user``'s tokens (the owner, or an admin passing ``actor``); audited."""
     updated = ApiToken.objects.filter(pk=token_id, user=user, revoked_at__isnull=True).update(revoked_at=timezone.now())
     if not updated:
         raise NotFound("token not found")
+    audit.audit_record(actor=actor if actor is not None else user, action=audit.TOKEN_REVOKED,
+                       target=f"token:{token_id}")
 
 
 @transaction.atomic
@@ -102,26 +109,35 @@ def _allowed_models_changed(model: AgentModel) -> None:
 
 
 @transaction.atomic
-def allowed_model_create(**fields) -> AgentModel:
-    """Add a model to the allow-list (admin, commands); validated like the admin's form."""
+def allowed_model_create(*, actor="system", **fields) -> AgentModel:
+    """Add a model to the allow-list (admin, commands); validated like the admin's form; audited."""
     model = AgentModel(**fields)
     model.full_clean()
     model.save()
+    # The allow-list decides what may answer and where data goes: every change is audited.
+    audit.audit_record(actor=actor, action=audit.AGENT_MODEL_CHANGED, target=f"agent_model:{model.name}",
+                       details={"created": True, "changes": {}})
     _allowed_models_changed(model)
     return model
 
 
 @transaction.atomic
-def allowed_model_save(*, model: AgentModel) -> AgentModel:
-    """Store an edited allow-list row (the admin's form has applied the fields)."""
+def allowed_model_save(*, model: AgentModel, actor="system", changes: dict | None = None,
+                       created: bool = False) -> AgentModel:
+    """Store an edited allow-list row (the admin's form has applied the fields); audited with
+    ``changes`` (``{field: [before, after]}``)."""
     model.full_clean()
     model.save()
+    audit.audit_record(actor=actor, action=audit.AGENT_MODEL_CHANGED, target=f"agent_model:{model.name}",
+                       details={"created": created, "changes": changes or {}})
     _allowed_models_changed(model)
     return model
 
 
 @transaction.atomic
-def allowed_model_delete(*, model: AgentModel) -> None:
+def allowed_model_delete(*, model: AgentModel, actor="system") -> None:
     """Remove a model; agents using it lose it (``model_id`` NULL, by the database), no fallback."""
+    audit.audit_record(actor=actor, action=audit.AGENT_MODEL_DELETED, target=f"agent_model:{model.name}",
+                       details={"provider": model.provider, "kind": model.kind})
     model.delete()
     _allowed_models_changed(model)

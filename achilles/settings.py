@@ -227,12 +227,26 @@ PLATFORM_PERIODIC_JOBS: dict[str, dict] = {
     "platform.worker_heartbeat": {"task": "achilles.tasks.platform_heartbeat_task", "every_seconds": 15},
     # Agent Engine: the due scan is one indexed query, so a short period keeps the due-to-enqueued lag low.
     "agents.scheduler_tick": {"task": "agents.tasks.agents_scheduler_tick_task", "every_seconds": 2},
-    "agents.reap_stale_runs": {"task": "agents.tasks.agent_runs_reap_stale_task", "every_seconds": 30},
+    "agents.reap_stale_runs": {"task": "agents.tasks.agent_runs_reap_stale_task", "every_seconds": 10},
     # Knowledge Store: trust decay from content age and access signals (one UPDATE).
     "knowledge.trust_decay": {"task": "knowledge.tasks.trust_decay_task", "every_seconds": 3600},
+    # The audit trail's retention: events older than AUDIT_RETENTION_DAYS are deleted.
+    "platform.audit_retention": {"task": "achilles.tasks.audit_retention_task", "every_seconds": 86400},
 }
 
-HEARTBEAT_MAX_AGE_SECONDS = _read("HEARTBEAT_MAX_AGE_SECONDS", env.int, 60)
+# Workers and beat write every 5 s: three missed beats and /healthz says so.
+HEARTBEAT_MAX_AGE_SECONDS = _read("HEARTBEAT_MAX_AGE_SECONDS", env.int, 15)
+
+# ---------------------------------------------------------------- security
+# The audit trail keeps events this many days (the daily job deletes older ones; at least 1).
+AUDIT_RETENTION_DAYS = _read("AUDIT_RETENTION_DAYS", env.int, 365)
+if AUDIT_RETENTION_DAYS < 1:
+    _fail("AUDIT_RETENTION_DAYS must be at least 1")
+# Searches that may return a withheld hint, per user and hour; beyond it hints are left out.
+WITHHELD_HINTS_PER_HOUR = _read("WITHHELD_HINTS_PER_HOUR", env.int, 30)
+# A query word counts towards a withheld hint only when at least this many records contain it:
+# a word or number found in one record alone would make the hint an oracle for that record.
+WITHHELD_MIN_RECORDS = _read("WITHHELD_MIN_RECORDS", env.int, 3)
 
 # ---------------------------------------------------------------- models
 # The allow-list lives in the database (agent_models). These variables only seed it on

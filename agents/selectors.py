@@ -70,10 +70,18 @@ def owner_tokens_this_week(*, owner: User, now: datetime) -> int:
     return int(total or 0)
 
 
-def budget_exhausted(*, spent: int, budget: int | None = None) -> bool:
-    """The one budget rule: an owner who has spent the week's budget starts no more runs."""
-    return spent >= (budget if budget is not None else platform_settings().weekly_token_budget)
+def budget_room(*, spent: int, active: int, budget: int, run_cap: int) -> int:
+    """The one budget rule: how many more runs an owner may start this week. Each queued or
+    running run reserves the per-run token cap, so a start needs spend + reservations < budget
+    (0 → over budget). The manual start and the scheduler tick both decide with it."""
+    return max(0, -(-(budget - spent - run_cap * active) // run_cap))
 
 
 def owner_over_budget(*, owner: User, now: datetime) -> bool:
-    return budget_exhausted(spent=owner_tokens_this_week(owner=owner, now=now))
+    """No room for one more run: the week's spend plus a reservation of the per-run token cap for
+    each queued/running run reaches the budget. Decided under the owner's budget lock
+    (``agents.services.runs.owner_budget_lock``), so concurrent starts cannot all see room."""
+    row = platform_settings()
+    active = AgentRun.objects.filter(agent__owner=owner, state__in=ACTIVE_STATES).count()
+    return budget_room(spent=owner_tokens_this_week(owner=owner, now=now), active=active,
+                       budget=row.weekly_token_budget, run_cap=row.agent_run_token_cap) == 0

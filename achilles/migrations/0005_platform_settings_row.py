@@ -1,4 +1,5 @@
-"""The platform settings singleton exists from the start: reading it never writes."""
+"""The platform settings singleton exists from the start: reading it never writes. (Also the
+merge of the two 0004 migrations.)"""
 
 from django.db import migrations
 
@@ -8,6 +9,6 @@ def create_row(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("achilles", "0003_bump_updated_at_statement_time")]
+    dependencies = [("achilles", "0004_agent_run_token_cap"), ("achilles", "0004_audit_events")]
 
     operations = [migrations.RunPython(create_row, reverse_code=migrations.RunPython.noop)]
