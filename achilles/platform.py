@@ -9,13 +9,14 @@ from __future__ import annotations
 from django.core.cache import cache
 from django.db import transaction
 
+from achilles import audit, hooks
+from achilles.models import PlatformSettings
+
 CACHE_KEY = "platform_settings:v1"
 CACHE_SECONDS = 60
 
 
 def platform_settings():
-    from achilles.models import PlatformSettings
-
     cached = cache.get(CACHE_KEY)
     if cached is not None:
         return cached
@@ -34,9 +35,6 @@ def platform_settings_update(*, actor="system", **fields):
     """The one write path for the settings (the admin, tests, commands); audited. A changed
     organisation time zone is announced through ``hooks.org_timezone_changed`` (agents move
     calendar slots)."""
-    from achilles import hooks
-    from achilles.models import PlatformSettings
-
     with transaction.atomic():
         row, _ = PlatformSettings.objects.select_for_update().get_or_create(id=1)
         before = {name: getattr(row, name) for name in fields}
@@ -55,8 +53,6 @@ def platform_settings_update(*, actor="system", **fields):
 
 def platform_settings_changed(*, actor, changes: dict) -> None:
     """Audit a change of the platform settings: ``changes`` maps a field to ``[before, after]``."""
-    from achilles import audit
-
     if changes:
         audit.audit_record(actor=actor, action=audit.PLATFORM_SETTINGS_CHANGED, target="platform_settings",
                            details={"changes": changes})

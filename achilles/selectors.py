@@ -17,6 +17,7 @@ from typing import Protocol, TypeVar
 
 from achilles.errors import ValidationFailed
 from achilles.models import AgentModel
+from achilles.platform import platform_settings
 
 
 class _HasKind(Protocol):
@@ -58,6 +59,4 @@ def effective_timezone(user_timezone: str | None, *, org_timezone: str | None = 
         return user_timezone
     if org_timezone is not None:
         return org_timezone
-    from achilles.platform import platform_settings
-
     return platform_settings().timezone

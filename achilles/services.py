@@ -109,14 +109,16 @@ def _allowed_models_changed(model: AgentModel) -> None:
 
 
 @transaction.atomic
-def allowed_model_create(*, actor="system", **fields) -> AgentModel:
-    """Add a model to the allow-list (admin, commands); validated like the admin's form; audited."""
+def allowed_model_create(*, actor=None, **fields) -> AgentModel:
+    """Add a model to the allow-list (commands, fixtures); validated like the admin's form. Audited
+    when an ``actor`` is named (the admin's add goes through ``allowed_model_save``); the seeding
+    of a fresh installation (``demo_data``) is not a change anyone made."""
     model = AgentModel(**fields)
     model.full_clean()
     model.save()
-    # The allow-list decides what may answer and where data goes: every change is audited.
-    audit.audit_record(actor=actor, action=audit.AGENT_MODEL_CHANGED, target=f"agent_model:{model.name}",
-                       details={"created": True, "changes": {}})
+    if actor is not None:  # the allow-list decides what may answer and where data goes
+        audit.audit_record(actor=actor, action=audit.AGENT_MODEL_CHANGED, target=f"agent_model:{model.name}",
+                           details={"created": True, "changes": {}})
     _allowed_models_changed(model)
     return model
 

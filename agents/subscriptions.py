@@ -4,19 +4,16 @@
 from __future__ import annotations
 
 from achilles import hooks
+from agents.services import agents_reschedule_calendar, agents_reschedule_for_org_timezone
 
 
 def reschedule_owner_calendar(event: hooks.UserTimezoneChanged) -> None:
     """A changed owner time zone moves that owner's calendar slots."""
-    from agents.services import agents_reschedule_calendar
-
     agents_reschedule_calendar(owner=event.user)
 
 
 def reschedule_for_org_timezone(event: hooks.OrgTimezoneChanged) -> None:
     """A changed organisation time zone moves the slots of every owner without a zone of their own."""
-    from agents.services import agents_reschedule_for_org_timezone
-
     agents_reschedule_for_org_timezone(timezone_name=event.new)
 
 

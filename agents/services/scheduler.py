@@ -15,8 +15,8 @@ from achilles.platform import platform_settings
 from achilles.selectors import effective_timezone
 from agents import schedule as sched
 from agents.choices import RunReason
-from agents.services import dispatch
 from agents.selectors import budget_room
+from agents.services import dispatch
 from agents.services.runs import agent_runs_redispatch, owner_budget_lock
 
 TICK_BATCH_SIZE = 1000

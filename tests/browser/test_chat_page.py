@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 import pytest
+
 from achilles.models import AgentModel
 from conversations.models import Conversation, Message
 from knowledge.services import record_upsert

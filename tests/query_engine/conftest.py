@@ -290,9 +290,8 @@ class MemoryTurnStore:
 
         from achilles.errors import NotFound
         from achilles.llm import Message as LLMMessage
-        from conversations.services import TurnStart
-
         from conversations.rules import effective_model
+        from conversations.services import TurnStart
 
         if conversation_id is None:
             conversation_id, created = str(uuid.uuid4()), True

@@ -29,14 +29,14 @@ class Command(BaseCommand):
                     )
                 allowed_model_create(name="builtin-extractive", provider="builtin", kind="chat",
                                      is_default=not settings.LLM_BASE_URL, context_window=8192)
-            if not AgentModel.objects.filter(kind="embedding").exists():
-                if settings.EMBEDDING_BASE_URL and settings.EMBEDDING_MODEL:
-                    allowed_model_create(
-                        name=settings.EMBEDDING_MODEL, provider="openai", kind="embedding", is_default=True,
-                        context_window=8192,
-                        options={"base_url": settings.EMBEDDING_BASE_URL, "api_key_env": "LLM_API_KEY",
-                                 "model": settings.EMBEDDING_MODEL},
-                    )
+            if (settings.EMBEDDING_BASE_URL and settings.EMBEDDING_MODEL
+                    and not AgentModel.objects.filter(kind="embedding").exists()):
+                allowed_model_create(
+                    name=settings.EMBEDDING_MODEL, provider="openai", kind="embedding", is_default=True,
+                    context_window=8192,
+                    options={"base_url": settings.EMBEDDING_BASE_URL, "api_key_env": "LLM_API_KEY",
+                             "model": settings.EMBEDDING_MODEL},
+                )
         # Apps contribute their own demo content (knowledge corpus, a demo agent) here.
         available = get_commands()
         for command in ("demo_knowledge", "demo_agents"):

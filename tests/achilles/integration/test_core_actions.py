@@ -55,7 +55,9 @@ def test_the_user_admin_sets_the_zone_through_the_action(calendar_agent, rf, adm
     owner_admin = site._registry[User]
     owner.timezone = "Asia/Vladivostok"
     form = SimpleNamespace(changed_data=["timezone"], initial={"timezone": "Europe/Moscow"})
-    owner_admin.save_model(rf.post("/"), owner, form, change=True)
+    request = rf.post("/")
+    request.user = admin_user
+    owner_admin.save_model(request, owner, form, change=True)
     calendar_agent.refresh_from_db()
     assert User.objects.get(pk=owner.pk).timezone == "Asia/Vladivostok"
     assert calendar_agent.next_run_at.astimezone(UTC).hour == 23
@@ -69,7 +71,9 @@ def test_the_settings_admin_saves_through_the_action_and_moves_slots(user_factor
                                schedule=FRIDAY_9, now=NOW)
     row = PlatformSettings.objects.get(id=1)
     row.timezone = "Asia/Vladivostok"
-    site._registry[PlatformSettings].save_model(rf.post("/"), row, SimpleNamespace(changed_data=["timezone"]), True)
+    request = rf.post("/")
+    request.user = user_factory(username="root", is_staff=True, is_superuser=True)
+    site._registry[PlatformSettings].save_model(request, row, SimpleNamespace(changed_data=["timezone"]), True)
     follows_org.refresh_from_db()
     assert platform_settings().timezone == "Asia/Vladivostok"
     assert follows_org.next_run_at.astimezone(UTC).hour == 23

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import threading
-from zoneinfo import ZoneInfo
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.db import connection

@@ -57,16 +57,16 @@ def sse_events(headers, body, *, timeout: float = 20.0) -> list[tuple[str, dict]
 
     async def go():
         transport = StreamingASGITransport(application)
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
-            async with client.stream("POST", "/api/chat", json=body, headers=headers) as response:
-                assert response.status_code == 200
-                raw = b"".join([chunk async for chunk in response.aiter_bytes()]).decode()
+        async with (httpx.AsyncClient(transport=transport, base_url="http://testserver") as client,
+                    client.stream("POST", "/api/chat", json=body, headers=headers) as response):
+            assert response.status_code == 200
+            raw = b"".join([chunk async for chunk in response.aiter_bytes()]).decode()
         return parse_sse(raw)
 
     async def bounded():
         try:
             return await asyncio.wait_for(go(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pytest.fail("the SSE stream never ended (no done/error event)")
 
     return async_to_sync(bounded)()

@@ -12,8 +12,8 @@ import pytest
 from achilles.llm import TextDelta, Usage
 from achilles.llm.fake import Delay, answer, call_tool
 from conversations.models import Message
-from tests.query_engine.http import bearer, chat
 from tests.query_engine.conftest import candidate, result
+from tests.query_engine.http import bearer, chat
 
 pytestmark = [pytest.mark.integration, pytest.mark.p1, pytest.mark.django_db(transaction=True)]
 
