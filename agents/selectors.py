@@ -25,14 +25,6 @@ def agent_get_for_owner(*, agent_id: int, user: User, for_update: bool = False) 
     return agent
 
 
-def agent_get(*, agent_id: int) -> Agent:
-    """Any agent (admin surfaces only)."""
-    agent = Agent.objects.select_related("model", "owner").filter(pk=agent_id).first()
-    if agent is None:
-        raise NotFound("agent not found", code="agent_not_found")
-    return agent
-
-
 def agent_list_for_owner(*, user: User) -> QuerySet[Agent]:
     return Agent.objects.select_related("model", "owner").filter(owner=user).order_by("id")
 

@@ -11,8 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from achilles.errors import ValidationFailed
-from achilles.llm import Message, estimate_input_tokens, estimate_tokens
-from achilles.llm.context import ContextSource, format_context
+from achilles.llm import ContextSource, Message, estimate_input_tokens, estimate_tokens, format_context
 
 # Framing of the round-2 transcript around the context: the assistant's tool-call message
 # and the tool message's own preamble.

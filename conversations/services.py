@@ -15,8 +15,7 @@ from django.utils import timezone
 
 from achilles.errors import Conflict, NotFound, ValidationFailed
 from achilles.llm import Message as LLMMessage
-from achilles.llm import ModelSpec
-from achilles.llm.base import Timeouts
+from achilles.llm import ModelSpec, Timeouts
 from achilles.models import AgentModel, User
 from achilles.platform import platform_settings
 from achilles.selectors import allowed_model_get, default_model

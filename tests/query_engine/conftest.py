@@ -12,8 +12,8 @@ from asgiref.sync import async_to_sync
 
 from achilles.llm import ToolCalls, Usage
 from achilles.llm.context import parse_context
-from achilles.llm.fake import ScriptedChatProvider, answer, call_tool, call_tools, tool_call
 from knowledge.facade import Candidate, Identity, SearchResult, Withheld
+from tests.llm_fake import ScriptedChatProvider, answer, call_tool, call_tools, tool_call
 
 # --- Knowledge Store stub ------------------------------------------------------------------------
 

@@ -69,7 +69,7 @@ def test_model_from_allow_list_is_saved_and_used_in_the_run_default_preset_on_cr
         return fake_chat
 
     register_provider(FAKE_PROVIDER, factory)
-    fake_chat.add_round([*__import__("achilles.llm.fake", fromlist=["answer"]).answer("ok")])
+    fake_chat.add_round([*__import__("tests.llm_fake", fromlist=["answer"]).answer("ok")])
     run_id = api("POST", f"/agents/{created['id']}/run").json()["run_id"]
     run_task(run_id)
     assert used == ["chosen-model"]

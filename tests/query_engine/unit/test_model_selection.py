@@ -8,8 +8,8 @@ import pytest
 
 from achilles.errors import ValidationFailed
 from achilles.llm import ModelSpec
-from achilles.llm.fake import answer
 from conversations.rules import effective_model, resolve_selected_model
+from tests.llm_fake import answer
 
 pytestmark = [pytest.mark.unit]
 
