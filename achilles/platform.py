@@ -20,7 +20,7 @@ def platform_settings():
     cached = cache.get(CACHE_KEY)
     if cached is not None:
         return cached
-    # The row comes from a data migration (0005); reading never writes. A database emptied since
+    # The row comes from a data migration (0007); reading never writes. A database emptied since
     # (a flushed test database) reads the defaults.
     row = PlatformSettings.objects.filter(id=1).first() or PlatformSettings(id=1)
     cache.set(CACHE_KEY, row, CACHE_SECONDS)

@@ -1,5 +1,4 @@
-"""The platform settings singleton exists from the start: reading it never writes. (Also the
-merge of the two 0004 migrations.)"""
+"""The platform settings singleton exists from the start: reading it never writes."""
 
 from django.db import migrations
 
@@ -9,6 +8,6 @@ def create_row(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("achilles", "0004_agent_run_token_cap"), ("achilles", "0004_audit_events")]
+    dependencies = [("achilles", "0006_agent_run_token_cap_db_default")]
 
     operations = [migrations.RunPython(create_row, reverse_code=migrations.RunPython.noop)]
