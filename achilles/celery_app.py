@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 
@@ -88,10 +89,8 @@ def _leave(hostname: str, roles) -> None:
     from achilles.health import heartbeat_remove
 
     for role in roles:
-        try:
+        with contextlib.suppress(Exception):
             heartbeat_remove(role, hostname)
-        except Exception:
-            pass
 
 
 @worker_shutting_down.connect

@@ -45,9 +45,9 @@ class User(AbstractUser):
         return principals_for(self)
 
     def effective_timezone(self) -> str:
-        from achilles.platform import platform_settings
+        from achilles.selectors import effective_timezone
 
-        return self.timezone or platform_settings().timezone
+        return effective_timezone(self.timezone)
 
 
 class PlatformSettings(TimestampedModel):

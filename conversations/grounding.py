@@ -11,8 +11,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from achilles.llm import NOT_FOUND_TEXT
-from achilles.llm.text import split_sentences
+from achilles.llm import NOT_FOUND_TEXT, split_sentences
 from conversations.citations import MARKER
 from knowledge.facade import Withheld
 

@@ -33,7 +33,7 @@ def test_token_create_and_revoke_are_audited(client_for, user):
 def test_the_operator_command_is_the_actor_of_its_tokens(user):
     from django.core.management import call_command
 
-    call_command("api_token", "alice", stdout=open("/dev/null", "w"))
+    call_command("api_token", "alice", stdout=open("/dev/null", "w"))  # noqa: SIM115
     [made] = _events("token_created")
     assert (made.actor, made.details["owner"]) == ("manage.py api_token", "alice")
 
@@ -73,7 +73,8 @@ def test_platform_settings_changes_are_audited(client_for, admin_user):
     row = platform_settings()
     form = {f: getattr(row, f) for f in ("timezone", "weekly_token_budget", "agent_iteration_cap", "agent_run_token_cap",
                                          "agent_stale_after_seconds", "platform_prompt", "web_search_url",
-                                         "answer_reserve_tokens", "retrieval_top_k", "cache_ttl_seconds")}
+                                         "answer_reserve_tokens", "retrieval_top_k", "cache_ttl_seconds",
+                                         "agent_run_token_cap")}
     form["retrieval_top_k"] = 5
     response = client_for(admin_user).post("/admin/achilles/platformsettings/1/change/", form)
     assert response.status_code == 302, response.content[:2000]
