@@ -8,9 +8,13 @@ import os
 from celery import Celery, bootsteps
 from celery.signals import worker_init, worker_shutting_down
 
+from achilles.bootstrap import bootstrap
 from achilles.broker import install as install_broker_transport
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "achilles.settings")
+# The entry point of `celery -A achilles.celery_app worker|beat`; in a process that has
+# bootstrapped already (manage.py, daphne, pytest) this returns at once.
+bootstrap()
 install_broker_transport()  # kombu's Redis transport, fixed for a Redis blip (see achilles.broker)
 
 logger = logging.getLogger(__name__)

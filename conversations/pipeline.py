@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 
-from achilles.errors import ApplicationError
+from achilles.errors import INTERNAL_ERROR_DETAIL, ApplicationError
 from achilles.llm import (
     ChatProvider,
     Message,
@@ -181,7 +181,7 @@ class Turn:
             raise
         except Exception:
             logger.exception("chat turn crashed")
-            detail, code = "Internal error; it has been logged.", "internal_error"
+            detail, code = INTERNAL_ERROR_DETAIL, "internal_error"
         else:
             await self._signal_access(citations, message.id)
             yield DoneEvent(message_id=message.id, conversation_id=self.conversation_id,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# `make run`: migrate, demo data once, then daphne + Celery workers + Celery Beat (and a guard of the
-# embedded PostgreSQL/Redis) under supervisord, which restarts any of them that dies.
+# `make run`: migrate, collectstatic, demo data once, then daphne + Celery workers + Celery Beat (and a
+# guard of the embedded PostgreSQL/Redis) under supervisord, which restarts any of them that dies.
 # Ctrl-C stops them all and the embedded PostgreSQL/Redis (when those are in use).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +12,8 @@ stop_embedded() { "$BIN/python" -m achilles.embedded stop || true; }
 trap stop_embedded EXIT
 
 "$BIN/python" manage.py migrate --noinput
+# hashed, compressed static files for WhiteNoise (the admin, /api/docs, the pages)
+"$BIN/python" manage.py collectstatic --noinput -v0
 "$BIN/python" manage.py demo_data
 echo
 echo "Achilles is starting on http://${ACHILLES_HOST}:${ACHILLES_PORT}/  (admin: /admin/, API: /api/docs)"
