@@ -201,7 +201,10 @@ if __name__ == "__main__":
     elif sys.argv[1:] == ["start"]:
         print(ensure_postgres(var)["HOST"], ensure_redis(var))
     elif sys.argv[1:] == ["watch"]:
-        if os.environ.get("DATABASE_URL") or os.environ.get("REDIS_URL"):
+        from achilles.bootstrap import embedded_database_url, embedded_redis_url
+
+        if os.environ.get("DATABASE_URL", embedded_database_url(var)) != embedded_database_url(var) or \
+                os.environ.get("REDIS_URL", embedded_redis_url(var)) != embedded_redis_url(var):
             sys.exit(0)  # configured services are someone else's to keep running
         logging.basicConfig(level=logging.INFO, format="%(asctime)s embedded %(levelname)s %(message)s")
         watch(var)

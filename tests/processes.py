@@ -59,7 +59,10 @@ def stop(proc: subprocess.Popen, timeout: float = 15) -> None:
 
 def embedded_services() -> bool:
     """True when this run uses the embedded PostgreSQL and Redis (only those can be restarted here)."""
-    return not os.environ.get("REDIS_URL") and not os.environ.get("DATABASE_URL")
+    from achilles.bootstrap import embedded_database_url, embedded_redis_url
+
+    return (settings.REDIS_URL == embedded_redis_url(settings.VAR_DIR)
+            and os.environ.get("DATABASE_URL") == embedded_database_url(settings.VAR_DIR))
 
 
 def redis_stop() -> None:
