@@ -32,7 +32,7 @@ def _redis():
 
 
 def heartbeat_write(role: str, member: str = "-") -> None:
-    """Record that ``member`` (a worker's hostname; "-" for a single writer) serving ``role`` is
+    """Record that ``member`` (a worker instance, ``hostname:pid``; "-" for a single writer) serving ``role`` is
     alive now; members silent for the whole retention are dropped."""
     now = time.time()
     keep = max(settings.HEARTBEAT_MAX_AGE_SECONDS, WORKER_DEAD_AFTER_SECONDS) * 5
@@ -51,14 +51,14 @@ def heartbeat_age(role: str) -> float | None:
     return None if not newest else max(0.0, time.time() - newest[0][1])
 
 
-def worker_known_dead(hostname: str, *, role: str = "agents_worker") -> bool:
+def worker_known_dead(instance: str, *, role: str = "agents_worker") -> bool:
     """True only when Redis *knows* the worker is gone: no heartbeat of it for
     WORKER_DEAD_AFTER_SECONDS while Redis itself has been up longer than that (a Redis that just
     restarted empty knows nothing yet). Redis unreachable → False (not known)."""
     try:
         client = _redis()
         uptime = int(client.info("server").get("uptime_in_seconds", 0))
-        score = client.zscore(_key(role), hostname)
+        score = client.zscore(_key(role), instance)
     except Exception:
         return False
     if uptime <= WORKER_DEAD_AFTER_SECONDS:
