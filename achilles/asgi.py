@@ -7,6 +7,10 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "achilles.settings")
 django_asgi_app = get_asgi_application()
 
+from achilles.security import production_guard  # noqa: E402
+
+production_guard()  # ACHILLES_ENV=production: no demo accounts, no demo passwords
+
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402

@@ -5,13 +5,20 @@ from __future__ import annotations
 import os
 
 from celery import Celery
-from celery.signals import worker_ready, worker_shutdown
+from celery.signals import worker_init, worker_ready, worker_shutdown
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "achilles.settings")
 
 app = Celery("achilles")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@worker_init.connect
+def _production_guard(sender=None, **kwargs):
+    from achilles.security import production_guard
+
+    production_guard()
 
 
 @worker_ready.connect

@@ -10,7 +10,10 @@ stop_embedded() { "$BIN/python" -m achilles.embedded stop || true; }
 trap stop_embedded EXIT
 
 "$BIN/python" manage.py migrate --noinput
-"$BIN/python" manage.py demo_data
+# Demo accounts and content only in development: production refuses to start with them.
+if [ "${ACHILLES_ENV:-dev}" != "production" ]; then
+  "$BIN/python" manage.py demo_data
+fi
 echo
 echo "Achilles is starting on http://${ACHILLES_HOST}:${ACHILLES_PORT}/  (admin: /admin/, API: /api/docs)"
 echo

@@ -75,8 +75,13 @@ def page(chromium_path):
         context = browser.new_context(locale="ru-RU")
         page = context.new_page()
         page.set_default_timeout(20_000)
+        # The pages run under the real Content-Security-Policy: any violation fails the test.
+        violations: list[str] = []
+        page.on("console", lambda message: violations.append(message.text)
+                if "Content Security Policy" in message.text else None)
         try:
             yield page
+            assert not violations, f"CSP violations: {violations}"
         finally:
             browser.close()
             os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
