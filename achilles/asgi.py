@@ -4,7 +4,10 @@ import os
 
 from django.core.asgi import get_asgi_application
 
+from achilles.bootstrap import bootstrap
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "achilles.settings")
+bootstrap()
 django_asgi_app = get_asgi_application()
 
 from achilles.security import production_guard  # noqa: E402
@@ -13,13 +16,13 @@ production_guard()  # ACHILLES_ENV=production: no demo accounts, no demo passwor
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from achilles.routing import websocket_urlpatterns  # noqa: E402
+from achilles.ws_origin import SameOriginValidator  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -57,6 +57,8 @@ class PlatformSettings(TimestampedModel):
     timezone = models.CharField(max_length=64, default="Europe/Moscow", validators=[validate_timezone])
     weekly_token_budget = models.PositiveIntegerField(default=200_000, help_text="Per agent owner, per week.")
     agent_iteration_cap = models.PositiveSmallIntegerField(default=8)
+    agent_run_token_cap = models.PositiveIntegerField(
+        default=20_000, help_text="Most tokens one agent run may spend; a start reserves this much of the weekly budget.")
     agent_stale_after_seconds = models.PositiveIntegerField(default=300)
     platform_prompt = models.TextField(blank=True, default="", help_text="Empty → the built-in default prompt.")
     web_search_enabled = models.BooleanField(default=False)
@@ -74,6 +76,8 @@ class PlatformSettings(TimestampedModel):
                                    violation_error_message="There is only one platform settings row."),
             models.CheckConstraint(condition=Q(agent_iteration_cap__gte=1), name="achilles_platformsettings_iteration_cap_positive"),
             models.CheckConstraint(condition=Q(retrieval_top_k__gte=1), name="achilles_platformsettings_top_k_positive"),
+            models.CheckConstraint(condition=Q(agent_run_token_cap__gte=1),
+                                   name="achilles_platformsettings_run_token_cap_positive"),
         ]
 
     def __str__(self) -> str:

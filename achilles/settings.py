@@ -17,7 +17,7 @@ env = environ.Env()
 if (BASE_DIR / ".env").exists():
     environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 
-VAR_DIR = Path(env("ACHILLES_VAR_DIR", default=str(BASE_DIR / "var")))
+VAR_DIR = Path(env("ACHILLES_VAR_DIR", default="") or str(BASE_DIR / "var"))
 
 
 def _fail(message: str):
@@ -58,17 +58,12 @@ ALLOWED_HOSTS = _read("ALLOWED_HOSTS", env.list, ["127.0.0.1", "localhost", "tes
 CSRF_TRUSTED_ORIGINS = _read("CSRF_TRUSTED_ORIGINS", env.list, [])
 
 # ---------------------------------------------------------------- services
-from achilles import embedded  # noqa: E402
+# Where PostgreSQL and Redis are. Unset, they are the embedded servers under VAR_DIR, at the
+# addresses achilles.bootstrap starts them on; this module only reads the environment (importing
+# it starts nothing and connects nowhere: every entry point calls achilles.bootstrap.bootstrap()).
+from achilles.bootstrap import database_settings, embedded_database_url, embedded_redis_url  # noqa: E402
 
-if env("DATABASE_URL", default=""):
-    try:
-        DATABASES = {"default": env.db_url("DATABASE_URL")}
-    except Exception as exc:
-        _fail(f"DATABASE_URL cannot be parsed ({exc})")
-    if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
-        _fail("DATABASE_URL must point at PostgreSQL (postgres://...)")
-else:
-    DATABASES = {"default": embedded.ensure_postgres(VAR_DIR)}
+DATABASES = {"default": database_settings(env("DATABASE_URL", default="") or embedded_database_url(VAR_DIR))}
 if env("ACHILLES_DB_NAME", default=""):
     # Lets a helper process (a Celery worker started by a test) join the test database.
     DATABASES["default"]["NAME"] = env("ACHILLES_DB_NAME")
@@ -84,19 +79,12 @@ if _POOL_MAX > 0:
 if env("TEST_DATABASE_NAME", default=""):
     DATABASES["default"]["TEST"] = {"NAME": env("TEST_DATABASE_NAME")}
 
-REDIS_URL = env("REDIS_URL", default="") or embedded.ensure_redis(VAR_DIR)
-# The test suite keeps its cache keys and Celery queues apart from a running `make run`.
-TESTING = "pytest" in sys.modules or _strict_bool("ACHILLES_TESTING", False)
+REDIS_URL = env("REDIS_URL", default="") or embedded_redis_url(VAR_DIR)
+# The test suite keeps its cache keys and Celery queues apart from a running `make run`. It says
+# so explicitly: pytest runs with achilles.test_settings, which sets ACHILLES_TESTING (read once,
+# here); the helper processes a test starts inherit it.
+TESTING = _strict_bool("ACHILLES_TESTING", False)
 TEST_NAMESPACE = env("TEST_DATABASE_NAME", default="test") if TESTING else ""
-
-if not _strict_bool("ACHILLES_SKIP_SERVICE_CHECK", False):
-    from achilles.checks import require_services  # noqa: E402
-
-    problem = require_services(DATABASES["default"], REDIS_URL,
-                               database_from_env=bool(env("DATABASE_URL", default="")),
-                               redis_from_env=bool(env("REDIS_URL", default="")))
-    if problem:
-        _fail(problem)
 
 # ---------------------------------------------------------------- django
 INSTALLED_APPS = [
@@ -122,8 +110,10 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "achilles.middleware.RequestIdMiddleware",
-    "achilles.middleware.RejectNulMiddleware",
+    "achilles.middleware.ApiJsonErrorsMiddleware",
+    "achilles.middleware.ApiBodyMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "achilles.middleware.StaticFilesMiddleware",  # WhiteNoise: /static/ answered before sessions etc.
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -169,8 +159,15 @@ LANGUAGE_CODE = "ru"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
-STATIC_URL = "static/"
+# Static files are served by the app itself in every mode (WhiteNoise): `collectstatic` (run by
+# `make run` and once per test session) writes hashed, gzip-compressed copies into STATIC_ROOT;
+# hashed names are cached for a year by browsers.
+STATIC_URL = "/static/"
 STATIC_ROOT = VAR_DIR / "static"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 CACHES = {
@@ -181,12 +178,33 @@ CACHES = {
     }
 }
 
-CHANNEL_LAYERS = {
-    "default": {
+
+
+def channel_layer_config(redis_url: str) -> dict:
+    """The Channels layer over ``redis_url`` (unix socket or TCP alike).
+
+    Every websocket consumer waits in the layer's ``receive``: a ``BZPOPMIN`` that blocks up to
+    ``RedisChannelLayer.brpop_timeout`` (5 s) on the server, in a loop. redis-py ≥ 8 reads every
+    reply with a 5 s socket timeout by default, so on a quiet socket the read gave up first, the
+    receive raised ``TimeoutError`` and the consumer died (close 1011 every ~5.5 s). The read
+    timeout must outlast the blocking pop; it stays finite so a dead server is still noticed.
+    (A ``socket_timeout`` in the URL's query string would override this one: leave it out.)
+    """
+    from channels_redis.core import RedisChannelLayer
+
+    return {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL]},
+        "CONFIG": {"hosts": [{
+            "address": redis_url,
+            "socket_timeout": RedisChannelLayer.brpop_timeout + 10,
+            "socket_connect_timeout": 5,
+            # a connection idle this long is PINGed before use (a restarted Redis is seen at once)
+            "health_check_interval": 30,
+        }]},
     }
-}
+
+
+CHANNEL_LAYERS = {"default": channel_layer_config(REDIS_URL)}
 
 # ---------------------------------------------------------------- celery
 from kombu import Queue  # noqa: E402
@@ -221,14 +239,15 @@ PLATFORM_PERIODIC_JOBS: dict[str, dict] = {
     "platform.worker_heartbeat": {"task": "achilles.tasks.platform_heartbeat_task", "every_seconds": 15},
     # Agent Engine: the due scan is one indexed query, so a short period keeps the due-to-enqueued lag low.
     "agents.scheduler_tick": {"task": "agents.tasks.agents_scheduler_tick_task", "every_seconds": 2},
-    "agents.reap_stale_runs": {"task": "agents.tasks.agent_runs_reap_stale_task", "every_seconds": 30},
+    "agents.reap_stale_runs": {"task": "agents.tasks.agent_runs_reap_stale_task", "every_seconds": 10},
     # Knowledge Store: trust decay from content age and access signals (one UPDATE).
     "knowledge.trust_decay": {"task": "knowledge.tasks.trust_decay_task", "every_seconds": 3600},
     # The audit trail's retention: events older than AUDIT_RETENTION_DAYS are deleted.
     "platform.audit_retention": {"task": "achilles.tasks.audit_retention_task", "every_seconds": 86400},
 }
 
-HEARTBEAT_MAX_AGE_SECONDS = _read("HEARTBEAT_MAX_AGE_SECONDS", env.int, 60)
+# Workers and beat write every 5 s: three missed beats and /healthz says so.
+HEARTBEAT_MAX_AGE_SECONDS = _read("HEARTBEAT_MAX_AGE_SECONDS", env.int, 15)
 
 # ---------------------------------------------------------------- security
 # Sign-in throttling (django-axes, login page and admin): after SIGNIN_FAILURE_LIMIT wrong

@@ -7,13 +7,9 @@ from datetime import datetime
 from typing import Literal
 
 from ninja import Schema
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, field_validator
 
 from conversations.services import MAX_CONTENT_LENGTH
-
-
-def validation_errors(exc: ValidationError) -> list[dict]:
-    return [{"loc": ["body", *map(str, e["loc"])], "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
 
 
 class ChatIn(Schema):
@@ -49,6 +45,8 @@ class MessageOut(Schema):
     id: int
     role: str
     content: str
+    # an assistant answer's Markdown rendered and sanitised on the server (conversations.rendering)
+    content_html: str | None = None
     model: str | None
     tokens_used: int | None
     feedback: int | None
