@@ -287,11 +287,10 @@ if _proxy_header:
 # Content Security Policy (django-csp), in every environment so the pages are tested under it:
 # scripts only from this origin or inline with the response's nonce; no plugins, no framing, forms
 # and connections (fetch, websocket) to this origin only. Inline style attributes stay allowed.
-# The OpenAPI explorer (/api/docs) loads Swagger UI from a CDN and is left out of the policy.
+# The admin and the OpenAPI explorer (/api/docs, Swagger UI served from our static files) pass it too.
 from csp.constants import NONCE, NONE, SELF, UNSAFE_INLINE  # noqa: E402
 
 CONTENT_SECURITY_POLICY = {
-    "EXCLUDE_URL_PREFIXES": ["/api/docs"],
     "DIRECTIVES": {
         "default-src": [SELF],
         "script-src": [SELF, NONCE],
