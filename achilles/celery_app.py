@@ -41,6 +41,14 @@ def worker_instance(hostname: str) -> str:
     return f"{hostname}:{_main_pid or os.getpid()}"
 
 
+@worker_init.connect
+def _production_guard(sender=None, **kwargs):
+    # ACHILLES_ENV=production: a worker refuses to start with demo accounts or demo passwords.
+    from achilles.security import production_guard
+
+    production_guard()
+
+
 def served_roles(consumer) -> tuple[str, ...]:
     # One heartbeat per queue served: "worker" speaks for the platform queue (scheduler tick,
     # reaper), "agents_worker" for agent runs. A worker started with -Q agents only must not make

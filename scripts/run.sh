@@ -14,7 +14,10 @@ trap stop_embedded EXIT
 "$BIN/python" manage.py migrate --noinput
 # hashed, compressed static files for WhiteNoise (the admin, /api/docs, the pages)
 "$BIN/python" manage.py collectstatic --noinput -v0
-"$BIN/python" manage.py demo_data
+# Demo accounts and content only in development: production refuses to start with them.
+if [ "${ACHILLES_ENV:-dev}" != "production" ]; then
+  "$BIN/python" manage.py demo_data
+fi
 echo
 echo "Achilles is starting on http://${ACHILLES_HOST}:${ACHILLES_PORT}/  (admin: /admin/, API: /api/docs)"
 echo "Processes: $BIN/supervisorctl -c supervisord.conf status"

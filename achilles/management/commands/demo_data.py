@@ -2,20 +2,24 @@
 
 from django.conf import settings
 from django.core.management import call_command, get_commands
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from achilles.models import AgentModel
 from achilles.services import allowed_model_create, user_ensure
 
-DEMO_ADMIN = ("admin", "achilles-admin")
-DEMO_USER = ("demo", "achilles-demo")
+from achilles.security import DEMO_ACCOUNTS
+
+DEMO_ADMIN = ("admin", DEMO_ACCOUNTS["admin"])
+DEMO_USER = ("demo", DEMO_ACCOUNTS["demo"])
 
 
 class Command(BaseCommand):
     help = "Create demo users, the default model allow-list and demo content (idempotent)."
 
     def handle(self, *args, **options):
+        if settings.PRODUCTION:
+            raise CommandError("demo_data creates accounts with published passwords: not with ACHILLES_ENV=production")
         with transaction.atomic():
             admin, admin_created = user_ensure(username=DEMO_ADMIN[0], password=DEMO_ADMIN[1], superuser=True,
                                                groups=["it", "finance"])

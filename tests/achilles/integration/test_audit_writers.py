@@ -70,11 +70,11 @@ def test_platform_settings_changes_are_audited(client_for, admin_user):
     platform_settings_update(weekly_token_budget=1000)  # no change: no event
     assert len(_events("platform_settings_changed")) == 1
 
-    row = platform_settings()
-    form = {f: getattr(row, f) for f in ("timezone", "weekly_token_budget", "agent_iteration_cap", "agent_run_token_cap",
-                                         "agent_stale_after_seconds", "platform_prompt", "web_search_url",
-                                         "answer_reserve_tokens", "retrieval_top_k", "cache_ttl_seconds",
-                                         "agent_run_token_cap")}
+    from django.forms.models import model_to_dict
+
+    # the admin form as the page posts it: every editable field, unchecked boxes left out
+    form = {name: value for name, value in model_to_dict(platform_settings()).items()
+            if value is not None and value is not False and name != "id"}
     form["retrieval_top_k"] = 5
     response = client_for(admin_user).post("/admin/achilles/platformsettings/1/change/", form)
     assert response.status_code == 302, response.content[:2000]
