@@ -12,10 +12,12 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from achilles.routing import websocket_urlpatterns  # noqa: E402
+from hub.mcp.http import McpRouter  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        # /mcp/ is the hub's MCP server (streamable HTTP); everything else is Django.
+        "http": McpRouter(django_asgi_app),
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
