@@ -104,15 +104,28 @@ async def _answer(render: Callable[[Any, dt.tzinfo], str]) -> str | CallToolResu
 
 # ---------------------------------------------------------------- tool descriptions and schemas
 
-def _commands_schema() -> dict[str, Any]:
+def _inline_refs(node: Any, defs: dict[str, Any]) -> Any:
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            return _inline_refs(defs[ref.removeprefix("#/$defs/")], defs)
+        return {k: _inline_refs(v, defs) for k, v in node.items() if k != "$defs"}
+    if isinstance(node, list):
+        return [_inline_refs(v, defs) for v in node]
+    return node
+
+
+def commands_schema() -> dict[str, Any]:
+    """The command contract's JSON Schema (``hub.commands``) as the ``commands`` argument's schema, its
+    ``$defs`` inlined (they would otherwise point at the tool schema's root). The schema is advertised,
+    not enforced by the SDK: the hub validates, so the error text is the REST 422's."""
     try:
-        from hub.commands import COMMANDS_JSON_SCHEMA
-    except ImportError:  # the contract module not there yet: advertise plain objects
-        return {"type": "array", "items": {"type": "object"}}
-    schema = dict(COMMANDS_JSON_SCHEMA)
-    if schema.get("type") != "array":
-        schema = {"type": "array", "items": schema}
-    return schema
+        from hub.commands import COMMAND_JSON_SCHEMA
+    except ImportError:  # a checkout without the contract module: advertise plain objects
+        return {"type": "array", "minItems": 1, "items": {"type": "object"}}
+    item = _inline_refs(COMMAND_JSON_SCHEMA, COMMAND_JSON_SCHEMA.get("$defs", {}))
+    item.pop("discriminator", None)  # its mapping names $defs entries that no longer exist
+    return {"type": "array", "minItems": 1, "items": item}
 
 
 BATCH_CREATE_DESCRIPTION = """Создать пакет команд для Jira (выполнит агент синхронизации).
@@ -211,7 +224,7 @@ def build_server() -> MCPServer:
                  structured_output=False)
     async def batch_create(
         title: Annotated[str, Field(description="название пакета")],
-        commands: Annotated[list[dict[str, Any]], WithJsonSchema(_commands_schema()),
+        commands: Annotated[list[dict[str, Any]], WithJsonSchema(commands_schema()),
                             Field(description="команды по контракту commands")],
     ) -> str | CallToolResult:
         from hub.services import batch_create as batch_create_service
@@ -338,11 +351,20 @@ def build_server() -> MCPServer:
 async def _wait(batch_id: int, timeout_minutes: float) -> str | CallToolResult:
     """``batch_wait`` without holding a thread: the user is resolved on a worker thread, then the hub's
     own coroutine waits (Redis pub/sub) for as long as it takes."""
+    from asgiref.sync import ThreadSensitiveContext
+    from django.db import close_old_connections
+
     from hub.services import batch_wait_async
 
     try:
         user = await _in_thread(_resolve_user)
-        view = await batch_wait_async(user=user, batch_id=batch_id, timeout_minutes=timeout_minutes)
+        # Its short reads run thread-sensitive: give them a thread of this call's own (as Django
+        # does per request) and hand that thread's connection back to the pool at the end.
+        async with ThreadSensitiveContext():
+            try:
+                view = await batch_wait_async(user=user, batch_id=batch_id, timeout_minutes=timeout_minutes)
+            finally:
+                await sync_to_async(close_old_connections)()
         return texts.batch_text(view, tz=_user_tz(user))
     except ApplicationError as exc:
         return error_result(exc)

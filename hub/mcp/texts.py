@@ -305,16 +305,20 @@ def update_line(status: AgentStatus) -> str | None:
 def agent_status_text(status: AgentStatus, *, tz: dt.tzinfo = UTC) -> str:
     """HUB-12, the seed's lines in a fixed order."""
     if not status.has_contact:
-        lines = ["агент офлайн (ещё не выходил на связь)"]
+        lines = ["агент офлайн: ещё не выходил на связь"]
     else:
         state = "агент онлайн" if status.online else "агент офлайн"
         lines = [f"{state} (последний контакт: {fmt_time(status.last_contact_at, tz)})"]
-    lines.append(f"версия: {version(status.version) if status.version is not None else DASH}")
+    lines.append(f"версия: v{status.version}" if status.version is not None else "версия: неизвестна")
     current = status.current_command
-    lines.append(f"текущая команда: {command_line(current)}" if current else "текущей команды нет")
+    if current is not None:
+        target = f" {current.key}" if current.key else ""
+        lines.append(f"текущая команда: #{current.id} {current.type}{target} (выдач: {current.claims})")
+    else:
+        lines.append("текущая команда: нет")
     if status.reissued:
         lines.append("довыданные команды:")
-        lines += [f"  команда #{c.id} {c.type}: выдач {c.claims}" for c in status.reissued]
+        lines += [f"- команда #{c.id} {c.type}: выдач {c.claims}" for c in status.reissued]
     else:
         lines.append("довыданных команд нет")
     lines.append(f"429 за сутки: {status.rate_limited_24h}")
@@ -326,7 +330,7 @@ def agent_status_text(status: AgentStatus, *, tz: dt.tzinfo = UTC) -> str:
     lines.append(f"публикация: v{pub.version} от {fmt_time(pub.published_at, tz)}" if pub else NO_PUBLICATION)
     update = update_line(status)
     if update:
-        lines.append(update + (f" ({clip(status.update_error, COMMENT_MAX)})" if status.update_error else ""))
+        lines.append(update)  # the error is the hint's reason («откат с v7 на v6: …»)
     lines.append(launcher_line(status))
     # A hint about the launcher is only as fresh as the launcher state: until the sync agent
     # reports after a hub restart, neither is known.
