@@ -13,6 +13,10 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 
 from achilles.routing import websocket_urlpatterns  # noqa: E402
 from hub.mcp.http import McpRouter  # noqa: E402
+from hub.notify import hub_boot_mark  # noqa: E402
+
+# The hub's boot marker: until the sync agent claims again, agent_status says the launcher is unknown.
+hub_boot_mark()
 
 application = ProtocolTypeRouter(
     {

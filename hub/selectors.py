@@ -302,7 +302,9 @@ def agent_status(*, user) -> AgentStatus:
         update_to=fields["update_to"], error=fields["update_error"], launcher_version=fields["launcher_version"],
         agent_reported=agent_reported, publication_version=publication.version if publication else None)
     status = AgentStatus(**fields)
-    return AgentStatus(**fields, lines=tuple(agent_status_lines(status)))
+    from achilles.platform import platform_settings
+
+    return AgentStatus(**fields, lines=tuple(agent_status_lines(status, tz=platform_settings().timezone)))
 
 
 def sync_log(*, user, limit: int = 20) -> list[SyncRunView]:

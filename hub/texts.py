@@ -17,14 +17,11 @@ LAUNCHER_UNKNOWN = "запускатель: неизвестно (агент е�
 NO_LAUNCHER = "без запускателя"
 
 
-def when(value: dt.datetime | None) -> str:
-    """One date format for the hub's texts, in the organisation's time zone."""
+def when(value: dt.datetime | None, tz: str = "UTC") -> str:
+    """One date format for the hub's texts, in the given (the organisation's) time zone."""
     if value is None:
         return "—"
-    from achilles.platform import platform_settings
-
-    zone = zoneinfo.ZoneInfo(platform_settings().timezone)
-    return value.astimezone(zone).strftime("%d.%m.%Y %H:%M")
+    return value.astimezone(zoneinfo.ZoneInfo(tz)).strftime("%d.%m.%Y %H:%M")
 
 
 def update_hint(*, state: str | None, version: int | None, update_from: int | None, update_to: int | None,
@@ -46,15 +43,15 @@ def update_hint(*, state: str | None, version: int | None, update_from: int | No
     return None
 
 
-def agent_status_lines(status: AgentStatus) -> list[str]:
-    """The seed's agent_status answer, line by line."""
+def agent_status_lines(status: AgentStatus, *, tz: str = "UTC") -> list[str]:
+    """The seed's agent_status answer, line by line (times in ``tz``)."""
     lines: list[str] = []
     if not status.has_contact:
         lines.append("агент офлайн: ещё не выходил на связь")
     elif status.online:
-        lines.append(f"агент онлайн (последний контакт: {when(status.last_contact_at)})")
+        lines.append(f"агент онлайн (последний контакт: {when(status.last_contact_at, tz)})")
     else:
-        lines.append(f"агент офлайн (последний контакт: {when(status.last_contact_at)})")
+        lines.append(f"агент офлайн (последний контакт: {when(status.last_contact_at, tz)})")
     lines.append(f"версия: v{status.version}" if status.version is not None else "версия: неизвестна")
     current = status.current_command
     if current is not None:
@@ -72,7 +69,7 @@ def agent_status_lines(status: AgentStatus) -> list[str]:
                   if status.agent_settings_version not in (None, status.settings_version) else "")
     lines.append(f"версия настроек: {status.settings_version}{agent_side}")
     if status.publication is not None:
-        lines.append(f"публикация: v{status.publication.version} от {when(status.publication.published_at)}")
+        lines.append(f"публикация: v{status.publication.version} от {when(status.publication.published_at, tz)}")
     else:
         lines.append("публикации нет")
     if status.update_state:
