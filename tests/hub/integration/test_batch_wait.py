@@ -55,12 +55,17 @@ def test_async_batch_wait_wakes_too(hub_user, sync_agent):
     assert view.finished and returned - finished_at[0] < 1.0
 
 
-def test_batch_wait_returns_at_its_timeout_with_the_current_view(hub_user):
+def test_batch_wait_returns_at_its_timeout_without_polling_the_database(hub_user):
+    from django.test.utils import CaptureQueriesContext
+
     batch = services.batch_create(user=hub_user, title="one", commands=[COMMENT])
     started = time.monotonic()
-    view = services.batch_wait(user=hub_user, batch_id=batch.id, timeout_minutes=0.02)
-    assert 1.1 <= time.monotonic() - started < 3
+    with CaptureQueriesContext(connection) as queries:
+        view = services.batch_wait(user=hub_user, batch_id=batch.id, timeout_minutes=0.05)
+    assert 2.9 <= time.monotonic() - started < 5
     assert view.timed_out and not view.finished and view.state == "queued"
+    # A few reads before and after the sleep, none during it.
+    assert len(queries) < 15, [q["sql"] for q in queries]
 
 
 def test_batch_wait_of_a_finished_batch_returns_at_once(hub_user):
