@@ -11,7 +11,6 @@ import time
 import pytest
 from django.db import close_old_connections
 from django.test import Client as DjangoClient
-from django.utils import timezone
 
 from tests.hub.mcp.conftest import issue_dict
 from tests.hub.mcp.integration.test_seed_scenarios import THREE_COMMANDS, batch_create, claim, report_done
@@ -325,3 +324,12 @@ def test_knowledge_search_cites_what_the_caller_may_see_and_only_coordinates_of_
     assert "[1] VPN для удалёнки (wiki, запись " in text and "— https://wiki.example/vpn" in text
     assert "Бюджет" not in text
     assert "  источник finance, автор user:1" in text
+
+
+@pytest.mark.parametrize(("tool", "arguments"), [("issues", {"limit": 0}), ("issues", {"limit": 501}),
+                                                 ("batches", {"limit": 0}), ("sync_log", {"limit": 201}),
+                                                 ("knowledge_search", {"query": "vpn", "k": 51}),
+                                                 ("batch_status", {"id": "nine"})])
+def test_out_of_range_arguments_are_an_error_result_not_a_crash(token, tool, arguments):
+    text = error_text(token, tool, arguments)
+    assert text.startswith(f"Error executing tool {tool}: ") and "validation error" in text
