@@ -90,16 +90,38 @@ def test_tool_notes_set_any_subset_and_an_unknown_field_is_the_rest_422_text(tok
     assert IssueNote.objects.get().next_step == "созвон в пятницу"
 
 
-def test_tool_batch_create_bad_command_is_the_rest_422_text_and_stores_nothing(token, mirror):
+BAD_BATCHES = {
+    "unknown type and bad direction": [
+        {"type": "ensure_link", "key": "AURORA-1538", "link_type": "Blocks", "direction": "sideways",
+         "other_key": "AURORA-1540"}, {"type": "ensure_everything", "key": "AURORA-1"}],
+    "missing key": [{"type": "ensure_fields", "fields": {"duedate": "2026-12-01"}}],
+    "bad link type": [{"type": "ensure_link", "key": "AURORA-1538", "link_type": "Frobs", "direction": "outward",
+                       "other_key": "AURORA-1540"}],
+    "$N naming a later command": [{"type": "ensure_comment", "key": "$2", "body": "x"},
+                                  {"type": "ensure_issue", "project": "AURORA", "summary": "s", "labels": ["AWPCA"]}],
+    "no commands": [],
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_BATCHES))
+def test_tool_batch_create_bad_command_is_the_rest_422_text_and_stores_nothing(token, case):
     from hub.models import Batch
 
-    bad = [{"type": "ensure_link", "key": "AURORA-1538", "link_type": "Blocks", "direction": "sideways",
-            "other_key": "AURORA-1540"}, {"type": "ensure_everything", "key": "AURORA-1"}]
-    response = rest(token, "post", "/api/hub/batches", {"title": "плохой", "commands": bad})
+    response = rest(token, "post", "/api/hub/batches", {"title": "плохой", "commands": BAD_BATCHES[case]})
     assert response.status_code == 422
 
-    assert error_text(token, "batch_create", {"title": "плохой", "commands": bad}) == response.json()["detail"]
+    text = error_text(token, "batch_create", {"title": "плохой", "commands": BAD_BATCHES[case]})
+
+    assert text == response.json()["detail"]
     assert not Batch.objects.exists()
+
+
+@pytest.mark.parametrize(("tool", "path"), [("command_retry", "/api/hub/commands/999999/retry"),
+                                            ("batch_cancel", "/api/hub/batches/999999/cancel")])
+def test_unknown_command_or_batch_id_is_the_rest_404_text(token, tool, path):
+    response = rest(token, "post", path, {})
+    assert response.status_code == 404
+    assert error_text(token, tool, {"id": 999999}) == response.json()["detail"]
 
 
 def test_tool_batch_status_states_errors_and_remaining_estimate(token, mirror, sync_agent):
