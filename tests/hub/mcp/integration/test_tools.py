@@ -328,8 +328,10 @@ def test_a_user_without_the_hub_permission_gets_the_rest_403_text(db):
         assert error_text(raw, tool, arguments) == response.json()["detail"]
 
 
-def test_knowledge_search_cites_what_the_caller_may_see_and_only_coordinates_of_the_rest(token, hub_user):
+def test_knowledge_search_cites_what_the_caller_may_see_and_only_coordinates_of_the_rest(token, settings):
     from knowledge.facade import upsert_record
+
+    settings.WITHHELD_MIN_RECORDS = 1   # a two-record corpus (the KS's anti-oracle threshold is 3)
 
     upsert_record(source_system="wiki", external_id="vpn", title="VPN для удалёнки",
                   text="VPN подключается через клиент WireGuard, конфиг выдаёт служба поддержки.", acl=["everyone"],
