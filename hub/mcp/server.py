@@ -251,8 +251,8 @@ def build_server() -> MCPServer:
         id: Annotated[int, Field(description="id пакета")],  # noqa: A002
         timeout_minutes: Annotated[float, Field(description="сколько ждать, минут (больше 0 и не больше 60)")] = 10,
     ) -> str | CallToolResult:
-        """Дождаться завершения пакета (или таймаута, не больше 60 минут): ответ как у batch_status. Клиенту
-        нужен таймаут чтения HTTP больше timeout_minutes."""
+        """Дождаться завершения пакета (или таймаута, не больше 60 минут): ответ как у batch_status. Если клиент
+        обрывает долгие вызовы (около минуты), ждите отрезками (timeout_minutes: 0.9) и вызывайте снова."""
         return await _wait(id, timeout_minutes)
 
     @server.tool(annotations=_read_only("Последние пакеты"), structured_output=False)
