@@ -40,6 +40,7 @@ from achilles.llm import (
 from conversations import services
 from conversations.cache import cache_gate
 from conversations.choices import MessageState
+from conversations.citations import CitationOut, answer_access_records, build_citations
 from conversations.deps import (  # noqa: F401  (re-exported: the engine's public names)
     DatabaseTurnStore,
     EngineDeps,
@@ -49,7 +50,6 @@ from conversations.deps import (  # noqa: F401  (re-exported: the engine's publi
     set_engine_deps,
 )
 from conversations.events import DoneEvent, ErrorEvent, Event, TokenEvent  # noqa: F401
-from conversations.citations import CitationOut, answer_access_records, build_citations
 from conversations.grounding import author_user_id, engine_answer, withheld_hint
 from conversations.packing import PackedSource, fit_history, pack_context
 from conversations.prompt import round_one_messages, system_prompt, tool_result_messages

@@ -61,19 +61,6 @@ def principals_of(identity: Identity) -> list[str]:
     return sorted(identity.principals)
 
 
-def tsquery_text(query: str) -> str:  # kept for callers that want a plain OR query
-    """The words of a free-text query OR-ed for ``to_tsquery`` (stop words drop out in PG).
-
-    Only ``\\w+`` runs reach PostgreSQL, quoted, so no tsquery operator can be injected.
-    """
-    words: list[str] = []
-    for word in _WORD.findall(query.lower()):
-        word = word.replace("_", " ").strip()
-        if word and word not in words:
-            words.append(word)
-    return " | ".join(f"'{word}'" for word in words[:MAX_QUERY_TERMS])
-
-
 def vector_literal(vector: Sequence[float]) -> str:
     return "[" + ",".join(f"{float(x):.7g}" for x in vector) + "]"
 
@@ -100,7 +87,7 @@ DEFAULT_MIN_SIMILARITY: dict[str, float] = {"hash": 0.19}
 
 def embedding_config() -> EmbeddingConfig | None:
     """The default ``agent_models`` row of kind embedding as a provider, or None (lexical only)."""
-    from achilles.llm.registry import get_embedding_provider
+    from achilles.llm import get_embedding_provider
     from achilles.models import AgentModel
 
     row = AgentModel.objects.filter(kind="embedding", is_default=True).first()

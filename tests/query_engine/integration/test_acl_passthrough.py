@@ -4,11 +4,11 @@ import pytest
 from asgiref.sync import async_to_sync
 
 from achilles.errors import NotFound
-from achilles.llm.fake import call_tool
 from achilles.platform import platform_settings_update
 from conversations.models import Conversation, Message
 from conversations.pipeline import prepare_turn
 from knowledge.facade import Identity, Withheld
+from tests.llm_fake import call_tool
 from tests.query_engine.conftest import candidate, cite_every_source, result, search_then
 
 pytestmark = [pytest.mark.integration, pytest.mark.p0]

@@ -8,12 +8,12 @@ answers, since a scripted fake would only say what the test told it to.
 import pytest
 
 from achilles.llm import NOT_FOUND_TEXT
-from achilles.llm.fake import answer, call_tool
 from achilles.platform import platform_settings_update
 from conversations.grounding import ONLY_WITHHELD_TEXT
 from conversations.models import Message, RetrievalTrace
 from conversations.prompt import CONTEXT_PREAMBLE, DEFAULT_PLATFORM_PROMPT, GROUNDING_INSTRUCTIONS
 from knowledge.facade import Withheld
+from tests.llm_fake import answer, call_tool
 from tests.query_engine.conftest import EMPTY, candidate, cite_every_source, result, search_then
 
 pytestmark = [pytest.mark.integration, pytest.mark.p0]

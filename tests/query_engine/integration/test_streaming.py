@@ -10,10 +10,10 @@ import time
 import pytest
 
 from achilles.llm import TextDelta, Usage
-from achilles.llm.fake import Delay, answer, call_tool
 from conversations.models import Message
-from tests.query_engine.http import bearer, chat
+from tests.llm_fake import Delay, answer, call_tool
 from tests.query_engine.conftest import candidate, result
+from tests.query_engine.http import bearer, chat
 
 pytestmark = [pytest.mark.integration, pytest.mark.p1, pytest.mark.django_db(transaction=True)]
 
@@ -139,7 +139,7 @@ def test_tokens_used_at_finalize(engine, user):
 
 
 def test_model_failure_mid_stream_is_an_error_event(engine, user):
-    from achilles.llm.fake import fail
+    from tests.llm_fake import fail
 
     engine.ks.empty = True  # a turn whose text is released as generated (no search on offer)
     engine.script([TextDelta("Начинаю "), TextDelta("ответ "), fail(detail="upstream went away")])

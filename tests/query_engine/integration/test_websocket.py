@@ -10,8 +10,8 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 
 from achilles.llm import TextDelta
-from achilles.llm.fake import Delay, answer, call_tool
 from conversations.models import Message
+from tests.llm_fake import Delay, answer, call_tool
 from tests.query_engine.conftest import candidate, result
 
 pytestmark = [pytest.mark.integration, pytest.mark.p1, pytest.mark.django_db(transaction=True)]
