@@ -7,7 +7,9 @@ KS search over the 100k-chunk corpus of bench/knowledge (database ``bench_knowle
 first use) → round 2 streamed. The peer: the same two model rounds streamed directly by the same
 client, no platform in between. Reported at 1, 10 and 20 concurrent streams: time to the first
 answer token (p50/p95) for both and the difference (the platform-added TTFT), and the mean gap
-between tokens for both (the per-token overhead). Then 200 streams are dropped mid-answer: every
+between tokens for both (the per-token overhead). A grounded answer is released a checked sentence
+at a time, so our first token is the first released sentence: it is also set against the model's
+first complete sentence, and the support check's own time per answer is read from the traces. Then 200 streams are dropped mid-answer: every
 upstream generation must be cancelled, every message finalized ``interrupted``, and the
 database connections back to baseline within 2 s.
 
@@ -80,10 +82,16 @@ async def handle(reader, writer):
         else:
             question = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
             count = TOKENS * 25 if question.startswith("ДЛИННО") else TOKENS  # a long answer to walk away from
+            # A grounded answer: the first sentence of source [1], quoted and cited, over and over
+            # (a sentence the engine's support check passes), one word per token.
+            words = _source_words(body["messages"])
+            pieces = []
+            while len(pieces) < count:
+                pieces += [w + " " for w in words[:-1]] + [words[-1] + " [1]. "]
             for i in range(count):
                 if i:
                     await asyncio.sleep(DELAY)
-                piece = "Согласно документу [1], " if i == 0 else f"слово{i} "
+                piece = pieces[i]
                 writer.write(chunk({"content": piece}).encode())
                 await writer.drain()
             writer.write(chunk({}, "stop").encode())
@@ -96,6 +104,14 @@ async def handle(reader, writer):
         writer.close()
     except (ConnectionError, asyncio.IncompleteReadError):
         stats["aborted"] += 1
+
+def _source_words(messages):
+    tool = next((m.get("content") or "" for m in messages if m.get("role") == "tool"), "")
+    lines = tool.split("\n")
+    start = next((i for i, line in enumerate(lines) if line.startswith("[1]")), None)
+    body = " ".join(line.strip() for line in lines[start + 1:start + 6] if line.strip()) if start is not None else ""
+    sentence = (body.split(". ")[0] if body else "Данных нет").rstrip(".")
+    return sentence.split()[:12] or ["Данных", "нет"]
 
 async def main():
     server = await asyncio.start_server(handle, "127.0.0.1", int(sys.argv[4]), backlog=512)
@@ -171,8 +187,9 @@ async def peer_once(client, base: str, question: str) -> dict:
             pass
     messages += [{"role": "assistant", "content": "", "tool_calls": [
         {"id": "call_1", "type": "function", "function": {"name": "search_knowledge", "arguments": "{}"}}]},
-                 {"role": "tool", "tool_call_id": "call_1", "content": "[1] context"}]
+                 {"role": "tool", "tool_call_id": "call_1", "content": "[1] context\nThe packed context"}]
     times: list[float] = []
+    answer, first_sentence = "", None
     async with client.stream("POST", f"{base}/chat/completions",
                              json={"model": "stub", "messages": messages, "stream": True}) as response:
         buffer = ""
@@ -182,7 +199,11 @@ async def peer_once(client, base: str, question: str) -> dict:
                 block, buffer = buffer.split("\n\n", 1)
                 if '"content"' in block:
                     times.append(time.perf_counter() - started)
-    return {"ttft": times[0], "times": times}
+                    answer += json.loads(block.split("data: ", 1)[1])["choices"][0]["delta"].get("content") or ""
+                    if first_sentence is None and "[1]. " in answer:
+                        first_sentence = times[-1]
+    # What a client of the model alone could show as a checked sentence: the first complete one.
+    return {"ttft": times[0], "times": times, "first_sentence": first_sentence}
 
 
 async def run_level(concurrency: int, n: int, make_call) -> list[dict]:
@@ -343,6 +364,7 @@ def main() -> None:
                   f"{'added p50':>9} {'added p95':>9} {'ours gap':>8} {'peer gap':>8} {'+/token':>8} {'server CPU/turn':>15} {'machine CPU/turn':>16}")
         print(header)
         breakdown = []
+        first_sentences = []
         for level in LEVELS:
             n = REQUESTS[level]
             last_trace = RetrievalTrace.objects.order_by("-id").values_list("id", flat=True).first() or 0
@@ -356,10 +378,20 @@ def main() -> None:
             a = [r["ttft"] * 1000 for r in mine]
             b = [r["ttft"] * 1000 for r in theirs]
             ga, gb = gaps(mine) * 1000, gaps(theirs) * 1000
+            # With the sentence gate our first token IS the first released sentence; the peer's
+            # comparable moment is its first complete sentence.
+            c = [r["first_sentence"] * 1000 for r in theirs if r.get("first_sentence") is not None]
+            first_sentences.append((level, pct(a, .5), pct(a, .95), pct(b, .5), pct(b, .95),
+                                    pct(c, .5) if c else float("nan"), pct(c, .95) if c else float("nan")))
             print(f"{level:>7} {pct(a, .5):>11.0f}ms {pct(a, .95):>5.0f}ms {pct(b, .5):>11.0f}ms {pct(b, .95):>5.0f}ms "
                   f"{pct(a, .5) - pct(b, .5):>7.0f}ms {pct(a, .95) - pct(b, .95):>7.0f}ms "
                   f"{ga:>6.1f}ms {gb:>6.1f}ms {ga - gb:>6.2f}ms {cpu_per_turn:>13.1f}ms {machine_per_turn:>14.1f}ms", flush=True)
 
+        print("\ntime to the first released sentence (ours: the first token event, after the support check) "
+              "vs the model's first token and first complete sentence (peer)")
+        for level, ours50, ours95, tok50, tok95, sen50, sen95 in first_sentences:
+            print(f"{level:>7} streams: ours first sentence p50 {ours50:6.0f} ms p95 {ours95:6.0f} ms | peer first token "
+                  f"p50 {tok50:6.0f} ms p95 {tok95:6.0f} ms | peer first sentence p50 {sen50:6.0f} ms p95 {sen95:6.0f} ms")
         print("\nwhere our added TTFT goes (p50 per turn, from the retrieval traces): before round 1 | "
               "round 1 provider overhead beyond the model's TTFT | cache gate + KS search | round 2 provider overhead")
         for level, timings in breakdown:
@@ -368,7 +400,8 @@ def main() -> None:
                 return pct(values, .5) if values else float("nan")
             ttft_ms = TTFT_S * 1000
             print(f"{level:>7} streams: prepare {p50('prepare_ms'):6.1f} ms | round 1 +{p50('round1_first_event_ms', ttft_ms):6.1f} ms"
-                  f" | KS {p50('tools_ms'):6.1f} ms | round 2 +{p50('round2_first_token_ms', ttft_ms):6.1f} ms")
+                  f" | KS {p50('tools_ms'):6.1f} ms | round 2 +{p50('round2_first_token_ms', ttft_ms):6.1f} ms"
+                  f" | support check per answer {p50('gate_ms'):5.2f} ms")
 
         # ---- 200 mid-stream disconnects
         from conversations.models import Message
