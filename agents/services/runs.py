@@ -15,7 +15,7 @@ from achilles.errors import Conflict, NotFound
 from achilles.platform import platform_settings
 from agents.choices import RunReason, RunState, RunTrigger
 from agents.models import Agent, AgentRun
-from agents.selectors import owner_over_budget
+from agents.selectors import owner_over_budget, owner_tokens_this_week
 from agents.services import dispatch
 
 logger = logging.getLogger(__name__)
@@ -108,6 +108,13 @@ def run_execute(run_id: int, *, worker: str = "") -> str | None:
         # A gate closed between the request and the start: refused, never started.
         AgentRun.objects.filter(pk=run_id, state=RunState.QUEUED).update(
             state=RunState.SKIPPED, reason=RunReason.GATE_CLOSED, finished_at=now)
+        return RunState.SKIPPED
+    budget = platform_settings().weekly_token_budget
+    if owner_tokens_this_week(owner=agent.owner, now=now) >= budget:
+        # The budget was spent while this run waited in the queue (other runs of the owner
+        # finished): refused at the start as the scheduler would have refused the slot.
+        AgentRun.objects.filter(pk=run_id, state=RunState.QUEUED).update(
+            state=RunState.SKIPPED, reason=RunReason.BUDGET_EXCEEDED, tokens_used=0, finished_at=now)
         return RunState.SKIPPED
     claimed = AgentRun.objects.filter(pk=run_id, state=RunState.QUEUED).update(
         state=RunState.RUNNING, started_at=now, heartbeat_at=now, worker=worker[:255])

@@ -113,3 +113,23 @@ def test_a_new_week_reopens_the_budget(owner, agent_factory, dispatched):
     _due(agent, next_week)
     result = scheduler_tick(now=next_week, redispatch=False)
     assert len(result.queued) == 1
+
+
+@pytest.mark.p0
+def test_a_queued_run_rechecks_the_budget_when_it_starts(owner, agent_factory, fake_chat, run_task, time_machine):
+    """A run queued while there was room, started after the week's budget was spent (by another
+    agent's run that finished meanwhile), is ``skipped / budget_exceeded`` with no tokens and no
+    model call. Failed before the fix: the queued run started and spent on top of the budget."""
+    time_machine.move_to(NOW, tick=False)
+    platform_settings_update(weekly_token_budget=10_000, agent_run_token_cap=1_000)
+    agent = agent_factory(owner=owner)
+    run = agent_run_request(agent=agent, now=NOW)
+    # meanwhile another agent of the owner finished a run that spent the whole budget
+    _spent(agent_factory(owner=owner), 10_000, NOW - timedelta(minutes=1))
+    fake_chat.add_round([])  # a model call would be recorded here
+
+    run_task(run.pk)
+
+    run.refresh_from_db()
+    assert (run.state, run.reason, run.tokens_used, run.started_at) == ("skipped", "budget_exceeded", 0, None)
+    assert fake_chat.calls == []

@@ -240,3 +240,16 @@ def test_org_timezone_change_moves_calendar_slots_of_owners_without_a_zone_only(
     assert follows_org.next_run_at.astimezone(UTC).hour == 23
     assert berlin.next_run_at == berlin_before
     assert interval.next_run_at == interval_before
+
+
+@pytest.mark.p0
+def test_a_queued_run_makes_the_slot_a_skipped_already_running_row(owner, chat_model, run_factory, dispatched):
+    """A queued run (not started yet) is as active as a running one: the due slot is skipped."""
+    agent = agent_create(owner=owner, name="waiting", schedule={"type": "interval", "every_minutes": 10}, now=NOW)
+    queued = run_factory(agent=agent, state="queued")
+    scheduler_tick(now=NOW + timedelta(minutes=10), redispatch=False)
+    runs = AgentRun.objects.filter(agent=agent).exclude(pk=queued.pk)
+    assert [(r.state, r.reason, r.started_at) for r in runs] == [("skipped", "already_running", None)]
+    assert dispatched == []
+    queued.refresh_from_db()
+    assert queued.state == "queued"
