@@ -20,7 +20,9 @@ pytestmark = [pytest.mark.browser, pytest.mark.p1]
 
 class ScriptedModel:
     """Round one (with tools) searches the knowledge base; round two answers with the next text
-    from ``answers`` (or the default), as a real model would stream it."""
+    from ``answers`` (or the default), as a real model would stream it. A question that starts
+    with «Без поиска» is answered in round one, without a search (a conversation turn: its text is
+    not checked against sources; a grounded answer reaches the page only in supported sentences)."""
 
     def __init__(self, stub: StubLLMServer):
         self.stub = stub
@@ -28,7 +30,8 @@ class ScriptedModel:
         stub.responder = self.reply
 
     def reply(self, body: dict) -> StubReply:
-        if body.get("tools"):
+        question = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
+        if body.get("tools") and not question.startswith("Без поиска"):
             return StubReply(tool_calls=[StubToolCall("search_knowledge", {"query": "отпуск"})])
         if self.answers:
             return self.answers.pop(0)
@@ -44,7 +47,8 @@ def model(transactional_db):
         AgentModel.objects.create(name="stub-a", provider="openai", kind="chat", context_window=16000, is_default=True,
                                   options={"base_url": stub.base_url, "timeout": 90, "idle_timeout": 30})
         record_upsert(source_system="files", external_id="vacation", title="Политика отпусков",
-                      text="Ежегодный оплачиваемый отпуск сотрудника составляет 28 календарных дней.",
+                      text="Ежегодный оплачиваемый отпуск сотрудника составляет 28 календарных дней. "
+                           "Перенос отпуска возможен по согласованию с руководителем.",
                       acl=["everyone"], url="https://wiki.example.com/vacation")
         yield ScriptedModel(stub)
 
@@ -71,7 +75,8 @@ def test_an_idle_socket_stays_open_for_60_s_and_a_20_s_answer_arrives_whole(live
     channel-layer test in tests/achilles reproduced it). Two tabs at once, so the waits overlap:
     one stays idle 60 s, the other streams a 20 s answer."""
     user = user_factory(username="browser-long")
-    long_text = " ".join(f"Слово{i}" for i in range(40)) + " [1]."
+    # grounded sentences (each is released once it is checked against the source)
+    long_text = " ".join(["Ежегодный оплачиваемый отпуск составляет 28 календарных дней [1]."] * 8)
     model.answers.append(StubReply(text=long_text, chunk_chars=4, token_delay=20 / (len(long_text) / 4)))
     sign_in(page, live_url, user.username)
     idle, streaming = page, page.context.new_page()
@@ -105,30 +110,33 @@ def test_an_idle_socket_stays_open_for_60_s_and_a_20_s_answer_arrives_whole(live
 def test_markdown_renders_and_a_hostile_answer_is_inert(live_url, page, model, user_factory):
     user = user_factory(username="browser-md")
     model.answers += [
-        StubReply(text="## Отпуск\n\n| вид | дней |\n|---|---|\n| основной | 28 |\n\n```python\nprint('отпуск')\n```\n\n"
-                       "Итого 28 дней [1]."),
-        StubReply(text="Ответ [1].\n\n<script>window.pwned = 1</script>\n\n<img src=x onerror=\"window.pwned = 2\">\n\n"
+        # a conversation turn (no search): Markdown as the model wrote it
+        StubReply(text="## Отпуск\n\n| вид | дней |\n|---|---|\n| основной | 28 |\n\n```python\nprint('отпуск')\n```"),
+        StubReply(text="Итого 28 календарных дней [1]."),
+        StubReply(text="Ответ.\n\n<script>window.pwned = 1</script>\n\n<img src=x onerror=\"window.pwned = 2\">\n\n"
                        "[нажми](javascript:window.pwned=3)\n\n![логотип](https://evil.example/track.png)"),
     ]
     requests = []
     page.on("request", lambda r: requests.append(r.url))
     sign_in(page, live_url, user.username)
     page.goto(live_url + "/chat/")
-    ask(page, "Сколько дней отпуска?")
+    ask(page, "Без поиска: покажи таблицу отпусков")
     wait_answers(page, 1)
     answer = page.locator(".msg.assistant .text").last
     assert answer.locator("h2").text_content() == "Отпуск"
     assert answer.locator("table td").all_text_contents() == ["основной", "28"]
     assert answer.locator("pre code").text_content().strip() == "print('отпуск')"
     assert answer.locator("pre button.copy-code").count() == 1
-    # the [1] marker links to its source card
-    cite = answer.locator("a.cite")
+    # a grounded answer: the [1] marker links to its source card
+    ask(page, "Сколько дней отпуска?")
+    wait_answers(page, 2)
+    cite = page.locator(".msg.assistant .text").last.locator("a.cite")
     assert cite.text_content() == "[1]"
     card = page.locator(cite.get_attribute("href"))
     assert "Политика отпусков" in card.text_content() and "28 календарных дней" in card.text_content()
 
-    ask(page, "А ещё?")
-    wait_answers(page, 2)
+    ask(page, "Без поиска: а ещё?")
+    wait_answers(page, 3)
     hostile = page.locator(".msg.assistant .text").last
     assert page.evaluate("window.pwned") is None
     assert hostile.locator("script, img, iframe, [onerror]").count() == 0
@@ -140,13 +148,13 @@ def test_markdown_renders_and_a_hostile_answer_is_inert(live_url, page, model, u
 
 def test_stop_and_regenerate(live_url, page, model, user_factory):
     user = user_factory(username="browser-stop")
-    slow = " ".join(f"часть{i}" for i in range(200))
+    slow = " ".join("Отпуск составляет 28 календарных дней [1]." for _ in range(40))
     model.answers += [StubReply(text=slow, chunk_chars=6, token_delay=0.1),
-                      StubReply(text="Новый ответ: 28 дней [1].")]
+                      StubReply(text="Отпуск длится 28 календарных дней, новый ответ [1].")]
     sign_in(page, live_url, user.username)
     page.goto(live_url + "/chat/")
     ask(page, "Расскажи про отпуск")
-    expect(page.locator(".msg.assistant .text").first).to_contain_text("часть3")
+    expect(page.locator(".msg.assistant .text").first).to_contain_text("28 календарных дней [1]")
     page.keyboard.press("Escape")  # Esc stops, like the stop button
     page.wait_for_selector(".msg.assistant.interrupted[data-id]")
     assert "Ответ прерван" in page.locator(".msg.assistant").last.text_content()
@@ -155,7 +163,7 @@ def test_stop_and_regenerate(live_url, page, model, user_factory):
     # regenerate: the same question again, a complete answer
     page.locator(".msg.assistant").last.get_by_role("button", name="повторить ответ").click()
     wait_answers(page, 2)
-    assert "Новый ответ" in page.locator(".msg.assistant .text").last.text_content()
+    assert "новый ответ" in page.locator(".msg.assistant .text").last.text_content()
     questions = list(Message.objects.filter(role="user").values_list("content", flat=True))
     assert questions == ["Расскажи про отпуск", "Расскажи про отпуск"]
 
