@@ -7,7 +7,9 @@ from django.utils import timezone
 from ninja import Query, Router, Schema, Status
 from pydantic import Field
 
-from achilles.errors import PermissionDenied
+from achilles.errors import PermissionDenied, ValidationFailed
+from achilles.models import AgentModel
+from achilles.selectors import allowed_model_check
 from agents import schedule as sched
 from agents import selectors, services
 from agents.models import Agent
@@ -20,7 +22,8 @@ def _out(agent: Agent, active: dict[int, str], *, admin: bool = False) -> dict:
     tz = agent.owner.effective_timezone()
     data = {
         "id": agent.pk, "name": agent.name, "instructions": agent.instructions,
-        "model": agent.model.name if agent.model_id else None, "schedule": agent.schedule,
+        "model": agent.model.name if agent.model_id else None, "model_id": agent.model_id,
+        "schedule": agent.schedule,
         "enabled": agent.enabled, "admin_paused": agent.admin_paused,
         "status": agent.status(active.get(agent.pk)), "next_run_at": agent.next_run_at,
         "next_runs": sched.preview(agent.schedule, tz, now=timezone.now(), first=agent.next_run_at)
@@ -30,6 +33,18 @@ def _out(agent: Agent, active: dict[int, str], *, admin: bool = False) -> dict:
     if admin:
         data.update(owner=agent.owner.username, owner_id=agent.owner_id, owner_active=agent.owner.is_active)
     return data
+
+
+def _model_name(name: str | None, model_id: int | None) -> str | None:
+    """The model the payload names, by name, by allow-list id (the seed's ``model_id``) or both."""
+    if model_id is None:
+        return name
+    row = allowed_model_check(f"#{model_id}", AgentModel.objects.filter(pk=model_id).first(), kind="chat",
+                              field="model_id")
+    if name is not None and name != row.name:
+        raise ValidationFailed(f"model {name!r} and model_id {model_id} name different models",
+                               code="model_mismatch", field="model_id")
+    return row.name
 
 
 def _fresh(agent: Agent) -> Agent:
@@ -58,7 +73,7 @@ def agents_list(request: HttpRequest):
 def agents_create(request: HttpRequest, payload: AgentIn):
     _refuse_admin_paused(payload)
     agent = services.agent_create(owner=request.auth, name=payload.name, instructions=payload.instructions,
-                                  model_name=payload.model,
+                                  model_name=_model_name(payload.model, payload.model_id),
                                   schedule=payload.schedule.model_dump() if payload.schedule else None,
                                   enabled=payload.enabled)
     return Status(201, _out(_fresh(agent), {}))
@@ -74,7 +89,14 @@ def agents_get(request: HttpRequest, agent_id: int):
 def agents_update(request: HttpRequest, agent_id: int, payload: AgentPatch):
     agent = selectors.agent_get_for_owner(agent_id=agent_id, user=request.auth)
     changes = {}
-    for field in payload.model_fields_set:
+    fields = set(payload.model_fields_set)
+    if "model_id" in fields:
+        fields.discard("model_id")
+        if payload.model_id is not None:
+            fields.discard("model")
+            changes["model"] = _model_name(payload.model if "model" in payload.model_fields_set else None,
+                                           payload.model_id)
+    for field in fields:
         value = getattr(payload, field)
         if field == "schedule":
             changes[field] = value.model_dump() if value is not None else None

@@ -48,6 +48,8 @@ class AgentIn(_Strict):
     name: str = Field(min_length=1, max_length=200)
     instructions: str = Field(default="", max_length=20_000)
     model: str | None = Field(default=None, description="A chat model's name from the allow-list; omitted → the default")
+    model_id: int | None = Field(default=None, description="The same model by its allow-list id (the seed's field); "
+                                                           "with ``model`` too, both must name one model")
     schedule: ScheduleIn | None = None
     enabled: bool = True
     # Accepted only to answer an owner's attempt with 403 rather than a 422 (the lock is admin-only).
@@ -60,6 +62,7 @@ class AgentPatch(_Strict):
     name: str | None = Field(default=None, min_length=1, max_length=200)
     instructions: str | None = Field(default=None, max_length=20_000)
     model: str | None = None
+    model_id: int | None = None
     schedule: ScheduleIn | None = None
     enabled: bool | None = None
     admin_paused: bool | None = Field(default=None, json_schema_extra={"readOnly": True})
@@ -72,6 +75,7 @@ class AgentOut(Schema):
     name: str
     instructions: str
     model: str | None
+    model_id: int | None
     schedule: dict | None
     enabled: bool
     admin_paused: bool

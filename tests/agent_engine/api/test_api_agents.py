@@ -208,3 +208,41 @@ def test_agent_representation_carries_next_five_runs_in_the_owner_timezone(api, 
     assert created["timezone"] == "Europe/Berlin"
     assert len(created["next_runs"]) == 5
     assert created["next_runs"][0] == created["next_run_at"].replace("Z", "+00:00") or created["next_runs"][0]
+
+
+@pytest.mark.p1
+def test_the_model_is_accepted_by_id_as_the_seed_names_it_and_returned_both_ways(api, chat_model):
+    """The seed's field is ``model_id`` (an id from the allow-list); the name stays accepted.
+    Failed before the fix: ``model_id`` was an unknown field (422) and the answer had no id."""
+    other = AgentModelFactory(name="other-chat")
+    created = _create(api, model_id=other.pk)
+    assert (created["model"], created["model_id"]) == ("other-chat", other.pk)
+    by_name = _create(api, model=chat_model.name)
+    assert (by_name["model"], by_name["model_id"]) == (chat_model.name, chat_model.pk)
+    patched = api("PATCH", f"/agents/{created['id']}", {"model_id": chat_model.pk}).json()
+    assert (patched["model"], patched["model_id"]) == (chat_model.name, chat_model.pk)
+    assert _create(api, model=other.name, model_id=other.pk)["model_id"] == other.pk  # both, agreeing
+
+
+@pytest.mark.p1
+@pytest.mark.parametrize("body, code", [
+    ({"model_id": 999_999}, "unknown_model"),
+    ({"model": "fake-default", "model_id": -1}, "unknown_model"),
+    ({"model_id": "abc"}, None),
+])
+def test_a_bad_model_id_is_422_and_nothing_is_written(api, chat_model, body, code):
+    response = api("POST", "/agents", {"name": "x", **body})
+    assert response.status_code == 422, response.content
+    assert code is None or response.json()["code"] == code
+    assert not Agent.objects.exists()
+
+
+@pytest.mark.p1
+def test_model_and_model_id_that_disagree_are_422(api, chat_model):
+    other = AgentModelFactory(name="other-chat")
+    response = api("POST", "/agents", {"name": "x", "model": chat_model.name, "model_id": other.pk})
+    assert response.status_code == 422 and response.json()["code"] == "model_mismatch"
+    embedding = AgentModelFactory(name="emb", kind="embedding")
+    response = api("POST", "/agents", {"name": "x", "model_id": embedding.pk})
+    assert response.status_code == 422 and response.json()["code"] == "wrong_model_kind"
+    assert not Agent.objects.exists()
