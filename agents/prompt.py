@@ -18,18 +18,29 @@ ENGINE_INSTRUCTIONS = (
 )
 
 
-def compose_messages(*, platform_prompt: str, agent_instructions: str) -> list[Message]:
+EMPTY_KNOWLEDGE_NOTE = (
+    "The knowledge base is empty: there is no company data to search yet, so the knowledge tools are "
+    "not available. Report honestly that there is no data for the task; do not answer from memory."
+)
+
+
+def compose_messages(*, platform_prompt: str, agent_instructions: str, knowledge_empty: bool = False) -> list[Message]:
     """The opening messages of a run, layer by layer: the system message carries the platform
     prompt (settings override, else the built-in default) then the engine instructions; the
     agent's instructions are the task (user message); the tool specs follow as the ``tools`` of
-    every model call (``tool_specs()``)."""
-    system = "\n\n".join([(platform_prompt or "").strip() or DEFAULT_PLATFORM_PROMPT, ENGINE_INSTRUCTIONS])
+    every model call (``tool_specs()``). On an empty knowledge base the system message says so."""
+    layers = [(platform_prompt or "").strip() or DEFAULT_PLATFORM_PROMPT, ENGINE_INSTRUCTIONS]
+    if knowledge_empty:
+        layers.append(EMPTY_KNOWLEDGE_NOTE)
+    system = "\n\n".join(layers)
     task = agent_instructions.strip() or "(no instructions)"
     return [Message(role="system", content=system), Message(role="user", content=task)]
 
 
-def tool_specs() -> tuple[ToolSpec, ...]:
-    """The locked tool layer: always the three KS primitives, whatever the state of KS."""
+def tool_specs(*, knowledge_empty: bool = False) -> tuple[ToolSpec, ...]:
+    """The locked tool layer: the three KS primitives (an owner cannot switch them off) — but not on
+    an empty knowledge base, where there is nothing for them to find (AE-TOOLS: «locked» is not
+    "present whatever the state of the base"; the run still starts)."""
     from agents.tools import TOOL_SPECS
 
-    return TOOL_SPECS
+    return () if knowledge_empty else TOOL_SPECS

@@ -1,9 +1,10 @@
 """The agent's tools (AE-TOOLS): ``search``, ``graph``, ``sql`` — Knowledge Store primitives.
 
 Each call goes to ``knowledge.facade`` under the OWNER's identity; ACL is cut inside KS. The
-three are locked: always offered, even when KS is empty (an empty KS is not a readiness gate —
-the agent then reports honestly that there is no data). A tool error (a rejected SQL, a missing
-record) is an observation for the model, never a crash of the run.
+three are locked (an owner cannot switch them off) but are not offered on an empty KS
+(``agents.prompt.tool_specs``); an empty KS is not a readiness gate — the run starts and the agent
+reports honestly that there is no data. A tool error (a rejected SQL, a missing record) is an
+observation for the model, never a crash of the run.
 """
 
 from __future__ import annotations

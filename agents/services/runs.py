@@ -132,11 +132,14 @@ def run_execute(run_id: int, *, worker: str = "") -> str | None:
     try:
         provider = get_chat_provider(agent.model.spec())
         tools = KnowledgeTools(Identity.for_user(agent.owner))
+        # An empty base is not a readiness gate: the run starts, without the knowledge tools.
+        knowledge_empty = bool(tools.ks.is_empty())
         with Pulse(run_id, every=max(0.5, settings_row.agent_stale_after_seconds / 3)):
             result = run_loop(provider=provider,
                               messages=compose_messages(platform_prompt=settings_row.platform_prompt,
-                                                        agent_instructions=agent.instructions),
-                              tools=tool_specs(), call_tool=tools.call, cap=settings_row.agent_iteration_cap,
+                                                        agent_instructions=agent.instructions,
+                                                        knowledge_empty=knowledge_empty),
+                              tools=tool_specs(knowledge_empty=knowledge_empty), call_tool=tools.call, cap=settings_row.agent_iteration_cap,
                               token_cap=settings_row.agent_run_token_cap, heartbeat=heartbeat)
     except RunAbandoned:
         logger.warning("agent run %s was reaped while running; its result is dropped", run_id)

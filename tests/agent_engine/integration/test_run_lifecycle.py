@@ -294,3 +294,20 @@ def test_one_model_call_longer_than_the_stale_window_is_not_reaped_while_the_wor
     run.refresh_from_db()
     assert reaped == 0 and outcome == ["succeeded"]
     assert (run.state, run.output) == ("succeeded", "долгий ответ")
+
+
+@pytest.mark.p0
+def test_an_empty_base_is_not_a_readiness_gate_the_run_starts_without_knowledge_tools(
+        agent_factory, fake_chat, fake_ks, run_task):
+    """On an empty knowledge base the run starts and succeeds; the model gets no search/graph/sql.
+    Failed before the fix: the three tools were offered on an empty base."""
+    fake_ks.empty = True
+    fake_chat.add_round(answer("В базе знаний пока нет данных по задаче."))
+    run = AgentRun.objects.create(agent=agent_factory(), trigger="manual", state="queued")
+
+    run_task(run.pk)
+
+    run.refresh_from_db()
+    assert (run.state, run.output) == ("succeeded", "В базе знаний пока нет данных по задаче.")
+    [call] = fake_chat.calls
+    assert call.tools == () and fake_ks.calls == []
