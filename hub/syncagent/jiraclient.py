@@ -102,7 +102,7 @@ class JiraGateway:
                     header = resp.headers.get("Retry-After")
                     wait = retry_after_seconds(header)
                     self.rate_limited_total += 1
-                    self.on_rate_limited({"at": iso(utcnow()), "retry_after_seconds": wait if wait is not None else None,
+                    self.on_rate_limited({"at": iso(utcnow()), "retry_after_seconds": wait if wait is not None else 0,
                                           "path": path})
                     if attempt >= self.max_attempts:
                         raise JiraRateLimited(429, f"rate limited {attempt} times in a row on {path}; gave up") from None
