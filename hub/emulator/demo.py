@@ -18,7 +18,7 @@ BASE_LABEL = "AWPCA"
 def _dataset() -> dict[str, Any]:
     """The hub's demo dataset when it is importable without Django, else the same shapes here."""
     try:
-        from hub import demo as hub_demo  # the hub's own module, pure data
+        import hub.demo as hub_demo  # the hub's own dataset module, when it is pure data
         return hub_demo.demo_dataset()
     except Exception:  # noqa: BLE001 - not there (or not Django-free): use ours
         return _local_dataset()

@@ -38,6 +38,7 @@ _ORDER_FIELDS = {"key", "updated", "created", "issuekey"}
 class Query:
     clauses: list[Callable[[dict[str, Any], str], bool]] = field(default_factory=list)
     order: list[tuple[str, bool]] = field(default_factory=list)  # (field, descending)
+    keys: list[str] = field(default_factory=list)  # issue keys named by key clauses (Jira validates them)
     text: str = ""
 
 
@@ -165,6 +166,8 @@ def parse(jql: str, *, now: dt.datetime | None = None) -> Query:
             else:
                 raise JqlError(f"The operator '{op[1]}' is not supported by the '{tok[1]}' field.")
             query.clauses.append(_eq_clause(fname, values))
+            if fname in ("key", "issuekey"):
+                query.keys.extend(values)
         elif fname in _FIELDS_DATE:
             if opv not in (">=", ">", "<=", "<"):
                 raise JqlError(f"The operator '{op[1]}' is not supported by the '{tok[1]}' field.")

@@ -270,7 +270,8 @@ def fields(h: Handler, user: str, q: dict[str, str]) -> tuple[int, Any]:
 
 def search_get(h: Handler, user: str, q: dict[str, str]) -> tuple[int, Any]:
     return 200, h.server.store.search(user=user, jql=q.get("jql", ""), start=_int(q, "startAt", 0),
-                                      max_results=_int(q, "maxResults", 50), fields=q.get("fields"), expand=q.get("expand"))
+                                      max_results=_int(q, "maxResults", 50), fields=q.get("fields"), expand=q.get("expand"),
+                                      validate=q.get("validateQuery", "true").lower() not in ("false", "none", "warn"))
 
 
 def search_post(h: Handler, user: str, q: dict[str, str]) -> tuple[int, Any]:
@@ -278,7 +279,8 @@ def search_post(h: Handler, user: str, q: dict[str, str]) -> tuple[int, Any]:
     flds = b.get("fields")
     return 200, h.server.store.search(user=user, jql=b.get("jql", ""), start=int(b.get("startAt", 0)),
                                       max_results=int(b.get("maxResults", 50)),
-                                      fields=",".join(flds) if isinstance(flds, list) else flds, expand=b.get("expand"))
+                                      fields=",".join(flds) if isinstance(flds, list) else flds, expand=b.get("expand"),
+                                      validate=str(b.get("validateQuery", "true")).lower() not in ("false", "none", "warn"))
 
 
 def cloud_only(h: Handler, user: str, q: dict[str, str]) -> tuple[int, Any]:

@@ -97,7 +97,8 @@ class Store:
 
     # ---- set-up -------------------------------------------------------------------------------
     def add_user(self, name: str, display: str, *, token: str | None = None) -> None:
-        self.users[name] = {"name": name, "key": name, "displayName": display, "emailAddress": f"{name}@example.com", "active": True}
+        self.users[name] = {"name": name, "key": name, "displayName": display, "emailAddress": f"{name}@example.com",
+                            "active": True, "timeZone": "UTC"}
         if token:
             self.tokens[token] = name
 
@@ -281,20 +282,25 @@ class Store:
                 "from": s(old), "fromString": s(old), "to": s(new), "toString": s(new)}
 
     # ---- reads --------------------------------------------------------------------------------
-    def search(self, *, user: str, jql: str, start: int, max_results: int, fields: str | None, expand: str | None) -> dict[str, Any]:
+    def search(self, *, user: str, jql: str, start: int, max_results: int, fields: str | None, expand: str | None,
+               validate: bool = True) -> dict[str, Any]:
         with self.lock:
-            keys = self._search_keys(jql, user)
+            keys = self._search_keys(jql, user, validate=validate)
             max_results = max(0, min(max_results, 1000))
             page = keys[start:start + max_results]
             return {"expand": "schema,names", "startAt": start, "maxResults": max_results, "total": len(keys),
                     "issues": [self.issue_json(self.issues[k], fields=fields, expand=expand) for k in page]}
 
-    def _search_keys(self, jql: str, user: str) -> list[str]:
+    def _search_keys(self, jql: str, user: str, *, validate: bool = True) -> list[str]:
         cache_key = (jql, user, self.generation)
         hit = self._search_cache.get(cache_key)
         if hit and time.monotonic() - hit[0] < 2 and not self.search_lag_seconds:
             return hit[1]
         query = jqlmod.parse(jql)
+        if validate:
+            for k in query.keys:
+                if k.upper() not in self.issues:
+                    raise JiraHttpError(400, [f"An issue with key '{k}' does not exist for field 'key'."])
         hidden_after = dt.datetime.now(UTC) - dt.timedelta(seconds=self.search_lag_seconds) if self.search_lag_seconds else None
         matched = [i for i in (self.issues[k] for k in self.issue_order)
                    if all(c(i, user) for c in query.clauses) and (hidden_after is None or i["created"] <= hidden_after)]

@@ -168,7 +168,7 @@ class Executor:
                 if isinstance(value, dict) and value.get("command") == claimed.id:
                     return issue["key"]
             if attempt + 1 < tries:
-                self.sleep(1.0)  # the search index may not have the issue yet
+                self.sleep(min(3.0, 1.0 + attempt))  # the search index may not have the issue yet: 1, 2, 3, 3 s
         return None
 
     def _create(self, cmd: dict[str, Any], claimed: Claimed) -> dict[str, Any]:
