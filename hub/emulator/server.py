@@ -10,7 +10,7 @@ Admin routes (no auth, loopback only) under ``/_emulator/``:
   request through; the others answer instead of the request.
 - ``POST /_emulator/search-lag`` ``{"seconds": 5}``: issues younger than that are not yet searchable.
 - ``GET /_emulator/requests?since=N`` the request log (``seq``, ``at``, ``method``, ``path``,
-  ``status``, ``user``); ``POST /_emulator/touch`` ``{"key", "summary", "user"}`` a human edit.
+  ``status``, ``user``, ``query``); ``POST /_emulator/touch`` ``{"key", "summary", "user"}`` a human edit.
 """
 
 from __future__ import annotations
@@ -95,10 +95,11 @@ class EmulatorServer(ThreadingHTTPServer):
     def url(self) -> str:
         return self.store.base_url
 
-    def record(self, method: str, path: str, status: int, user: str | None) -> None:
+    def record(self, method: str, path: str, status: int, user: str | None, query: dict[str, str] | None = None) -> None:
         with self.log_lock:
             self.seq += 1
-            self.request_log.append({"seq": self.seq, "at": time.time(), "method": method, "path": path, "status": status, "user": user})
+            self.request_log.append({"seq": self.seq, "at": time.time(), "method": method, "path": path, "status": status,
+                                     "user": user, "query": query or {}})
             if len(self.request_log) > 20000:
                 del self.request_log[:5000]
 
@@ -199,7 +200,7 @@ class Handler(BaseHTTPRequestHandler):
             self._send(400, {"errorMessages": [str(exc)], "errors": {}})
         finally:
             if not path.startswith("/_emulator/"):
-                self.server.record(method, path, self._status, user)
+                self.server.record(method, path, self._status, user, query)
 
     def _fault(self, rule: dict[str, Any]) -> None:
         kind = rule["kind"]
