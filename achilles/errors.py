@@ -1,33 +1,60 @@
-"""The platform's one error family (PLAT-8).
+"""The platform's one error contract (PLAT-8): domain errors and the one renderer.
 
 Every domain error raised by a service, selector, facade or provider subclasses
-``ApplicationError``. One handler per surface (ninja, websocket, MCP) maps
-``status`` to the transport and renders ``{"detail": ..., "code": ...}``.
+``ApplicationError``: a ``code`` (stable, machine-readable), a ``message`` (for people) and,
+when one input field is at fault, that ``field``. Domain errors know nothing about transports:
+no HTTP status in a service's call, no ``["body", …]`` location.
+
+Each transport renders through this module and nowhere else:
+
+- REST (ninja's handlers in ``achilles.api``, the JSON error middleware), SSE
+  (``conversations.views``) and the websocket (``conversations.consumers``) call :func:`render`
+  and get ``(status, {"detail", "code"})``;
+- text-only transports (MCP tool results, the sync-agent protocol's log lines) call
+  :func:`render_text`.
+
+Anything that is not a domain error renders as the one 500 (``internal_error``, logged here), except
+an unreachable Redis — the cache or the Celery broker — which is a 503 (``cache_unavailable`` /
+``broker_unavailable``): the client may retry, nothing crashed.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
+
+logger = logging.getLogger("achilles.errors")
+
+INTERNAL_ERROR_DETAIL = "Internal error; it has been logged."
 
 
 class ApplicationError(Exception):
-    """Base of every domain error; ``status`` is the HTTP status it maps to."""
+    """Base of every domain error; ``status`` is the HTTP status a transport maps it to."""
 
     status: int = 400
     code: str = "error"
 
-    def __init__(self, detail: Any = None, *, code: str | None = None, extra: dict | None = None):
-        self.detail = detail if detail is not None else self.default_detail()
+    def __init__(self, message: Any = None, *, code: str | None = None, field: str | None = None,
+                 extra: dict | None = None, status: int | None = None):
         if code is not None:
             self.code = code
+        if status is not None:  # only for errors that mirror a bare transport status (see achilles.api)
+            self.status = status
+        self.message = message if message is not None else self.code.replace("_", " ")
+        self.field = field
         self.extra = extra or {}
-        super().__init__(str(self.detail))
+        super().__init__(str(self.message))
 
-    def default_detail(self) -> str:
-        return self.code.replace("_", " ")
+    @property
+    def detail(self) -> Any:
+        """The transport-neutral detail: the message, or one field error when a field is named
+        (rendered with the location ``body`` when no transport says better)."""
+        return render(self).body["detail"]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"detail": self.detail, "code": self.code, **self.extra}
+        return render(self).body
 
 
 class NotAuthenticated(ApplicationError):
@@ -50,13 +77,94 @@ class Conflict(ApplicationError):
     code = "conflict"
 
 
+class PayloadTooLarge(ApplicationError):
+    status = 413
+    code = "payload_too_large"
+
+
+class UnsupportedMediaType(ApplicationError):
+    status = 415
+    code = "unsupported_media_type"
+
+
 class ValidationFailed(ApplicationError):
     status = 422
     code = "validation_error"
 
 
 class ServiceUnavailable(ApplicationError):
-    """An upstream the platform depends on (model provider, search engine) failed."""
+    """An upstream the platform depends on (model provider, search engine, Redis) failed."""
 
     status = 503
     code = "service_unavailable"
+
+
+# ------------------------------------------------------------------ the renderer
+
+
+@dataclass(frozen=True)
+class Rendered:
+    status: int
+    body: dict[str, Any]
+
+
+# Where a named field came from; a transport that knows better passes its own.
+Locate = Callable[[str], Sequence[str]]
+
+
+def body_location(field: str) -> list[str]:
+    return ["body", *field.split(".")]
+
+
+def field_errors(errors: Iterable[Mapping[str, Any]], *, source: str = "body") -> list[dict[str, Any]]:
+    """pydantic's error list in the wire's one shape: ``{"loc": [source, …], "msg", "type"}``."""
+    return [{"loc": [source, *map(str, e["loc"])], "msg": e["msg"], "type": e["type"]} for e in errors]
+
+
+def _infrastructure_error(exc: BaseException) -> ApplicationError | None:
+    """Redis away (cache or broker) is a 503 with a code the client can act on, not a crash."""
+    try:
+        import kombu.exceptions
+        import redis.exceptions
+    except ImportError:  # pragma: no cover - both are requirements
+        return None
+    if isinstance(exc, kombu.exceptions.OperationalError):
+        return ServiceUnavailable("The task broker is unavailable; try again shortly.", code="broker_unavailable")
+    if isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
+        return ServiceUnavailable("The cache is unavailable; try again shortly.", code="cache_unavailable")
+    return None
+
+
+def as_application_error(exc: BaseException) -> ApplicationError | None:
+    """The domain error ``exc`` is or stands for; None for a genuine crash."""
+    if isinstance(exc, ApplicationError):
+        return exc
+    return _infrastructure_error(exc)
+
+
+def render(exc: BaseException, *, locate: Locate = body_location, context: str = "") -> Rendered:
+    """``exc`` → ``(status, {"detail", "code", …extra})``, the body every transport sends.
+
+    A field error's detail is the list shape of request validation (``[{"loc", "msg", "type"}]``);
+    ``locate`` turns the field into its location on this transport (REST: ``path``/``query``/
+    ``body``). A crash is logged (with ``context``) and rendered as the one 500."""
+    error = as_application_error(exc)
+    if error is None:
+        logger.error("unhandled error%s", f" on {context}" if context else "", exc_info=exc)
+        return Rendered(500, {"detail": INTERNAL_ERROR_DETAIL, "code": "internal_error"})
+    if error is not exc:
+        logger.warning("%s%s: %s", error.code, f" on {context}" if context else "", exc)
+    detail: Any = error.message
+    if error.field is not None:
+        detail = [{"loc": list(locate(error.field)), "msg": str(error.message), "type": "value_error"}]
+    return Rendered(error.status, {"detail": detail, "code": error.code, **error.extra})
+
+
+def render_text(exc: BaseException, *, context: str = "") -> str:
+    """The same error for a text-only transport (MCP tool results, protocol logs): ``code: message``."""
+    error = as_application_error(exc)
+    if error is None:
+        render(exc, context=context)  # logs it
+        return f"internal_error: {INTERNAL_ERROR_DETAIL}"
+    where = f" ({error.field})" if error.field else ""
+    return f"{error.code}{where}: {error.message}"

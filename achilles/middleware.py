@@ -9,6 +9,16 @@ import uuid
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 
+from achilles.errors import (
+    INTERNAL_ERROR_DETAIL,
+    ApplicationError,
+    NotFound,
+    PayloadTooLarge,
+    UnsupportedMediaType,
+    ValidationFailed,
+    render,
+)
+
 request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 _VALID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
@@ -66,31 +76,76 @@ class RequestIdMiddleware(HybridMiddleware):
 # A JSON string escape for U+0000: ``\u0000`` preceded by an even number of backslashes.
 _JSON_NUL = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000")
 NUL_DETAIL = "Text must not contain NUL (0x00) characters."
+API_PREFIX = "/api/"
+
+
+def _is_json(content_type: str) -> bool:
+    return content_type == "application/json" or (content_type.startswith("application/") and content_type.endswith("+json"))
+
+
+def _empty_form(request, body: bytes) -> bool:
+    """A multipart body with no parts at all (what a form library sends for "no data")."""
+    boundary = request.content_params.get("boundary", "") if request.content_type == "multipart/form-data" else ""
+    return bool(boundary) and body.strip() == f"--{boundary}--".encode()
 
 
 def carries_nul(request) -> bool:
-    """True when the query string or a JSON body carries a NUL character, which PostgreSQL text
-    cannot store (every such request used to end in a 500 somewhere deeper)."""
+    """True when the query string or the body carries a NUL character (raw or JSON-escaped),
+    whatever the content type: PostgreSQL text cannot store it, and every such request used to
+    end in a 500 somewhere deeper."""
     if "\x00" in request.META.get("QUERY_STRING", "") or any(
             "\x00" in value for values in request.GET.lists() for value in values[1]):
         return True
-    if request.content_type == "application/json":
+    body = request.body
+    return b"\x00" in body or _JSON_NUL.search(body) is not None
+
+
+def api_body_refusal(request) -> ApplicationError | None:
+    """The reason an /api/ request's body is refused before any view, or None.
+
+    Over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` → 413 (checked on the declared length before anything is
+    read, and again on what was read); NUL anywhere → 422; a non-empty body that is not JSON → 415
+    (every API route takes JSON; a body-less POST needs no content type)."""
+    from django.conf import settings
+    from django.core.exceptions import RequestDataTooBig
+
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    too_large = PayloadTooLarge(f"The request body is larger than {limit} bytes.")
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        declared = 0
+    if limit is not None and declared > limit:
+        return too_large
+    try:
         body = request.body
-        return b"\x00" in body or _JSON_NUL.search(body) is not None
-    return False
+    except RequestDataTooBig:
+        return too_large
+    if carries_nul(request):
+        return ValidationFailed(NUL_DETAIL)
+    if body and not _is_json(request.content_type or "") and not _empty_form(request, body):
+        return UnsupportedMediaType("The request body must be JSON (Content-Type: application/json).")
+    return None
 
 
-class RejectNulMiddleware(HybridMiddleware):
-    """``/api/``: a request carrying NUL characters is a 422 in the API's error shape, before any view.
+def _json_error(exc: ApplicationError):
+    from django.http import JsonResponse
 
-    The check reads only the already buffered request, so it runs on the async path as it is."""
+    rendered = render(exc)
+    return JsonResponse(rendered.body, status=rendered.status)
+
+
+class ApiBodyMiddleware(HybridMiddleware):
+    """``/api/``: a body that is too large, carries NUL or is not JSON is refused in the API's error
+    shape, before any view. The check reads only the already buffered request, so it runs on the
+    async path as it is."""
 
     @staticmethod
     def _refusal(request):
-        if request.path.startswith("/api/") and carries_nul(request):
-            from django.http import JsonResponse
-
-            return JsonResponse({"detail": NUL_DETAIL, "code": "validation_error"}, status=422)
+        if request.path.startswith(API_PREFIX):
+            refusal = api_body_refusal(request)
+            if refusal is not None:
+                return _json_error(refusal)
         return None
 
     def __call__(self, request):
@@ -100,3 +155,74 @@ class RejectNulMiddleware(HybridMiddleware):
 
     async def __acall__(self, request):
         return self._refusal(request) or await self.get_response(request)
+
+
+class StaticFilesMiddleware(HybridMiddleware):
+    """WhiteNoise in the ASGI chain: serves ``STATIC_ROOT`` (hashed, pre-compressed files written by
+    ``collectstatic``) before any other work; every other request goes on in the chain's own mode.
+
+    WhiteNoise's own middleware is sync-only, which would put every request of this ASGI app — the
+    SSE chat stream included — through a thread hop; this wrapper keeps the async path.
+    """
+
+    def __init__(self, get_response):
+        from whitenoise.middleware import WhiteNoiseMiddleware
+
+        super().__init__(get_response)
+        self.whitenoise = WhiteNoiseMiddleware(get_response)
+
+    def _static_file(self, request):
+        if not request.path_info.startswith(self.whitenoise.static_prefix):
+            return None
+        if self.whitenoise.autorefresh:  # DEBUG: looks on disk each time (a few stat calls)
+            return self.whitenoise.find_file(request.path_info)
+        return self.whitenoise.files.get(request.path_info)
+
+    def __call__(self, request):
+        if iscoroutinefunction(self):
+            return self.__acall__(request)
+        static_file = self._static_file(request)
+        return self.whitenoise.serve(static_file, request) if static_file else self.get_response(request)
+
+    async def __acall__(self, request):
+        static_file = self._static_file(request)
+        if static_file is not None:
+            return self.whitenoise.serve(static_file, request)
+        return await self.get_response(request)
+
+
+_STATUS_ERRORS = {400: "bad_request", 403: "permission_denied", 404: "not_found", 405: "method_not_allowed",
+                  413: "payload_too_large", 415: "unsupported_media_type"}
+
+
+def _as_json_error(request, response):
+    """Every error under /api/ is JSON: Django's own pages (a URL no route matches, a method the
+    route does not take, the 400 of an oversized upload, the 500 of a crash) are replaced by the
+    API's error shape. Streams and JSON answers pass untouched."""
+    if (response.status_code < 400 or not request.path.startswith(API_PREFIX) or response.streaming
+            or response.get("Content-Type", "").startswith("application/json")):
+        return response
+    status = response.status_code
+    if status >= 500:
+        exc = ApplicationError(INTERNAL_ERROR_DETAIL, code="internal_error", status=status)
+    elif status == 404:
+        exc = NotFound("Not found.")
+    else:
+        exc = ApplicationError(response.reason_phrase or "error", code=_STATUS_ERRORS.get(status, "error"),
+                               status=status)
+    replaced = _json_error(exc)
+    if response.has_header("Allow"):
+        replaced["Allow"] = response["Allow"]
+    return replaced
+
+
+class ApiJsonErrorsMiddleware(HybridMiddleware):
+    """Outermost on the API: whatever answered, an /api/ error leaves as ``{"detail", "code"}``."""
+
+    def __call__(self, request):
+        if iscoroutinefunction(self):
+            return self.__acall__(request)
+        return _as_json_error(request, self.get_response(request))
+
+    async def __acall__(self, request):
+        return _as_json_error(request, await self.get_response(request))

@@ -116,8 +116,10 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "achilles.middleware.RequestIdMiddleware",
-    "achilles.middleware.RejectNulMiddleware",
+    "achilles.middleware.ApiJsonErrorsMiddleware",
+    "achilles.middleware.ApiBodyMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "achilles.middleware.StaticFilesMiddleware",  # WhiteNoise: /static/ answered before sessions etc.
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -157,8 +159,15 @@ LANGUAGE_CODE = "ru"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
-STATIC_URL = "static/"
+# Static files are served by the app itself in every mode (WhiteNoise): `collectstatic` (run by
+# `make run` and once per test session) writes hashed, gzip-compressed copies into STATIC_ROOT;
+# hashed names are cached for a year by browsers.
+STATIC_URL = "/static/"
 STATIC_ROOT = VAR_DIR / "static"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 CACHES = {
@@ -169,12 +178,33 @@ CACHES = {
     }
 }
 
-CHANNEL_LAYERS = {
-    "default": {
+
+
+def channel_layer_config(redis_url: str) -> dict:
+    """The Channels layer over ``redis_url`` (unix socket or TCP alike).
+
+    Every websocket consumer waits in the layer's ``receive``: a ``BZPOPMIN`` that blocks up to
+    ``RedisChannelLayer.brpop_timeout`` (5 s) on the server, in a loop. redis-py ≥ 8 reads every
+    reply with a 5 s socket timeout by default, so on a quiet socket the read gave up first, the
+    receive raised ``TimeoutError`` and the consumer died (close 1011 every ~5.5 s). The read
+    timeout must outlast the blocking pop; it stays finite so a dead server is still noticed.
+    (A ``socket_timeout`` in the URL's query string would override this one: leave it out.)
+    """
+    from channels_redis.core import RedisChannelLayer
+
+    return {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL]},
+        "CONFIG": {"hosts": [{
+            "address": redis_url,
+            "socket_timeout": RedisChannelLayer.brpop_timeout + 10,
+            "socket_connect_timeout": 5,
+            # a connection idle this long is PINGed before use (a restarted Redis is seen at once)
+            "health_check_interval": 30,
+        }]},
     }
-}
+
+
+CHANNEL_LAYERS = {"default": channel_layer_config(REDIS_URL)}
 
 # ---------------------------------------------------------------- celery
 from kombu import Queue  # noqa: E402

@@ -21,10 +21,10 @@ from types import SimpleNamespace
 from channels.generic.websocket import AsyncWebsocketConsumer
 from pydantic import ValidationError
 
-from achilles.errors import ApplicationError
+from achilles import errors
 from conversations.dbconn import db_step
 from conversations.pipeline import prepare_turn
-from conversations.schemas import ChatIn, validation_errors
+from conversations.schemas import ChatIn
 
 logger = logging.getLogger(__name__)
 
@@ -57,11 +57,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
         try:
             body = ChatIn.model_validate_json(text_data or bytes_data or b"{}")
         except ValidationError as exc:
-            await self._send({"event": "error", "detail": validation_errors(exc), "code": "validation_error"})
+            await self._send_error(errors.ValidationFailed(errors.field_errors(exc.errors())))
             return
         if self.turn_task is not None and not self.turn_task.done():
-            await self._send({"event": "error", "detail": "a turn is already running on this socket",
-                              "code": "conflict"})
+            await self._send_error(errors.Conflict("a turn is already running on this socket"))
             return
         self.turn_task = asyncio.create_task(self._turn(body))
 
@@ -70,26 +69,28 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self._run_turn(body)
         except asyncio.CancelledError:
             raise
-        except Exception:  # the database or Redis away: the client gets a frame, not silence
-            logger.exception("websocket chat turn failed")
+        except Exception as exc:  # the database or Redis away: the client gets a frame, not silence
+            frame = errors.render(exc, context="websocket chat turn").body
             with contextlib.suppress(Exception):  # the socket itself may be what failed
-                await self._send({"event": "error", "detail": "Internal error; it has been logged.",
-                                  "code": "internal_error"})
+                await self._send({"event": "error", **frame})
 
     async def _run_turn(self, body: ChatIn):
         session = self.scope.get("session")
         user = await db_step(session_user)(getattr(session, "session_key", None))
         if not user.is_authenticated or user.pk != self.scope["user"].pk:
-            await self._send({"event": "error", "detail": SESSION_ENDED, "code": "not_authenticated"})
+            await self._send_error(errors.NotAuthenticated(SESSION_ENDED))
             await self.close(code=CLOSE_NOT_AUTHENTICATED)
             return
         try:
             turn = await prepare_turn(user=user, content=body.content, conversation_id=body.conversation_id)
-        except ApplicationError as exc:
-            await self._send({"event": "error", **exc.as_dict()})
+        except errors.ApplicationError as exc:
+            await self._send_error(exc)
             return
         async for event in turn.events():
             await self._send({"event": event.name, **event.payload()})
+
+    async def _send_error(self, exc: BaseException):
+        await self._send({"event": "error", **errors.render(exc, context="websocket chat").body})
 
     async def _send(self, frame: dict):
         await self.send(text_data=json.dumps(frame, ensure_ascii=False))

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 
-from achilles.errors import ApplicationError
+from achilles.errors import INTERNAL_ERROR_DETAIL, ApplicationError
 from achilles.llm import (
     ChatProvider,
     Message,
@@ -184,7 +184,7 @@ class Turn:
         except Exception:
             logger.exception("chat turn crashed")
             message = await self._finalize(MessageState.FAILED)
-            yield ErrorEvent("Internal error; it has been logged.", "internal_error", message.id,
+            yield ErrorEvent(INTERNAL_ERROR_DETAIL, "internal_error", message.id,
                              self.conversation_id)
             return
         await self._signal_access(citations, message.id)

@@ -21,9 +21,8 @@ def resolve_selected_model(name: str | None, allowed_chat_models: Mapping[str, T
         return None
     model = allowed_chat_models.get(name)
     if model is None:
-        raise ValidationFailed(
-            [{"loc": ["body", "selected_model"], "msg": f"model {name!r} is not an allowed chat model",
-              "type": "value_error"}], code="model_not_allowed")
+        raise ValidationFailed(f"model {name!r} is not an allowed chat model", field="selected_model",
+                               code="model_not_allowed")
     return model
 
 
@@ -39,8 +38,8 @@ def effective_model(selected: T | None, default: T | None) -> T:
 def feedback_update(*, role: str, value: int | None) -> dict:
     """The one column a rating changes; user messages take no rating."""
     if value not in FEEDBACK_VALUES or isinstance(value, bool):
-        raise ValidationFailed([{"loc": ["body", "value"], "msg": "value is -1, 1 or null", "type": "value_error"}])
+        raise ValidationFailed("value is -1, 1 or null", field="value")
     if role != "assistant":
-        raise ValidationFailed([{"loc": ["path", "message_id"], "msg": "only assistant messages take feedback",
-                                 "type": "value_error"}], code="feedback_on_user_message")
+        raise ValidationFailed("only assistant messages take feedback", field="message_id",
+                               code="feedback_on_user_message")
     return {"feedback": value}

@@ -7,13 +7,9 @@ from datetime import datetime
 from typing import Literal
 
 from ninja import Schema
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, field_validator
 
 from conversations.services import MAX_CONTENT_LENGTH
-
-
-def validation_errors(exc: ValidationError) -> list[dict]:
-    return [{"loc": ["body", *map(str, e["loc"])], "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
 
 
 class ChatIn(Schema):

@@ -54,7 +54,7 @@ def decode_cursor(cursor: str | None) -> dict | None:
             raise ValueError
         return payload
     except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise ValidationFailed([{"loc": ["query", "cursor"], "msg": "invalid cursor", "type": "value_error"}]) from None
+        raise ValidationFailed("invalid cursor", field="cursor") from None
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ def conversation_list_for_user(*, user, cursor: str | None = None, limit: int = 
             at = datetime.fromisoformat(position["u"])
             last_id = uuid.UUID(position["i"])
         except (KeyError, ValueError, TypeError):
-            raise ValidationFailed([{"loc": ["query", "cursor"], "msg": "invalid cursor", "type": "value_error"}]) from None
+            raise ValidationFailed("invalid cursor", field="cursor") from None
         qs = qs.filter(Q(updated_at__lt=at) | Q(updated_at=at, id__lt=last_id))
     rows = list(qs[: limit + 1])
     next_cursor = None
@@ -87,13 +87,13 @@ def conversation_messages(*, conversation: Conversation, cursor: str | None = No
                           order: str = "asc") -> Page:
     """Messages of a thread with their citations: two queries whatever the thread's length."""
     if order not in ("asc", "desc"):
-        raise ValidationFailed([{"loc": ["query", "order"], "msg": "order is asc or desc", "type": "value_error"}])
+        raise ValidationFailed("order is asc or desc", field="order")
     qs = Message.objects.filter(conversation=conversation).order_by("id" if order == "asc" else "-id")
     position = decode_cursor(cursor)
     if position is not None:
         last_id = position.get("i")
         if not isinstance(last_id, int):
-            raise ValidationFailed([{"loc": ["query", "cursor"], "msg": "invalid cursor", "type": "value_error"}])
+            raise ValidationFailed("invalid cursor", field="cursor")
         qs = qs.filter(id__gt=last_id) if order == "asc" else qs.filter(id__lt=last_id)
     qs = qs.prefetch_related(Prefetch("citations", queryset=Citation.objects.order_by("rank")))
     rows = list(qs[: limit + 1])

@@ -70,7 +70,7 @@ def turn_start(*, user: User, content: str, conversation_id=None) -> TurnStart:
     """Resolve (or lazily create) the thread, store the user's message, load the history."""
     content = content.strip()
     if not content:
-        raise ValidationFailed([{"loc": ["body", "content"], "msg": "content must not be empty", "type": "value_error"}])
+        raise ValidationFailed("content must not be empty", field="content")
     if conversation_id is not None:
         conversation = conversation_get_for_user(user=user, conversation_id=conversation_id)
         conversation = Conversation.objects.select_for_update(of=("self",)).select_related("selected_model").get(pk=conversation.pk)
@@ -149,7 +149,7 @@ def conversation_update(*, user: User, conversation_id, fields: dict) -> Convers
     if "title" in fields:
         title = (fields["title"] or "").strip()
         if not title:
-            raise ValidationFailed([{"loc": ["body", "title"], "msg": "title must not be empty", "type": "value_error"}])
+            raise ValidationFailed("title must not be empty", field="title")
         conversation.title = title[:200]
         update_fields.append("title")
     if "selected_model" in fields:

@@ -16,11 +16,11 @@ from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 from pydantic import ValidationError
 
+from achilles import errors
 from achilles.auth import authenticate_request
-from achilles.errors import ApplicationError, NotAuthenticated
 from conversations.dbconn import db_step
 from conversations.pipeline import Event, prepare_turn
-from conversations.schemas import ChatIn, validation_errors
+from conversations.schemas import ChatIn
 
 
 class TurnStreamingResponse(StreamingHttpResponse):
@@ -44,8 +44,11 @@ def sse(event: Event) -> bytes:
     return f"event: {event.name}\ndata: {json.dumps(event.payload(), ensure_ascii=False)}\n\n".encode()
 
 
-def _error(exc: ApplicationError) -> JsonResponse:
-    return JsonResponse(exc.as_dict(), status=exc.status)
+def _error(exc: BaseException, request=None) -> JsonResponse:
+    """Before the stream starts an error is plain JSON, rendered like every REST error."""
+    context = f"{request.method} {request.path}" if request is not None else ""
+    rendered = errors.render(exc, context=context)
+    return JsonResponse(rendered.body, status=rendered.status)
 
 
 def _authenticate(request):
@@ -63,23 +66,30 @@ def _csrf_rejection(request):
 
 @csrf_exempt
 async def chat_sse(request):
+    try:
+        return await _chat_sse(request)
+    except Exception as exc:  # the database or Redis away before the stream: JSON, never Django's HTML 500
+        return _error(exc, request)
+
+
+async def _chat_sse(request):
     if request.method != "POST":
-        return JsonResponse({"detail": "Use POST.", "code": "method_not_allowed"}, status=405)
+        return _error(errors.ApplicationError("Use POST.", code="method_not_allowed", status=405))
     # Released at once: a stream must not pin a database connection for its whole life.
     user, via_session = await db_step(_authenticate)(request)
     if user is None:
-        return _error(NotAuthenticated("Authentication credentials were not provided or are invalid."))
+        return _error(errors.NotAuthenticated("Authentication credentials were not provided or are invalid."))
     if via_session:
         rejected = await sync_to_async(_csrf_rejection)(request)
         if rejected is not None:
-            return JsonResponse({"detail": "CSRF check failed.", "code": "permission_denied"}, status=403)
+            return _error(errors.PermissionDenied("CSRF check failed."))
     try:
         body = ChatIn.model_validate_json(request.body or b"{}")
     except ValidationError as exc:
-        return JsonResponse({"detail": validation_errors(exc), "code": "validation_error"}, status=422)
+        return _error(errors.ValidationFailed(errors.field_errors(exc.errors())))
     try:
         turn = await prepare_turn(user=user, content=body.content, conversation_id=body.conversation_id)
-    except ApplicationError as exc:
+    except errors.ApplicationError as exc:
         return _error(exc)
 
     async def stream():

@@ -8,7 +8,7 @@ import dataclasses
 import datetime as dt
 
 from django.http import HttpRequest, HttpResponse
-from ninja import Query, Router, Schema, Status
+from ninja import Body, Query, Router, Schema, Status
 from ninja.errors import AuthorizationError
 from ninja.security import HttpBearer
 from pydantic import Field
@@ -99,7 +99,7 @@ def issue(request: HttpRequest, key: str, comments: int = Query(5, ge=0, le=100)
 
 
 @router.patch("/issues/{key}/notes", response=NotesView, summary="Set any subset of the hub notes (HUB-2)")
-def notes_set(request: HttpRequest, key: str, payload: dict):
+def notes_set(request: HttpRequest, key: str, payload: dict = Body(..., description="Any subset of fact_status, note, next_step, owner (null clears).")):
     return services.notes_set(user=request.auth, key=key, fields=payload)
 
 

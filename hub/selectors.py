@@ -40,7 +40,9 @@ def setting_value(key: str) -> Any:
 
 
 def settings_version_get() -> int:
-    return HubState.objects.values_list("settings_version", flat=True).get(pk=1)
+    # The row is inserted by migration 0002; a missing row (a flushed test database) reads as 1.
+    version = HubState.objects.filter(pk=1).values_list("settings_version", flat=True).first()
+    return version if version is not None else 1
 
 
 def settings_get(*, user, key: str | None = None) -> dict[str, Any]:
@@ -170,17 +172,20 @@ def _command_cost(command: Command | dict) -> int:
 
 
 def queue_cost_seconds(*, before_batch_id: int | None = None) -> int:
-    """Seconds of work queued ahead (open commands of earlier batches)."""
-    qs = Command.objects.filter(state__in=(QUEUED, CLAIMED))
-    if before_batch_id is not None:
-        qs = qs.filter(batch_id__lt=before_batch_id)
-    total = 0
-    for row in qs.values("type").annotate(n=Count("id")):
-        total += COMMAND_COST_SECONDS[row["type"]] * row["n"]
-    # Full refreshes are costly and rare: count them separately.
-    fulls = qs.filter(type="refresh", payload__full=True).count()
-    total += fulls * (FULL_REFRESH_COST_SECONDS - COMMAND_COST_SECONDS["refresh"])
-    return total
+    """Seconds of work queued ahead (open commands of earlier batches), costed like ``_command_cost``."""
+    from django.db import connection
+
+    cases = " ".join(f"WHEN '{kind}' THEN {cost}" for kind, cost in COMMAND_COST_SECONDS.items() if kind != "refresh")
+    sql = f"""
+        SELECT coalesce(sum(CASE type {cases}
+                            WHEN 'refresh' THEN CASE WHEN payload ->> 'full' = 'true' THEN {FULL_REFRESH_COST_SECONDS}
+                                                     ELSE greatest(1, cardinality(keys)) * {COMMAND_COST_SECONDS["refresh"]} END
+                            ELSE 1 END), 0)
+        FROM hub_commands WHERE state IN ('queued', 'claimed') AND (%s::bigint IS NULL OR batch_id < %s::bigint)
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [before_batch_id, before_batch_id])
+        return int(cursor.fetchone()[0])
 
 
 def estimate_seconds(*, commands: list[dict], before_batch_id: int | None) -> int:

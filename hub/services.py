@@ -225,6 +225,10 @@ def batches_settle(batch_ids: list[int]) -> list[int]:
     if not batch_ids:
         return []
     with connection.cursor() as cursor:
+        # Lock the batches first: two transactions finishing a batch's last two commands would each
+        # see the other's command still open (READ COMMITTED) and neither would mark it finished.
+        # With the lock, the second one's check runs on a snapshot taken after the first commits.
+        cursor.execute("SELECT id FROM hub_batches WHERE id = ANY(%s) ORDER BY id FOR UPDATE", [sorted(set(batch_ids))])
         cursor.execute(
             """
             UPDATE hub_batches b SET finished_at = greatest(statement_timestamp(), b.created_at)
@@ -377,5 +381,6 @@ def settings_set(*, user, key: str, value: Any) -> int:
     HubSetting.objects.update_or_create(key=key, defaults={"value": clean, "updated_by": user,
                                                            "updated_at": timezone.now()})
     with connection.cursor() as cursor:
-        cursor.execute("UPDATE hub_state SET settings_version = settings_version + 1 WHERE id = 1 RETURNING settings_version")
+        cursor.execute("INSERT INTO hub_state (id, settings_version) VALUES (1, 2) ON CONFLICT (id) DO UPDATE "
+                       "SET settings_version = hub_state.settings_version + 1 RETURNING settings_version")
         return cursor.fetchone()[0]

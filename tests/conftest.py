@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.factories import AgentModelFactory, UserFactory
@@ -19,6 +21,23 @@ def pytest_collection_modifyitems(config, items):
             item.get_closest_marker("django_db") or _DB_FIXTURES & set(getattr(item, "fixturenames", ()))
         ):
             raise pytest.UsageError(f"{item.nodeid}: a unit test may not use the database")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _collected_static_files():
+    """Pages and the admin are served with hashed static names from the manifest, as in production,
+    so ``collectstatic`` runs before the suite — only when a source file is newer than the manifest
+    (a fresh clone: once, ~6 s)."""
+    from django.conf import settings
+    from django.contrib.staticfiles import finders
+    from django.core.management import call_command
+
+    manifest = settings.STATIC_ROOT / "staticfiles.json"
+    newest = max(os.path.getmtime(storage.path(path))
+                 for finder in finders.get_finders() for path, storage in finder.list(None))
+    if not manifest.exists() or manifest.stat().st_mtime < newest:
+        call_command("collectstatic", interactive=False, verbosity=0)
+    yield
 
 
 @pytest.fixture(autouse=True)

@@ -177,7 +177,7 @@ def build_server() -> MCPServer:
         overdue: Annotated[bool | None, Field(description="только просроченные")] = None,
         text: Annotated[str | None, Field(description="подстрока ключа или темы")] = None,
         updated_since: Annotated[dt.datetime | None, Field(description="обновлены в Jira не раньше (ISO 8601)")] = None,
-        limit: Annotated[int, Field(description="сколько строк (по умолчанию 50)")] = 50,
+        limit: Annotated[int, Field(ge=1, le=500, description="сколько строк (по умолчанию 50, до 500)")] = 50,
     ) -> str | CallToolResult:
         """Задачи из зеркала Jira с фильтрами (как GET /api/hub/issues): таблица — ключ, тема, статус, срок,
         исполнитель, спринт, статус по факту."""
@@ -249,7 +249,7 @@ def build_server() -> MCPServer:
         return await _wait(id, timeout_minutes)
 
     @server.tool(annotations=_read_only("Последние пакеты"), structured_output=False)
-    async def batches(limit: Annotated[int, Field(description="сколько пакетов")] = 20) -> str | CallToolResult:
+    async def batches(limit: Annotated[int, Field(ge=1, le=200, description="сколько пакетов")] = 20) -> str | CallToolResult:
         """Последние пакеты со статусом."""
         from hub.selectors import batches_list
 
@@ -301,7 +301,7 @@ def build_server() -> MCPServer:
         return await _answer(lambda user, tz: texts.agent_status_text(agent_status_selector(user=user), tz=tz))
 
     @server.tool(annotations=_read_only("Журнал синхронизаций"), structured_output=False)
-    async def sync_log(limit: Annotated[int, Field(description="сколько запусков")] = 20) -> str | CallToolResult:
+    async def sync_log(limit: Annotated[int, Field(ge=1, le=200, description="сколько запусков")] = 20) -> str | CallToolResult:
         """Последние запуски синхронизации: вид, начало, конец, счётчики, ошибки, статус."""
         from hub.selectors import sync_log as sync_log_selector
 
@@ -333,7 +333,7 @@ def build_server() -> MCPServer:
     @server.tool(annotations=_read_only("Поиск по базе знаний"), structured_output=False)
     async def knowledge_search(
         query: Annotated[str, Field(description="вопрос или ключевые слова")],
-        k: Annotated[int, Field(description="сколько фрагментов (1–50)")] = 8,
+        k: Annotated[int, Field(ge=1, le=50, description="сколько фрагментов (1–50)")] = 8,
     ) -> str | CallToolResult:
         """Поиск по базе знаний компании с вашими правами доступа: фрагменты с источниками для цитирования и,
         если есть подходящие закрытые документы, — где запросить доступ."""

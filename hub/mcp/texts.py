@@ -29,6 +29,7 @@ from hub.contracts import (
     NotesView,
     SyncRunView,
 )
+from hub.texts import claimed_command_line  # the seed's line, shared with REST's batch_cancel answer
 
 UTC = ZoneInfo("UTC")
 SUMMARY_MAX = 80
@@ -258,11 +259,6 @@ def batches_text(batches: Sequence[BatchSummary], *, tz: dt.tzinfo = UTC) -> str
         lines.append(f"#{b.id}{title} — {b.state}: {commands_count(b.command_count)} ({counts_text(b.counts)}), "
                      f"{b.author}, {fmt_time(b.created_at, tz)}")
     return "\n".join(lines)
-
-
-def claimed_command_line(command_id: int) -> str:
-    return (f"команда #{command_id} уже у агента и будет выполнена; "
-            f"остановить — `POST /commands/{command_id}/cancel` с `force: true`")
 
 
 def batch_cancel_text(result: BatchCancelResult, *, tz: dt.tzinfo = UTC) -> str:

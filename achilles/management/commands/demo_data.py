@@ -41,7 +41,7 @@ class Command(BaseCommand):
                     )
         # Apps contribute their own demo content (knowledge corpus, a demo agent) here.
         available = get_commands()
-        for command in ("demo_knowledge", "demo_agents"):
+        for command in ("demo_knowledge", "demo_agents", "demo_hub"):
             if command in available:
                 call_command(command, stdout=self.stdout)
         self.stdout.write(self.style.SUCCESS("Demo data ready."))

@@ -95,3 +95,12 @@ def test_knowledge_search_answers_under_the_callers_identity(user):
     result = over_http(raw, conversation)
     assert not result.is_error, text_of(result)
     assert text_of(result) == "база знаний пуста"
+
+
+def test_a_foreign_origin_is_refused_by_the_transport_security(user):
+    """DNS-rebinding protection: the SDK's check with origins derived from ALLOWED_HOSTS."""
+    from achilles.services import api_token_create
+
+    _, raw = api_token_create(user=user)
+    assert _post({"Authorization": f"Bearer {raw}", "Origin": "http://evil.example"}).status_code == 403
+    assert _post({"Authorization": f"Bearer {raw}", "Origin": "http://localhost:8000"}).status_code == 200
