@@ -1,8 +1,8 @@
 """Load the emulator with data: the demo project AURORA, or N synthetic issues for the bench.
 
-The demo project is the hub's demo data (``AURORA-9001`` … ``AURORA-9030``, links, the sprints
-«Спринт 1» / «Спринт 2», comments; ``AURORA-9001`` has 7 comments, the newest 500 characters long),
-so the sync agent's first sync of a fresh ``make run`` changes nothing a user sees.
+The demo project is the hub's demo data, ``hub/demo.py`` (``AURORA-9001`` … ``AURORA-9030``, links,
+the sprints «Спринт 1» / «Спринт 2», comments; ``AURORA-9001`` has 7 comments, the newest 500
+characters long), so the sync agent's first sync of a fresh ``make run`` changes nothing a user sees.
 """
 
 from __future__ import annotations
@@ -16,65 +16,33 @@ BASE_LABEL = "AWPCA"
 
 
 def _dataset() -> dict[str, Any]:
-    """The hub's demo dataset when it is importable without Django, else the same shapes here."""
-    try:
-        import hub.demo as hub_demo  # the hub's own dataset module, when it is pure data
-        return hub_demo.demo_dataset()
-    except Exception:  # noqa: BLE001 - not there (or not Django-free): use ours
-        return _local_dataset()
+    """The hub's demo dataset (``hub/demo.py``, plain data in the upload shape) as the emulator seeds it."""
+    import hub.demo as hub_demo  # pure data, no Django
 
-
-def _local_dataset() -> dict[str, Any]:
-    summaries = [
-        "Платёжный шлюз: повторные списания при таймауте", "Экспорт отчёта в XLSX падает на больших файлах",
-        "Мобильное приложение: push-уведомления не приходят на Android 14", "Личный кабинет: медленная загрузка истории",
-        "Интеграция с 1С: дубли контрагентов", "SSO через Keycloak для подрядчиков", "Каталог: фильтр по складу",
-        "Миграция БД на PostgreSQL 17", "Нагрузочное тестирование API заказов", "Уведомления по e-mail: шаблоны",
-        "Поиск по артикулу не учитывает дефисы", "Аудит прав доступа к админке", "Кэширование каталога в Redis",
-        "Карточка товара: галерея на мобильных", "Отчёт по остаткам для логистики", "Таймауты при оплате картой Мир",
-        "Перевод интерфейса на казахский", "Резервное копирование: проверка восстановления", "Логи приложений в Loki",
-        "Алерты по задержкам очереди заказов", "Импорт прайс-листов поставщиков", "Новый онбординг для B2B",
-        "Ограничение частоты запросов к API партнёров", "Удаление персональных данных по запросу",
-        "Дашборд продаж для руководства", "Обновление Django до 5.2", "Форма обратной связи: капча",
-        "Сбои синхронизации остатков ночью", "Единый справочник единиц измерения", "Документация публичного API",
-    ]
-    statuses = ["In Progress", "To Do", "In Review", "Done", "To Do", "In Progress"]
-    priorities = ["High", "Medium", "Highest", "Low", "Medium"]
-    assignees = ["jdoe", "asmirnova", "pivanov", None]
-    base = dt.datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
-    issues = []
-    for n, summary in enumerate(summaries):
-        number = 9001 + n
+    issues, comments, links, people = [], {}, [], set()
+    for item in hub_demo.demo_issues():
+        updated = jira_updated(item["updated"])
         issues.append({
-            "key": f"AURORA-{number}", "summary": summary, "issue_type": "Bug" if n % 4 == 0 else "Task",
-            "status": statuses[n % len(statuses)], "priority": priorities[n % len(priorities)],
-            "assignee": assignees[n % len(assignees)], "reporter": "jdoe",
-            "duedate": (dt.date(2026, 11, 20) + dt.timedelta(days=n)).isoformat() if n % 3 != 2 else None,
-            "labels": [BASE_LABEL], "description": f"{summary}. Подробности — в комментариях.",
-            "components": [["api", "ui", "backend", "infra"][n % 4]],
-            "sprint": "Спринт 1" if n < 12 else ("Спринт 2" if n < 24 else None),
-            "created": base + dt.timedelta(hours=n), "updated": base + dt.timedelta(days=10, hours=n),
+            "key": item["key"], "summary": item["summary"], "issue_type": item["issue_type"] or "Task",
+            "status": item["status"], "priority": item["priority"], "assignee": item["assignee"], "reporter": "jdoe",
+            "duedate": item["duedate"], "labels": list(item["labels"]),
+            "description": (item.get("fields") or {}).get("description"), "sprint": item.get("sprint"),
+            "created": updated - dt.timedelta(days=20), "updated": updated,
         })
-    comments: dict[str, list[dict[str, Any]]] = {}
-    authors = ["jdoe", "asmirnova", "pivanov"]
-    first = []
-    for i in range(7):
-        body = f"Комментарий {i + 1}: воспроизвели на стенде, смотрим логи шлюза." if i < 6 else (
-            "Итог разбора: повторные списания возникают, когда банк отвечает дольше 30 секунд, а клиент нажимает "
-            "«Оплатить» ещё раз. " * 5)[:500]
-        first.append({"author": authors[i % 3], "body": body, "created": base + dt.timedelta(days=3, hours=i)})
-    comments["AURORA-9001"] = first
-    for n in range(1, 30, 3):
-        key = f"AURORA-{9001 + n}"
-        comments[key] = [{"author": "asmirnova", "body": f"Посмотрела {key}, нужна оценка.", "created": base + dt.timedelta(days=4, hours=n)}]
-    links = [("Blocks", "AURORA-9001", "AURORA-9002"), ("Blocks", "AURORA-9001", "AURORA-9003"),
-             ("Relates", "AURORA-9004", "AURORA-9005"), ("Blocks", "AURORA-9008", "AURORA-9009"),
-             ("Duplicate", "AURORA-9016", "AURORA-9001"), ("Relates", "AURORA-9020", "AURORA-9021"),
-             ("Blocks", "AURORA-9028", "AURORA-9030")]
-    sprints = [{"id": 1, "name": "Спринт 1", "state": "active", "start": "2026-11-16T09:00:00.000Z", "end": "2026-11-30T09:00:00.000Z"},
-               {"id": 2, "name": "Спринт 2", "state": "future", "start": None, "end": None}]
-    return {"project": {"key": "AURORA", "name": "Аврора"}, "issues": issues, "comments": comments,
-            "links": links, "sprints": sprints}
+        people.update(p for p in [item["assignee"]] if p)
+        comments[item["key"]] = [{"id": c["id"], "author": c["author"], "body": c["body"], "created": jira_updated(c["created"])}
+                                 for c in item["comments"]]
+        people.update(c["author"] for c in item["comments"])
+        # Each link is listed on both sides; Jira stores it once (source → target).
+        links += [(link["link_type"], item["key"], link["other_key"]) for link in item["links"] if link["direction"] == "outward"]
+    sprints = [{"id": 1, "name": hub_demo.SPRINTS[0], "state": "active", "start": "2026-11-16T09:00:00.000Z", "end": "2026-11-30T09:00:00.000Z"},
+               {"id": 2, "name": hub_demo.SPRINTS[1], "state": "future", "start": None, "end": None}]
+    return {"project": {"key": hub_demo.PROJECT, "name": "Аврора"}, "issues": issues, "comments": comments,
+            "links": links, "sprints": sprints, "people": sorted(people)}
+
+
+def jira_updated(text: str) -> dt.datetime:
+    return dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%f%z")
 
 
 def _base(store: Store, *, sync_token: str) -> None:
@@ -89,6 +57,9 @@ def _base(store: Store, *, sync_token: str) -> None:
 def load_demo(store: Store, *, sync_token: str) -> None:
     data = _dataset()
     _base(store, sync_token=sync_token)
+    for person in data["people"]:
+        if person not in store.users:
+            store.add_user(person, person.replace(".", " ").title())
     project = data["project"]
     store.add_project(project["key"], project["name"], components=("api", "ui", "backend", "infra"))
     store.add_board(1, f"{project['key']} board", project["key"])
@@ -104,7 +75,7 @@ def load_demo(store: Store, *, sync_token: str) -> None:
                          created=i["created"], updated=i["updated"])
     for key, cs in data["comments"].items():
         for c in cs:
-            store.seed_comment(key, author=c["author"], body=c["body"], created=c["created"])
+            store.seed_comment(key, author=c["author"], body=c["body"], created=c["created"], comment_id=c["id"])
     for link_type, source, dest in data["links"]:
         store.seed_link(link_type, source, dest)
 

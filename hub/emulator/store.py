@@ -149,8 +149,8 @@ class Store:
         self.generation += 1
         return issue
 
-    def seed_comment(self, key: str, *, author: str, body: str, created: dt.datetime) -> None:
-        self.issues[key]["comments"].append({"id": str(next(self._comment_ids)), "author": author, "body": body,
+    def seed_comment(self, key: str, *, author: str, body: str, created: dt.datetime, comment_id: str | None = None) -> None:
+        self.issues[key]["comments"].append({"id": comment_id or str(next(self._comment_ids)), "author": author, "body": body,
                                              "created": created, "updated": created})
 
     def seed_link(self, link_type: str, source: str, dest: str) -> int:

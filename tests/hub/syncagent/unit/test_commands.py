@@ -107,7 +107,7 @@ def test_jira_refusals_fail_the_command_with_jiras_message(jira, run):
     jira.faults({"kind": "error", "status": 409, "method": "PUT", "path": "AURORA-9005$", "message": "Issue is being edited"})
     assert run({"type": "ensure_fields", "key": "AURORA-9005", "fields": {"duedate": "2030-01-01"}})["error"] == \
         "Jira 409: Issue is being edited"
-    unreachable = run({"type": "ensure_transition", "key": "AURORA-9002", "status": "In Review"})  # To Do → In Review
+    unreachable = run({"type": "ensure_transition", "key": "AURORA-9001", "status": "In Review"})  # To Do → In Review
     assert unreachable["status"] == "failed"
     assert "reachable: Done, In Progress" in unreachable["error"]
     no_sprint = run({"type": "ensure_sprint", "key": "AURORA-9002", "sprint": "Спринт 9"})
