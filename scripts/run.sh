@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `make run`: migrate, collectstatic, demo data once, then daphne + Celery worker + Celery Beat under honcho.
+# `make run`: migrate, collectstatic, demo data once, then daphne + Celery worker + Celery Beat under honcho
+# (plus, unless JIRA_URL is set, the Jira emulator and a sync agent under its launcher).
 # Ctrl-C stops all three and the embedded PostgreSQL/Redis (when those are in use).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,7 +14,27 @@ trap stop_embedded EXIT
 # hashed, compressed static files for WhiteNoise (the admin, /api/docs, the pages)
 "$BIN/python" manage.py collectstatic --noinput -v0
 "$BIN/python" manage.py demo_data
+
+PROCFILE=Procfile
+if [ -z "${JIRA_URL:-}" ]; then
+  # No Jira configured: a Jira REST emulator with the demo project AURORA, and a sync agent under its
+  # launcher pointed at it, so a batch from an MCP client really lands in "Jira" and comes back
+  # through the mirror. The sync agent's hub token is (re)issued here: create, or rotate if it exists.
+  JIRA_EMULATOR_PORT="${JIRA_EMULATOR_PORT:-8089}"
+  export JIRA_EMULATOR_PORT JIRA_URL="http://127.0.0.1:${JIRA_EMULATOR_PORT}" JIRA_TOKEN="${JIRA_EMULATOR_TOKEN:-sync-pat}"
+  export ACHILLES_HUB_URL="http://127.0.0.1:${ACHILLES_PORT}"
+  ACHILLES_SYNC_TOKEN="$("$BIN/python" manage.py hub_sync_agent local-demo 2>/dev/null \
+    || "$BIN/python" manage.py hub_sync_agent local-demo --rotate 2>/dev/null)"
+  export ACHILLES_SYNC_TOKEN
+  mkdir -p var
+  PROCFILE=var/Procfile.run
+  cat Procfile - > "$PROCFILE" <<'PROCS'
+jira: .venv/bin/python -m hub.emulator --host 127.0.0.1 --port $JIRA_EMULATOR_PORT --data demo --token $JIRA_TOKEN
+syncagent: .venv/bin/python -m hub.syncagent.run --state-dir var/syncagent
+PROCS
+  echo "Jira emulator (project AURORA) on ${JIRA_URL}; sync agent under its launcher, state in var/syncagent/"
+fi
 echo
 echo "Achilles is starting on http://${ACHILLES_HOST}:${ACHILLES_PORT}/  (admin: /admin/, API: /api/docs)"
 echo
-"$BIN/honcho" start -f Procfile
+"$BIN/honcho" start -f "$PROCFILE"

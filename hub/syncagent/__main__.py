@@ -14,6 +14,7 @@ from hub.syncagent.config import build_parser, load_config
 def main(argv: list[str] | None = None) -> int:
     config = load_config(build_parser().parse_args(argv))
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per hub request is noise; ours say what happened
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
