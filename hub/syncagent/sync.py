@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import queue
 import re
+import threading
+import time
 from typing import Any, Callable
 
 from hub.syncagent.hubclient import HubClient, HubRejected
@@ -46,6 +49,17 @@ def current_sprint(values: Any) -> str:
     return sprints[-1]["name"] if sprints else ""
 
 
+_PLUMBING = frozenset({"self", "avatarUrls", "iconUrl", "expand"})
+
+
+def _compact(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _compact(v) for k, v in value.items() if k not in _PLUMBING and v is not None}
+    if isinstance(value, list):
+        return [_compact(v) for v in value]
+    return value
+
+
 def jira_updated(text: str) -> dt.datetime:
     """``2026-11-30T11:50:00.000+0000`` → aware datetime."""
     return dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%f%z")
@@ -72,7 +86,9 @@ class Syncer:
                 links.append({"link_type": name, "direction": "outward", "other_key": link["outwardIssue"]["key"]})
             elif link.get("inwardIssue"):
                 links.append({"link_type": name, "direction": "inward", "other_key": link["inwardIssue"]["key"]})
-        raw_fields = {k: v for k, v in f.items() if k not in ("comment",)}
+        # Comments and links travel structured beside the raw fields, not twice; REST plumbing (self
+        # URLs, avatars) and empty fields carry nothing for the mirror but cost every upload.
+        raw_fields = {k: _compact(v) for k, v in f.items() if k not in ("comment", "issuelinks") and v not in (None, [], "")}
         return {
             "key": raw["key"],
             "project": (f.get("project") or {}).get("key") or raw["key"].rsplit("-", 1)[0],
@@ -101,6 +117,29 @@ class Syncer:
         parts.append(f'labels = "{s.get("base_label", "AWPCA")}"')
         return " AND ".join(parts)
 
+    def _pages(self, jql: str, *, page_size: int, validate: bool, dedupe: bool, out: queue.Queue, stop: threading.Event) -> None:
+        """Producer: read and map Jira pages ahead of the uploads (a bounded queue: one page in flight
+        each way), so a full sync costs max(Jira, hub) per page, not their sum."""
+        try:
+            sprint_field = self.jira.sprint_field()
+            start = 0
+            while not stop.is_set():
+                page = self.jira.search(jql, start=start, limit=page_size, fields="*all", validate=validate)
+                issues = page.get("issues") or []
+                keys = [raw["key"] for raw in issues]
+                batch = [self.map_issue(raw, sprint_field) for raw in issues
+                         if not (dedupe and self.seen.get(raw["key"]) == ((raw.get("fields") or {}).get("updated") or ""))]
+                out.put(("page", keys, batch))
+                start += len(issues)
+                if not issues or start >= int(page.get("total", 0)):
+                    break
+        except (JiraError, JiraUnavailable) as exc:
+            out.put(("error", str(exc), None))
+        except Exception as exc:  # noqa: BLE001 - reported as the run's error, never a hung consumer
+            log.exception("sync: reading Jira failed")
+            out.put(("error", f"{type(exc).__name__}: {exc}", None))
+        out.put(("end", None, None))
+
     def _run(self, kind: str, jql: str, *, dedupe: bool, validate: bool = True) -> dict[str, Any]:
         page_size = max(10, min(500, int(self.settings().get("page_size", 100))))
         run_id = self.hub.sync_run_start(kind)
@@ -108,44 +147,53 @@ class Syncer:
         errors: list[str] = []
         newest: dt.datetime | None = None
         seen_keys: list[str] = []
+        pages: queue.Queue = queue.Queue(maxsize=2)
+        hub_seconds, started = 0.0, time.perf_counter()
+        stop = threading.Event()
+        reader = threading.Thread(target=self._pages, name=f"sync-{kind}", daemon=True,
+                                  kwargs={"jql": jql, "page_size": page_size, "validate": validate, "dedupe": dedupe,
+                                          "out": pages, "stop": stop})
+        reader.start()
         try:
-            sprint_field = self.jira.sprint_field()
-            start = 0
             while True:
-                page = self.jira.search(jql, start=start, limit=page_size, fields="*all", validate=validate)
-                issues = page.get("issues") or []
-                batch = []
-                for raw in issues:
-                    seen_keys.append(raw["key"])
-                    updated = (raw.get("fields") or {}).get("updated") or ""
-                    if dedupe and self.seen.get(raw["key"]) == updated:
-                        counts["skipped"] += 1
-                        continue
-                    batch.append(self.map_issue(raw, sprint_field))
-                if batch:
-                    try:
-                        answer = self.hub.upload(run_id, batch)
-                    except HubRejected as exc:
-                        errors.append(f"upload of {len(batch)} issues refused: {exc}")
-                    else:
-                        counts["issues"] += int(answer.get("upserted", 0))
-                        counts["unchanged"] += int(answer.get("unchanged", 0))
-                        counts["stale"] += int(answer.get("stale", 0))
-                        counts["comments"] += sum(len(i["comments"]) for i in batch)
-                        counts["links"] += sum(len(i["links"]) for i in batch)
-                        for i in batch:
-                            if i["updated"]:
-                                self.seen[i["key"]] = i["updated"]
-                                when = jira_updated(i["updated"])
-                                newest = when if newest is None or when > newest else newest
-                start += len(issues)
-                if not issues or start >= int(page.get("total", 0)):
+                what, keys, batch = pages.get()
+                if what == "end":
                     break
-        except (JiraError, JiraUnavailable) as exc:
-            errors.append(str(exc))
+                if what == "error":
+                    errors.append(keys)
+                    continue
+                seen_keys.extend(keys)
+                counts["skipped"] += len(keys) - len(batch)
+                if not batch:
+                    continue
+                t0 = time.perf_counter()
+                try:
+                    answer = self.hub.upload(run_id, batch)
+                except HubRejected as exc:
+                    errors.append(f"upload of {len(batch)} issues refused: {exc}")
+                    continue
+                hub_seconds += time.perf_counter() - t0
+                counts["issues"] += int(answer.get("upserted", 0))
+                counts["unchanged"] += int(answer.get("unchanged", 0))
+                counts["stale"] += int(answer.get("stale", 0))
+                counts["comments"] += sum(len(i["comments"]) for i in batch)
+                counts["links"] += sum(len(i["links"]) for i in batch)
+                for i in batch:
+                    if i["updated"]:
+                        self.seen[i["key"]] = i["updated"]
+                        when = jira_updated(i["updated"])
+                        newest = when if newest is None or when > newest else newest
+        finally:
+            stop.set()
+            while reader.is_alive():  # unblock a producer waiting on a full queue (we are stopping)
+                try:
+                    pages.get_nowait()
+                except queue.Empty:
+                    reader.join(0.1)
         status = "failed" if errors else "ok"
         self.hub.sync_run_finish(run_id, status=status, counts={k: v for k, v in counts.items() if k in ("issues", "comments", "links", "unchanged", "stale")}, errors=errors)
-        log.info("sync %s: %s %s", kind, status, counts)
+        log.info("sync %s: %s %s in %.1f s (%.1f s waiting for hub uploads)", kind, status, counts,
+                 time.perf_counter() - started, hub_seconds)
         return {**counts, "status": status, "errors": errors, "newest": newest, "keys": seen_keys}
 
     def full(self) -> dict[str, Any]:
