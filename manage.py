@@ -5,6 +5,9 @@ import sys
 
 def main():
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "achilles.settings")
+    from achilles.bootstrap import bootstrap
+
+    bootstrap()
     from django.core.management import execute_from_command_line
 
     execute_from_command_line(sys.argv)

@@ -1,8 +1,9 @@
 from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 
-from achilles.models import AgentModel, ApiToken, PlatformSettings, User
-from achilles.platform import platform_settings_invalidate
+from achilles.models import AgentModel, ApiToken, AuditEvent, PlatformSettings, User
+from achilles import audit
+from achilles.platform import platform_settings_changed, platform_settings_invalidate
 
 
 @admin.register(User)
@@ -23,7 +24,13 @@ class PlatformSettingsAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         super().save_model(request, obj, form, change)
+        platform_settings_changed(actor=request.user, changes=_changes(form))
         platform_settings_invalidate()
+
+
+def _changes(form) -> dict:
+    """``{field: [before, after]}`` for the fields an admin form changed."""
+    return {name: [form.initial.get(name), form.cleaned_data.get(name)] for name in form.changed_data}
 
 
 @admin.register(AgentModel)
@@ -31,6 +38,23 @@ class AgentModelAdmin(admin.ModelAdmin):
     list_display = ("name", "provider", "kind", "context_window", "is_default")
     list_filter = ("kind", "provider", "is_default")
     search_fields = ("name",)
+
+    # The allow-list decides what may answer and where data goes: every change is audited.
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        audit.audit_record(actor=request.user, action=audit.AGENT_MODEL_CHANGED, target=f"agent_model:{obj.name}",
+                           details={"created": not change, "changes": _changes(form)})
+
+    def delete_model(self, request, obj):
+        audit.audit_record(actor=request.user, action=audit.AGENT_MODEL_DELETED, target=f"agent_model:{obj.name}",
+                           details={"provider": obj.provider, "kind": obj.kind})
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request, queryset):
+        for obj in queryset:
+            audit.audit_record(actor=request.user, action=audit.AGENT_MODEL_DELETED, target=f"agent_model:{obj.name}",
+                               details={"provider": obj.provider, "kind": obj.kind})
+        super().delete_queryset(request, queryset)
 
 
 @admin.register(ApiToken)
@@ -41,4 +65,24 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request):
         # A token's secret is shown once; create them with `manage.py api_token` or the API.
+        return False
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(admin.ModelAdmin):
+    """Read-only: the trail is written by the services and is append-only in the database."""
+
+    list_display = ("created_at", "actor", "action", "target", "request_id")
+    list_filter = ("action", ("created_at", admin.DateFieldListFilter))
+    search_fields = ("actor", "target", "request_id")
+    date_hierarchy = "created_at"
+    readonly_fields = ("created_at", "actor_id", "actor", "action", "target", "details", "request_id")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
         return False

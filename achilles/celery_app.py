@@ -2,36 +2,105 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
-from celery import Celery
-from celery.signals import worker_ready, worker_shutdown
+from celery import Celery, bootsteps
+from celery.signals import worker_shutting_down
+
+from achilles.bootstrap import bootstrap
+from achilles.broker import install as install_broker_transport
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "achilles.settings")
+# The entry point of `celery -A achilles.celery_app worker|beat`; in a process that has
+# bootstrapped already (manage.py, daphne, pytest) this returns at once.
+bootstrap()
+install_broker_transport()  # kombu's Redis transport, fixed for a Redis blip (see achilles.broker)
+
+logger = logging.getLogger(__name__)
 
 app = Celery("achilles")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 
-@worker_ready.connect
-def _start_worker_heartbeat(sender=None, **kwargs):
+def served_roles(consumer) -> tuple[str, ...]:
     # One heartbeat per queue served: "worker" speaks for the platform queue (scheduler tick,
     # reaper), "agents_worker" for agent runs. A worker started with -Q agents only must not make
     # /healthz's "worker" green while no one runs the tick, and the other way round.
     from django.conf import settings
 
-    from achilles.health import start_heartbeat_thread
-
-    consumed = set(app.amqp.queues.consume_from or app.amqp.queues)
-    roles = tuple(role for role, queue in (("worker", settings.CELERY_TASK_DEFAULT_QUEUE),
-                                           ("agents_worker", settings.AGENT_RUN_QUEUE)) if queue in consumed)
-    if roles:
-        start_heartbeat_thread(roles)
+    consumed = {queue.name for queue in consumer.task_consumer.queues} if consumer.task_consumer else set()
+    return tuple(role for role, queue in (("worker", settings.CELERY_TASK_DEFAULT_QUEUE),
+                                          ("agents_worker", settings.AGENT_RUN_QUEUE)) if queue in consumed)
 
 
-@worker_shutdown.connect
-def _stop_worker_heartbeat(sender=None, **kwargs):
-    from achilles.health import stop_heartbeat_thread
+class ConsumerHeartbeat(bootsteps.StartStopStep):
+    """The worker's heartbeat, written from the consumer's own event loop while it consumes.
 
-    stop_heartbeat_thread()
+    Started after the task consumer, stopped with it: a consumer that dies or hangs stops writing
+    (a side thread would go on vouching for a dead consumer), and a worker that shuts down takes
+    itself off the list at once.
+    """
+
+    requires = ("celery.worker.consumer.tasks:Tasks",)
+
+    def __init__(self, parent, **kwargs):
+        self.timer_entry = None
+        self.roles: tuple[str, ...] = ()
+        super().__init__(parent, **kwargs)
+
+    def start(self, parent):
+        from achilles.health import WORKER_HEARTBEAT_SECONDS
+
+        self.roles = served_roles(parent)
+        if not self.roles:
+            return
+        self._beat(parent.hostname)
+        self.timer_entry = parent.timer.call_repeatedly(WORKER_HEARTBEAT_SECONDS, self._beat, (parent.hostname,),
+                                                        priority=10)
+
+    def _beat(self, hostname: str) -> None:
+        from achilles.health import heartbeat_write
+
+        if _shutting_down:
+            return
+        for role in self.roles:
+            try:
+                heartbeat_write(role, hostname)
+            except Exception:  # Redis away for a moment: /healthz says so itself
+                logger.debug("heartbeat not written", exc_info=True)
+
+    def stop(self, parent):
+        if self.timer_entry is not None:
+            self.timer_entry.cancel()
+            self.timer_entry = None
+
+    def shutdown(self, parent):
+        self.stop(parent)
+        _leave(parent.hostname, self.roles)
+
+
+_shutting_down = False
+
+
+def _leave(hostname: str, roles) -> None:
+    from achilles.health import heartbeat_remove
+
+    for role in roles:
+        try:
+            heartbeat_remove(role, hostname)
+        except Exception:
+            pass
+
+
+@worker_shutting_down.connect
+def _stop_vouching(sender=None, **kwargs):
+    # A warm shutdown lets running tasks finish but takes no new ones: from this moment the worker
+    # no longer serves its queues, so it stops vouching for them (/healthz, the reaper) at once.
+    global _shutting_down
+    _shutting_down = True
+    _leave(sender, ("worker", "agents_worker"))
+
+
+app.steps["consumer"].add(ConsumerHeartbeat)

@@ -1,19 +1,29 @@
-"""Health of the platform (PLAT-9): database, Redis and worker/beat heartbeats in Redis."""
+"""Health of the platform (PLAT-9): database, Redis and worker/beat heartbeats in Redis.
+
+Each role (worker | agents_worker | beat) is a sorted set of the processes that serve it, scored
+by their last heartbeat. A Celery worker's heartbeat is written by its *consumer* (a bootstep on
+the consumer's event-loop timer), not by a side thread: a consumer that died or hangs stops
+writing, and a worker that shuts down removes itself, so ``/healthz`` shows it at once. The same
+sets tell the reaper which worker is alive (``worker_known_dead``).
+"""
 
 from __future__ import annotations
 
-import threading
 import time
 
 from django.conf import settings
 from django.db import connection
 
+ROLES = ("worker", "agents_worker", "beat")
+# A worker's consumer writes every WORKER_HEARTBEAT_SECONDS; one missed beat and a margin later
+# (WORKER_DEAD_AFTER_SECONDS) it counts as dead for the reaper.
+WORKER_HEARTBEAT_SECONDS = 5.0
+WORKER_DEAD_AFTER_SECONDS = 3 * WORKER_HEARTBEAT_SECONDS
 
 
 def _key(role: str) -> str:
     # Namespaced like the cache, so a test run never reads a running platform's heartbeat.
-    return f"{settings.CACHES['default']['KEY_PREFIX']}:heartbeat:{role}"
-_stop = threading.Event()
+    return f"{settings.CACHES['default']['KEY_PREFIX']}:heartbeats:{role}"
 
 
 def _redis():
@@ -22,42 +32,43 @@ def _redis():
     return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
 
 
-ROLES = ("worker", "agents_worker", "beat")
+def heartbeat_write(role: str, member: str = "-") -> None:
+    """Record that ``member`` (a worker's hostname; "-" for a single writer) serving ``role`` is
+    alive now; members silent for the whole retention are dropped."""
+    now = time.time()
+    keep = max(settings.HEARTBEAT_MAX_AGE_SECONDS, WORKER_DEAD_AFTER_SECONDS) * 5
+    key = _key(role)
+    pipe = _redis().pipeline()
+    pipe.zadd(key, {member: now}).zremrangebyscore(key, "-inf", now - keep).expire(key, int(keep)).execute()
 
 
-def heartbeat_write(role: str) -> None:
-    """Record that ``role`` (worker | agents_worker | beat) is alive now."""
-    ttl = settings.HEARTBEAT_MAX_AGE_SECONDS * 5
-    _redis().set(_key(role), f"{time.time():.3f}", ex=ttl)
+def heartbeat_remove(role: str, member: str) -> None:
+    _redis().zrem(_key(role), member)
 
 
 def heartbeat_age(role: str) -> float | None:
-    value = _redis().get(_key(role))
-    return None if value is None else max(0.0, time.time() - float(value))
+    """Age of the freshest heartbeat of ``role`` (None: no one ever wrote one, or long ago)."""
+    newest = _redis().zrevrange(_key(role), 0, 0, withscores=True)
+    return None if not newest else max(0.0, time.time() - newest[0][1])
 
 
-def start_heartbeat_thread(roles: tuple[str, ...], every: float = 10.0) -> None:
-    """A worker writes the heartbeats of the queues it serves from a daemon thread while it runs."""
-    _stop.clear()
-
-    def beat():
-        while not _stop.is_set():
-            for role in roles:
-                try:
-                    heartbeat_write(role)
-                except Exception:  # Redis gone for a moment: healthz will say so
-                    pass
-            _stop.wait(every)
-
-    threading.Thread(target=beat, name="heartbeat", daemon=True).start()
-
-
-def stop_heartbeat_thread() -> None:
-    _stop.set()
+def worker_known_dead(hostname: str, *, role: str = "agents_worker") -> bool:
+    """True only when Redis *knows* the worker is gone: no heartbeat of it for
+    WORKER_DEAD_AFTER_SECONDS while Redis itself has been up longer than that (a Redis that just
+    restarted empty knows nothing yet). Redis unreachable → False (not known)."""
+    try:
+        client = _redis()
+        uptime = int(client.info("server").get("uptime_in_seconds", 0))
+        score = client.zscore(_key(role), hostname)
+    except Exception:
+        return False
+    if uptime <= WORKER_DEAD_AFTER_SECONDS:
+        return False
+    return score is None or time.time() - score > WORKER_DEAD_AFTER_SECONDS
 
 
 def health_report() -> tuple[bool, dict[str, str]]:
-    """``({...: "ok"|reason}, all_ok)``; every check is independent and bounded in time."""
+    """``(all_ok, {...: "ok"|reason})``; every check is independent and bounded in time."""
     report: dict[str, str] = {}
     try:
         with connection.cursor() as cursor:

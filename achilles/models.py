@@ -57,6 +57,8 @@ class PlatformSettings(TimestampedModel):
     timezone = models.CharField(max_length=64, default="Europe/Moscow", validators=[validate_timezone])
     weekly_token_budget = models.PositiveIntegerField(default=200_000, help_text="Per agent owner, per week.")
     agent_iteration_cap = models.PositiveSmallIntegerField(default=8)
+    agent_run_token_cap = models.PositiveIntegerField(
+        default=20_000, help_text="Most tokens one agent run may spend; a start reserves this much of the weekly budget.")
     agent_stale_after_seconds = models.PositiveIntegerField(default=300)
     platform_prompt = models.TextField(blank=True, default="", help_text="Empty → the built-in default prompt.")
     web_search_enabled = models.BooleanField(default=False)
@@ -74,6 +76,8 @@ class PlatformSettings(TimestampedModel):
                                    violation_error_message="There is only one platform settings row."),
             models.CheckConstraint(condition=Q(agent_iteration_cap__gte=1), name="achilles_platformsettings_iteration_cap_positive"),
             models.CheckConstraint(condition=Q(retrieval_top_k__gte=1), name="achilles_platformsettings_top_k_positive"),
+            models.CheckConstraint(condition=Q(agent_run_token_cap__gte=1),
+                                   name="achilles_platformsettings_run_token_cap_positive"),
         ]
 
     def __str__(self) -> str:
@@ -135,3 +139,34 @@ class ApiToken(TimestampedModel):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
+
+
+class AuditEvent(models.Model):
+    """One security-relevant action, append-only (written through ``achilles.audit.audit_record``).
+
+    The database refuses UPDATE and DELETE (trigger ``audit_events_append_only``); the only
+    deletion path is the retention job, which names its horizon in the transaction setting
+    ``achilles.audit_retention_days`` and may then delete rows older than that, and nothing else.
+    The actor is a snapshot (id and username, no foreign key): an FK action would have to rewrite
+    the trail when a user is deleted.
+    """
+
+    created_at = models.DateTimeField(db_default=Now(), editable=False, db_index=True)
+    actor_id = models.BigIntegerField(null=True, blank=True, help_text="users.id at the time (no FK).")
+    actor = models.CharField(max_length=150, blank=True, default="",
+                             help_text="The username at the time, or «system» / «anonymous».")
+    action = models.CharField(max_length=64)
+    target = models.CharField(max_length=500, blank=True, default="")
+    details = models.JSONField(default=dict, blank=True)
+    request_id = models.CharField(max_length=100, blank=True, default="")
+
+    class Meta:
+        db_table = "audit_events"
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(condition=~Q(action=""), name="achilles_auditevent_action_not_empty"),
+        ]
+        indexes = [models.Index(fields=["action", "actor_id", "created_at"], name="audit_action_actor_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor or '-'} {self.action} {self.target}"

@@ -28,16 +28,27 @@ def platform_settings_invalidate() -> None:
     transaction.on_commit(lambda: cache.delete(CACHE_KEY))
 
 
-def platform_settings_update(**fields):
-    """The one write path for settings outside the admin (tests, commands)."""
+def platform_settings_update(*, actor="system", **fields):
+    """The one write path for settings outside the admin (tests, commands); audited."""
     from achilles.models import PlatformSettings
 
     with transaction.atomic():
         row, _ = PlatformSettings.objects.select_for_update().get_or_create(id=1)
+        before = {name: getattr(row, name) for name in fields}
         for name, value in fields.items():
             setattr(row, name, value)
         row.full_clean()
         row.save()
+        platform_settings_changed(actor=actor, changes={n: [before[n], v] for n, v in fields.items() if before[n] != v})
         platform_settings_invalidate()
     cache.delete(CACHE_KEY)
     return row
+
+
+def platform_settings_changed(*, actor, changes: dict) -> None:
+    """Audit a change of the platform settings: ``changes`` maps a field to ``[before, after]``."""
+    from achilles import audit
+
+    if changes:
+        audit.audit_record(actor=actor, action=audit.PLATFORM_SETTINGS_CHANGED, target="platform_settings",
+                           details={"changes": changes})

@@ -9,6 +9,7 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 from django.utils import timezone
 
+from achilles import audit
 from achilles.errors import NotFound
 from achilles.models import AgentModel, ApiToken, User
 
@@ -21,12 +22,16 @@ def token_hash(raw: str) -> str:
 
 
 @transaction.atomic
-def api_token_create(*, user: User, name: str = "token") -> tuple[ApiToken, str]:
-    """Create a token; the raw secret is returned once and never stored."""
+def api_token_create(*, user: User, name: str = "token", actor=None) -> tuple[ApiToken, str]:
+    """Create a token; the raw secret is returned once and never stored. Audited (``actor``
+    defaults to the owner; an operator command passes its own label)."""
     secret = secrets.token_urlsafe(32)
     prefix = secrets.token_hex(4)
     raw = f"{TOKEN_PREFIX}{prefix}_{secret}"
     token = ApiToken.objects.create(user=user, name=name[:100] or "token", prefix=prefix, key_hash=token_hash(raw))
+    audit.audit_record(actor=actor if actor is not None else user, action=audit.TOKEN_CREATED,
+                       target=f"token:{token.pk}", details={"owner": user.get_username(), "name": token.name,
+                                                            "prefix": prefix})
     return token, raw
 
 
@@ -50,6 +55,7 @@ def api_token_revoke(*, user: User, token_id: int) -> None:
     updated = ApiToken.objects.filter(pk=token_id, user=user, revoked_at__isnull=True).update(revoked_at=timezone.now())
     if not updated:
         raise NotFound("token not found")
+    audit.audit_record(actor=user, action=audit.TOKEN_REVOKED, target=f"token:{token_id}")
 
 
 @transaction.atomic

@@ -17,7 +17,7 @@ env = environ.Env()
 if (BASE_DIR / ".env").exists():
     environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 
-VAR_DIR = Path(env("ACHILLES_VAR_DIR", default=str(BASE_DIR / "var")))
+VAR_DIR = Path(env("ACHILLES_VAR_DIR", default="") or str(BASE_DIR / "var"))
 
 
 def _fail(message: str):
@@ -54,17 +54,12 @@ ALLOWED_HOSTS = _read("ALLOWED_HOSTS", env.list, ["127.0.0.1", "localhost", "tes
 CSRF_TRUSTED_ORIGINS = _read("CSRF_TRUSTED_ORIGINS", env.list, [])
 
 # ---------------------------------------------------------------- services
-from achilles import embedded  # noqa: E402
+# Where PostgreSQL and Redis are. Unset, they are the embedded servers under VAR_DIR, at the
+# addresses achilles.bootstrap starts them on; this module only reads the environment (importing
+# it starts nothing and connects nowhere: every entry point calls achilles.bootstrap.bootstrap()).
+from achilles.bootstrap import database_settings, embedded_database_url, embedded_redis_url  # noqa: E402
 
-if env("DATABASE_URL", default=""):
-    try:
-        DATABASES = {"default": env.db_url("DATABASE_URL")}
-    except Exception as exc:
-        _fail(f"DATABASE_URL cannot be parsed ({exc})")
-    if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
-        _fail("DATABASE_URL must point at PostgreSQL (postgres://...)")
-else:
-    DATABASES = {"default": embedded.ensure_postgres(VAR_DIR)}
+DATABASES = {"default": database_settings(env("DATABASE_URL", default="") or embedded_database_url(VAR_DIR))}
 if env("ACHILLES_DB_NAME", default=""):
     # Lets a helper process (a Celery worker started by a test) join the test database.
     DATABASES["default"]["NAME"] = env("ACHILLES_DB_NAME")
@@ -80,19 +75,12 @@ if _POOL_MAX > 0:
 if env("TEST_DATABASE_NAME", default=""):
     DATABASES["default"]["TEST"] = {"NAME": env("TEST_DATABASE_NAME")}
 
-REDIS_URL = env("REDIS_URL", default="") or embedded.ensure_redis(VAR_DIR)
-# The test suite keeps its cache keys and Celery queues apart from a running `make run`.
-TESTING = "pytest" in sys.modules or _strict_bool("ACHILLES_TESTING", False)
+REDIS_URL = env("REDIS_URL", default="") or embedded_redis_url(VAR_DIR)
+# The test suite keeps its cache keys and Celery queues apart from a running `make run`. It says
+# so explicitly: pytest runs with achilles.test_settings, which sets ACHILLES_TESTING (read once,
+# here); the helper processes a test starts inherit it.
+TESTING = _strict_bool("ACHILLES_TESTING", False)
 TEST_NAMESPACE = env("TEST_DATABASE_NAME", default="test") if TESTING else ""
-
-if not _strict_bool("ACHILLES_SKIP_SERVICE_CHECK", False):
-    from achilles.checks import require_services  # noqa: E402
-
-    problem = require_services(DATABASES["default"], REDIS_URL,
-                               database_from_env=bool(env("DATABASE_URL", default="")),
-                               redis_from_env=bool(env("REDIS_URL", default="")))
-    if problem:
-        _fail(problem)
 
 # ---------------------------------------------------------------- django
 INSTALLED_APPS = [
@@ -239,15 +227,29 @@ PLATFORM_PERIODIC_JOBS: dict[str, dict] = {
     "platform.worker_heartbeat": {"task": "achilles.tasks.platform_heartbeat_task", "every_seconds": 15},
     # Agent Engine: the due scan is one indexed query, so a short period keeps the due-to-enqueued lag low.
     "agents.scheduler_tick": {"task": "agents.tasks.agents_scheduler_tick_task", "every_seconds": 2},
-    "agents.reap_stale_runs": {"task": "agents.tasks.agent_runs_reap_stale_task", "every_seconds": 30},
+    "agents.reap_stale_runs": {"task": "agents.tasks.agent_runs_reap_stale_task", "every_seconds": 10},
     # Knowledge Store: trust decay from content age and access signals (one UPDATE).
     "knowledge.trust_decay": {"task": "knowledge.tasks.trust_decay_task", "every_seconds": 3600},
     # Hub: a claimed command whose lease expired goes back to the queue («довыдача»); the claim
     # also takes expired leases itself, so this only keeps agent_status and batch_status truthful.
     "hub.requeue_expired_leases": {"task": "hub.tasks.commands_requeue_expired_task", "every_seconds": 5},
+    # The audit trail's retention: events older than AUDIT_RETENTION_DAYS are deleted.
+    "platform.audit_retention": {"task": "achilles.tasks.audit_retention_task", "every_seconds": 86400},
 }
 
-HEARTBEAT_MAX_AGE_SECONDS = _read("HEARTBEAT_MAX_AGE_SECONDS", env.int, 60)
+# Workers and beat write every 5 s: three missed beats and /healthz says so.
+HEARTBEAT_MAX_AGE_SECONDS = _read("HEARTBEAT_MAX_AGE_SECONDS", env.int, 15)
+
+# ---------------------------------------------------------------- security
+# The audit trail keeps events this many days (the daily job deletes older ones; at least 1).
+AUDIT_RETENTION_DAYS = _read("AUDIT_RETENTION_DAYS", env.int, 365)
+if AUDIT_RETENTION_DAYS < 1:
+    _fail("AUDIT_RETENTION_DAYS must be at least 1")
+# Searches that may return a withheld hint, per user and hour; beyond it hints are left out.
+WITHHELD_HINTS_PER_HOUR = _read("WITHHELD_HINTS_PER_HOUR", env.int, 30)
+# A query word counts towards a withheld hint only when at least this many records contain it:
+# a word or number found in one record alone would make the hint an oracle for that record.
+WITHHELD_MIN_RECORDS = _read("WITHHELD_MIN_RECORDS", env.int, 3)
 
 # ---------------------------------------------------------------- models
 # The allow-list lives in the database (agent_models). These variables only seed it on

@@ -67,16 +67,16 @@ class AgentAdmin(admin.ModelAdmin):
     def save_model(self, request, obj, form, change):
         # One path per write: the lock goes through the service (it recomputes next_run_at).
         if change and "admin_paused" in form.changed_data:
-            services.agent_set_admin_paused(agent_id=obj.pk, paused=obj.admin_paused)
+            services.agent_set_admin_paused(agent_id=obj.pk, paused=obj.admin_paused, actor=request.user)
 
     @admin.action(description="Pause selected agents (admin lock)")
     def pause_selected(self, request, queryset):
-        changed = services.agents_set_admin_paused(agent_ids=list(queryset.values_list("pk", flat=True)), paused=True)
+        changed = services.agents_set_admin_paused(agent_ids=list(queryset.values_list("pk", flat=True)), paused=True, actor=request.user)
         self.message_user(request, f"Paused {changed} agent(s).", messages.SUCCESS)
 
     @admin.action(description="Resume selected agents (lift the admin lock)")
     def resume_selected(self, request, queryset):
-        changed = services.agents_set_admin_paused(agent_ids=list(queryset.values_list("pk", flat=True)), paused=False)
+        changed = services.agents_set_admin_paused(agent_ids=list(queryset.values_list("pk", flat=True)), paused=False, actor=request.user)
         self.message_user(request, f"Resumed {changed} agent(s).", messages.SUCCESS)
 
 

@@ -136,12 +136,12 @@ def admin_agents_list(request: HttpRequest, query: Query[AdminAgentsQuery]):
 @router.post("/admin/agents/{int:agent_id}/pause", response=AgentAdminOut, tags=["admin"])
 def admin_agents_pause(request: HttpRequest, agent_id: int):
     _require_staff(request)
-    agent = services.agent_set_admin_paused(agent_id=agent_id, paused=True)
+    agent = services.agent_set_admin_paused(agent_id=agent_id, paused=True, actor=request.auth)
     return _out(_fresh(agent), selectors.active_run_states([agent.pk]), admin=True)
 
 
 @router.post("/admin/agents/{int:agent_id}/resume", response=AgentAdminOut, tags=["admin"])
 def admin_agents_resume(request: HttpRequest, agent_id: int):
     _require_staff(request)
-    agent = services.agent_set_admin_paused(agent_id=agent_id, paused=False)
+    agent = services.agent_set_admin_paused(agent_id=agent_id, paused=False, actor=request.auth)
     return _out(_fresh(agent), selectors.active_run_states([agent.pk]), admin=True)

@@ -27,6 +27,8 @@ class RunReason(models.TextChoices):
     # failed: started, then stopped
     ITERATION_CAP = "iteration_cap", "iteration cap reached"
     STALE = "stale", "heartbeat went stale"
+    WORKER_LOST = "worker_lost", "the worker running it died"
+    TOKEN_CAP = "token_cap", "per-run token cap reached"
     MODEL_ERROR = "model_error", "model provider failed"
     ERROR = "error", "unexpected error"
 

@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from achilles.llm.base import ChatProvider, collect
+from achilles.llm.base import ChatProvider, collect, estimate_input_tokens
 from achilles.llm.types import Message, ToolCall, ToolSpec
 
 MAX_OUTPUT_TOKENS = 2048
@@ -23,6 +23,15 @@ class IterationCapReached(Exception):
 
     def __init__(self, cap: int, tokens_used: int):
         super().__init__(f"stopped after {cap} iterations without a final answer")
+        self.cap = cap
+        self.tokens_used = tokens_used
+
+
+class TokenCapReached(Exception):
+    """The run spent (or its next round would spend) more than its per-run token cap."""
+
+    def __init__(self, cap: int, tokens_used: int):
+        super().__init__(f"stopped at the per-run token cap ({tokens_used} of {cap} tokens)")
         self.cap = cap
         self.tokens_used = tokens_used
 
@@ -46,21 +55,31 @@ class LoopResult:
 
 
 def run_loop(*, provider: ChatProvider, messages: Sequence[Message], tools: Sequence[ToolSpec],
-             call_tool: Callable[[ToolCall], str], cap: int,
+             call_tool: Callable[[ToolCall], str], cap: int, token_cap: int | None = None,
              heartbeat: Callable[[int, int], None] = lambda iteration, tokens: None) -> LoopResult:
     """Run the loop to a final answer. ``call_tool`` returns an observation (errors included);
-    ``heartbeat(iteration, tokens_so_far)`` is called after every iteration."""
+    ``heartbeat(iteration, tokens_so_far)`` is called after every iteration.
+
+    ``token_cap`` bounds the run's spend: a round starts only if its input (estimated) leaves room
+    for output, its output is limited to that room, and a run at the cap stops (TokenCapReached)."""
     history = list(messages)
     tokens = 0
     made: list[ToolCall] = []
     # One event loop for the whole run: providers may keep connections bound to it.
     with asyncio.Runner() as runner:
         for iteration in range(1, cap + 1):
+            max_output = MAX_OUTPUT_TOKENS
+            if token_cap is not None:
+                max_output = min(max_output, token_cap - tokens - estimate_input_tokens(history, tools))
+                if max_output <= 0:
+                    raise TokenCapReached(token_cap, tokens)
             try:
-                round_ = runner.run(collect(provider.stream(history, tools, MAX_OUTPUT_TOKENS)))
+                round_ = runner.run(collect(provider.stream(history, tools, max_output)))
             except Exception as exc:
                 raise LoopFailed(exc, tokens) from exc
             tokens += round_.usage.total_tokens
+            if token_cap is not None and tokens >= token_cap and round_.tool_calls:
+                raise TokenCapReached(token_cap, tokens)
             if not round_.tool_calls:
                 heartbeat(iteration, tokens)
                 return LoopResult(output=round_.text.strip(), tokens_used=tokens, iterations=iteration,

@@ -87,6 +87,8 @@ class AgentRun(TimestampedModel):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    worker = models.CharField(max_length=255, blank=True, default="", db_default="",
+                              help_text="The Celery worker (hostname) that claimed the run; the reaper asks if it lives.")
 
     class Meta:
         db_table = "agent_runs"

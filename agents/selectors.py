@@ -71,4 +71,10 @@ def owner_tokens_this_week(*, owner: User, now: datetime) -> int:
 
 
 def owner_over_budget(*, owner: User, now: datetime) -> bool:
-    return owner_tokens_this_week(owner=owner, now=now) >= platform_settings().weekly_token_budget
+    """No room for one more run: the week's spend plus a reservation of the per-run token cap for
+    each queued/running run reaches the budget. Decided under the owner's budget lock
+    (``agents.services.runs.owner_budget_lock``), so concurrent starts cannot all see room."""
+    row = platform_settings()
+    active = AgentRun.objects.filter(agent__owner=owner, state__in=ACTIVE_STATES).count()
+    reserved = active * row.agent_run_token_cap
+    return owner_tokens_this_week(owner=owner, now=now) + reserved >= row.weekly_token_budget

@@ -7,11 +7,11 @@ from __future__ import annotations
 from achilles.celery_app import app
 
 
-@app.task(name="agents.tasks.agent_run_task", acks_late=True)
-def agent_run_task(run_id: int) -> str | None:
+@app.task(name="agents.tasks.agent_run_task", acks_late=True, bind=True)
+def agent_run_task(self, run_id: int) -> str | None:
     from agents.services import run_execute
 
-    return run_execute(run_id)
+    return run_execute(run_id, worker=self.request.hostname or "")
 
 
 @app.task(name="agents.tasks.agents_scheduler_tick_task", ignore_result=True)

@@ -20,6 +20,9 @@ def discover() -> list[str]:
 
 def main(argv: list[str]) -> int:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "achilles.settings")
+    from achilles.bootstrap import bootstrap
+
+    bootstrap()
     names = argv or discover()
     unknown = set(names) - set(discover())
     if unknown:

@@ -14,6 +14,7 @@ from pydantic import Field
 from achilles.errors import NotFound
 from conversations import selectors, services
 from conversations.pipeline import engine_deps
+from conversations.rendering import markdown_render
 from conversations.schemas import (
     ConversationDetailOut,
     ConversationOut,
@@ -55,11 +56,21 @@ def _citation_out(c, visible: frozenset[int]) -> dict:
 
 
 def _message_out(message, visible: frozenset[int]) -> MessageOut:
+    citations = [_citation_out(c, visible) for c in message.citations.all()]
+    content_html = None
+    if message.role == "assistant":
+        text = message.content
+        hint_tail = "\n\n" + (message.withheld_hint or {}).get("text", "")
+        if message.withheld_hint and text.endswith(hint_tail):
+            # The page shows the withheld hint as a notice of its own, not as part of the answer.
+            text = text[:-len(hint_tail)]
+        content_html = markdown_render(text, message_id=message.id,
+                                       markers={n for c in citations for n in c["markers"]})
     return MessageOut(
-        id=message.id, role=message.role, content=message.content, model=message.model,
+        id=message.id, role=message.role, content=message.content, content_html=content_html, model=message.model,
         tokens_used=message.tokens_used, feedback=message.feedback, state=message.state,
         withheld_hint=message.withheld_hint, created_at=message.created_at,
-        citations=[_citation_out(c, visible) for c in message.citations.all()],
+        citations=citations,
     )
 
 

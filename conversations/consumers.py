@@ -86,8 +86,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
         except errors.ApplicationError as exc:
             await self._send_error(exc)
             return
-        async for event in turn.events():
-            await self._send({"event": event.name, **event.payload()})
+        # aclosing: a send that fails (the socket went away) closes the turn at once, so its answer
+        # is stored ``interrupted`` now rather than whenever the generator is collected.
+        async with contextlib.aclosing(turn.events()) as events:
+            async for event in events:
+                await self._send({"event": event.name, **event.payload()})
 
     async def _send_error(self, exc: BaseException):
         await self._send({"event": "error", **errors.render(exc, context="websocket chat").body})

@@ -4,9 +4,14 @@ with ``set_engine_deps``."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
+
+from django.db import InterfaceError, OperationalError
 
 from achilles.llm import ChatProvider, ModelSpec, get_chat_provider
 from conversations import services
@@ -16,6 +21,12 @@ from conversations.dbconn import db_step
 from conversations.knowledge_client import FacadeKnowledgeClient, KnowledgeClient
 from conversations.websearch import SearxngWebSearch, WebSearchProvider
 from knowledge.facade import Identity
+
+logger = logging.getLogger(__name__)
+
+# How long a turn keeps trying to store its answer while the database is away (a restart).
+FINALIZE_RETRY_SECONDS = 30.0
+
 
 def default_web_search(settings: services.TurnSettings) -> WebSearchProvider | None:
     return SearxngWebSearch(settings.web_search_url) if settings.web_search_url else None
@@ -48,7 +59,20 @@ class DatabaseTurnStore:
         return await db_step(_start)(user=user, content=content, conversation_id=conversation_id, identity=identity)
 
     async def finalize(self, *, release: bool, **fields) -> Finalized:
-        return await db_step(_finalize)(**fields)
+        # The answer row is what unlocks the thread (one turn at a time): a database restart
+        # mid-turn must not lose it, so the write is retried until the database is back or
+        # FINALIZE_RETRY_SECONDS have passed (the transaction is atomic: a retry never doubles it).
+        deadline = time.monotonic() + FINALIZE_RETRY_SECONDS
+        pause = 0.2
+        while True:
+            try:
+                return await db_step(_finalize)(**fields)
+            except (OperationalError, InterfaceError):
+                if time.monotonic() + pause > deadline:
+                    raise
+                logger.warning("storing a chat answer failed (database away?); retrying in %.1fs", pause)
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 2.0)
 
     async def contacts(self, user_ids: set[int]) -> dict:
         return await db_step(services.contacts_for)(user_ids)

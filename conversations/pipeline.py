@@ -176,21 +176,22 @@ class Turn:
             message = await self._finalize(MessageState.COMPLETE, citations=citations, hint=hint)
         except ApplicationError as exc:
             logger.warning("chat turn failed: %s (%s)", exc.detail, exc.code)
-            message = await self._finalize(MessageState.FAILED)
-            yield ErrorEvent(exc.detail, exc.code, message.id, self.conversation_id)
-            return
+            detail, code = exc.detail, exc.code
         except (asyncio.CancelledError, GeneratorExit):
             raise
         except Exception:
             logger.exception("chat turn crashed")
-            message = await self._finalize(MessageState.FAILED)
-            yield ErrorEvent(INTERNAL_ERROR_DETAIL, "internal_error", message.id,
-                             self.conversation_id)
+            detail, code = INTERNAL_ERROR_DETAIL, "internal_error"
+        else:
+            await self._signal_access(citations, message.id)
+            yield DoneEvent(message_id=message.id, conversation_id=self.conversation_id,
+                            citations=[c.as_dict() for c in citations], withheld_hint=hint,
+                            tokens_used=message.tokens_used, model=spec.name)
             return
-        await self._signal_access(citations, message.id)
-        yield DoneEvent(message_id=message.id, conversation_id=self.conversation_id,
-                        citations=[c.as_dict() for c in citations], withheld_hint=hint,
-                        tokens_used=message.tokens_used, model=spec.name)
+        # Every failure ends with an error event, whether or not the answer row could be written
+        # (a thread deleted meanwhile has no row to take it; the database may stay away too long).
+        message_id = await self._finalize_failed()
+        yield ErrorEvent(detail, code, message_id, self.conversation_id)
 
     async def _stream_round(self, provider: ChatProvider, messages: Sequence[Message],
                             tools: Sequence[ToolSpec], sink: _Round) -> AsyncIterator[str]:
@@ -335,6 +336,22 @@ class Turn:
         self.message_id = message.id
         return message
 
+    async def _finalize_failed(self) -> int | None:
+        """Write the ``failed`` answer row once; never raises. A finalize that was already tried
+        (it is what failed: thread deleted, database away past the retries) is not tried again."""
+        if self._finalize_task is not None:
+            if self._finalize_task.done() and not self._finalize_task.cancelled() \
+                    and self._finalize_task.exception() is None:
+                return self._finalize_task.result().id
+            return None
+        try:
+            return (await self._finalize(MessageState.FAILED)).id
+        except ApplicationError as exc:
+            logger.warning("the failed turn's answer was not stored: %s (%s)", exc.detail, exc.code)
+        except Exception:
+            logger.exception("could not store the failed turn's answer")
+        return None
+
     async def _finalize_interrupted(self) -> None:
         try:
             if self._finalize_task is None:
@@ -343,6 +360,8 @@ class Turn:
             message = await self._finalize_task
             self.finalized = True
             self.message_id = message.id
+        except ApplicationError as exc:  # the thread was deleted meanwhile: nothing left to answer
+            logger.info("interrupted turn not stored: %s", exc.detail)
         except Exception:
             logger.exception("could not finalize an interrupted turn")
 

@@ -45,6 +45,8 @@ class MessageOut(Schema):
     id: int
     role: str
     content: str
+    # an assistant answer's Markdown rendered and sanitised on the server (conversations.rendering)
+    content_html: str | None = None
     model: str | None
     tokens_used: int | None
     feedback: int | None

@@ -20,7 +20,7 @@ from achilles.llm.base import Timeouts
 from achilles.models import AgentModel, ModelKind, User
 from achilles.platform import platform_settings
 from achilles.services import default_chat_model
-from conversations.choices import Role
+from conversations.choices import MessageState, Role
 from conversations.citations import CitationOut
 from conversations.grounding import Contact
 from conversations.models import Citation, Conversation, Message, RetrievalTrace
@@ -85,11 +85,16 @@ def turn_start(*, user: User, content: str, conversation_id=None) -> TurnStart:
         Message.objects.filter(conversation=conversation)
         .order_by("-id").values_list("role", "content", "created_at")[:HISTORY_LIMIT]
     )
-    if previous and previous[0][0] == Role.USER and previous[0][2] > timezone.now() - _answer_window(model):
-        # The thread's last question has no reply row yet: its answer is being written right now
-        # (every turn ends with one, even an interrupted or failed one). One turn at a time.
-        raise Conflict("An answer is still being written in this conversation; wait for it or stop it.",
-                       code="turn_in_progress")
+    if previous and previous[0][0] == Role.USER:
+        if previous[0][2] > timezone.now() - _answer_window(model):
+            # The thread's last question has no reply row yet: its answer is being written right now
+            # (every turn ends with one, even an interrupted or failed one). One turn at a time.
+            raise Conflict("An answer is still being written in this conversation; wait for it or stop it.",
+                           code="turn_in_progress")
+        # Past its window the turn is dead (its process was killed mid-turn): close it with an
+        # empty failed answer, so no question stays without an answer row.
+        Message.objects.create(conversation=conversation, role=Role.ASSISTANT, content="", tokens_used=0,
+                               state=MessageState.FAILED)
     # Failed turns with no text (and empty interrupted ones) carry nothing for the model.
     history = tuple(LLMMessage(role, text) for role, text, _ in reversed(previous) if text)
     message = Message.objects.create(conversation=conversation, role=Role.USER, content=content)
@@ -113,7 +118,14 @@ def message_finalize(
     *, conversation_id: str, content: str, model_name: str, tokens_used: int, state: str,
     citations: Sequence[CitationOut] = (), trace: dict | None = None, withheld_hint: dict | None = None,
 ) -> Message:
-    """Write the assistant message, its citations and its trace in one transaction (never half-written)."""
+    """Write the assistant message, its citations and its trace in one transaction (never half-written).
+
+    The thread's row is locked first: a delete racing the answer either happened (404
+    ``conversation_deleted``, the question went with it) or waits for this commit and cascades it.
+    """
+    if not Conversation.objects.select_for_update().filter(pk=conversation_id).exists():
+        raise NotFound("The conversation was deleted while its answer was being written.",
+                       code="conversation_deleted")
     message = Message.objects.create(
         conversation_id=conversation_id, role=Role.ASSISTANT, content=content, model=model_name,
         tokens_used=max(0, int(tokens_used)), state=state, withheld_hint=withheld_hint,

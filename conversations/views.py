@@ -9,8 +9,10 @@ the stream and the turn finalizes its message ``interrupted``.
 from __future__ import annotations
 
 import json
+import logging
 
 from asgiref.sync import async_to_sync, sync_to_async
+from django.db import DatabaseError
 from django.http import JsonResponse, StreamingHttpResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
@@ -21,6 +23,8 @@ from achilles.auth import authenticate_request
 from conversations.dbconn import db_step
 from conversations.pipeline import Event, prepare_turn
 from conversations.schemas import ChatIn
+
+logger = logging.getLogger(__name__)
 
 
 class TurnStreamingResponse(StreamingHttpResponse):
@@ -91,6 +95,10 @@ async def _chat_sse(request):
         turn = await prepare_turn(user=user, content=body.content, conversation_id=body.conversation_id)
     except errors.ApplicationError as exc:
         return _error(exc)
+    except DatabaseError:  # the turn could not start (nothing was stored): say so, in JSON
+        logger.exception("chat turn could not start")
+        return JsonResponse({"detail": "The database is unavailable; try again shortly.",
+                             "code": "database_unavailable"}, status=503)
 
     async def stream():
         async for event in turn.events():

@@ -8,8 +8,8 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
 from achilles.errors import ApplicationError
-from knowledge import facade, services
-from knowledge.models import AccessSignal, Chunk, Record, RecordLink
+from knowledge import services
+from knowledge.models import AccessSignal, Chunk, Record, RecordLink, SourcePolicy
 from knowledge.selectors import MAX_K, embedding_config, timed
 
 
@@ -51,7 +51,7 @@ class LinkInline(admin.TabularInline):
 class RecordForm(forms.ModelForm):
     class Meta:
         model = Record
-        fields = ("acl",)
+        fields = ("acl", "never_hint")
 
     def clean_acl(self):
         try:
@@ -67,11 +67,12 @@ class RecordAdmin(admin.ModelAdmin):
                     "chunk_count", "updated_at")
     list_filter = ("source_system",)
     search_fields = ("title", "external_id", "url")
-    fields = ("source_system", "external_id", "title", "url", "author_principal_id", "acl", "trust_score", "origin",
+    fields = ("source_system", "external_id", "title", "url", "author_principal_id", "acl", "never_hint", "trust_score",
+              "origin",
               "embedding_model", "content_hash", "content_changed_at", "last_accessed_at", "created_at", "updated_at")
-    # Content comes from ingestion; only the ACL is edited here (through the service, so
+    # Content comes from ingestion; only the ACL and the hint opt-out are edited here (through the service, so
     # principals are validated and the chunks follow by trigger).
-    readonly_fields = tuple(f for f in fields if f != "acl")
+    readonly_fields = tuple(f for f in fields if f not in ("acl", "never_hint"))
     inlines = [LinkInline, ChunkInline]
 
     def get_queryset(self, request):
@@ -93,6 +94,7 @@ class RecordAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         obj.acl = services.record_acl_set(record_id=obj.pk, acl=form.cleaned_data["acl"])
+        services.record_never_hint_set(record_id=obj.pk, never_hint=form.cleaned_data["never_hint"])
 
     def save_formset(self, request, form, formset, change):
         # outgoing links: created/deleted through the service layer
@@ -116,10 +118,9 @@ class RecordAdmin(admin.ModelAdmin):
         form = SearchPreviewForm(request.GET or None)
         result, elapsed, error = None, None, None
         if form.is_valid():
-            user = form.cleaned_data["user"]
-            identity = facade.Identity.for_user(user) if user else facade.Identity.anonymous()
             try:
-                result, elapsed = timed(facade.search, form.cleaned_data["query"], identity, form.cleaned_data["k"])
+                result, elapsed = timed(services.search_as_user, actor=request.user, user=form.cleaned_data["user"],
+                                        query=form.cleaned_data["query"], k=form.cleaned_data["k"])
             except ApplicationError as exc:
                 error = str(exc.detail)
         _search_mode_message(request)
@@ -177,3 +178,12 @@ class AccessSignalAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+
+@admin.register(SourcePolicy)
+class SourcePolicyAdmin(admin.ModelAdmin):
+    """Per source system: ``never_hint`` keeps a sensitive source out of every withheld hint."""
+
+    list_display = ("source_system", "never_hint", "updated_at")
+    list_filter = ("never_hint",)
+    search_fields = ("source_system",)

@@ -20,7 +20,8 @@ router = Router(tags=["knowledge"])
 class SearchIn(Schema):
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     k: int = Field(default=8, ge=1, le=MAX_K)
-    as_user_id: int | None = Field(default=None, description="Admins only: search as this user would.")
+    as_user_id: int | None = Field(default=None, description="Admins with the «search as user» permission only: "
+                                                              "search as this user would (audited).")
 
     @field_validator("query")
     @classmethod
@@ -60,6 +61,7 @@ class RecordIn(Schema):
     acl: list[str] = Field(min_length=1, max_length=200)
     url: str = Field(default="", max_length=2000)
     author_principal_id: str | None = Field(default=None, max_length=200)
+    never_hint: bool = Field(default=False, description="Never mention this record in a withheld hint.")
 
 
 class RecordOut(Schema):
@@ -87,12 +89,16 @@ def knowledge_search(request: HttpRequest, payload: SearchIn):
     user = request.auth
     if payload.as_user_id is not None and payload.as_user_id != user.pk:
         _require_admin(request)
+        if not user.has_perm(services.SEARCH_AS_USER_PERMISSION):
+            raise PermissionDenied("searching as another user needs the «search as user» permission")
         from achilles.models import User
 
-        user = User.objects.filter(pk=payload.as_user_id).first()
-        if user is None:
+        target = User.objects.filter(pk=payload.as_user_id).first()
+        if target is None:
             raise NotFound("user not found", code="user_not_found")
-    result = facade.search(payload.query, facade.Identity.for_user(user), payload.k)
+        result = services.search_as_user(actor=user, user=target, query=payload.query, k=payload.k)
+    else:
+        result = facade.search(payload.query, facade.Identity.for_user(user), payload.k)
     return SearchOut(candidates=[CandidateOut(**vars(c)) for c in result.candidates],
                      withheld=[WithheldOut(**vars(w)) for w in result.withheld], is_empty=result.is_empty)
 
@@ -112,7 +118,7 @@ def knowledge_record_upsert(request: HttpRequest, payload: RecordIn):
     outcome = services.record_upsert(
         source_system=payload.source_system, external_id=payload.external_id, title=payload.title,
         text=payload.text, acl=payload.acl, url=payload.url, author_principal_id=payload.author_principal_id,
-        origin="api",
+        origin="api", never_hint=payload.never_hint,
     )
     body = RecordOut(record_id=outcome.record_id, status=outcome.status, chunks=outcome.chunks,
                      warnings=list(outcome.warnings))

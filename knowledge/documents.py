@@ -1,7 +1,7 @@
 """Reading source files into document drafts (KS-2). Pure: no ORM, no users table.
 
 Front matter (YAML between ``---`` lines) may carry ``title``, ``url``, ``acl`` (list or one
-principal), ``author``, ``source_system``, ``external_id`` and ``links`` (external ids of records of
+principal), ``author``, ``source_system``, ``external_id``, ``never_hint`` and ``links`` (external ids of records of
 the same source system, or ``{to: ..., type: ...}`` mappings). Principals written as
 ``user:<username>`` are resolved to ``user:<id>`` later, by the ingest service.
 """
@@ -42,6 +42,7 @@ class DocumentDraft:
     author: str | None = None
     source_system: str = "files"
     links: tuple[LinkDraft, ...] = field(default_factory=tuple)
+    never_hint: bool = False
 
 
 def validate_principal(value: str) -> str:
@@ -164,5 +165,9 @@ def parse_document(raw: str, *, external_id: str, suffix: str = ".md", default_a
     external = str(meta.get("external_id") or external_id).strip()
     if not re.fullmatch(r"[a-z][a-z0-9_-]{0,63}", source_system):
         raise DocumentError(f"source_system «{source_system}» must be a lowercase identifier")
+    never_hint = meta.get("never_hint", False)
+    if not isinstance(never_hint, bool):
+        raise DocumentError("front matter «never_hint» must be true or false")
     return DocumentDraft(external_id=external[:512], title=title, text=body, url=str(meta.get("url") or "")[:2000],
-                         acl=acl, author=author, source_system=source_system, links=tuple(links))
+                         acl=acl, author=author, source_system=source_system, links=tuple(links),
+                         never_hint=never_hint)

@@ -70,7 +70,7 @@ def ingest_path(path: str | Path, *, prune: bool = False, default_acl: tuple[str
             outcome = services.record_upsert(
                 source_system=draft.source_system, external_id=draft.external_id, title=draft.title,
                 text=draft.text, acl=draft.acl, url=draft.url, author_principal_id=draft.author, origin=origin,
-                links_fingerprint=sorted(links),
+                links_fingerprint=sorted(links), never_hint=draft.never_hint,
             )
         except (DocumentError, ApplicationError) as exc:
             report.errors.append((relative, str(exc)))

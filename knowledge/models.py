@@ -47,10 +47,13 @@ class Record(TimestampedModel):
                                        help_text="The embedding model the chunks were embedded with (NULL: lexical only).")
     content_changed_at = models.DateTimeField(db_default=Now())
     last_accessed_at = models.DateTimeField(null=True, blank=True)
+    never_hint = models.BooleanField(default=False, db_default=False,
+                                     help_text="Never mention this record in a withheld hint, however relevant.")
 
     class Meta:
         db_table = "knowledge_records"
         ordering = ["source_system", "external_id"]
+        permissions = [("search_as_user", "Can search as another user (preview what they would get)")]
         constraints = [
             models.UniqueConstraint(fields=["source_system", "external_id"], name="knowledge_record_source_external_unique",
                                     violation_error_message="A record with this source system and external id exists."),
@@ -67,6 +70,23 @@ class Record(TimestampedModel):
 
     def __str__(self) -> str:
         return f"{self.source_system}:{self.external_id} — {self.title}"
+
+
+class SourcePolicy(TimestampedModel):
+    """How the store treats one source system; ``never_hint``: its records are never withheld hints."""
+
+    source_system = models.CharField(max_length=64, unique=True)
+    never_hint = models.BooleanField(default=False, db_default=False,
+                                     help_text="Sensitive source: never mention it in a withheld hint.")
+
+    class Meta:
+        db_table = "knowledge_source_policies"
+        ordering = ["source_system"]
+        verbose_name_plural = "source policies"
+        constraints = [models.CheckConstraint(condition=~Q(source_system=""), name="knowledge_sourcepolicy_source_not_empty")]
+
+    def __str__(self) -> str:
+        return self.source_system
 
 
 class Chunk(models.Model):

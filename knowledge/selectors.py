@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -86,6 +87,9 @@ class EmbeddingConfig:
     name: str
     provider: object
     min_similarity: float
+    # The model's floor (options.min_similarity) when one is configured: only then does semantic
+    # similarity count towards a withheld hint (without a floor every question has neighbours).
+    hint_floor: float | None = None
 
 
 def embedding_config() -> EmbeddingConfig | None:
@@ -97,8 +101,10 @@ def embedding_config() -> EmbeddingConfig | None:
     if row is None:
         return None
     spec = row.spec()
+    floor = spec.options.get("min_similarity")
     return EmbeddingConfig(name=row.name, provider=get_embedding_provider(spec),
-                           min_similarity=float(spec.options.get("min_similarity", -1.0)))
+                           min_similarity=float(floor) if floor is not None else -1.0,
+                           hint_floor=float(floor) if floor is not None else None)
 
 
 # The search path reads the default embedding model once per SEARCH_CONFIG_SECONDS per process:
@@ -228,10 +234,108 @@ SELECT c.id, c.record_id, r.source_system, r.author_principal_id,
        (c.acl && %(principals)s::text[]) AS visible,
        CASE WHEN c.acl && %(principals)s::text[] THEN r.title END,
        CASE WHEN c.acl && %(principals)s::text[] THEN r.url END,
-       CASE WHEN c.acl && %(principals)s::text[] THEN c.text END
+       CASE WHEN c.acl && %(principals)s::text[] THEN c.text END,
+       r.never_hint OR EXISTS (SELECT 1 FROM knowledge_source_policies p
+                               WHERE p.source_system = r.source_system AND p.never_hint) AS never_hint
 FROM knowledge_chunks c JOIN knowledge_records r ON r.id = c.record_id
 WHERE c.id = ANY(%(ids)s)
 """
+
+# --------------------------------------------------------------------------- withheld
+
+# Withheld is decided from the question's *topic*, never from one rare token of it (issue 10:
+# «PLUTONIUM» → hint, «URANIUM» → none, and a sweep of numbers lit up a colleague's salary).
+# Each query word is reduced to its lexemes; a lexeme is topical when it holds no digit and at
+# least WITHHELD_MIN_RECORDS records contain it (under any ACL: the count reveals only that a
+# word is common). Withheld is computed from the topical lexemes (and the topical words, for the
+# semantic side) alone, so replacing a number or a word found in fewer records by any other
+# number or rare word cannot change the answer. The record count stops after TOPIC_SCAN_CHUNKS
+# matching chunks (a word in that many chunks of fewer records counts as rare: the safe side).
+TOPIC_SCAN_CHUNKS = 200
+MAX_TOPIC_WORDS = 64
+TOPIC_SQL = f"""
+WITH w AS (
+    SELECT t.ord, ARRAY(SELECT lexeme FROM unnest(to_tsvector('{TEXT_SEARCH_CONFIG}', t.word))) AS lexemes
+    FROM unnest(%(words)s::text[]) WITH ORDINALITY AS t(word, ord)
+),
+l AS MATERIALIZED (
+    SELECT x.lexeme,
+           (SELECT count(DISTINCT s.record_id) FROM (
+                SELECT c.record_id FROM knowledge_chunks c
+                WHERE c.tsv @@ (chr(39) || x.lexeme || chr(39))::tsquery
+                LIMIT %(scan)s) s) AS records
+    FROM (SELECT DISTINCT y AS lexeme FROM w, unnest(w.lexemes) AS y
+          WHERE y !~ '[[:digit:]]' AND strpos(y, chr(39)) = 0 AND strpos(y, chr(92)) = 0) x
+)
+SELECT w.ord, w.lexemes,
+       ARRAY(SELECT l.lexeme FROM l WHERE l.lexeme = ANY(w.lexemes) AND l.records >= %(min_records)s)
+FROM w ORDER BY w.ord
+"""
+
+# The semantic side of withheld: the nearest chunks to the topical words, visible or not.
+VECTOR_ALL_SQL = """
+SELECT id, 1 - (embedding <=> %(vec)s::vector) AS similarity, acl && %(principals)s::text[] AS visible
+FROM knowledge_chunks
+WHERE embedding IS NOT NULL
+ORDER BY embedding <=> %(vec)s::vector
+LIMIT %(n)s
+"""
+
+
+@dataclass(frozen=True)
+class Topic:
+    """What of a query may decide withheld: its topical lexemes and words (rare ones dropped)."""
+
+    lexemes: tuple[str, ...]
+    words: tuple[str, ...]
+    all_words: bool  # nothing was dropped: the topical text is the query's own words
+
+
+def _has_digit(text: str) -> bool:
+    return any(unicodedata.category(ch).startswith("N") for ch in text)
+
+
+def query_topic(cursor, query: str, *, min_records: int) -> Topic:
+    """The topical part of ``query`` (see TOPIC_SQL); one statement."""
+    words = _WORD.findall(query)[:MAX_TOPIC_WORDS]
+    if not words:
+        return Topic((), (), True)
+    cursor.execute(TOPIC_SQL, {"words": words, "scan": TOPIC_SCAN_CHUNKS, "min_records": max(1, min_records)})
+    lexemes: list[str] = []
+    kept: list[str] = []
+    dropped = False
+    for (_, word_lexemes, topical), word in zip(cursor.fetchall(), words, strict=True):
+        if not word_lexemes:  # a stop word: carries nothing either way
+            continue
+        topical = {lexeme for lexeme in topical if not _has_digit(lexeme)}
+        if set(word_lexemes) <= topical:
+            kept.append(word)
+            lexemes.extend(lexeme for lexeme in word_lexemes if lexeme not in lexemes)
+        else:
+            dropped = True
+    return Topic(tuple(lexemes[:MAX_QUERY_TERMS]), tuple(kept), not dropped)
+
+
+def _unfiltered_top(cursor, lexemes: Sequence[str], principals: list[str], k: int) -> tuple[list[int], set[int]]:
+    """The lexical top ``k`` over all chunks (no ACL), level by level, and which of them are hidden."""
+    ranked: list[int] = []
+    hidden: set[int] = set()
+    for level in coordination_levels(lexemes):
+        need = k - len(ranked)
+        if need <= 0:
+            break
+        cursor.execute(LEXICAL_ALL_SQL, {"q": level, "principals": principals, "n_all": need, "seen": ranked})
+        for _, chunk_id, visible in cursor.fetchall():
+            ranked.append(chunk_id)
+            if not visible:
+                hidden.add(chunk_id)
+    return ranked, hidden
+
+
+def _semantic_hidden(cursor, vector: Sequence[float], principals: list[str], k: int, floor: float) -> list[int]:
+    """Hidden chunks among the ``k`` nearest to ``vector`` (no ACL) whose similarity reaches ``floor``."""
+    cursor.execute(VECTOR_ALL_SQL, {"vec": vector_literal(vector), "principals": principals, "n": k})
+    return [chunk_id for chunk_id, similarity, visible in cursor.fetchall() if not visible and similarity >= floor]
 
 
 @dataclass
@@ -325,7 +429,13 @@ def candidate_depth(k: int) -> int:
 
 
 def search(query: str, identity: Identity, k: int = 8) -> SearchResult:
-    """Hybrid search (KS-3): lexical + vector lists under the ACL, RRF-fused, top ``k``."""
+    """Hybrid search (KS-3): lexical + vector lists under the ACL, RRF-fused, top ``k``.
+
+    ``withheld``: hidden records relevant to the question's topic (see TOPIC_SQL), coordinates
+    only, before the hint policy (rate and audit: ``knowledge.services.withheld_release``).
+    """
+    from django.conf import settings
+
     principals = principals_of(identity)
     if not isinstance(query, str) or not query.strip():
         raise ValidationFailed("query must be a non-empty string", code="empty_query")
@@ -340,23 +450,36 @@ def search(query: str, identity: Identity, k: int = 8) -> SearchResult:
     depth = candidate_depth(k)
     lists: list[list[int]] = []
     with transaction.atomic(), connection.cursor() as cursor:
-        lexical = _lexical(cursor, query, principals, depth, k)
+        topic = query_topic(cursor, query, min_records=settings.WITHHELD_MIN_RECORDS)
+        query_lexemes = _query_lexemes(cursor, query) if topic.lexemes else []
+        # When the topic is the whole query, the lexical statements yield the unfiltered top-k too.
+        same = bool(topic.lexemes) and set(topic.lexemes) == set(query_lexemes)
+        lexical = _lexical(cursor, query, principals, depth, k if same else 0)
         if lexical is not None:
             lists.append(lexical.visible)
         if vector is not None:
             lists.append(_vector(cursor, vector, principals, depth, config.min_similarity,
                                  extra=lexical.visible if lexical else (), configured=lexical is not None))
         fused = rrf(lists)[:k]
-        # Withheld comes from the lexical side only: a vector list always has nearest neighbours,
-        # relevant or not, so it would hint at hidden records for any question at all.
-        hidden = withheld_chunk_ids(unfiltered=[lexical.unfiltered], hidden=lexical.hidden, k=k) if lexical else []
+        hidden: list[int] = []
+        if topic.lexemes:
+            if same and lexical is not None:
+                unfiltered, hidden_ids = lexical.unfiltered, lexical.hidden
+            else:
+                unfiltered, hidden_ids = _unfiltered_top(cursor, topic.lexemes, principals, k)
+            hidden = withheld_chunk_ids(unfiltered=[unfiltered], hidden=hidden_ids, k=k)
+        if topic.words and config is not None and config.hint_floor is not None:
+            topic_vector = vector if topic.all_words else embed_query(config, " ".join(topic.words))
+            if topic_vector is not None:
+                hidden += [c for c in _semantic_hidden(cursor, topic_vector, principals, k, config.hint_floor)
+                           if c not in hidden]
         ids = [chunk_id for chunk_id, _ in fused] + hidden
         details = {}
         if ids:
             cursor.execute(DETAILS_SQL, {"principals": principals, "ids": ids})
             details = {row[0]: row for row in cursor.fetchall()}
     # Nothing matched at all: only now is emptiness worth a query (KS-7: no cache, no restart).
-    empty = is_empty() if not any(lists) and not (lexical and lexical.unfiltered) else False
+    empty = is_empty() if not any(lists) and not hidden else False
 
     candidates = []
     for chunk_id, score in fused:
@@ -369,12 +492,17 @@ def search(query: str, identity: Identity, k: int = 8) -> SearchResult:
     withheld: list[Withheld] = []
     for chunk_id in hidden:
         row = details.get(chunk_id)
-        if row is None or row[4]:
+        if row is None or row[4] or row[8]:  # gone, visible after all, or never to be hinted
             continue
         coordinates = Withheld(source_system=row[2], author_principal_id=row[3])
         if coordinates not in withheld:
             withheld.append(coordinates)
     return SearchResult(candidates=tuple(candidates), withheld=tuple(withheld), is_empty=empty)
+
+
+def _query_lexemes(cursor, query: str) -> list[str]:
+    cursor.execute(LEXEMES_SQL, [query])
+    return [row[0] for row in cursor.fetchall()]
 
 
 # --------------------------------------------------------------------------- graph

@@ -89,7 +89,7 @@ def _embed(config: EmbeddingConfig, drafts) -> list[list[float]]:
 
 def record_upsert(*, source_system: str, external_id: str, title: str, text: str, acl: Sequence[str],
                   url: str = "", author_principal_id: str | None = None, origin: str = "api",
-                  links_fingerprint: object = None) -> UpsertOutcome:
+                  links_fingerprint: object = None, never_hint: bool = False) -> UpsertOutcome:
     """Create or replace the record ``(source_system, external_id)`` and its chunks.
 
     Idempotent: the same content (and embedding model) is ``unchanged`` and writes nothing.
@@ -118,14 +118,15 @@ def record_upsert(*, source_system: str, external_id: str, title: str, text: str
         raise ValidationFailed("empty document: no text to index", code="empty_document")
     config = embedding_config()
     model = config.name if config else None
+    # (never_hint joins the hash only when set, so the hashes of existing records stay as they were)
     digest = _content_hash(title=title, url=url or "", acl=acl, author=author, drafts=drafts, model=model,
-                           extra=links_fingerprint)
+                           extra=[links_fingerprint, "never_hint"] if never_hint else links_fingerprint)
     existing = Record.objects.filter(source_system=source_system, external_id=external_id).only("id", "content_hash").first()
     if existing is not None and existing.content_hash == digest:
         return UpsertOutcome(existing.pk, "unchanged", len(drafts), tuple(warnings))
     vectors = _embed(config, drafts) if config else [None] * len(drafts)
     fields = {"title": title, "url": url or "", "acl": acl, "author_principal_id": author, "origin": origin,
-              "content_hash": digest, "embedding_model": model}
+              "content_hash": digest, "embedding_model": model, "never_hint": bool(never_hint)}
     with transaction.atomic():
         record = Record.objects.select_for_update().filter(source_system=source_system, external_id=external_id).first()
         status = "updated"
@@ -155,6 +156,12 @@ def record_acl_set(*, record_id: int, acl: Sequence[str]) -> list[str]:
     if not Record.objects.filter(pk=record_id).update(acl=resolved):
         raise NotFound("record not found", code="record_not_found")
     return resolved
+
+
+def record_never_hint_set(*, record_id: int, never_hint: bool) -> None:
+    """Per-record opt-out of withheld hints (the record is never mentioned in one)."""
+    if not Record.objects.filter(pk=record_id).update(never_hint=bool(never_hint)):
+        raise NotFound("record not found", code="record_not_found")
 
 
 def record_delete(*, source_system: str, external_id: str) -> None:
@@ -235,3 +242,72 @@ def trust_decay(*, half_life_days: float = TRUST_HALF_LIFE_DAYS, floor: float = 
         # the application's clock (not the database's), so one notion of «now» rules signals and decay
         cursor.execute(TRUST_DECAY_SQL, {"floor": floor, "half_life": half_life_days, "now": timezone.now()})
         return cursor.rowcount
+
+
+# --------------------------------------------------------------------------- withheld hints
+
+# A fixed key space for pg_advisory_xact_lock(int, int): one lock per user serialises the rate check.
+_HINT_LOCK_SPACE = 0x6B73  # "ks"
+
+
+def withheld_release(*, query: str, identity: Identity, result):
+    """The hint policy on a search result: per-user rate, and every hint in the audit trail.
+
+    A user (or, for identities without one, the anonymous bucket) gets withheld coordinates in at
+    most ``WITHHELD_HINTS_PER_HOUR`` searches per hour; beyond that the coordinates are left out
+    (and the suppression is recorded). The audit event carries the query and the coordinates.
+    """
+    from dataclasses import replace
+    from datetime import timedelta
+
+    from django.conf import settings
+
+    from achilles import audit
+
+    if not result.withheld:
+        return result
+    user = None
+    if identity.user_id is not None:
+        from achilles.models import User
+
+        user = User.objects.filter(pk=identity.user_id).only("id", "username").first()
+    actor_id = user.pk if user is not None else None
+    coordinates = [{"source_system": w.source_system, "author_principal_id": w.author_principal_id}
+                   for w in result.withheld]
+    details = {"query": query[:500], "withheld": coordinates}
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_HINT_LOCK_SPACE, (actor_id or 0) % 2**31])
+        used = audit.audit_count(action=audit.WITHHELD_HINT, actor_id=actor_id,
+                                 since=timezone.now() - timedelta(hours=1))
+        if used >= settings.WITHHELD_HINTS_PER_HOUR:
+            audit.audit_record(actor=user, action=audit.WITHHELD_HINT_SUPPRESSED, target="knowledge.search",
+                               details={**details, "limit_per_hour": settings.WITHHELD_HINTS_PER_HOUR})
+            logger.warning("withheld hints over the hourly limit for user %s: left out", actor_id)
+            return replace(result, withheld=())
+        audit.audit_record(actor=user, action=audit.WITHHELD_HINT, target="knowledge.search", details=details)
+    return result
+
+
+SEARCH_AS_USER_PERMISSION = "knowledge.search_as_user"
+
+
+def search_as_user(*, actor, user, query: str, k: int = 8):
+    """What ``user`` (None: anonymous) would get for ``query``, for an admin's preview.
+
+    Needs the dedicated permission ``knowledge.search_as_user`` (superusers have it) and leaves
+    an audit event. The preview shows the withheld coordinates as computed, outside the user's
+    hint rate (the previewer is not the user).
+    """
+    from achilles import audit
+    from achilles.errors import PermissionDenied
+    from knowledge.selectors import search
+
+    if not actor.has_perm(SEARCH_AS_USER_PERMISSION):
+        raise PermissionDenied("searching as another user needs the «search as user» permission")
+    identity = Identity.for_user(user) if user is not None else Identity.anonymous()
+    result = search(query, identity, k)
+    audit.audit_record(actor=actor, action=audit.SEARCH_AS_USER,
+                       target=f"user:{user.pk}" if user is not None else "anonymous",
+                       details={"query": query[:500], "k": k, "candidates": len(result.candidates),
+                                "withheld": len(result.withheld)})
+    return result

@@ -25,8 +25,43 @@ ROW_CAP = 200
 STATEMENT_TIMEOUT_MS = 3000
 
 
+# The relations the ks_* views read (security_invoker views are expanded in the plan).
+PLAN_RELATIONS = frozenset({"knowledge_records", "knowledge_chunks", "knowledge_record_links"})
+
+
 class _Rollback(Exception):
     pass
+
+
+def _plan_relations(node) -> set[tuple[str, str]]:
+    found: set[tuple[str, str]] = set()
+    if isinstance(node, dict):
+        if "Relation Name" in node:
+            found.add((node.get("Schema", ""), node["Relation Name"]))
+        for value in node.values():
+            found |= _plan_relations(value)
+    elif isinstance(node, list):
+        for item in node:
+            found |= _plan_relations(item)
+    return found
+
+
+def _check_plan(cursor, statement: str) -> None:
+    """The database's own account of what the statement reads (EXPLAIN, not run): any relation
+    outside the three tables behind the views — a catalog, a statistics view — is refused, whatever
+    the static check believed. PostgreSQL grants catalog reads to PUBLIC, so no role can be shut
+    out of them individually; this is the database-side line for the reader role."""
+    cursor.execute(f"EXPLAIN (FORMAT JSON, VERBOSE) {statement}")
+    plan = cursor.fetchone()[0]
+    if isinstance(plan, str):
+        import json
+
+        plan = json.loads(plan)
+    outside = sorted(f"{schema}.{name}" if schema else name for schema, name in _plan_relations(plan)
+                     if name not in PLAN_RELATIONS or schema in ("pg_catalog", "information_schema"))
+    if outside:
+        raise ValidationFailed(f"sql rejected: reads {', '.join(outside)}; only the ks_* views may be read",
+                               code="sql_rejected")
 
 
 def sql_run(query: str, identity: Identity, *, row_cap: int | None = None,
@@ -45,6 +80,7 @@ def sql_run(query: str, identity: Identity, *, row_cap: int | None = None,
                 [str(int(timeout)), PRINCIPAL_SEPARATOR.join(principals)],
             )
             cursor.execute(f"SET LOCAL ROLE {READER_ROLE}")
+            _check_plan(cursor, statement)
             cursor.execute(statement)
             columns = tuple(column.name for column in cursor.description or ())
             rows = cursor.fetchmany(cap + 1)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
+from sqlglot.optimizer.scope import Scope, traverse_scope
 
 from achilles.errors import ValidationFailed
 
@@ -50,6 +51,40 @@ def reject(reason: str) -> ValidationFailed:
     return ValidationFailed(f"sql rejected: {reason}", code="sql_rejected")
 
 
+# Catalog and statistics relations are refused by name wherever a name appears (a relation, a
+# CTE or an alias), before scopes are even looked at: nothing may shadow them or be shadowed.
+CATALOG_SCHEMAS = frozenset({"pg_catalog", "information_schema", "pg_toast"})
+
+
+def _is_catalog_name(node: exp.Expression) -> bool:
+    names = [node.alias_or_name, node.name] if not isinstance(node, exp.TableAlias) else [node.name]
+    if isinstance(node, exp.Table):
+        names += [node.text("db"), node.text("catalog")]
+    return any(name and (name.lower().startswith("pg_") or name.lower() in CATALOG_SCHEMAS) for name in names)
+
+
+def _check_relations(tree: exp.Expression) -> None:
+    """Every table reference is resolved in its own scope (sqlglot's scope analysis): a CTE name
+    covers only the scope that defines it and the scopes inside, so «(WITH pg_roles AS (…) …) zz,
+    pg_roles» reads the real pg_roles in the outer scope — which is refused. A reference that is
+    not a visible CTE must be one of the documented views; anything left unresolved is refused."""
+    resolved: set[int] = set()
+    for scope in traverse_scope(tree):
+        for table in scope.tables:
+            if table.args.get("db") or table.args.get("catalog") or not isinstance(table.this, exp.Identifier):
+                raise reject(f"only the views {', '.join(sorted(ALLOWED_VIEWS))} may be read")
+            source = scope.sources.get(table.alias_or_name)
+            if isinstance(source, Scope):  # a CTE visible from this scope
+                resolved.add(id(table))
+                continue
+            if source is not table or table.name.lower() not in ALLOWED_VIEWS:
+                raise reject(f"«{table.name}» is not readable; allowed views: {', '.join(sorted(ALLOWED_VIEWS))}")
+            resolved.add(id(table))
+    for table in tree.find_all(exp.Table):
+        if id(table) not in resolved:  # a construct scope analysis did not cover: refuse, never guess
+            raise reject(f"«{table.name}» is not readable here")
+
+
 def _function_name(node: exp.Func) -> str:
     return node.name.upper() if isinstance(node, exp.Anonymous) else node.sql_name().upper()
 
@@ -81,22 +116,17 @@ def _check(query: str) -> str:
     if not isinstance(tree, exp.Select | exp.Union | exp.Intersect | exp.Except):
         raise reject(f"only SELECT is allowed, not {tree.key.upper()}")
 
-    cte_names = set()
     for node in tree.walk():
         if isinstance(node, _FORBIDDEN_NODES):
             raise reject(f"{node.key.upper()} is not allowed")
         if isinstance(node, exp.CTE):
             if not isinstance(node.this, exp.Select | exp.Union | exp.Intersect | exp.Except):
                 raise reject("a CTE must be a SELECT")
-            cte_names.add(node.alias_or_name.lower())
+        if isinstance(node, exp.Table | exp.TableAlias | exp.CTE) and _is_catalog_name(node):
+            raise reject(f"catalog and statistics relations are never readable («{node.alias_or_name or node.name}»)")
+    _check_relations(tree)
     for node in tree.walk():
-        if isinstance(node, exp.Table):
-            if not isinstance(node.this, exp.Identifier) or node.args.get("db") or node.args.get("catalog"):
-                raise reject(f"only the views {', '.join(sorted(ALLOWED_VIEWS))} may be read")
-            name = node.name.lower()
-            if name not in ALLOWED_VIEWS and name not in cte_names:
-                raise reject(f"«{node.name}» is not readable; allowed views: {', '.join(sorted(ALLOWED_VIEWS))}")
-        elif isinstance(node, exp.Func) and not isinstance(node, exp.Binary | exp.Connector | exp.Unary):
+        if isinstance(node, exp.Func) and not isinstance(node, exp.Binary | exp.Connector | exp.Unary):
             # (sqlglot models AND/OR and some operators as Func subclasses; they are operators here)
             name = _function_name(node)
             if name not in ALLOWED_FUNCTIONS:

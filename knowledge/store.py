@@ -10,8 +10,10 @@ from __future__ import annotations
 def search(query: str, identity, k: int = 8):
     """-> SearchResult: lexical + vector lists, ACL-filtered in SQL, fused by RRF (k=60)."""
     from knowledge.selectors import search as _search
+    from knowledge.services import withheld_release
 
-    return _search(query, identity, k)
+    # Coordinates of hidden records reach a caller only through the hint policy (rate, audit).
+    return withheld_release(query=query, identity=identity, result=_search(query, identity, k))
 
 
 def graph(record_id: int, identity, depth: int = 1):
@@ -57,18 +59,19 @@ def register_access(record_id: int, identity, kind: str, message_id: str | None 
 
 
 def upsert_record(*, source_system: str, external_id: str, title: str, text: str, acl, url: str = "",
-                  author_principal_id: str | None = None, links=()) -> int:
+                  author_principal_id: str | None = None, links=(), never_hint: bool = False) -> int:
     """Create or replace a record from another app (e.g. the hub's Jira mirror); returns its id.
 
     ``links``: ``(to_external_id, link_type)`` pairs in the same source system; the record's
-    outgoing links become exactly these (targets not stored yet are skipped).
+    outgoing links become exactly these (targets not stored yet are skipped). ``never_hint``:
+    the record is never mentioned in a withheld hint.
     """
     from knowledge.services import record_links_set, record_upsert
 
     links = sorted((str(to), str(kind)) for to, kind in links)
     outcome = record_upsert(source_system=source_system, external_id=external_id, title=title, text=text,
                             acl=list(acl), url=url, author_principal_id=author_principal_id,
-                            origin=f"app:{source_system}", links_fingerprint=links)
+                            origin=f"app:{source_system}", links_fingerprint=links, never_hint=never_hint)
     record_links_set(record_id=outcome.record_id, source_system=source_system, links=links)
     return outcome.record_id
 

@@ -127,3 +127,11 @@ def django_db_setup(django_db_setup, django_db_blocker):
             close_pool = getattr(connection, "close_pool", None)
             if close_pool is not None:
                 close_pool()
+
+
+def pytest_configure(config):
+    """The test run's entry point: start or join the embedded services (or check the configured
+    ones) and export their URLs for the workers and servers the tests start."""
+    from achilles.bootstrap import bootstrap
+
+    bootstrap()

@@ -27,9 +27,10 @@ def _spawn(args: list[str], log: Path) -> subprocess.Popen:
 
 
 def start_celery_worker(log: Path, name: str, *, queues: list[str] | None = None,
-                        loglevel: str = "INFO", extra: tuple[str, ...] = ()) -> subprocess.Popen:
-    """A solo-pool worker; without ``queues`` it consumes every queue of the platform."""
-    args = ["celery", "-A", "achilles.celery_app", "worker", "--pool=solo", f"--loglevel={loglevel}",
+                        loglevel: str = "INFO", extra: tuple[str, ...] = (), pool: str = "solo") -> subprocess.Popen:
+    """A solo-pool worker (``pool="prefork"`` for `make run`'s kind); without ``queues`` it
+    consumes every queue of the platform."""
+    args = ["celery", "-A", "achilles.celery_app", "worker", f"--pool={pool}", f"--loglevel={loglevel}",
             f"--hostname={name}-{os.getpid()}@%h", *extra]
     if queues:
         args += ["-Q", ",".join(queues)]
@@ -51,3 +52,41 @@ def stop(proc: subprocess.Popen, timeout: float = 15) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+# --- the embedded services, stopped and started again (the fault suite) ----------------------------
+
+
+def embedded_services() -> bool:
+    """True when this run uses the embedded PostgreSQL and Redis (only those can be restarted here)."""
+    return not os.environ.get("REDIS_URL") and not os.environ.get("DATABASE_URL")
+
+
+def redis_stop() -> None:
+    import redis
+
+    try:
+        redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5).shutdown(nosave=True)
+    except redis.ConnectionError:  # the shutdown closes the socket under the client
+        pass
+
+
+def redis_start() -> None:
+    from achilles import embedded
+
+    embedded.ensure_redis(settings.VAR_DIR)
+
+
+def postgres_stop() -> None:
+    """A fast shutdown: every session is cut, like a restart of the server."""
+    import signal
+
+    from achilles import embedded
+
+    embedded._signal_postmaster(settings.VAR_DIR, signal.SIGINT)
+
+
+def postgres_start() -> None:
+    from achilles import embedded
+
+    embedded.ensure_postgres(settings.VAR_DIR)

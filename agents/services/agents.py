@@ -10,6 +10,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from achilles import audit
 from achilles.errors import NotFound, PermissionDenied, ValidationFailed
 from achilles.models import AgentModel, User
 from achilles.platform import platform_settings
@@ -106,8 +107,9 @@ def agent_delete(*, agent: Agent) -> None:
 
 
 @transaction.atomic
-def agent_set_admin_paused(*, agent_id: int, paused: bool, now: datetime | None = None) -> Agent:
-    """The admin's lock; the owner's ``enabled`` is never touched. Resuming recomputes the next slot."""
+def agent_set_admin_paused(*, agent_id: int, paused: bool, now: datetime | None = None, actor=None) -> Agent:
+    """The admin's lock; the owner's ``enabled`` is never touched. Resuming recomputes the next slot.
+    A change is an audit event (``actor``: the admin)."""
     now = now or timezone.now()
     agent = Agent.objects.select_for_update(of=("self",), no_key=True).select_related("owner", "model").filter(pk=agent_id).first()
     if agent is None:
@@ -116,16 +118,19 @@ def agent_set_admin_paused(*, agent_id: int, paused: bool, now: datetime | None 
         agent.admin_paused = paused
         agent.next_run_at = _compute_next_run(agent, now)
         agent.save(update_fields=["admin_paused", "next_run_at"])
+        audit.audit_record(actor=actor if actor is not None else "system",
+                           action=audit.AGENT_ADMIN_PAUSED if paused else audit.AGENT_ADMIN_RESUMED,
+                           target=f"agent:{agent.pk}", details={"name": agent.name, "owner": agent.owner.get_username()})
     return agent
 
 
-def agents_set_admin_paused(*, agent_ids: Iterable[int], paused: bool) -> int:
+def agents_set_admin_paused(*, agent_ids: Iterable[int], paused: bool, actor=None) -> int:
     """Bulk pause/resume (admin action); returns how many agents changed."""
     changed = 0
     for agent_id in agent_ids:
         agent = Agent.objects.filter(pk=agent_id).only("admin_paused").first()
         if agent is not None and agent.admin_paused != paused:
-            agent_set_admin_paused(agent_id=agent_id, paused=paused)
+            agent_set_admin_paused(agent_id=agent_id, paused=paused, actor=actor)
             changed += 1
     return changed
 

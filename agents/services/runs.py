@@ -45,10 +45,13 @@ def agent_run_request(*, agent: Agent, now: datetime | None = None) -> AgentRun:
     conflict = _gate_conflict(agent)
     if conflict is not None:
         raise conflict
-    if owner_over_budget(owner=agent.owner, now=now):
-        raise Conflict("the owner's weekly token budget is spent", code="budget_exceeded")
     try:
         with transaction.atomic():
+            # Check and reserve as one step per owner: concurrent starts queue on the lock, and
+            # each sees the runs the others queued (a reservation of one run's cap each).
+            owner_budget_lock(owner_ids=[agent.owner_id])
+            if owner_over_budget(owner=agent.owner, now=now):
+                raise Conflict("the owner's weekly token budget is spent", code="budget_exceeded")
             run = AgentRun.objects.create(agent=agent, trigger=RunTrigger.MANUAL, state=RunState.QUEUED)
             dispatch.dispatch_on_commit([run.pk])
     except IntegrityError as exc:
@@ -58,6 +61,20 @@ def agent_run_request(*, agent: Agent, now: datetime | None = None) -> AgentRun:
             raise NotFound("agent not found", code="agent_not_found") from exc
         raise
     return run
+
+
+# pg_advisory_xact_lock(key, owner_id): the budget lock's namespace (any constant of our own).
+BUDGET_LOCK_KEY = 0x41474E54  # "AGNT"
+
+
+def owner_budget_lock(*, owner_ids) -> None:
+    """Take the owners' budget locks until the transaction ends (in id order: no deadlock between
+    a manual start and a scheduler batch that both lock several)."""
+    ids = sorted(set(owner_ids))
+    if ids:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, o::int) FROM unnest(%s::bigint[]) AS o ORDER BY o",
+                           [BUDGET_LOCK_KEY, ids])
 
 
 class RunAbandoned(Exception):
@@ -71,11 +88,13 @@ def _finish(run_id: int, *, state: str, reason: str = "", output: str = "", erro
         heartbeat_at=timezone.now()))
 
 
-def run_execute(run_id: int) -> str | None:
+def run_execute(run_id: int, *, worker: str = "") -> str | None:
     """The body of ``agent_run_task``: queued → running → succeeded | failed. Idempotent: a
-    duplicate delivery finds the run no longer queued and does nothing. Returns the final state."""
+    duplicate delivery finds the run no longer queued and does nothing. ``worker`` (the Celery
+    worker's hostname) is stored with the claim, so the reaper can tell when it died.
+    Returns the final state."""
     from achilles.llm.registry import get_chat_provider
-    from agents.loop import IterationCapReached, LoopFailed, run_loop
+    from agents.loop import IterationCapReached, LoopFailed, TokenCapReached, run_loop
     from agents.prompt import compose_messages, tool_specs
     from agents.tools import KnowledgeTools
     from knowledge.facade import Identity
@@ -91,7 +110,7 @@ def run_execute(run_id: int) -> str | None:
             state=RunState.SKIPPED, reason=RunReason.GATE_CLOSED, finished_at=now)
         return RunState.SKIPPED
     claimed = AgentRun.objects.filter(pk=run_id, state=RunState.QUEUED).update(
-        state=RunState.RUNNING, started_at=now, heartbeat_at=now)
+        state=RunState.RUNNING, started_at=now, heartbeat_at=now, worker=worker[:255])
     if not claimed:
         return None
 
@@ -111,12 +130,15 @@ def run_execute(run_id: int) -> str | None:
                               messages=compose_messages(platform_prompt=settings_row.platform_prompt,
                                                         agent_instructions=agent.instructions),
                               tools=tool_specs(), call_tool=tools.call, cap=settings_row.agent_iteration_cap,
-                              heartbeat=heartbeat)
+                              token_cap=settings_row.agent_run_token_cap, heartbeat=heartbeat)
     except RunAbandoned:
         logger.warning("agent run %s was reaped while running; its result is dropped", run_id)
         return None
     except IterationCapReached as exc:
         _finish(run_id, state=RunState.FAILED, reason=RunReason.ITERATION_CAP, error=str(exc), tokens=exc.tokens_used)
+        return RunState.FAILED
+    except TokenCapReached as exc:
+        _finish(run_id, state=RunState.FAILED, reason=RunReason.TOKEN_CAP, error=str(exc), tokens=exc.tokens_used)
         return RunState.FAILED
     except LoopFailed as exc:
         if isinstance(exc.cause, RunAbandoned):
@@ -165,15 +187,29 @@ class Pulse:
 
 
 def agent_runs_reap_stale(*, now: datetime | None = None) -> int:
-    """A running run whose heartbeat is older than ``agent_stale_after_seconds`` → failed/stale;
-    this releases the single-flight lock, so the agent runs again."""
+    """Release the single-flight lock of runs no worker will finish:
+
+    - a running run whose heartbeat is older than ``agent_stale_after_seconds`` → failed/stale;
+    - a running run whose worker is *known* dead (its consumer's heartbeat is gone from Redis,
+      see ``achilles.health.worker_known_dead``) → failed/worker_lost at once, not after the
+      whole stale window (an orphaned pool process may still pulse the row's heartbeat).
+    """
+    from achilles.health import worker_known_dead
+
     now = now or timezone.now()
     cutoff = now - timedelta(seconds=platform_settings().agent_stale_after_seconds)
     reaped = AgentRun.objects.filter(state=RunState.RUNNING, heartbeat_at__lt=cutoff).update(
         state=RunState.FAILED, reason=RunReason.STALE, finished_at=now,
         error=f"no heartbeat since before {cutoff.isoformat()}; the worker died or hung")
+    workers = set(AgentRun.objects.filter(state=RunState.RUNNING).exclude(worker="")
+                  .values_list("worker", flat=True).distinct())
+    dead = sorted(w for w in workers if worker_known_dead(w))
+    if dead:
+        reaped += AgentRun.objects.filter(state=RunState.RUNNING, worker__in=dead).update(
+            state=RunState.FAILED, reason=RunReason.WORKER_LOST, finished_at=now,
+            error="the worker running it stopped (no heartbeat from its consumer)")
     if reaped:
-        logger.warning("reaped %d stale agent run(s)", reaped)
+        logger.warning("reaped %d agent run(s) (stale or worker lost)", reaped)
     return reaped
 
 

@@ -15,7 +15,7 @@ from achilles.platform import platform_settings
 from agents import schedule as sched
 from agents.choices import RunReason
 from agents.services import dispatch
-from agents.services.runs import agent_runs_redispatch
+from agents.services.runs import agent_runs_redispatch, owner_budget_lock
 
 TICK_BATCH_SIZE = 1000
 
@@ -51,6 +51,14 @@ JOIN agent_runs r ON r.agent_id = a.id AND r.finished_at >= o.week_start AND r.f
 GROUP BY o.owner_id
 """
 
+# Runs queued or running reserve one run's token cap each until they finish.
+_ACTIVE_SQL = """
+SELECT a.owner_id, COUNT(*)
+FROM agent_runs r JOIN agents a ON a.id = r.agent_id
+WHERE a.owner_id = ANY(%s::bigint[]) AND r.state IN ('queued', 'running')
+GROUP BY a.owner_id
+"""
+
 _INSERT_QUEUED_SQL = """
 INSERT INTO agent_runs (agent_id, trigger, state, reason, output, error, tokens_used, scheduled_for)
 SELECT v.agent_id, 'scheduled', 'queued', '', '', '', 0, v.slot
@@ -76,6 +84,7 @@ def _tick_batch(now: datetime, batch_size: int, result: TickResult) -> int:
     """One transaction: claim due agents (SKIP LOCKED), write their runs, advance their slots."""
     org_tz = platform_settings().timezone
     budget = platform_settings().weekly_token_budget
+    run_cap = platform_settings().agent_run_token_cap
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(_CLAIM_SQL, [now, batch_size])
         rows = cursor.fetchall()
@@ -84,11 +93,23 @@ def _tick_batch(now: datetime, batch_size: int, result: TickResult) -> int:
         owner_tz: dict[int, str] = {owner_id: tz or org_tz for _, owner_id, _, _, tz in rows}
         weeks = {owner_id: sched.week_bounds(tz, now) for owner_id, tz in owner_tz.items()}
         owners = list(weeks)
+        # The same per-owner lock a manual start takes: spend and reservations are read and new
+        # runs reserved as one step, so a tick racing run-now clicks cannot overshoot either.
+        owner_budget_lock(owner_ids=owners)
         cursor.execute(_BUDGET_SQL, [owners, [weeks[o][0] for o in owners], [weeks[o][1] for o in owners]])
         spent = dict(cursor.fetchall())
-        over_budget = {owner for owner in owners if spent.get(owner, 0) >= budget}
-
-        runnable = [(agent_id, slot) for agent_id, owner_id, _, slot, _ in rows if owner_id not in over_budget]
+        cursor.execute(_ACTIVE_SQL, [owners])
+        active = dict(cursor.fetchall())
+        # How many more runs each owner has room for: each needs spend + reservations < budget.
+        room = {owner: max(0, -(-(budget - spent.get(owner, 0) - run_cap * active.get(owner, 0)) // run_cap))
+                for owner in owners}
+        runnable, over_budget_agents = [], set()
+        for agent_id, owner_id, _, slot, _ in rows:
+            if room[owner_id] > 0:
+                room[owner_id] -= 1
+                runnable.append((agent_id, slot))
+            else:
+                over_budget_agents.add(agent_id)
         queued_ids: list[int] = []
         queued_agents: set[int] = set()
         if runnable:
@@ -97,7 +118,7 @@ def _tick_batch(now: datetime, batch_size: int, result: TickResult) -> int:
                 queued_ids.append(run_id)
                 queued_agents.add(agent_id)
         skipped = [(agent_id, RunReason.BUDGET_EXCEEDED.value, slot)
-                   for agent_id, owner_id, _, slot, _ in rows if owner_id in over_budget]
+                   for agent_id, _, _, slot, _ in rows if agent_id in over_budget_agents]
         skipped += [(agent_id, RunReason.ALREADY_RUNNING.value, slot)
                     for agent_id, slot in runnable if agent_id not in queued_agents]
         if skipped:

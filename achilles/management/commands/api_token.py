@@ -27,6 +27,6 @@ class Command(BaseCommand):
                 user_ensure(username=username, staff=staff, groups=group)
         if not user.is_active:
             raise CommandError(f"user «{username}» is inactive")
-        _, raw = api_token_create(user=user, name=name)
+        _, raw = api_token_create(user=user, name=name, actor="manage.py api_token")
         self.stdout.write(f"token for {username} (shown once):")
         self.stdout.write(raw)

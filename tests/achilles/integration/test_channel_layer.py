@@ -32,7 +32,7 @@ def _session_headers(user) -> list:
     client = Client()
     client.force_login(user)
     return [(b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode()),
-            (b"origin", b"http://testserver")]
+            (b"host", b"testserver"), (b"origin", b"http://testserver")]
 
 
 @pytest.mark.django_db(transaction=True)

@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 
 from achilles.errors import Conflict
-from achilles.platform import platform_settings_update
+from achilles.platform import platform_settings, platform_settings_update
 from agents.models import Agent, AgentRun
 from agents.services import agent_create, agent_run_request, agent_runs_redispatch, scheduler_tick
 
@@ -167,6 +167,8 @@ def test_queued_run_whose_enqueue_failed_broker_down_is_redispatched_by_the_tick
 @pytest.mark.p1
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_ticks_skip_locked_each_due_agent_gets_exactly_one_run(owner, agent_factory, dispatched):
+    # A budget with room for all 60 runs' reservations (one per-run cap each): only SKIP LOCKED is tested here.
+    platform_settings_update(weekly_token_budget=61 * platform_settings().agent_run_token_cap)
     agents = [agent_factory(owner=owner, schedule={"type": "interval", "every_minutes": 5}) for _ in range(60)]
     Agent.objects.filter(pk__in=[a.pk for a in agents]).update(next_run_at=NOW - timedelta(seconds=5))
     barrier = threading.Barrier(3)

@@ -264,3 +264,24 @@ def test_chat_page_needs_sign_in(client_for, user):
     assert Client().get("/chat/").status_code == 302
     page = client_for(user).get("/chat/")
     assert page.status_code == 200 and b"/ws/chat/" in page.content
+
+
+def test_an_answer_comes_with_its_markdown_rendered_and_sanitised(user, client_for, conversation_factory):
+    """``content_html``: the answer's Markdown rendered on the server, raw HTML inert, [N] linked to
+    the source card; the withheld hint is left to its own notice; questions stay plain text."""
+    from conversations.models import Message
+
+    hint = {"text": "Часть материалов закрыта: источник «hr».", "sources": [{"source_system": "hr"}]}
+    conversation = conversation_factory(user, [("user", "Сколько **дней**?")])
+    answer = Message.objects.create(conversation=conversation, role="assistant", model="fake-chat",
+                                    content="| a | b |\n|---|---|\n| 1 | 2 |\n\n<script>x()</script> 28 дней [1].\n\n"
+                                            + hint["text"], withheld_hint=hint)
+    answer.citations.create(record_id=None, chunk_id=None, title="Политика", url="https://kb.example/1",
+                            source_system="files", chunk_text="28 дней", rank=1, markers=[1])
+    body = client_for(user).get(f"/api/conversations/{conversation.pk}").json()
+    question, reply = body["messages"]
+    assert question["content_html"] is None
+    html = reply["content_html"]
+    assert "<table>" in html and "&lt;script&gt;" in html and "<script" not in html
+    assert f'href="#src-{answer.pk}-1"' in html
+    assert "закрыта" not in html and reply["content"].endswith(hint["text"]) and reply["withheld_hint"] == hint

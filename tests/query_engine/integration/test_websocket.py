@@ -20,7 +20,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.p1, pytest.mark.django_db(tra
 def session_headers(user) -> list:
     client = Client()
     client.force_login(user)
-    return [(b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode()), (b"origin", b"http://testserver")]
+    return [(b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode()),
+            (b"host", b"testserver"), (b"origin", b"http://testserver")]
 
 
 def communicator(headers):
@@ -82,7 +83,7 @@ def test_websocket_streams_tokens_then_done(engine, user):
 
 def test_websocket_without_session_is_refused(engine):
     async def go():
-        ws = communicator([(b"origin", b"http://testserver")])
+        ws = communicator([(b"host", b"testserver"), (b"origin", b"http://testserver")])
         connected, code = await ws.connect()
         await ws.disconnect()
         return connected, code

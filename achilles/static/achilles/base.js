@@ -1,0 +1,38 @@
+// Shared by the pages' scripts: the API with the session's CSRF token, a 401 (the session ended)
+// sends the page to the sign-in form and back here afterwards, a text-only element maker, one
+// date format and Russian plurals.
+window.achilles = (() => {
+  const csrf = () => document.cookie.split("; ").find(c => c.startsWith("csrftoken="))?.split("=")[1] || "";
+  const signIn = () => { location.href = "/accounts/login/?next=" + encodeURIComponent(location.pathname + location.search); };
+  const api = async (path, opts = {}) => {
+    const response = await fetch("/api" + path, {credentials: "same-origin",
+        headers: {"Content-Type": "application/json", "X-CSRFToken": csrf()}, ...opts});
+    if (response.status === 401) signIn();
+    return response;
+  };
+  const el = (tag, cls, text) => {
+    const e = document.createElement(tag); if (cls) e.className = cls;
+    if (text !== undefined && text !== null) e.textContent = text; return e;
+  };
+  const dateFormat = new Intl.DateTimeFormat("ru-RU", {day: "2-digit", month: "2-digit", year: "numeric", hour: "2-digit", minute: "2-digit"});
+  const formatDate = value => value ? dateFormat.format(new Date(value)).replace(",", "") : "—";
+  // plural("токен", n) → «1 токен», «2 токена», «5 токенов»
+  const plural = (n, one, few, many) => {
+    const m10 = n % 10, m100 = n % 100;
+    const word = m10 === 1 && m100 !== 11 ? one : (m10 >= 2 && m10 <= 4 && (m100 < 12 || m100 > 14) ? few : many);
+    return `${n.toLocaleString("ru-RU")} ${word}`;
+  };
+  // Icons drawn as SVG strokes (no emoji font needed).
+  const ICONS = {
+    copy: "M9 9h11v11H9zM5 15H4V4h11v1", regen: "M20 11a8 8 0 1 0-2.3 5.7M20 4v7h-7",
+    stop: "M6 6h12v12H6z", edit: "M4 20h4L19 9l-4-4L4 16v4z", trash: "M4 7h16M9 7V4h6v3M6 7l1 13h10l1-13",
+    up: "M7 11l5-6 5 6M12 5v14", down: "M7 13l5 6 5-6M12 19V5", send: "M4 12l16-8-6 16-3-7z", menu: "M4 6h16M4 12h16M4 18h16",
+  };
+  const icon = name => {
+    const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+    svg.setAttribute("viewBox", "0 0 24 24"); svg.setAttribute("class", "icon"); svg.setAttribute("aria-hidden", "true");
+    const path = document.createElementNS("http://www.w3.org/2000/svg", "path"); path.setAttribute("d", ICONS[name]);
+    svg.append(path); return svg;
+  };
+  return {api, el, signIn, formatDate, plural, icon};
+})();

@@ -1,0 +1,364 @@
+// The chat page: a websocket that survives drops (messages typed meanwhile wait in a queue; a turn
+// that was streaming is reloaded from the stored thread), answers rendered by the server
+// (content_html: Markdown sanitised there), source cards, stop/regenerate/copy/edit, the
+// conversation list (rename, delete, search), the model picker and human error messages.
+(() => {
+  const {api, el, formatDate, plural, icon} = window.achilles;
+  const $ = id => document.getElementById(id);
+  const log = $("log"), statusEl = $("status"), banner = $("banner"), input = $("q");
+  const errorBox = $("error"), errorText = $("error-text"), retryButton = $("error-retry");
+  const LLM_ERRORS = {
+    llm_unavailable: "Модель сейчас недоступна. Попробуйте повторить через минуту.",
+    llm_timeout: "Модель не ответила вовремя. Попробуйте повторить.",
+    llm_bad_response: "Модель ответила некорректно. Попробуйте повторить.",
+  };
+  const ERRORS = {
+    turn_in_progress: "В этой беседе ещё идёт ответ на прошлый вопрос — дождитесь его.",
+    conflict: "Дождитесь окончания текущего ответа.",
+    not_found: "Беседа не найдена: возможно, её удалили.",
+    internal_error: "Внутренняя ошибка сервера; она записана в журнал. Попробуйте повторить.",
+  };
+
+  const st = {
+    conversationId: new URLSearchParams(location.search).get("c"),
+    ws: null, retries: 0, queue: [], busy: false, current: null, lastSent: null, sentAt: 0,
+    resume: false, stopping: false, threads: [], models: [], pendingModel: null, conversation: null,
+  };
+
+  // ------------------------------------------------------------------ status, banner, errors
+  const setStatus = text => { statusEl.textContent = text; };
+  const setBanner = text => { banner.textContent = text || ""; banner.hidden = !text; };
+  function showError(text, retry) {
+    errorText.textContent = text; errorBox.hidden = false;
+    retryButton.hidden = !retry; st.retry = retry || null;
+  }
+  function hideError() { errorBox.hidden = true; st.retry = null; }
+  $("error-dismiss").onclick = hideError;
+  retryButton.onclick = () => { const again = st.retry; hideError(); if (again) again(); };
+  const describe = f => LLM_ERRORS[f.code] || ERRORS[f.code] ||
+      (typeof f.detail === "string" ? f.detail : "Запрос отклонён: " + JSON.stringify(f.detail));
+
+  function setBusy(busy) {
+    st.busy = busy; $("stop").hidden = !busy; $("send").hidden = busy;
+    if (!busy) setStatus("");
+  }
+
+  // ------------------------------------------------------------------ rendering
+  const scrollDown = () => { log.scrollTop = log.scrollHeight; };
+  function clearEmpty() { const e = $("empty"); if (e) e.hidden = true; }
+
+  function copyText(text) {
+    if (navigator.clipboard && window.isSecureContext) return navigator.clipboard.writeText(text);
+    const area = el("textarea"); area.value = text; document.body.append(area); area.select();
+    document.execCommand("copy"); area.remove(); return Promise.resolve();
+  }
+  function iconButton(name, label, onclick) {
+    const b = el("button"); b.type = "button"; b.append(icon(name), " " + label); b.setAttribute("aria-label", label);
+    b.onclick = onclick; return b;
+  }
+
+  function addUser(m, {queued = false, last = false} = {}) {
+    clearEmpty();
+    const box = el("div", "msg user" + (queued ? " queued" : "")); box.append(el("span", "text", m.content));
+    if (queued) box.append(el("div", "meta", "ждёт соединения…"));
+    if (last) {
+      const meta = el("div", "meta");
+      meta.append(iconButton("edit", "изменить", () => { input.value = m.content; input.focus(); }));
+      box.append(meta);
+    }
+    log.append(box); scrollDown(); return box;
+  }
+
+  function sourceCards(m) {
+    const wrap = el("div", "sources"); wrap.setAttribute("aria-label", "Источники");
+    (m.citations || []).forEach(c => {
+      const numbers = (c.markers && c.markers.length) ? c.markers : [c.rank];
+      const card = el("div", "source" + (c.available === false ? " unavailable" : ""));
+      card.id = `src-${m.id}-${numbers[0]}`;
+      numbers.slice(1).forEach(n => { const alias = el("span"); alias.id = `src-${m.id}-${n}`; card.append(alias); });
+      const head = el("div", "head"); head.append(el("span", "num", numbers.map(n => `[${n}]`).join("")));
+      if (c.available === false) {  // deleted or closed to you since the answer was given
+        head.append(el("span", "title", "источник больше недоступен")); card.append(head); wrap.append(card); return;
+      }
+      const safe = /^https?:\/\//i.test(c.url || "");
+      const title = el(safe ? "a" : "span", "title", c.title || "Без названия");
+      if (safe) {
+        title.href = c.url; title.target = "_blank"; title.rel = "noopener noreferrer";
+        title.onclick = () => { if (c.record_id) api(`/messages/${m.id}/citations/${c.record_id}/click`, {method: "POST"}); };
+      }
+      head.append(title); card.append(head);
+      card.append(el("div", "system", c.source_system));
+      if (c.chunk_text) card.append(el("div", "passage", c.chunk_text));
+      if (safe) {
+        const open = el("a", null, "открыть"); open.href = c.url; open.target = "_blank"; open.rel = "noopener noreferrer";
+        open.onclick = title.onclick; card.append(open);
+      }
+      wrap.append(card);
+    });
+    return wrap;
+  }
+
+  function withheldNotice(hint) {
+    const box = el("div", "withheld"); box.setAttribute("role", "note");
+    box.append(el("strong", null, "Есть закрытые для вас материалы. "), el("span", null, hint.text || ""));
+    return box;
+  }
+
+  function renderAssistant(box, m, {last = false} = {}) {
+    box.className = `msg assistant ${m.state || ""}`; box.textContent = ""; box.dataset.id = m.id;
+    const text = el("div", "text");
+    if (m.content_html) text.innerHTML = m.content_html;  // rendered and sanitised by the server
+    else text.textContent = m.content || "";
+    text.querySelectorAll("pre").forEach(pre => {
+      const b = el("button", "copy-code secondary", "копировать"); b.type = "button";
+      b.onclick = () => copyText(pre.querySelector("code")?.textContent || pre.textContent).then(() => { b.textContent = "скопировано"; });
+      pre.append(b);
+    });
+    text.querySelectorAll("a.cite").forEach(a => a.addEventListener("click", e => {
+      const card = document.getElementById(a.getAttribute("href").slice(1));
+      if (card) { e.preventDefault(); card.scrollIntoView({block: "nearest"}); card.classList.add("flash"); setTimeout(() => card.classList.remove("flash"), 1500); }
+    }));
+    text.querySelectorAll("a:not(.cite)").forEach(a => { a.target = "_blank"; });
+    box.append(text);
+    if (m.state === "failed") box.append(el("div", "state", "Ответ не получен — ошибка при генерации."));
+    if (m.state === "interrupted") box.append(el("div", "state", "Ответ прерван."));
+    if (m.citations && m.citations.length) box.append(sourceCards(m));
+    if (m.withheld_hint) box.append(withheldNotice(m.withheld_hint));
+    const meta = el("div", "meta");
+    if (m.state !== "failed") {
+      const fb = el("span", "feedback");
+      [[1, "up", "полезно"], [-1, "down", "не помогло"]].forEach(([v, name, label]) => {
+        const b = iconButton(name, label, async () => {
+          const next = m.feedback === v ? null : v;
+          const r = await api(`/messages/${m.id}/feedback`, {method: "PUT", body: JSON.stringify({value: next})});
+          if (r.ok) { m.feedback = next; fb.querySelectorAll("button").forEach(x => { x.className = ""; x.setAttribute("aria-pressed", "false"); });
+                      if (next !== null) { b.className = "on"; b.setAttribute("aria-pressed", "true"); } }
+        });
+        b.setAttribute("aria-pressed", m.feedback === v ? "true" : "false"); if (m.feedback === v) b.className = "on";
+        fb.append(b);
+      });
+      meta.append(fb);
+      meta.append(iconButton("copy", "копировать", e => copyText(m.content).then(() => { e.currentTarget && (e.currentTarget.lastChild.textContent = " скопировано"); })));
+    }
+    if (last) meta.append(iconButton("regen", "повторить ответ", regenerate));
+    const info = [m.model, m.state !== "failed" && m.tokens_used ? plural(m.tokens_used, "токен", "токена", "токенов") : null,
+                  m.created_at ? formatDate(m.created_at) : null].filter(Boolean).join(" · ");
+    if (info) meta.append(el("span", "info", info));
+    box.append(meta);
+    return box;
+  }
+
+  function renderThread(messages) {
+    log.querySelectorAll(".msg").forEach(n => n.remove());
+    const empty = $("empty"); if (empty) empty.hidden = messages.length > 0;
+    const lastUser = messages.map(m => m.role).lastIndexOf("user");
+    const lastAssistant = messages.map(m => m.role).lastIndexOf("assistant");
+    messages.forEach((m, i) => {
+      if (m.role === "user") addUser(m, {last: i === lastUser});
+      else { const box = el("div"); log.append(renderAssistant(box, m, {last: i === lastAssistant})); }
+    });
+    scrollDown();
+  }
+
+  // ------------------------------------------------------------------ threads
+  async function loadThreads() {
+    const r = await api("/conversations?limit=100"); if (!r.ok) return;
+    st.threads = (await r.json()).items; drawThreads();
+  }
+  function drawThreads() {
+    const list = $("threads"), q = $("thread-search").value.trim().toLowerCase(); list.textContent = "";
+    const shown = st.threads.filter(c => !q || (c.title || "").toLowerCase().includes(q));
+    if (!shown.length) list.append(el("p", "muted", q ? "Ничего не найдено." : "Бесед пока нет."));
+    shown.forEach(c => {
+      const row = el("div", "thread" + (c.id === st.conversationId ? " active" : ""));
+      const a = el("a"); a.href = "?c=" + c.id; a.append(el("span", "title", c.title || "Без названия"), el("span", "date", formatDate(c.updated_at)));
+      if (c.id === st.conversationId) a.setAttribute("aria-current", "page");
+      a.onclick = e => { e.preventDefault(); open(c.id); if (matchMedia("(max-width: 720px)").matches) collapseThreads(true); };
+      const rename = iconButton("edit", "", () => startRename(row, c)); rename.setAttribute("aria-label", "Переименовать беседу"); rename.title = "Переименовать";
+      const del = iconButton("trash", "", () => removeThread(c)); del.setAttribute("aria-label", "Удалить беседу"); del.title = "Удалить";
+      row.append(a, rename, del); list.append(row);
+    });
+  }
+  function startRename(row, c) {
+    const field = el("input"); field.type = "text"; field.value = c.title || ""; field.maxLength = 200; field.setAttribute("aria-label", "Новое название");
+    row.textContent = ""; row.append(field); field.focus(); field.select();
+    let done = false;
+    const finish = async save => {
+      if (done) return; done = true;
+      const title = field.value.trim();
+      if (save && title && title !== c.title) {
+        const r = await api(`/conversations/${c.id}`, {method: "PATCH", body: JSON.stringify({title})});
+        if (r.ok) { c.title = title; if (c.id === st.conversationId) $("thread-title").textContent = title; }
+        else showError("Не удалось переименовать беседу.", null);
+      }
+      drawThreads();
+    };
+    field.onkeydown = e => { if (e.key === "Enter") { e.preventDefault(); finish(true); } if (e.key === "Escape") finish(false); };
+    field.onblur = () => finish(true);
+  }
+  async function removeThread(c) {
+    if (!confirm(`Удалить беседу «${c.title || "Без названия"}»? Это нельзя отменить.`)) return;
+    const r = await api(`/conversations/${c.id}`, {method: "DELETE"});
+    if (r.ok || r.status === 404) {
+      st.threads = st.threads.filter(x => x.id !== c.id);
+      if (c.id === st.conversationId) open(null); else drawThreads();
+    } else showError("Не удалось удалить беседу.", null);
+  }
+  $("thread-search").oninput = drawThreads;
+  function collapseThreads(collapsed) {
+    $("threads-panel").classList.toggle("collapsed", collapsed);
+    $("threads-toggle").setAttribute("aria-expanded", String(!collapsed));
+  }
+  $("threads-toggle").append(icon("menu"));
+  $("threads-toggle").onclick = () => collapseThreads(!$("threads-panel").classList.contains("collapsed"));
+  if (matchMedia("(max-width: 720px)").matches) collapseThreads(true);
+
+  async function open(id) {
+    st.conversationId = id; st.conversation = null;
+    history.replaceState(null, "", id ? "?c=" + id : location.pathname);
+    $("thread-title").textContent = "Новый чат";
+    if (!id) { renderThread([]); selectModel(st.pendingModel); loadThreads(); return null; }
+    const r = await api(`/conversations/${id}?limit=200`);
+    if (!r.ok) { renderThread([]); if (r.status === 404) showError(ERRORS.not_found, null); loadThreads(); return null; }
+    const body = await r.json(); st.conversation = body;
+    $("thread-title").textContent = body.title || "Без названия";
+    renderThread(body.messages); selectModel(body.selected_model); loadThreads();
+    return body;
+  }
+
+  // ------------------------------------------------------------------ models
+  async function loadModels() {
+    const r = await api("/models"); if (!r.ok) return;
+    st.models = await r.json(); const select = $("model"); select.textContent = "";
+    st.models.forEach(m => { const o = el("option", null, m.name + (m.is_default ? " (по умолчанию)" : "")); o.value = m.is_default ? "" : m.name; select.append(o); });
+    select.closest("label").hidden = st.models.length < 2;
+    selectModel(st.conversation ? st.conversation.selected_model : st.pendingModel);
+  }
+  function selectModel(name) { $("model").value = name || ""; if ($("model").selectedIndex < 0) $("model").value = ""; }
+  $("model").onchange = async () => {
+    const name = $("model").value || null;
+    if (!st.conversationId) { st.pendingModel = name; return; }  // applied when the thread is created
+    const r = await api(`/conversations/${st.conversationId}`, {method: "PATCH", body: JSON.stringify({selected_model: name})});
+    if (!r.ok) showError("Эту модель выбрать нельзя.", null);
+  };
+
+  // ------------------------------------------------------------------ connection
+  function connect() {
+    const ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/ws/chat/");
+    st.ws = ws;
+    ws.onopen = () => {
+      st.retries = 0; setBanner("");
+      if (st.resume) { st.resume = false; resumeTurn(); }
+      flushQueue();
+    };
+    ws.onclose = ev => {
+      if (st.ws !== ws) return;
+      st.ws = null;
+      if (ev.code === 4401) { signIn(); return; }  // the session ended: reconnecting cannot help
+      if (st.busy) { st.resume = true; setBusy(false); }
+      const delay = st.stopping ? 0 : Math.min(10000, 500 * 2 ** st.retries++);
+      if (!st.stopping) setBanner("Соединение потеряно, переподключаюсь… Сообщения не потеряются: они уйдут, как только связь вернётся.");
+      st.stopping = false;
+      setTimeout(connect, delay);
+    };
+    ws.onmessage = ev => onFrame(JSON.parse(ev.data));
+  }
+  function signIn() { st.busy = true; setStatus("сессия завершена — войдите снова"); window.achilles.signIn(); }
+
+  function flushQueue() {
+    if (st.busy || !st.queue.length || !st.ws || st.ws.readyState !== 1) return;
+    const item = st.queue.shift();
+    item.box.classList.remove("queued"); item.box.querySelector(".meta")?.remove();
+    startTurn(item.content);
+  }
+
+  function startTurn(content) {
+    st.current = el("div", "msg assistant"); st.current.append(el("div", "text streaming")); log.append(st.current); scrollDown();
+    st.lastSent = content; st.sentAt = Date.now(); setBusy(true); setStatus("отвечаю…");
+    const frame = {content}; if (st.conversationId) frame.conversation_id = st.conversationId;
+    st.ws.send(JSON.stringify(frame));
+  }
+
+  function ask(content) {
+    hideError(); clearEmpty();
+    if (st.ws && st.ws.readyState === 1 && !st.busy) { addUser({content}); startTurn(content); return; }
+    st.queue.push({content, box: addUser({content}, {queued: true})});
+  }
+
+  // A turn that was streaming when the socket dropped: the server finished it (or marked it
+  // interrupted) in the database; show what is stored, waiting while the answer is still being written.
+  async function resumeTurn() {
+    setStatus("восстанавливаю ответ…");
+    let id = st.conversationId;
+    if (!id) {  // the first question of a new thread: its id never reached us
+      const r = await api("/conversations?limit=1"); const items = r.ok ? (await r.json()).items : [];
+      if (items.length && new Date(items[0].created_at).getTime() >= st.sentAt - 60000) id = items[0].id;
+    }
+    if (!id) { setStatus(""); st.current?.remove(); return; }
+    for (let attempt = 0; attempt < 120; attempt++) {
+      const body = await open(id);
+      const last = body && body.messages[body.messages.length - 1];
+      if (!body || (last && last.role === "assistant")) break;
+      await new Promise(resolve => setTimeout(resolve, 1000));
+    }
+    setStatus("");
+  }
+
+  async function finishTurn(f) {
+    const created = !st.conversationId; st.conversationId = f.conversation_id;
+    if (created) history.replaceState(null, "", "?c=" + st.conversationId);
+    if (created && st.pendingModel) {
+      await api(`/conversations/${st.conversationId}`, {method: "PATCH", body: JSON.stringify({selected_model: st.pendingModel})});
+    }
+    await open(st.conversationId);  // the stored thread, the answer rendered by the server
+    setBusy(false); flushQueue();
+  }
+
+  function onFrame(f) {
+    if (f.event === "token") {
+      if (!st.current) return;
+      st.current.querySelector(".text").textContent += f.text; scrollDown();
+    } else if (f.event === "done") {
+      finishTurn(f);
+    } else if (f.event === "error" && f.code === "not_authenticated") {
+      signIn();
+    } else if (f.event === "error") {
+      const question = st.lastSent, retry = LLM_ERRORS[f.code] || f.code === "internal_error";
+      if (f.conversation_id) st.conversationId = f.conversation_id;
+      setBusy(false);
+      const after = () => {
+        showError(describe(f), retry ? () => ask(question) : null);
+        flushQueue();
+      };
+      if (st.conversationId) open(st.conversationId).then(after);
+      else { st.current?.remove(); after(); }
+    }
+  }
+
+  function stop() {
+    if (!st.busy || !st.ws) return;
+    // Closing the socket is the stop: the server ends the turn and stores it as interrupted.
+    st.stopping = true; st.resume = true; setStatus("останавливаю…"); st.ws.close(1000, "stop");
+  }
+  function regenerate() {
+    const users = st.conversation ? st.conversation.messages.filter(m => m.role === "user") : [];
+    const question = users.length ? users[users.length - 1].content : st.lastSent;
+    if (question) ask(question);
+  }
+
+  // ------------------------------------------------------------------ input
+  $("ask").onsubmit = e => {
+    e.preventDefault(); const content = input.value.trim();
+    if (!content) return;
+    input.value = ""; ask(content);
+  };
+  $("stop").onclick = stop;
+  input.addEventListener("keydown", e => {
+    if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); $("ask").requestSubmit(); }
+  });
+  document.addEventListener("keydown", e => { if (e.key === "Escape" && st.busy) { e.preventDefault(); stop(); } });
+  $("new").onclick = () => { hideError(); open(null); input.focus(); };
+
+  window.achillesChat = {state: st};  // for the browser tests and debugging
+  connect(); open(st.conversationId).then(loadModels);
+})();

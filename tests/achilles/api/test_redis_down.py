@@ -1,0 +1,170 @@
+"""Redis down is not a 500 (issue 10, finding 8).
+
+The probe stopped Redis under ``make run``: ``/api/me``, ``GET /api/agents`` and run-now answered
+500 and ``/api/chat`` an HTML 500. Here the cache and the Celery broker point at a socket where no
+Redis listens (what every client sees of a stopped Redis) and every route of the OpenAPI, plus
+``/api/chat``, is called with valid input: each answers its normal result — the caches fall back
+to the database, the platform settings accessor reads the row, a run-now leaves a queued run the
+scheduler tick re-sends — or a JSON 503 with a code; never a 500, never HTML. Failed before the fix.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from django.test import Client
+
+from achilles.api import api
+
+pytestmark = [pytest.mark.api, pytest.mark.django_db]
+
+REDIS_CODES = {"cache_unavailable", "broker_unavailable"}
+
+
+@pytest.fixture
+def redis_stopped(settings, tmp_path):
+    """The cache and the broker both lose Redis (a dead unix socket: connection refused)."""
+    from achilles.celery_app import app
+
+    dead = f"unix://{tmp_path}/stopped-redis.sock"
+    settings.CACHES = {"default": {**settings.CACHES["default"], "LOCATION": dead}}
+    broker = app.conf.broker_url
+    app.conf.broker_url = dead.replace("unix://", "redis+socket://", 1)
+    app._pool = None  # the producer pool was built for the live broker
+    yield
+    if app._pool is not None:
+        app._pool.force_close_all()
+    app.conf.broker_url = broker
+    app._pool = None
+
+
+@pytest.fixture
+def world(db, user_factory, model_factory):
+    from agents.models import Agent
+    from conversations.models import Conversation, Message
+    from knowledge import facade
+
+    model_factory(name="chat-default", provider="builtin", is_default=True)
+    admin = user_factory(username="root", is_staff=True, is_superuser=True)
+    agent = Agent.objects.create(owner=admin, name="сводка", instructions="x",
+                                 model=model_factory(name="chat-2", provider="builtin"))
+    conversation = Conversation.objects.create(user=admin, title="t")
+    Message.objects.create(conversation=conversation, role="user", content="q")
+    reply = Message.objects.create(conversation=conversation, role="assistant", content="a [1]")
+    record_id = facade.upsert_record(source_system="files", external_id="otpusk", title="Отпуск",
+                                     text="Отпуск 28 дней.", acl=["everyone"])
+    return {"admin": admin, "agent_id": agent.pk, "conversation_id": str(conversation.pk),
+            "message_id": reply.pk, "record_id": record_id}
+
+
+def _calls(world, token_id):
+    """(method, path, body) for every route of the OpenAPI, with valid input."""
+    agent, conversation, message = world["agent_id"], world["conversation_id"], world["message_id"]
+    return {
+        ("GET", "/api/me"): None,
+        ("GET", "/api/models"): None,
+        ("GET", "/api/tokens"): None,
+        ("POST", "/api/tokens"): {"name": "ноутбук"},
+        ("DELETE", "/api/tokens/{token_id}"): (f"/api/tokens/{token_id}", None),
+        ("GET", "/api/agents"): None,
+        ("POST", "/api/agents"): {"name": "новый агент", "instructions": "x"},
+        ("GET", "/api/agents/{agent_id}"): (f"/api/agents/{agent}", None),
+        ("PATCH", "/api/agents/{agent_id}"): (f"/api/agents/{agent}", {"instructions": "y"}),
+        ("POST", "/api/agents/{agent_id}/run"): (f"/api/agents/{agent}/run", None),
+        ("GET", "/api/agents/{agent_id}/runs"): (f"/api/agents/{agent}/runs", None),
+        ("GET", "/api/admin/agents"): None,
+        ("POST", "/api/admin/agents/{agent_id}/pause"): (f"/api/admin/agents/{agent}/pause", None),
+        ("POST", "/api/admin/agents/{agent_id}/resume"): (f"/api/admin/agents/{agent}/resume", None),
+        ("GET", "/api/conversations"): None,
+        ("GET", "/api/conversations/{conversation_id}"): (f"/api/conversations/{conversation}", None),
+        ("PATCH", "/api/conversations/{conversation_id}"): (f"/api/conversations/{conversation}", {"title": "новое"}),
+        ("PUT", "/api/messages/{message_id}/feedback"): (f"/api/messages/{message}/feedback", {"value": 1}),
+        ("POST", "/api/messages/{message_id}/citations/{record_id}/click"): (
+            f"/api/messages/{message}/citations/{world['record_id']}/click", None),
+        ("POST", "/api/knowledge/search"): {"query": "отпуск"},
+        ("GET", "/api/knowledge/status"): None,
+        ("PUT", "/api/knowledge/records"): {"source_system": "files", "external_id": "new", "title": "Новый",
+                                            "text": "Текст.", "acl": ["everyone"]},
+        # deletes last: the objects above are used first
+        ("DELETE", "/api/knowledge/records"): ("/api/knowledge/records?source_system=files&external_id=new", None),
+        ("DELETE", "/api/agents/{agent_id}"): (f"/api/agents/{agent}", None),
+        ("DELETE", "/api/conversations/{conversation_id}"): (f"/api/conversations/{conversation}", None),
+    }
+
+
+def _openapi_routes() -> set[tuple[str, str]]:
+    schema = api.get_openapi_schema(path_prefix="/api")
+    return {(method.upper(), path) for path, methods in schema["paths"].items() for method in methods}
+
+
+def _check(response, what):
+    content_type = response.get("Content-Type", "")
+    assert response.status_code < 500 or response.status_code == 503, (what, response.status_code, response.content[:300])
+    assert "text/html" not in content_type, (what, response.content[:300])
+    if response.status_code == 503:
+        assert response.json()["code"] in REDIS_CODES, what
+    return response
+
+
+def test_every_route_answers_without_redis(world, redis_stopped, token_for, django_capture_on_commit_callbacks):
+    from achilles.services import api_token_create
+
+    headers = token_for(world["admin"])
+    token_id = api_token_create(user=world["admin"], name="to revoke")[0].pk
+    calls = _calls(world, token_id)
+    assert set(calls) == _openapi_routes(), "a route of the OpenAPI is missing from this walk"
+    client = Client(raise_request_exception=False)
+    statuses = {}
+    for (method, template), spec in calls.items():
+        path, body = spec if isinstance(spec, tuple) else (template, spec)
+        kwargs = {"data": json.dumps(body), "content_type": "application/json"} if body is not None else {}
+        with django_capture_on_commit_callbacks(execute=True):
+            response = _check(client.generic(method, path, **kwargs, **headers), (method, path))
+        statuses[(method, template)] = response.status_code
+    # where Redis is not needed, the normal result
+    assert statuses[("GET", "/api/me")] == 200
+    assert statuses[("GET", "/api/agents")] == 200
+    assert statuses[("POST", "/api/agents")] == 201
+    assert statuses[("POST", "/api/knowledge/search")] == 200
+    assert statuses[("PATCH", "/api/agents/{agent_id}")] == 200
+    # run-now: the run is stored queued (the scheduler tick re-sends it once the broker is back)
+    assert statuses[("POST", "/api/agents/{agent_id}/run")] == 202
+
+
+def test_run_now_without_a_broker_leaves_one_queued_run_for_the_redispatcher(world, redis_stopped, token_for,
+                                                                            django_capture_on_commit_callbacks):
+    from agents.models import AgentRun
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = Client().post(f"/api/agents/{world['agent_id']}/run", **token_for(world["admin"]))
+    assert response.status_code == 202
+    run = AgentRun.objects.get(agent_id=world["agent_id"])
+    assert (run.state, run.enqueued_at) == ("queued", None)  # not enqueued: the tick will re-send it
+
+
+def test_the_platform_settings_accessor_reads_the_row_without_redis(db, redis_stopped):
+    from achilles.models import PlatformSettings
+    from achilles.platform import platform_settings
+
+    PlatformSettings.objects.update_or_create(id=1, defaults={"timezone": "Asia/Tokyo"})
+    assert platform_settings().timezone == "Asia/Tokyo"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_chat_answers_without_redis_as_a_stream_or_json(world, redis_stopped, token_for):
+    from asgiref.sync import async_to_sync
+
+    async def collect(stream):
+        return b"".join([chunk async for chunk in stream])
+
+    response = Client(raise_request_exception=False).post(
+        "/api/chat", data={"content": "Сколько дней отпуска?"}, content_type="application/json",
+        **token_for(world["admin"]))
+    if response.streaming:
+        body = async_to_sync(collect)(response.streaming_content).decode()
+        assert re.search(r"^event: (done|error)$", body, re.M), body[-300:]
+        assert "internal_error" not in body, body[-300:]
+    else:
+        _check(response, "/api/chat")
