@@ -13,7 +13,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from achilles.errors import Conflict, NotFound, ValidationFailed
-from hub import selectors, services
+from hub import hub_settings, services
 from hub.commands import REAL_KEY_RE, REF_RE
 from hub.models import Command, Publication, RateLimitEvent, SyncAgent, SyncAgentContact, SyncRun
 
@@ -56,13 +56,33 @@ def sync_agent_authenticate(raw: str) -> SyncAgent | None:
 
 # ---------------------------------------------------------------- claim
 
+CONTACT_SQL = """
+INSERT INTO hub_sync_agent_contacts AS h (sync_agent_id, last_contact_at, last_claim_at, version, launcher_version,
+                                          settings_version, update_state, update_from, update_to, update_error)
+VALUES (%(agent)s, %(now)s, %(now)s, %(version)s, %(launcher)s, %(settings_version)s, %(state)s, %(from)s, %(to)s, %(error)s)
+ON CONFLICT (sync_agent_id) DO UPDATE SET
+    last_contact_at = EXCLUDED.last_contact_at, last_claim_at = EXCLUDED.last_claim_at, version = EXCLUDED.version,
+    launcher_version = EXCLUDED.launcher_version, settings_version = EXCLUDED.settings_version,
+    update_state = EXCLUDED.update_state, update_from = EXCLUDED.update_from, update_to = EXCLUDED.update_to,
+    update_error = EXCLUDED.update_error
+"""
+
+HUB_STATE_SQL = """
+SELECT (SELECT settings_version FROM hub_state WHERE id = 1),
+       (SELECT jsonb_object_agg(key, value) FROM hub_settings),
+       (SELECT jsonb_build_object('version', version, 'sha256', sha256, 'size', size, 'notes', notes,
+                                  'published_at', published_at)
+        FROM hub_publications ORDER BY version DESC LIMIT 1)
+"""
+
 CLAIM_SQL = """
 WITH picked AS (
     SELECT c.id, replace(gen_random_uuid()::text, '-', '') AS token
     FROM hub_commands c
     WHERE (c.state = 'queued' OR (c.state = 'claimed' AND c.lease_expires_at < statement_timestamp()))
-      AND NOT EXISTS (SELECT 1 FROM hub_commands d
-                      WHERE d.batch_id = c.batch_id AND d.seq = ANY(c.depends_on) AND d.state <> 'done')
+      AND (cardinality(c.depends_on) = 0
+           OR NOT EXISTS (SELECT 1 FROM hub_commands d
+                          WHERE d.batch_id = c.batch_id AND d.seq = ANY(c.depends_on) AND d.state <> 'done'))
       AND (NOT c.waits_for_batch
            OR NOT EXISTS (SELECT 1 FROM hub_commands o
                           WHERE o.batch_id = c.batch_id AND o.id <> c.id AND o.state IN ('queued', 'claimed')))
@@ -107,12 +127,13 @@ def sync_agent_claim(*, sync_agent: SyncAgent, version: int, launcher_version: i
     """Take up to ``max_commands`` issuable commands in batch order under fresh leases (PROTOCOL.md)."""
     now = timezone.now()
     update = update or {}
-    SyncAgentContact.objects.update_or_create(sync_agent=sync_agent, defaults=dict(
-        last_contact_at=now, last_claim_at=now, version=version, launcher_version=launcher_version,
-        settings_version=settings_version, update_state=update.get("state"),
-        update_from=update.get("from_version") if update.get("state") else None,
-        update_to=update.get("to_version") if update.get("state") else None,
-        update_error=(update.get("error") or "") if update.get("state") else ""))
+    state = update.get("state")
+    with connection.cursor() as cursor:
+        cursor.execute(CONTACT_SQL, {
+            "agent": sync_agent.pk, "now": now, "version": version, "launcher": launcher_version,
+            "settings_version": settings_version, "state": state,
+            "from": update.get("from_version") if state else None, "to": update.get("to_version") if state else None,
+            "error": (update.get("error") or "") if state else ""})
 
     cancelled = list(Command.objects.select_for_update(skip_locked=True)
                      .filter(claimed_by=sync_agent, force_cancelled=True, cancel_notified_at__isnull=True)
@@ -120,7 +141,14 @@ def sync_agent_claim(*, sync_agent: SyncAgent, version: int, launcher_version: i
     if cancelled:
         Command.objects.filter(pk__in=cancelled).update(cancel_notified_at=now)
 
-    current = selectors.settings_all()
+    # One round trip for what every claim answers besides the commands.
+    with connection.cursor() as cursor:
+        cursor.execute(HUB_STATE_SQL)
+        hub_version, stored, publication = cursor.fetchone()
+    current = {**hub_settings.DEFAULTS, **(_payload(stored) if stored else {})}
+    hub_version = hub_version if hub_version is not None else 1
+    if isinstance(publication, str):
+        publication = json.loads(publication)
     with connection.cursor() as cursor:
         cursor.execute(CLAIM_SQL, {"limit": max_commands, "lease": int(current["lease_seconds"]), "agent": sync_agent.pk})
         rows = cursor.fetchall()
@@ -150,17 +178,13 @@ def sync_agent_claim(*, sync_agent: SyncAgent, version: int, launcher_version: i
                 finished_at=timezone.now(), finished_lease_token=token, lease_token=None, lease_expires_at=None)
         services.batches_settle([b for _c, b, _t in empty_refreshes])
 
-    hub_version = selectors.settings_version_get()
-    publication = selectors.publication_latest()
     return {
         "commands": commands,
         "cancelled": cancelled,
         "settings_version": hub_version,
         "settings": current if settings_version != hub_version else None,
         "publication": None if publication is None else {
-            "version": publication.version, "sha256": publication.sha256, "size": publication.size,
-            "notes": publication.notes, "published_at": publication.published_at,
-            "download_url": f"/api/hub/sync-agent/publications/{publication.version}"},
+            **publication, "download_url": f"/api/hub/sync-agent/publications/{publication['version']}"},
         "server_time": timezone.now(),
     }
 
@@ -171,6 +195,16 @@ def _payload(value) -> dict:
 
 # ---------------------------------------------------------------- report
 
+REPORT_APPLY_SQL = """
+UPDATE hub_commands c
+SET state = r.state, finished_at = statement_timestamp(), finished_lease_token = r.token, lease_token = NULL,
+    lease_expires_at = NULL, result = r.result, error = r.error,
+    created_key = coalesce(r.created_key, c.created_key),
+    keys = CASE WHEN r.created_key IS NOT NULL THEN ARRAY[r.created_key]::varchar[] ELSE c.keys END
+FROM jsonb_to_recordset(%s::jsonb) AS r(id bigint, state text, token text, result jsonb, error text, created_key text)
+WHERE c.id = r.id
+"""
+
 @transaction.atomic
 def sync_agent_report(*, sync_agent: SyncAgent, results: list[dict], rate_limited: list[dict]) -> list[dict]:
     """Apply results under their leases; duplicates and late reports are answered, never re-applied.
@@ -179,7 +213,8 @@ def sync_agent_report(*, sync_agent: SyncAgent, results: list[dict], rate_limite
     ``lease_mismatch``; either way nothing of the report is stored (one transaction).
     """
     ids = [r["command_id"] for r in results]
-    commands = {c.id: c for c in Command.objects.select_for_update().filter(pk__in=ids).order_by("id")}
+    commands = {c.id: c for c in Command.objects.select_for_update().filter(pk__in=ids).order_by("id")
+                .only("id", "batch_id", "seq", "type", "state", "lease_tokens", "finished_lease_token")}
     for item in results:
         command = commands.get(item["command_id"])
         if command is None:
@@ -194,7 +229,7 @@ def sync_agent_report(*, sync_agent: SyncAgent, results: list[dict], rate_limite
             raise ValidationFailed(f"command {command.id}: a failed result needs error")
 
     now = timezone.now()
-    outcomes, settle, failed_by_batch = [], set(), {}
+    outcomes, settle, failed_by_batch, applied = [], set(), {}, []
     for item in results:
         command = commands[item["command_id"]]
         token = item["lease_token"]
@@ -202,31 +237,27 @@ def sync_agent_report(*, sync_agent: SyncAgent, results: list[dict], rate_limite
             same = command.finished_lease_token == token and command.state == item["status"]
             outcomes.append({"command_id": command.id, "outcome": "duplicate" if same else "ignored"})
             continue
-        newest = command.lease_tokens[-1]
-        if token != newest:
+        if token != command.lease_tokens[-1]:
             # Superseded: the command was issued again under a newer lease.
             outcomes.append({"command_id": command.id, "outcome": "ignored"})
             continue
         # The newest lease, live or expired-but-not-yet-reissued: the work was done, take it.
-        command.state = item["status"]
-        command.finished_at = now
-        command.finished_lease_token = token
-        command.lease_token = None
-        command.lease_expires_at = None
+        row = {"id": command.id, "state": item["status"], "token": token, "result": item.get("result"),
+               "error": "", "created_key": None}
         if item["status"] == "done":
-            command.result = item.get("result") or {}
-            key = command.result.get("key")
+            row["result"] = item.get("result") or {}
             if command.type == "ensure_issue":
-                command.created_key = key
-                command.keys = [key]
+                row["created_key"] = row["result"]["key"]
         else:
-            command.error = item["error"].strip()[:10000]
-            command.result = item.get("result")
+            row["error"] = item["error"].strip()[:10000]
             failed_by_batch.setdefault(command.batch_id, []).append(command.seq)
-        command.save(update_fields=["state", "finished_at", "finished_lease_token", "lease_token", "lease_expires_at",
-                                    "result", "error", "created_key", "keys"])
+        applied.append(row)
         settle.add(command.batch_id)
         outcomes.append({"command_id": command.id, "outcome": "applied"})
+    if applied:
+        # One statement for the whole report (a per-row save() was most of a report's time).
+        with connection.cursor() as cursor:
+            cursor.execute(REPORT_APPLY_SQL, [json.dumps(applied)])
 
     for batch_id, seqs in failed_by_batch.items():
         services.fail_dependents(batch_id=batch_id, seqs=seqs)

@@ -8,7 +8,9 @@ import subprocess
 import sys
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.utils import timezone
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
@@ -34,9 +36,16 @@ def test_hub_mcp_over_stdio_lists_the_tools_and_acts_as_the_token_owner(token, m
             created = await client.call_tool("batch_create", {"title": "из терминала", "commands": [
                 {"type": "ensure_sprint", "key": "AURORA-1538", "sprint": "Спринт 2"}]})
             missing = await client.call_tool("issue", {"key": "AURORA-404"})
-            return tools, card, created, missing
+            await sync_to_async(revoke)()   # the token is re-checked on every call
+            revoked = await client.call_tool("issue", {"key": "AURORA-1538"})
+            return tools, card, created, missing, revoked
 
-    tools, card, created, missing = asyncio.run(conversation())
+    def revoke():
+        from achilles.models import ApiToken
+
+        ApiToken.objects.update(revoked_at=timezone.now())
+
+    tools, card, created, missing, revoked = asyncio.run(conversation())
 
     assert tools == list(TOOL_NAMES)
     assert text_of(card).splitlines()[0] == "AURORA-1538 — Экспорт"
@@ -44,6 +53,7 @@ def test_hub_mcp_over_stdio_lists_the_tools_and_acts_as_the_token_owner(token, m
     assert text_of(created).splitlines()[0] == f"пакет #{batch.id} «из терминала» создан: 2 команды"
     assert batch.author == "claude" and batch.created_by.username == "olga"
     assert missing.is_error and text_of(missing) == "issue AURORA-404 is not in the mirror"
+    assert revoked.is_error and text_of(revoked) == "Authentication credentials were not provided or are invalid."
 
 
 @pytest.mark.parametrize("token_value", ["ach_unknown"])
