@@ -47,6 +47,7 @@ import httpx  # noqa: E402
 from hub.syncagent.config import LAUNCHER_DIR_ENV, LAUNCHER_VERSION_ENV, build_parser  # noqa: E402
 
 LAUNCHER_VERSION = 1
+DOWNLOAD_RETRY_SECONDS = 300
 PACKAGE_DIR = Path(__file__).resolve().parent
 log = logging.getLogger("hub.syncagent.launcher")
 
@@ -118,6 +119,7 @@ class Launcher:
         self.verify_ssl = verify_ssl
         self.stop_event = threading.Event()
         self.child: Child | None = None
+        self.download_retry_at: dict[int, float] = {}
         for d in (self.versions, self.dir, state_dir / "agent"):
             d.mkdir(parents=True, exist_ok=True)
         self.meta = _read(self.dir / "launcher.json") or {"current": None, "previous": None, "bad": {}}
@@ -201,6 +203,8 @@ class Launcher:
         new, sha = publication["version"], publication.get("sha256") or ""
         if self.meta["bad"].get(str(new)) == sha:
             return  # already tried and found wanting; a re-publication with another sha is tried again
+        if time.time() < self.download_retry_at.get(new, 0):
+            return
         self.set_update("downloading", current, new)
         try:
             with httpx.Client(base_url=self.hub_url, timeout=120, verify=self.verify_ssl,
@@ -209,9 +213,9 @@ class Launcher:
                 resp.raise_for_status()
                 artifact = resp.content
         except httpx.HTTPError as exc:
+            # The hub or the network, not the version: try again in a while.
             self.set_update("failed", current, new, f"download of v{new} failed: {exc}")
-            self.meta["bad"][str(new)] = sha  # retried when the hub publishes it again
-            self.save_meta()
+            self.download_retry_at[new] = time.time() + DOWNLOAD_RETRY_SECONDS
             return
         got = hashlib.sha256(artifact).hexdigest()
         if got != sha:

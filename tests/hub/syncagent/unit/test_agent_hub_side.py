@@ -155,3 +155,30 @@ def test_launcher_refuses_unsafe_artifact_paths(tmp_path, member):
     launcher = Launcher(state_dir=tmp_path / "s", agent_argv=[], hub_url="http://127.0.0.1:9", token="x", start_timeout=5)
     with pytest.raises(ValueError):
         launcher.unpack(7, buf.getvalue())
+
+
+def test_a_failed_download_is_retried_later_not_blacklisted(tmp_path, monkeypatch):
+    from hub.syncagent import run as runmod
+
+    port = free_port()  # nobody listens: the hub is down
+    launcher = Launcher(state_dir=tmp_path / "s", agent_argv=[], hub_url=f"http://127.0.0.1:{port}", token="achsync_x",
+                        start_timeout=5)
+    launcher.meta["current"] = 6
+    good = build_artifact(7)
+    (launcher.dir / "publication.json").write_text(json.dumps({
+        "version": 7, "sha256": hashlib.sha256(good).hexdigest(), "size": len(good),
+        "download_url": "/api/hub/sync-agent/publications/7"}))
+    launcher.maybe_update()
+    assert json.loads((launcher.dir / "update.json").read_text())["state"] == "failed"
+    assert "7" not in launcher.meta["bad"]
+    monkeypatch.setattr(runmod, "DOWNLOAD_RETRY_SECONDS", 0)
+    launcher.download_retry_at.clear()
+    hub = FakeHub(port, artifact=good)
+    try:
+        monkeypatch.setattr(launcher, "start", lambda version: None)  # the update's child is not the point here
+        monkeypatch.setattr(launcher, "wait_for_claim", lambda child: None)
+        launcher.maybe_update()
+        assert json.loads((launcher.dir / "update.json").read_text())["state"] == "done"
+        assert launcher.meta["current"] == 7 and (launcher.versions / "v7" / "hub" / "syncagent" / "run.py").exists()
+    finally:
+        hub.close()
