@@ -16,13 +16,18 @@ trap stop_embedded EXIT
 "$BIN/python" manage.py demo_data
 
 PROCFILE=Procfile
+# JIRA_URL from the environment or from .env (which honcho loads into every process).
+if [ -z "${JIRA_URL:-}" ] && [ -f .env ]; then
+  JIRA_URL="$(sed -n 's/^[[:space:]]*JIRA_URL[[:space:]]*=[[:space:]]*//p' .env | tail -n 1)"
+fi
 if [ -z "${JIRA_URL:-}" ]; then
   # No Jira configured: a Jira REST emulator with the demo project AURORA, and a sync agent under its
   # launcher pointed at it, so a batch from an MCP client really lands in "Jira" and comes back
   # through the mirror. The sync agent's hub token is (re)issued here: create, or rotate if it exists.
   JIRA_EMULATOR_PORT="${JIRA_EMULATOR_PORT:-8089}"
   export JIRA_EMULATOR_PORT JIRA_URL="http://127.0.0.1:${JIRA_EMULATOR_PORT}" JIRA_TOKEN="${JIRA_EMULATOR_TOKEN:-sync-pat}"
-  export ACHILLES_HUB_URL="http://127.0.0.1:${ACHILLES_PORT}"
+  HUB_HOST="$ACHILLES_HOST"; case "$HUB_HOST" in 0.0.0.0|::) HUB_HOST=127.0.0.1 ;; esac
+  export ACHILLES_HUB_URL="http://${HUB_HOST}:${ACHILLES_PORT}"
   ACHILLES_SYNC_TOKEN="$("$BIN/python" manage.py hub_sync_agent local-demo 2>/dev/null \
     || "$BIN/python" manage.py hub_sync_agent local-demo --rotate 2>/dev/null)"
   export ACHILLES_SYNC_TOKEN
