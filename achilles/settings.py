@@ -222,7 +222,7 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_BEAT_SCHEDULER = "achilles.beat:HeartbeatDatabaseScheduler"
 CELERY_TIMEZONE = "UTC"
 # Two queues: platform jobs (scheduler tick, reaper, heartbeats, trust decay) and agent runs.
-# Long runs can then never hold up the tick; production runs one worker per queue (Procfile),
+# Long runs can then never hold up the tick; production runs one worker per queue (supervisord.conf),
 # a worker started without -Q consumes both. Test runs get queues of their own.
 _QUEUE_SUFFIX = f"-{TEST_NAMESPACE}" if TESTING else ""
 CELERY_TASK_DEFAULT_QUEUE = f"celery{_QUEUE_SUFFIX}"

@@ -39,7 +39,7 @@ LEVELS = (1, 10, 20)
 REQUESTS = {1: 8, 10: 30, 20: 60}
 DISCONNECTS = int(os.environ.get("BENCH_CHAT_DISCONNECTS", "200"))
 DB_NAME = "bench_knowledge"
-# 1: daphne, as the Procfile runs the web process; N > 1: uvicorn with N worker processes.
+# 1: daphne, as supervisord.conf runs the web program; N > 1: uvicorn with N worker processes.
 SERVER_PROCESSES = int(os.environ.get("BENCH_CHAT_SERVER_PROCESSES", "1"))
 
 
