@@ -18,8 +18,14 @@ from agents.schemas import AgentAdminOut, AgentIn, AgentOut, AgentPatch, RunCrea
 router = Router(tags=["agents"])
 
 
-def _out(agent: Agent, active: dict[int, str], *, admin: bool = False) -> dict:
+def _out(agent: Agent, active: dict[int, str], *, admin: bool = False, budget: dict[int, bool] | None = None) -> dict:
+    """``budget``: owner id → over budget, shared across one list's agents (one query per owner)."""
     tz = agent.owner.effective_timezone()
+    budget = budget if budget is not None else {}
+    if agent.owner_id not in budget:
+        budget[agent.owner_id] = selectors.owner_over_budget(owner=agent.owner, now=timezone.now())
+    blocker = selectors.agent_run_blocker(agent=agent, active_state=active.get(agent.pk),
+                                          over_budget=budget[agent.owner_id])
     data = {
         "id": agent.pk, "name": agent.name, "instructions": agent.instructions,
         "model": agent.model.name if agent.model_id else None, "model_id": agent.model_id,
@@ -29,6 +35,7 @@ def _out(agent: Agent, active: dict[int, str], *, admin: bool = False) -> dict:
         "next_runs": sched.preview(agent.schedule, tz, now=timezone.now(), first=agent.next_run_at)
         if agent.next_run_at else [],
         "timezone": tz, "created_at": agent.created_at, "updated_at": agent.updated_at,
+        "can_run": blocker is None, "cannot_run_reason": blocker,
     }
     if admin:
         data.update(owner=agent.owner.username, owner_id=agent.owner_id, owner_active=agent.owner.is_active)
@@ -66,7 +73,8 @@ def _require_staff(request: HttpRequest) -> None:
 def agents_list(request: HttpRequest):
     agents = list(selectors.agent_list_for_owner(user=request.auth))
     active = selectors.active_run_states([a.pk for a in agents])
-    return [_out(a, active) for a in agents]
+    budget: dict[int, bool] = {}
+    return [_out(a, active, budget=budget) for a in agents]
 
 
 @router.post("/agents", response={201: AgentOut})
@@ -151,7 +159,8 @@ def admin_agents_list(request: HttpRequest, query: Query[AdminAgentsQuery]):
         qs = qs.filter(id__gt=query.after_id)
     agents = list(qs[:query.limit])
     active = selectors.active_run_states([a.pk for a in agents])
-    return [_out(a, active, admin=True) for a in agents]
+    budget: dict[int, bool] = {}
+    return [_out(a, active, admin=True, budget=budget) for a in agents]
 
 
 @router.post("/admin/agents/{int:agent_id}/pause", response=AgentAdminOut, tags=["admin"])

@@ -83,6 +83,10 @@ class AgentOut(Schema):
     next_run_at: datetime | None
     next_runs: list[datetime] = Field(description="The next 5 run times (UTC) while the gates are open")
     timezone: str = Field(description="The zone calendar times are read in (the owner's, else the org's)")
+    can_run: bool = Field(description="Whether «run now» would be accepted at this moment")
+    cannot_run_reason: str | None = Field(description="Why not: the code POST /run would answer with "
+                                                      "(agent_paused, agent_disabled, model_missing, "
+                                                      "budget_exceeded, already_running)")
     created_at: datetime
     updated_at: datetime
 

@@ -77,3 +77,19 @@ def owner_over_budget(*, owner: User, now: datetime) -> bool:
     active = AgentRun.objects.filter(agent__owner=owner, state__in=ACTIVE_STATES).count()
     return budget_room(spent=owner_tokens_this_week(owner=owner, now=now), active=active,
                        budget=row.weekly_token_budget, run_cap=row.agent_run_token_cap) == 0
+
+
+def agent_run_blocker(*, agent: Agent, active_state: str | None, over_budget: bool) -> str | None:
+    """Why a run of ``agent`` cannot start now — the code ``POST /run`` would answer with, checked
+    in the same order (gates, budget, an active run) — or None when it can."""
+    if agent.admin_paused:
+        return "agent_paused"
+    if not agent.enabled:
+        return "agent_disabled"
+    if agent.model_id is None:
+        return "model_missing"
+    if over_budget:
+        return "budget_exceeded"
+    if active_state in ACTIVE_STATES:
+        return "already_running"
+    return None

@@ -93,6 +93,8 @@ document.addEventListener("DOMContentLoaded", () => {
 
   // Why "run now" cannot start, or null; the server's gates, as the API reports them.
   function runBlocked(a) {
+    // The server says whether «run now» would be accepted (can_run / cannot_run_reason).
+    if ("can_run" in a) return a.can_run ? null : (CODES[a.cannot_run_reason] || a.cannot_run_reason);
     if (a.admin_paused) return CODES.agent_paused;
     if (!a.enabled) return CODES.agent_disabled;
     if (a.status === "no_model" || !a.model) return CODES.model_missing;

@@ -246,3 +246,33 @@ def test_model_and_model_id_that_disagree_are_422(api, chat_model):
     response = api("POST", "/agents", {"name": "x", "model_id": embedding.pk})
     assert response.status_code == 422 and response.json()["code"] == "wrong_model_kind"
     assert not Agent.objects.exists()
+
+
+@pytest.mark.p1
+def test_the_representation_says_whether_a_run_can_start_now_and_why_not(api, owner, chat_model):
+    """``can_run`` / ``cannot_run_reason`` (the codes POST /run would answer with), so the page can
+    disable «Запустить сейчас» and say why. Failed before the fix: the fields did not exist."""
+    def state(agent_id):
+        body = api("GET", f"/agents/{agent_id}").json()
+        return body["can_run"], body["cannot_run_reason"]
+
+    agent = _create(api)
+    assert (agent["can_run"], agent["cannot_run_reason"]) == (True, None)
+    assert state(agent["id"]) == (True, None)
+    # a run active (queued) → already_running, as POST /run would say
+    run = AgentRun.objects.create(agent_id=agent["id"], trigger="manual", state="queued")
+    assert state(agent["id"]) == (False, "already_running")
+    assert api("POST", f"/agents/{agent['id']}/run").json()["code"] == "already_running"
+    AgentRun.objects.filter(pk=run.pk).update(state="skipped", reason="gate_closed", finished_at=timezone.now())
+    # the owner's weekly budget spent → budget_exceeded
+    platform_settings_update(weekly_token_budget=1000)
+    AgentRun.objects.create(agent_id=agent["id"], trigger="manual", state="succeeded", tokens_used=1000,
+                            started_at=timezone.now() - timedelta(minutes=2), finished_at=timezone.now())
+    assert state(agent["id"]) == (False, "budget_exceeded")
+    assert [a["cannot_run_reason"] for a in api("GET", "/agents").json()] == ["budget_exceeded"]
+    platform_settings_update(weekly_token_budget=1_000_000)
+    # a closed gate → its code
+    api("PATCH", f"/agents/{agent['id']}", {"enabled": False})
+    assert state(agent["id"]) == (False, "agent_disabled")
+    Agent.objects.filter(pk=agent["id"]).update(admin_paused=True)
+    assert state(agent["id"]) == (False, "agent_paused")
