@@ -10,9 +10,10 @@ to its bytes' digest, a monotonic ``settings_version`` (trigger), FK actions ON 
 from __future__ import annotations
 
 from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 from django.db.models import Q
-from django.db.models.functions import Now
+from django.db.models.functions import Now, Upper
 
 from achilles.models import User
 
@@ -51,9 +52,14 @@ class MirrorIssue(models.Model):
         ordering = ["key"]
         permissions = [("use_hub", "Can use the hub (mirror, notes, batches)")]
         indexes = [
-            models.Index(fields=["project", "status"], name="hub_issue_project_status_idx"),
-            models.Index(fields=["assignee"], name="hub_issue_assignee_idx"),
-            models.Index(fields=["sprint"], name="hub_issue_sprint_idx"),
+            # HUB-3 filters compare case-insensitively (UPPER(col) = UPPER(value)): the indexes are on
+            # the same expressions, so PostgreSQL can combine them (bitmap AND) for any mix of filters.
+            models.Index(fields=["project", "updated"], name="hub_issue_project_updated_idx"),
+            models.Index(Upper("status"), name="hub_issue_status_idx"),
+            models.Index(Upper("assignee"), name="hub_issue_assignee_idx"),
+            models.Index(Upper("sprint"), name="hub_issue_sprint_idx"),
+            GinIndex(fields=["labels"], name="hub_issue_labels_idx"),
+            models.Index(fields=["project", "duedate"], name="hub_issue_project_duedate_idx"),
             models.Index(fields=["duedate"], name="hub_issue_duedate_idx"),
             models.Index(fields=["updated"], name="hub_issue_updated_idx"),
         ]
@@ -118,7 +124,7 @@ class IssueNote(models.Model):
 
     class Meta:
         db_table = "hub_notes"
-        indexes = [models.Index(fields=["fact_status"], name="hub_note_fact_status_idx")]
+        indexes = [models.Index(Upper("fact_status"), name="hub_note_fact_status_idx")]
 
 
 class Batch(models.Model):

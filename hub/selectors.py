@@ -6,6 +6,8 @@ import datetime as dt
 from typing import Any
 
 from django.db.models import Count, Q
+from django.db.models.expressions import RawSQL
+from django.db.models.functions import Upper
 from django.utils import timezone
 
 from achilles.errors import NotFound
@@ -68,6 +70,8 @@ def _issue_row(issue: MirrorIssue, fact_status: str | None) -> IssueRow:
 
 def issues_queryset(filters: IssueFilters):
     qs = MirrorIssue.objects.all()
+    if filters.overdue is not None:
+        qs = qs.alias(status_upper=Upper("status"))
     if filters.project:
         qs = qs.filter(project=filters.project.upper())
     if filters.status:
@@ -79,14 +83,15 @@ def issues_queryset(filters: IssueFilters):
     if filters.label:
         qs = qs.filter(labels__contains=[filters.label])
     if filters.fact_status:
-        qs = qs.filter(notes__fact_status__iexact=filters.fact_status)
+        qs = qs.filter(pk__in=IssueNote.objects.filter(fact_status__iexact=filters.fact_status).values("issue_id"))
     if filters.due_from:
         qs = qs.filter(duedate__gte=filters.due_from)
     if filters.due_to:
         qs = qs.filter(duedate__lte=filters.due_to)
     if filters.overdue is not None:
         today = timezone.localdate()
-        late = Q(duedate__lt=today) & ~Q(status__iregex=r"^(" + "|".join(DONE_STATUSES) + r")$")
+        # UPPER(status) IN (…) rather than a case-insensitive regex: evaluated per candidate row.
+        late = Q(duedate__lt=today) & ~Q(status_upper__in=[s.upper() for s in DONE_STATUSES])
         qs = qs.filter(late) if filters.overdue else qs.exclude(late)
     if filters.text:
         qs = qs.filter(Q(summary__icontains=filters.text) | Q(key__iexact=filters.text.strip()))
@@ -99,10 +104,18 @@ def issues_list(*, user, filters: IssueFilters, limit: int = 50) -> list[IssueRo
     """HUB-3: mirrored issues matching every filter, most recently updated first."""
     hub_access_check(user)
     limit = max(1, min(int(limit), 500))
-    rows = (issues_queryset(filters).select_related("notes")
-            .only("key", "project", "summary", "status", "issue_type", "priority", "assignee", "duedate", "sprint",
-                  "labels", "updated", "notes__fact_status")
-            .order_by("-updated", "key")[:limit])
+    qs = (issues_queryset(filters).select_related("notes")
+          .only("key", "project", "summary", "status", "issue_type", "priority", "assignee", "duedate", "sprint",
+                "labels", "updated", "notes__fact_status"))
+    selective = {name for name, value in vars(filters).items() if value not in (None, "")} - {"project", "updated_since"}
+    if selective:
+        # With a selective filter the matches are few: sort them. Ordering by the bare column would let
+        # the planner walk the `updated` index over every issue hoping to meet 50 matches early — a
+        # full scan when they are rare (the p95 of bench/hub).
+        qs = qs.order_by(RawSQL("hub_issues.updated + interval '0 seconds'", []).desc(), "key")
+    else:
+        qs = qs.order_by("-updated", "key")
+    rows = qs[:limit]
     return [_issue_row(issue, getattr(getattr(issue, "notes", None), "fact_status", "")) for issue in rows]
 
 
