@@ -82,9 +82,9 @@ def _bench_issues(user) -> dict:
     from hub.contracts import IssueFilters
     from hub.selectors import issues_list
 
-    cases = [dict(project="AURORA", status="In Progress", assignee=f"user{a}") for a in range(0, 200, 5)]
-    cases += [dict(project="BOREAS", sprint=f"Спринт {s}", label="backend") for s in range(1, 21)]
-    cases += [dict(project="CETUS", overdue=True, fact_status="блокер") for _ in range(10)]
+    cases = [{"project": "AURORA", "status": "In Progress", "assignee": f"user{a}"} for a in range(0, 200, 5)]
+    cases += [{"project": "BOREAS", "sprint": f"Спринт {s}", "label": "backend"} for s in range(1, 21)]
+    cases += [{"project": "CETUS", "overdue": True, "fact_status": "блокер"} for _ in range(10)]
 
     def run(times: list[float]) -> None:
         for case in cases * 3:
@@ -144,11 +144,9 @@ RETURNING c.id, c.lease_token
 
 
 def _bench_claims(agents, *, peer: bool) -> dict:
-    from django.db import connection, transaction
+    from django.db import OperationalError, connection, transaction
 
     from hub import protocol
-
-    from django.db import OperationalError
 
     done, deadlocks = [0], [0]
     lock = threading.Lock()
@@ -181,13 +179,13 @@ def _bench_claims(agents, *, peer: bool) -> dict:
         try:
             barrier.wait()
             while True:
-                got = retrying(lambda: claim(agent))
+                got = retrying(lambda agent=agent: claim(agent))
                 if not got:
                     # A blocked plain FOR UPDATE can come back empty while others still hold rows.
                     if not Command.objects.filter(state__in=["queued", "claimed"]).exists():
                         return
                     continue
-                retrying(lambda: protocol.sync_agent_report(sync_agent=agent, results=[
+                retrying(lambda agent=agent, got=got: protocol.sync_agent_report(sync_agent=agent, results=[
                     {"command_id": c["id"], "lease_token": c["lease_token"], "status": "done", "result": {"changed": []}}
                     for c in got], rate_limited=[]))
                 with lock:
@@ -219,7 +217,7 @@ def _bench_wait(user, agent, *, peer: bool, n: int) -> list[float]:
         batch = services.batch_create(user=user, title="w", commands=[{"type": "refresh", "keys": ["AURORA-1"]}])
         returned: list[float] = []
 
-        def waiter() -> None:
+        def waiter(batch=batch, returned=returned) -> None:
             try:
                 if peer:
                     while not selectors.batch_finished(batch.id):
@@ -278,11 +276,12 @@ def _bench_upload() -> dict:
     for page in pages:
         with transaction.atomic():
             for item in page:
-                issue, _ = MirrorIssue.objects.update_or_create(key=item["key"], defaults=dict(
-                    project=item["project"], summary=item["summary"], status=item["status"] or "",
-                    issue_type=item["issue_type"] or "", priority=item["priority"] or "", assignee=item["assignee"] or "",
-                    duedate=item["duedate"], sprint=item["sprint"], labels=item["labels"], fields=item["fields"],
-                    updated=item["updated"], content_sha256="0" * 64))
+                issue, _ = MirrorIssue.objects.update_or_create(key=item["key"], defaults={
+                    "project": item["project"], "summary": item["summary"], "status": item["status"] or "",
+                    "issue_type": item["issue_type"] or "", "priority": item["priority"] or "",
+                    "assignee": item["assignee"] or "", "duedate": item["duedate"], "sprint": item["sprint"],
+                    "labels": item["labels"], "fields": item["fields"], "updated": item["updated"],
+                    "content_sha256": "0" * 64})
                 MirrorLink.objects.filter(issue=issue).delete()
                 MirrorComment.objects.filter(issue=issue).delete()
                 MirrorLink.objects.bulk_create([MirrorLink(issue=issue, **link) for link in item["links"]])

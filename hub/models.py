@@ -92,6 +92,9 @@ class MirrorLink(models.Model):
             models.CheckConstraint(condition=~Q(link_type=""), name="hub_mirrorlink_type_not_empty"),
         ]
 
+    def __str__(self) -> str:
+        return f"{self.link_type} {self.direction} {self.other_key}"
+
 
 class MirrorComment(models.Model):
     """A Jira comment of a mirrored issue (HUB-1); replaced with every upload of the issue."""
@@ -110,6 +113,9 @@ class MirrorComment(models.Model):
             models.CheckConstraint(condition=~Q(jira_id=""), name="hub_mirrorcomment_jira_id_not_empty"),
         ]
 
+    def __str__(self) -> str:
+        return f"comment {self.jira_id}"
+
 
 class IssueNote(models.Model):
     """Hub-local notes of an issue (HUB-2), never sent to Jira."""
@@ -125,6 +131,9 @@ class IssueNote(models.Model):
     class Meta:
         db_table = "hub_notes"
         indexes = [models.Index(Upper("fact_status"), name="hub_note_fact_status_idx")]
+
+    def __str__(self) -> str:
+        return f"notes of issue {self.issue_id}"
 
 
 class Batch(models.Model):
@@ -269,6 +278,9 @@ class SyncAgentContact(models.Model):
                                    name="hub_syncagentcontact_update_versions_need_state"),
         ]
 
+    def __str__(self) -> str:
+        return f"contact of sync agent {self.sync_agent_id}"
+
 
 class RateLimitEvent(models.Model):
     """A 429 Jira answered the sync agent (HUB-12 «429 за сутки»)."""
@@ -285,6 +297,9 @@ class RateLimitEvent(models.Model):
             models.CheckConstraint(condition=Q(retry_after_seconds__gte=0), name="hub_ratelimitevent_retry_after_nonnegative"),
             models.UniqueConstraint(fields=["sync_agent", "at", "path"], name="hub_ratelimitevent_unique"),
         ]
+
+    def __str__(self) -> str:
+        return f"429 at {self.at:%Y-%m-%d %H:%M:%S}"
 
 
 class SyncRun(models.Model):
@@ -308,6 +323,9 @@ class SyncRun(models.Model):
                                               | (~Q(status="running") & Q(finished_at__isnull=False))),
                                    name="hub_syncrun_finished_iff_not_running"),
         ]
+
+    def __str__(self) -> str:
+        return f"#{self.id} {self.kind} {self.status}"
 
 
 class Publication(models.Model):
@@ -349,6 +367,9 @@ class HubSetting(models.Model):
                                    name="hub_hubsetting_key_known"),
         ]
 
+    def __str__(self) -> str:
+        return self.key
+
 
 class HubState(models.Model):
     """The hub's singleton row: the monotonic ``settings_version`` (trigger refuses a decrease)."""
@@ -362,3 +383,6 @@ class HubState(models.Model):
             models.CheckConstraint(condition=Q(id=1), name="hub_hubstate_singleton"),
             models.CheckConstraint(condition=Q(settings_version__gte=1), name="hub_hubstate_settings_version_positive"),
         ]
+
+    def __str__(self) -> str:
+        return f"hub state (settings v{self.settings_version})"

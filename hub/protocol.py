@@ -13,7 +13,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from achilles.errors import Conflict, NotFound, ValidationFailed
-from hub import hub_settings, services
+from hub import hub_settings, services, tasks
 from hub.commands import REAL_KEY_RE, REF_RE
 from hub.models import Command, Publication, RateLimitEvent, SyncAgent, SyncAgentContact, SyncRun
 
@@ -425,9 +425,7 @@ def mirror_upload(*, sync_agent: SyncAgent | None, sync_run_id: int | None, issu
     if sync_agent is not None:
         SyncAgentContact.objects.filter(sync_agent=sync_agent).update(last_contact_at=timezone.now())
     if ids:
-        from hub.tasks import mirror_to_knowledge_on_commit
-
-        mirror_to_knowledge_on_commit(list(ids.values()))
+        tasks.mirror_to_knowledge_on_commit(list(ids.values()))
     return {"upserted": len(ids), "unchanged": len(seen) - len(ids) - stale, "stale": stale}
 
 
