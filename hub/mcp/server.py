@@ -3,8 +3,9 @@
 Every tool acts as the caller — the owner of the personal API token the transport was given
 (``Authorization: Bearer ach_…`` over HTTP, ``ACHILLES_TOKEN`` over stdio) — through the same
 services and selectors as REST, so the permission checks are the same (the hub permission;
-``settings_set`` staff only). A domain error comes back as an ``is_error`` result whose text is the
-``detail`` the REST API answers with (a 422 carries the validation text), never as a crash.
+``settings_set`` staff only). A domain error comes back as an ``is_error`` result rendered by the
+platform's text renderer (``achilles.errors.render_text``: ``code: message``) — the code and detail the
+REST API answers with (a 422's validation text); a crash is logged and answered generically.
 
 The ORM runs on worker threads (``sync_to_async(thread_sensitive=False)``): a tool never blocks the
 event loop, and the long ``batch_wait`` awaits the hub's coroutine instead of holding a thread.
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import contextvars
 import datetime as dt
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,7 +27,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, WithJsonSchema
 
-from achilles.errors import ApplicationError, NotAuthenticated
+from achilles.errors import NotAuthenticated, render_text
 from achilles.services import api_token_authenticate
 from hub import selectors, services
 from hub.commands import COMMAND_JSON_SCHEMA
@@ -93,9 +93,11 @@ def _in_thread(fn: Callable[[], Any]):
     return sync_to_async(call, thread_sensitive=False)()
 
 
-def error_result(exc: ApplicationError) -> CallToolResult:
-    detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail, ensure_ascii=False)
-    return CallToolResult(content=[TextContent(type="text", text=detail)], is_error=True)
+def error_result(exc: Exception, *, tool: str = "") -> CallToolResult:
+    """The platform's text rendering of an error (``code: message``, ``achilles.errors.render_text``):
+    a domain error carries the REST answer's code and detail; a crash is logged and stays generic."""
+    return CallToolResult(content=[TextContent(type="text", text=render_text(exc, context=f"mcp {tool}".strip()))],
+                          is_error=True)
 
 
 async def _answer(render: Callable[[Any, dt.tzinfo], str]) -> str | CallToolResult:
@@ -107,7 +109,7 @@ async def _answer(render: Callable[[Any, dt.tzinfo], str]) -> str | CallToolResu
 
     try:
         return await _in_thread(work)
-    except ApplicationError as exc:
+    except Exception as exc:  # every failure is an error result in the platform's words, never a crash
         return error_result(exc)
 
 
@@ -336,5 +338,5 @@ async def _wait(batch_id: int, timeout_minutes: float) -> str | CallToolResult:
             finally:
                 await sync_to_async(close_old_connections)()
         return texts.batch_text(view, tz=tz)
-    except ApplicationError as exc:
-        return error_result(exc)
+    except Exception as exc:
+        return error_result(exc, tool="batch_wait")

@@ -52,8 +52,9 @@ def test_hub_mcp_over_stdio_lists_the_tools_and_acts_as_the_token_owner(token, m
     batch = Batch.objects.get()
     assert text_of(created).splitlines()[0] == f"пакет #{batch.id} «из терминала» создан: 2 команды"
     assert batch.author == "claude" and batch.created_by.username == "olga"
-    assert missing.is_error and text_of(missing) == "issue AURORA-404 is not in the mirror"
-    assert revoked.is_error and text_of(revoked) == "Authentication credentials were not provided or are invalid."
+    assert missing.is_error and text_of(missing) == "not_found: issue AURORA-404 is not in the mirror"
+    assert revoked.is_error and text_of(revoked) == ("not_authenticated: Authentication credentials were not provided or "
+                                                      "are invalid.")
 
 
 @pytest.mark.parametrize("token_value", ["ach_unknown"])
