@@ -340,20 +340,6 @@ WHERE h.updated <= EXCLUDED.updated AND h.content_sha256 <> EXCLUDED.content_sha
 RETURNING h.id, h.key
 """
 
-LINKS_SQL = """
-INSERT INTO hub_issue_links (issue_id, link_type, direction, other_key)
-SELECT r.issue_id, r.link_type, r.direction, r.other_key
-FROM jsonb_to_recordset(%s::jsonb) AS r(issue_id bigint, link_type text, direction text, other_key text)
-ON CONFLICT DO NOTHING
-"""
-
-COMMENTS_SQL = """
-INSERT INTO hub_issue_comments (issue_id, jira_id, author, created, body)
-SELECT r.issue_id, r.jira_id, r.author, r.created::timestamptz, r.body
-FROM jsonb_to_recordset(%s::jsonb) AS r(issue_id bigint, jira_id text, author text, created text, body text)
-ON CONFLICT DO NOTHING
-"""
-
 
 def sprint_name(value: Any) -> str:
     """A sprint as a name; DC v2's ``com.atlassian.greenhopper…Sprint@…[…,name=…,…]`` string is read too."""
@@ -407,19 +393,25 @@ def mirror_upload(*, sync_agent: SyncAgent | None, sync_run_id: int | None, issu
         if ids:
             cursor.execute("DELETE FROM hub_issue_links WHERE issue_id = ANY(%s)", [list(ids.values())])
             cursor.execute("DELETE FROM hub_issue_comments WHERE issue_id = ANY(%s)", [list(ids.values())])
-            links, comments = [], []
+            # The rows of these issues were just deleted in this transaction, so COPY (several times
+            # faster than INSERT … SELECT) is safe once the page's own duplicates are dropped.
+            links: dict[tuple, tuple] = {}
+            comments: dict[tuple, tuple] = {}
             for key, pk in ids.items():
                 for link in sub[key].get("links") or []:
-                    links.append({"issue_id": pk, "link_type": link["link_type"], "direction": link["direction"],
-                                  "other_key": link["other_key"]})
+                    row = (pk, link["link_type"], link["direction"], link["other_key"])
+                    links[row] = row
                 for comment in sub[key].get("comments") or []:
-                    comments.append({"issue_id": pk, "jira_id": str(comment["id"]), "author": comment.get("author") or "",
-                                     "created": comment["created"].isoformat() if comment.get("created") else None,
-                                     "body": comment.get("body") or ""})
+                    comments[(pk, str(comment["id"]))] = (pk, str(comment["id"]), comment.get("author") or "",
+                                                          comment.get("created"), comment.get("body") or "")
             if links:
-                cursor.execute(LINKS_SQL, [json.dumps(links)])
+                with cursor.copy("COPY hub_issue_links (issue_id, link_type, direction, other_key) FROM STDIN") as copy:
+                    for row in links.values():
+                        copy.write_row(row)
             if comments:
-                cursor.execute(COMMENTS_SQL, [json.dumps(comments)])
+                with cursor.copy("COPY hub_issue_comments (issue_id, jira_id, author, created, body) FROM STDIN") as copy:
+                    for row in comments.values():
+                        copy.write_row(row)
     stale = sum(1 for key, issue in seen.items()
                 if key not in ids and key in existing and issue["updated"] < existing[key])
     if sync_agent is not None:
