@@ -11,6 +11,7 @@ from typing import Any
 
 from django.db import connection, transaction
 from django.utils import timezone
+from psycopg.types.json import Jsonb
 
 from achilles.errors import Conflict, NotFound, ValidationFailed
 from hub import hub_settings, services, tasks
@@ -317,19 +318,22 @@ def sync_run_finish(*, sync_agent: SyncAgent, sync_run_id: int, status: str, cou
 
 _SPRINT_RE = re.compile(r"name=([^,\]]+)")
 
+# A page is COPYed into a session's temporary table (emptied at commit, and before each page: two
+# uploads may share a transaction) and merged from there: COPY parses rows several times faster
+# than jsonb_to_recordset did.
+STAGE_SQL = """
+CREATE TEMP TABLE IF NOT EXISTS hub_upload_stage (
+    key varchar(64), project varchar(32), summary text, status varchar(100), issue_type varchar(100),
+    priority varchar(100), assignee varchar(200), duedate date, sprint varchar(200), labels varchar(255)[],
+    description text, fields jsonb, updated timestamptz, sha varchar(64)
+) ON COMMIT DELETE ROWS
+"""
+
 UPSERT_SQL = """
-WITH incoming AS (
-    SELECT r.key, r.project, r.summary, r.status, r.issue_type, r.priority, r.assignee, r.duedate::date AS duedate,
-           r.sprint, ARRAY(SELECT jsonb_array_elements_text(r.labels))::varchar(255)[] AS labels, r.description,
-           r.fields, r.updated::timestamptz AS updated, r.sha
-    FROM jsonb_to_recordset(%s::jsonb) AS r(key text, project text, summary text, status text, issue_type text,
-         priority text, assignee text, duedate text, sprint text, labels jsonb, description text, fields jsonb,
-         updated text, sha text)
-)
 INSERT INTO hub_issues AS h (key, project, summary, status, issue_type, priority, assignee, duedate, sprint, labels,
                              description, fields, updated, content_sha256, mirrored_at)
 SELECT key, project, summary, status, issue_type, priority, assignee, duedate, sprint, labels, description, fields,
-       updated, sha, statement_timestamp() FROM incoming
+       updated, sha, statement_timestamp() FROM hub_upload_stage
 ON CONFLICT (key) DO UPDATE SET
     project = EXCLUDED.project, summary = EXCLUDED.summary, status = EXCLUDED.status,
     issue_type = EXCLUDED.issue_type, priority = EXCLUDED.priority, assignee = EXCLUDED.assignee,
@@ -373,21 +377,23 @@ def mirror_upload(*, sync_agent: SyncAgent | None, sync_run_id: int | None, issu
         seen[issue["key"]] = issue  # a page naming a key twice keeps the last
     rows, sub = [], {}
     for key, issue in seen.items():
-        rows.append({
-            "key": key, "project": issue["project"], "summary": issue.get("summary") or "",
-            "status": issue.get("status") or "", "issue_type": issue.get("issue_type") or "",
-            "priority": issue.get("priority") or "", "assignee": issue.get("assignee") or "",
-            "duedate": issue["duedate"].isoformat() if issue.get("duedate") else None,
-            "sprint": sprint_name(issue.get("sprint"))[:200], "labels": list(issue.get("labels") or []),
-            "description": (issue.get("fields") or {}).get("description") or issue.get("description") or "",
-            "fields": issue.get("fields") or {}, "updated": issue["updated"].isoformat(),
-            "sha": _content_sha(issue),
-        })
+        rows.append((
+            key, issue["project"], issue.get("summary") or "", issue.get("status") or "", issue.get("issue_type") or "",
+            issue.get("priority") or "", issue.get("assignee") or "", issue.get("duedate"),
+            sprint_name(issue.get("sprint"))[:200], list(issue.get("labels") or []),
+            (issue.get("fields") or {}).get("description") or issue.get("description") or "",
+            Jsonb(issue.get("fields") or {}), issue["updated"], _content_sha(issue),
+        ))
         sub[key] = issue
     with connection.cursor() as cursor:
         cursor.execute("SELECT key, updated FROM hub_issues WHERE key = ANY(%s)", [list(seen)])
         existing = dict(cursor.fetchall())
-        cursor.execute(UPSERT_SQL, [json.dumps(rows, default=str)])
+        cursor.execute(STAGE_SQL)
+        cursor.execute("DELETE FROM hub_upload_stage")
+        with cursor.copy("COPY hub_upload_stage FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+        cursor.execute(UPSERT_SQL)
         written = cursor.fetchall()
         ids = {key: pk for pk, key in written}
         if ids:
