@@ -10,6 +10,10 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "achilles.settings")
 bootstrap()
 django_asgi_app = get_asgi_application()
 
+from achilles.security import production_guard  # noqa: E402
+
+production_guard()  # ACHILLES_ENV=production: no demo accounts, no demo passwords
+
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 

@@ -16,8 +16,9 @@ from pydantic import Field
 from achilles.auth import SessionCookieAuth
 from achilles.services import api_token_authenticate
 from hub import protocol, selectors, services
-from hub.contracts import AgentStatus, BatchSummary, BatchView, CommandView, IssueCard, IssueFilters, IssueRow, NotesView, SyncRunView
-from hub.schemas import (BatchCancelOut, BatchCreatedOut, BatchIn, ClaimIn, ClaimOut, CommandCancelIn, RefreshIn,
+from hub.contracts import (AgentStatus, BatchSummary, BatchView, CommandView, IssueCard, IssueFilters, IssueRow, NotesView,
+                           PublicationView, SyncRunView)
+from hub.schemas import (BatchCancelOut, PublicationIn, BatchCreatedOut, BatchIn, ClaimIn, ClaimOut, CommandCancelIn, RefreshIn,
                          ReportIn, ReportOut, RetryIn, SettingIn, SettingsVersionOut, SyncRunCreatedOut,
                          SyncRunFinishIn, SyncRunIn, UploadIn, UploadOut)
 
@@ -179,6 +180,24 @@ def setting_get(request: HttpRequest, key: str):
 @router.put("/settings/{key}", response=SettingsVersionOut, summary="Set a hub setting (staff); returns the new settings_version")
 def setting_set(request: HttpRequest, key: str, payload: SettingIn):
     return {"settings_version": services.settings_set(user=request.auth, key=key, value=payload.value)}
+
+
+# ---------------------------------------------------------------- publications (staff)
+
+@router.get("/publications", response=list[PublicationView], summary="Published sync-agent versions, newest first")
+def publications(request: HttpRequest):
+    return selectors.publications_list(user=request.auth)
+
+
+@router.post("/publications", response={201: PublicationView}, summary="Publish sync-agent version N (staff)")
+def publication_create(request: HttpRequest, payload: PublicationIn):
+    from hub.permissions import hub_access_check
+
+    hub_access_check(request.auth, staff=True)
+    created = protocol.publication_create(version=payload.version, artifact=payload.artifact_base64, notes=payload.notes,
+                                          user=request.auth)
+    return Status(201, PublicationView(version=created.version, sha256=created.sha256, size=created.size,
+                                       notes=created.notes, published_at=created.published_at))
 
 
 # ---------------------------------------------------------------- the sync-agent protocol

@@ -7,7 +7,7 @@ import re
 from typing import Annotated, Any, Literal
 
 from ninja import Schema
-from pydantic import BeforeValidator, ConfigDict, Field, SkipValidation, StringConstraints, model_validator
+from pydantic import Base64Bytes, BeforeValidator, ConfigDict, Field, SkipValidation, StringConstraints, model_validator
 
 from hub.commands import Command
 
@@ -75,6 +75,15 @@ class SettingIn(Schema):
 
 class SettingsVersionOut(Schema):
     settings_version: int
+
+
+class PublicationIn(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+    version: int = Field(ge=1)
+    notes: str = Field(default="", max_length=20000)
+    # The API takes JSON only: the .tar.gz travels base64-encoded (pydantic decodes it to bytes).
+    artifact_base64: Base64Bytes = Field(description="The sync agent's .tar.gz, base64")
 
 
 class BatchCancelOut(Schema):

@@ -266,6 +266,12 @@ def publication_latest() -> PublicationView | None:
                            published_at=row.published_at)
 
 
+def publications_list(*, user, limit: int = 20) -> list[PublicationView]:
+    hub_access_check(user)
+    return [PublicationView(version=p.version, sha256=p.sha256, size=p.size, notes=p.notes, published_at=p.published_at)
+            for p in Publication.objects.defer("artifact").order_by("-version")[:limit]]
+
+
 def agent_status(*, user) -> AgentStatus:
     """HUB-12: the sync agent as of its latest claim, with the seed's lines in ``lines``."""
     from hub.notify import hub_booted_at

@@ -64,10 +64,17 @@ def _resolve_user():
 
 
 def _user_tz(user) -> dt.tzinfo:
+    """The caller's time zone, else the organisation's (``User.effective_timezone``, as the web pages
+    show times). Reads platform settings: call it on a worker thread."""
     try:
-        return ZoneInfo(getattr(user, "timezone", "") or "UTC")
+        return ZoneInfo(user.effective_timezone() or "UTC")
     except Exception:  # an unknown zone name must not break an answer
         return texts.UTC
+
+
+def _resolve_user_and_tz():
+    user = _resolve_user()
+    return user, _user_tz(user)
 
 
 def _in_thread(fn: Callable[[], Any]):
@@ -244,8 +251,8 @@ def build_server() -> MCPServer:
         id: Annotated[int, Field(description="id пакета")],  # noqa: A002
         timeout_minutes: Annotated[float, Field(description="сколько ждать, минут (больше 0 и не больше 60)")] = 10,
     ) -> str | CallToolResult:
-        """Дождаться завершения пакета (или таймаута, не больше 60 минут): ответ как у batch_status. Клиенту
-        нужен таймаут чтения HTTP больше timeout_minutes."""
+        """Дождаться завершения пакета (или таймаута, не больше 60 минут): ответ как у batch_status. Если клиент
+        обрывает долгие вызовы (около минуты), ждите отрезками (timeout_minutes: 0.9) и вызывайте снова."""
         return await _wait(id, timeout_minutes)
 
     @server.tool(annotations=_read_only("Последние пакеты"), structured_output=False)
@@ -357,7 +364,7 @@ async def _wait(batch_id: int, timeout_minutes: float) -> str | CallToolResult:
     from hub.services import batch_wait_async
 
     try:
-        user = await _in_thread(_resolve_user)
+        user, tz = await _in_thread(_resolve_user_and_tz)
         # Its short reads run thread-sensitive: give them a thread of this call's own (as Django
         # does per request) and hand that thread's connection back to the pool at the end.
         async with ThreadSensitiveContext():
@@ -365,6 +372,6 @@ async def _wait(batch_id: int, timeout_minutes: float) -> str | CallToolResult:
                 view = await batch_wait_async(user=user, batch_id=batch_id, timeout_minutes=timeout_minutes)
             finally:
                 await sync_to_async(close_old_connections)()
-        return texts.batch_text(view, tz=_user_tz(user))
+        return texts.batch_text(view, tz=tz)
     except ApplicationError as exc:
         return error_result(exc)

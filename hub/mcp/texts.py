@@ -176,6 +176,35 @@ def command_line(command: CommandView, *, with_batch: bool = False) -> str:
     return f"{head} — {tail}"
 
 
+# Raw Jira fields the card already shows (or that are noise in a chat answer).
+SHOWN_FIELDS = frozenset({"summary", "description", "status", "priority", "assignee", "duedate", "labels", "issuetype",
+                          "project", "updated", "issuelinks", "comment", "sprint", "watches", "votes", "worklog",
+                          "attachment", "subtasks", "timetracking", "lastViewed", "progress", "aggregateprogress"})
+OTHER_FIELDS_SHOWN = 15
+
+
+def field_value(value: Any) -> str:
+    """A raw Jira field as a person reads it: objects by name, lists joined."""
+    if isinstance(value, dict):
+        for name in ("displayName", "name", "value", "key"):
+            if value.get(name):
+                return str(value[name])
+        return _json(value)
+    if isinstance(value, list):
+        return ", ".join(field_value(item) for item in value)
+    return str(value)
+
+
+def other_fields_lines(fields: Mapping[str, Any]) -> list[str]:
+    lines = []
+    for name in sorted(fields):
+        value = fields[name]
+        if name in SHOWN_FIELDS or value in (None, "", [], {}):
+            continue
+        lines.append(f"{name}: {clip(field_value(value), COMMENT_MAX)}")
+    return lines[:OTHER_FIELDS_SHOWN]
+
+
 def issue_text(card: IssueCard, *, tz: dt.tzinfo = UTC) -> str:
     issue = card.issue
     lines = [
@@ -185,6 +214,7 @@ def issue_text(card: IssueCard, *, tz: dt.tzinfo = UTC) -> str:
         f"метки: {', '.join(issue.labels) if issue.labels else DASH}",
         f"обновлена в Jira: {fmt_time(issue.updated, tz)}",
     ]
+    lines += other_fields_lines(card.fields)
     if card.description:
         lines.append(f"описание: {clip(card.description, DESCRIPTION_MAX)}")
     lines.append("")

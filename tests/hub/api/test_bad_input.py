@@ -181,3 +181,24 @@ def test_sync_runs_upload_and_publication_download(client, sync_agent, sync_head
     assert download["X-Checksum-SHA256"] == hashlib.sha256(b"tarball-bytes").hexdigest()
     claim = _post(client, "/api/hub/sync-agent/claim", {"version": 2}, sync_headers).json()
     assert claim["publication"]["version"] == 3 and claim["publication"]["download_url"] == "/api/hub/sync-agent/publications/3"
+
+
+def test_publications_over_rest_are_staff_only(client, person, hub_staff, token_for):
+    import base64
+
+    from hub.models import Publication
+
+    def upload(headers, version):
+        return client.post("/api/hub/publications", {"version": version, "notes": "n",
+                                                     "artifact_base64": base64.b64encode(b"\x1f\x8bdata").decode()},
+                           content_type=J, **headers)
+
+    _error(upload(person, 5), 403)
+    staff = token_for(hub_staff)
+    created = upload(staff, 5)
+    assert created.status_code == 201 and created.json()["sha256"] == hashlib.sha256(b"\x1f\x8bdata").hexdigest()
+    _error(upload(staff, 5), 409, "publication_version")
+    _error(upload(staff, 0), 422)
+    _error(client.post("/api/hub/publications", {"version": 6, "artifact_base64": "%%%"}, content_type=J, **staff), 422)
+    assert Publication.objects.count() == 1
+    assert [p["version"] for p in client.get("/api/hub/publications", **person).json()] == [5]

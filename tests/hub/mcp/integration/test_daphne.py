@@ -1,5 +1,5 @@
 """``make run`` serves /mcp/ through daphne (HUB-16): the platform started the way scripts/run.sh does
-(demo data, then daphne as in the Procfile), a real MCP client over the network.
+(demo data, then daphne as in supervisord.conf), a real MCP client over the network.
 
 daphne runs no ASGI lifespan: the first request enters the SDK's session manager, so this test is also
 the proof that the lazy start works. A pending ``batch_wait`` holds no thread and does not stall the
@@ -35,7 +35,7 @@ def _free_port() -> int:
 
 @pytest.fixture
 def platform(tmp_path):
-    """scripts/run.sh: `manage.py demo_data`, then the Procfile's web process (daphne)."""
+    """scripts/run.sh: `manage.py demo_data`, then the web program of supervisord.conf (daphne)."""
     subprocess.run([sys.executable, "manage.py", "demo_data"], cwd=settings.BASE_DIR, env=child_env(),
                    check=True, capture_output=True, timeout=300)
     port = _free_port()

@@ -104,3 +104,31 @@ def test_a_foreign_origin_is_refused_by_the_transport_security(user):
     _, raw = api_token_create(user=user)
     assert _post({"Authorization": f"Bearer {raw}", "Origin": "http://evil.example"}).status_code == 403
     assert _post({"Authorization": f"Bearer {raw}", "Origin": "http://localhost:8000"}).status_code == 200
+
+
+def test_concurrent_first_requests_start_one_session_manager_and_both_are_served(user):
+    """No ASGI lifespan under daphne: the first requests of a fresh event loop enter the SDK's session
+    manager lazily; two arriving together must not start it twice (it can run only once)."""
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    from achilles.asgi import application
+    from achilles.services import api_token_create
+    from hub.mcp.http import mcp_http_app
+
+    _, raw = api_token_create(user=user)
+
+    async def one_client():
+        http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=application), base_url="http://testserver",
+                                  headers={"Authorization": f"Bearer {raw}"})
+        async with http, Client(streamable_http_client("http://testserver/mcp/", http_client=http)) as client:
+            return len((await client.list_tools()).tools)
+
+    async def go():
+        try:
+            first, second = await asyncio.gather(one_client(), one_client())
+            return first, second, len(mcp_http_app._runners)
+        finally:
+            await mcp_http_app.aclose()
+
+    assert asyncio.run(go()) == (len(TOOL_NAMES), len(TOOL_NAMES), 1)

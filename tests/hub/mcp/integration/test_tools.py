@@ -354,3 +354,18 @@ def test_knowledge_search_cites_what_the_caller_may_see_and_only_coordinates_of_
 def test_out_of_range_arguments_are_an_error_result_not_a_crash(token, tool, arguments):
     text = error_text(token, tool, arguments)
     assert text.startswith(f"Error executing tool {tool}: ") and "validation error" in text
+
+
+def test_times_are_shown_in_the_callers_time_zone(token, hub_user, sync_agent):
+    from hub.protocol import sync_run_finish, sync_run_start
+
+    run = sync_run_start(sync_agent=sync_agent, kind="full")
+    sync_run_finish(sync_agent=sync_agent, sync_run_id=run.id, status="ok", counts={}, errors=[])
+    run.refresh_from_db()
+    hub_user.timezone = "Asia/Vladivostok"
+    hub_user.save(update_fields=["timezone"])
+
+    text = call_text(token, "sync_log")
+
+    local = run.started_at.astimezone(dt.timezone(dt.timedelta(hours=10)))
+    assert f"— ok: {local:%d.%m.%Y %H:%M} → " in text

@@ -97,6 +97,15 @@ def test_issue_card_shows_notes_and_recent_commands():
     assert "последние команды:\n  #40 ensure_fields AURORA-1538 (пакет #9, claude) — failed: Jira 400" in text
 
 
+def test_issue_card_shows_other_jira_fields_by_name_and_leaves_out_the_shown_ones():
+    fields = {"summary": "Починить экспорт", "status": {"name": "In Progress"}, "components": [{"name": "api"}, {"name": "ui"}],
+              "reporter": {"displayName": "Иван Петров", "name": "ipetrov"}, "customfield_10010": "Q4", "resolution": None}
+    lines = texts.issue_text(card(fields=fields, description="Экспорт падает на больших файлах")).splitlines()
+    assert lines[5:9] == ["components: api, ui", "customfield_10010: Q4", "reporter: Иван Петров",
+                          "описание: Экспорт падает на больших файлах"]
+    assert not any(line.startswith(("summary:", "status:", "resolution:")) for line in lines)
+
+
 def test_issue_card_without_comments_notes_links_or_commands():
     text = texts.issue_text(card())
     for line in ("комментариев нет", "заметок нет", "связей нет", "команд по задаче не было"):
