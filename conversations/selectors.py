@@ -102,3 +102,15 @@ def conversation_messages(*, conversation: Conversation, cursor: str | None = No
         rows = rows[:limit]
         next_cursor = encode_cursor({"i": rows[-1].id})
     return Page(items=rows, next_cursor=next_cursor)
+
+
+def withheld_contact_emails(*, messages) -> dict[int, str]:
+    """E-mail addresses of the authors named in the messages' withheld hints (active users with one)."""
+    from django.contrib.auth import get_user_model
+
+    ids = {source["contact"]["user_id"] for m in messages for source in (m.withheld_hint or {}).get("sources", [])
+           if isinstance(source.get("contact"), dict) and isinstance(source["contact"].get("user_id"), int)}
+    if not ids:
+        return {}
+    users = get_user_model().objects.filter(pk__in=ids, is_active=True).exclude(email="")
+    return dict(users.values_list("pk", "email"))
