@@ -33,11 +33,15 @@ def redis_stopped(settings, tmp_path):
     broker = app.conf.broker_url
     app.conf.broker_url = dead.replace("unix://", "redis+socket://", 1)
     app._pool = None  # the producer pool was built for the live broker
+    app.amqp._producer_pool = None
     yield
     if app._pool is not None:
         app._pool.force_close_all()
     app.conf.broker_url = broker
+    # Both pools go: a producer pool left on the closed connection pool made every later
+    # enqueue in this process fail ("Acquire on closed pool").
     app._pool = None
+    app.amqp._producer_pool = None
 
 
 @pytest.fixture
