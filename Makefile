@@ -28,8 +28,12 @@ bench: install
 screenshots: install
 	$(BIN)/python -m pytest tests/browser/screenshots.py -q -p no:cacheprovider
 
+# ruff (rules in pyproject.toml), the import contracts (import-linter) and types (mypy, django-stubs).
+# `ruff format --check` joins once the tree has had its one `ruff format` commit.
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 services-stop:
 	$(BIN)/python -m achilles.embedded stop

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import JsonResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET
 
+from achilles import services
+from achilles.errors import ApplicationError
 from achilles.health import health_report
+from achilles.models import ApiToken
 
 
 @require_GET
@@ -36,13 +40,6 @@ def home(request):
 @login_required
 def tokens_page(request):
     """Personal API tokens: list, create (the secret is shown once), revoke."""
-    from django.contrib import messages
-    from django.shortcuts import redirect
-
-    from achilles import services
-    from achilles.errors import ApplicationError
-    from achilles.models import ApiToken
-
     created_secret = None
     if request.method == "POST":
         if "revoke" in request.POST:

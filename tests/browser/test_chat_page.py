@@ -8,6 +8,7 @@ import time
 
 import pytest
 from playwright.sync_api import expect
+
 from achilles.models import AgentModel
 from conversations.models import Conversation, Message
 from knowledge.services import record_upsert

@@ -8,8 +8,8 @@ import uuid
 import pytest
 from django.test import Client
 
-from achilles.llm.fake import answer
 from conversations.models import Citation, Conversation, Message
+from tests.llm_fake import answer
 from tests.query_engine.http import bearer, chat
 
 pytestmark = [pytest.mark.api, pytest.mark.p1]
