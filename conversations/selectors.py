@@ -9,6 +9,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.contrib.auth import get_user_model
 from django.db.models import Prefetch, Q
 
 from achilles.errors import NotFound, ValidationFailed
@@ -106,8 +107,6 @@ def conversation_messages(*, conversation: Conversation, cursor: str | None = No
 
 def withheld_contact_emails(*, messages) -> dict[int, str]:
     """E-mail addresses of the authors named in the messages' withheld hints (active users with one)."""
-    from django.contrib.auth import get_user_model
-
     ids = {source["contact"]["user_id"] for m in messages for source in (m.withheld_hint or {}).get("sources", [])
            if isinstance(source.get("contact"), dict) and isinstance(source["contact"].get("user_id"), int)}
     if not ids:
