@@ -194,7 +194,9 @@ class Syncer:
                     reader.join(0.1)
         status = "failed" if errors else "ok"
         self.hub.sync_run_finish(run_id, status=status, counts={k: v for k, v in counts.items() if k in ("issues", "comments", "links", "unchanged", "stale")}, errors=errors)
-        log.info("sync %s: %s %s in %.1f s (%.1f s waiting for hub uploads)", kind, status, counts,
+        # an incremental run that found nothing is routine: DEBUG, so the sync agent's log stays readable
+        level = logging.DEBUG if status == "ok" and kind == "incremental" and not counts.get("issues") else logging.INFO
+        log.log(level, "sync %s: %s %s in %.1f s (%.1f s waiting for hub uploads)", kind, status, counts,
                  time.perf_counter() - started, hub_seconds)
         return {**counts, "status": status, "errors": errors, "newest": newest, "keys": seen_keys}
 
