@@ -1,8 +1,10 @@
+from django import forms
 from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 
-from achilles.models import AgentModel, ApiToken, AuditEvent, PlatformSettings, User
 from achilles import audit
+from achilles.models import AgentModel, ApiToken, AuditEvent, PlatformSettings, User
+from achilles.names import name_clean
 from achilles.platform import platform_settings_changed, platform_settings_invalidate
 
 
@@ -33,8 +35,21 @@ def _changes(form) -> dict:
     return {name: [form.initial.get(name), form.cleaned_data.get(name)] for name in form.changed_data}
 
 
+class AgentModelForm(forms.ModelForm):
+    class Meta:
+        model = AgentModel
+        fields = "__all__"
+
+    def clean_name(self):
+        try:
+            return name_clean(self.cleaned_data["name"])
+        except ValueError as exc:
+            raise forms.ValidationError(f"The name {exc}.") from exc
+
+
 @admin.register(AgentModel)
 class AgentModelAdmin(admin.ModelAdmin):
+    form = AgentModelForm
     list_display = ("name", "provider", "kind", "context_window", "is_default")
     list_filter = ("kind", "provider", "is_default")
     search_fields = ("name",)

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from achilles import audit
 from achilles.errors import NotFound, PermissionDenied, ValidationFailed
+from achilles.names import name_clean
 from achilles.models import AgentModel, User
 from achilles.platform import platform_settings
 from achilles.services import default_chat_model
@@ -46,10 +47,10 @@ def _compute_next_run(agent: Agent, now: datetime, previous: datetime | None = N
 
 
 def _clean_name(name: str) -> str:
-    name = (name or "").strip()
-    if not name:
-        raise ValidationFailed("name must not be empty", code="name_empty")
-    return name
+    try:
+        return name_clean(name or "")
+    except ValueError as exc:
+        raise ValidationFailed(f"name {exc}", code="name_empty", field="name") from exc
 
 
 @transaction.atomic
