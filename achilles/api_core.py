@@ -9,9 +9,9 @@ from ninja import Router, Schema, Status
 from pydantic import Field, field_validator
 
 from achilles import services
-from achilles.names import name_clean
 from achilles.identity import principals_for
 from achilles.models import AgentModel, ApiToken
+from achilles.names import name_clean
 
 router = Router(tags=["me"])
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 
@@ -22,6 +23,22 @@ logger = logging.getLogger(__name__)
 app = Celery("achilles")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+_main_pid: int | None = None
+
+
+@worker_init.connect
+def _remember_main_pid(**kwargs):
+    # Set before the pool forks, so pool processes inherit it: they report their worker's main pid.
+    global _main_pid
+    _main_pid = os.getpid()
+
+
+def worker_instance(hostname: str) -> str:
+    """One worker process, as the heartbeats and agent runs name it: ``hostname:main pid``. A worker
+    restarted under the same hostname (supervisord) is a new instance; the old one's runs are lost."""
+    return f"{hostname}:{_main_pid or os.getpid()}"
 
 
 @worker_init.connect
@@ -64,18 +81,19 @@ class ConsumerHeartbeat(bootsteps.StartStopStep):
         self.roles = served_roles(parent)
         if not self.roles:
             return
-        self._beat(parent.hostname)
-        self.timer_entry = parent.timer.call_repeatedly(WORKER_HEARTBEAT_SECONDS, self._beat, (parent.hostname,),
+        instance = worker_instance(parent.hostname)
+        self._beat(instance)
+        self.timer_entry = parent.timer.call_repeatedly(WORKER_HEARTBEAT_SECONDS, self._beat, (instance,),
                                                         priority=10)
 
-    def _beat(self, hostname: str) -> None:
+    def _beat(self, instance: str) -> None:
         from achilles.health import heartbeat_write
 
         if _shutting_down:
             return
         for role in self.roles:
             try:
-                heartbeat_write(role, hostname)
+                heartbeat_write(role, instance)
             except Exception:  # Redis away for a moment: /healthz says so itself
                 logger.debug("heartbeat not written", exc_info=True)
 
@@ -86,20 +104,18 @@ class ConsumerHeartbeat(bootsteps.StartStopStep):
 
     def shutdown(self, parent):
         self.stop(parent)
-        _leave(parent.hostname, self.roles)
+        _leave(worker_instance(parent.hostname), self.roles)
 
 
 _shutting_down = False
 
 
-def _leave(hostname: str, roles) -> None:
+def _leave(instance: str, roles) -> None:
     from achilles.health import heartbeat_remove
 
     for role in roles:
-        try:
-            heartbeat_remove(role, hostname)
-        except Exception:
-            pass
+        with contextlib.suppress(Exception):
+            heartbeat_remove(role, instance)
 
 
 @worker_shutting_down.connect
@@ -108,7 +124,7 @@ def _stop_vouching(sender=None, **kwargs):
     # no longer serves its queues, so it stops vouching for them (/healthz, the reaper) at once.
     global _shutting_down
     _shutting_down = True
-    _leave(sender, ("worker", "agents_worker"))
+    _leave(worker_instance(str(sender)), ("worker", "agents_worker"))
 
 
 app.steps["consumer"].add(ConsumerHeartbeat)

@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -139,10 +139,8 @@ def stop_all(var_dir: Path) -> None:
     if socket_path.exists():
         import redis
 
-        try:
+        with suppress(Exception):
             redis.Redis.from_url(f"unix://{socket_path}").shutdown(nosave=True)
-        except Exception:
-            pass
     _signal_postmaster(var_dir, signal.SIGINT)
 
 
@@ -168,11 +166,45 @@ def _signal_postmaster(var_dir: Path, signum: int) -> None:
         time.sleep(0.1)
 
 
+def _postgres_running(var_dir: Path) -> bool:
+    try:
+        pid = int((var_dir / "pgdata" / "postmaster.pid").read_text().split()[0])
+        os.kill(pid, 0)
+        return True
+    except (OSError, ValueError, IndexError):
+        return False
+
+
+def watch(var_dir: Path, every: float = 2.0) -> None:
+    """`make run`'s guard of the embedded servers: start again whichever stopped (a crash, an
+    OOM kill), so the platform processes reconnect instead of waiting for a person."""
+    import redis
+
+    _, socket_path = redis_paths(var_dir)
+    logger.info("watching the embedded PostgreSQL and Redis under %s", var_dir)
+    while True:
+        if not _postgres_running(var_dir):
+            logger.warning("embedded PostgreSQL is down; starting it")
+            ensure_postgres(var_dir)
+        if not _redis_answers(redis, f"unix://{socket_path}"):
+            logger.warning("embedded Redis is down; starting it")
+            ensure_redis(var_dir)
+        time.sleep(every)
+
+
 if __name__ == "__main__":
     var = Path(os.environ.get("ACHILLES_VAR_DIR", Path(__file__).resolve().parent.parent / "var"))
     if sys.argv[1:] == ["stop"]:
         stop_all(var)
     elif sys.argv[1:] == ["start"]:
         print(ensure_postgres(var)["HOST"], ensure_redis(var))
+    elif sys.argv[1:] == ["watch"]:
+        from achilles.bootstrap import embedded_database_url, embedded_redis_url
+
+        if os.environ.get("DATABASE_URL", embedded_database_url(var)) != embedded_database_url(var) or \
+                os.environ.get("REDIS_URL", embedded_redis_url(var)) != embedded_redis_url(var):
+            sys.exit(0)  # configured services are someone else's to keep running
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s embedded %(levelname)s %(message)s")
+        watch(var)
     else:
-        sys.exit("usage: python -m achilles.embedded start|stop")
+        sys.exit("usage: python -m achilles.embedded start|stop|watch")

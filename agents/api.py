@@ -8,7 +8,6 @@ from ninja import Query, Router, Schema, Status
 from pydantic import Field
 
 from achilles.errors import PermissionDenied
-from achilles.platform import platform_settings
 from agents import schedule as sched
 from agents import selectors, services
 from agents.models import Agent
@@ -18,7 +17,7 @@ router = Router(tags=["agents"])
 
 
 def _out(agent: Agent, active: dict[int, str], *, admin: bool = False) -> dict:
-    tz = agent.owner.timezone or platform_settings().timezone
+    tz = agent.owner.effective_timezone()
     data = {
         "id": agent.pk, "name": agent.name, "instructions": agent.instructions,
         "model": agent.model.name if agent.model_id else None, "schedule": agent.schedule,

@@ -9,9 +9,11 @@ from achilles.celery_app import app
 
 @app.task(name="agents.tasks.agent_run_task", acks_late=True, bind=True)
 def agent_run_task(self, run_id: int) -> str | None:
+    from achilles.celery_app import worker_instance
     from agents.services import run_execute
 
-    return run_execute(run_id, worker=self.request.hostname or "")
+    hostname = self.request.hostname
+    return run_execute(run_id, worker=worker_instance(hostname) if hostname else "")
 
 
 @app.task(name="agents.tasks.agents_scheduler_tick_task", ignore_result=True)

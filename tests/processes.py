@@ -7,6 +7,7 @@ and Celery queues, so what they commit is visible to the test and vice versa (us
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -59,16 +60,16 @@ def stop(proc: subprocess.Popen, timeout: float = 15) -> None:
 
 def embedded_services() -> bool:
     """True when this run uses the embedded PostgreSQL and Redis (only those can be restarted here)."""
-    return not os.environ.get("REDIS_URL") and not os.environ.get("DATABASE_URL")
+    from achilles.bootstrap import embedded_in_use
+
+    return embedded_in_use() == {"postgres", "redis"}
 
 
 def redis_stop() -> None:
     import redis
 
-    try:
+    with contextlib.suppress(redis.ConnectionError):  # the shutdown closes the socket under the client
         redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5).shutdown(nosave=True)
-    except redis.ConnectionError:  # the shutdown closes the socket under the client
-        pass
 
 
 def redis_start() -> None:

@@ -1,8 +1,8 @@
 """The web UI in a real browser: sign-in, API tokens, and a grounded chat turn over the websocket."""
 
 import pytest
-from playwright.sync_api import expect
 from django.db import connection
+from playwright.sync_api import expect
 
 from knowledge.services import record_upsert
 from tests.browser.conftest import sign_in

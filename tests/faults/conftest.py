@@ -22,3 +22,7 @@ def _redis_back_after_the_test():
     """Whatever a test stopped comes back, so the next test (and the suite's teardown) finds Redis."""
     yield
     redis_start()
+
+
+# The chat engine's fixtures (a scripted model, a stub knowledge store), for the chat fault tests.
+from tests.query_engine.conftest import chat_model, engine, fake_cache, stub_ks  # noqa: E402, F401

@@ -65,7 +65,7 @@ def test_a_killed_worker_shows_in_healthz_and_its_run_is_reaped_as_worker_lost(s
     """Failed before the fix: the run waited the whole stale window (300 s here) because the
     orphaned pool process kept its heartbeat fresh; now the reaper asks whether its worker lives."""
     worker, run, log = slow_run
-    assert AgentRun.objects.get(pk=run.pk).worker.startswith("agents-death-")
+    assert AgentRun.objects.get(pk=run.pk).worker.startswith("agents-death-")  # hostname:main pid
 
     os.kill(worker.pid, signal.SIGKILL)
     worker.wait(timeout=10)

@@ -33,7 +33,7 @@ def test_token_create_and_revoke_are_audited(client_for, user):
 def test_the_operator_command_is_the_actor_of_its_tokens(user):
     from django.core.management import call_command
 
-    call_command("api_token", "alice", stdout=open("/dev/null", "w"))
+    call_command("api_token", "alice", stdout=open("/dev/null", "w"))  # noqa: SIM115
     [made] = _events("token_created")
     assert (made.actor, made.details["owner"]) == ("manage.py api_token", "alice")
 

@@ -52,7 +52,7 @@ def test_production_refuses_to_start_with_demo_accounts_or_passwords(user_factor
 
 def test_make_run_creates_demo_data_only_in_development():
     script = (settings.BASE_DIR / "scripts" / "run.sh").read_text()
-    guarded = re.search(r'if \[ "\$\{ACHILLES_ENV:-dev\}" != "production" \]; then\s+"\$BIN/python" manage.py demo_data\s+fi',
+    guarded = re.search(r'\nif \[ "\$\{ACHILLES_ENV:-dev\}" != "production" \]; then\n\s+"\$BIN/python" manage.py demo_data\n',
                         script)
     assert guarded and script.count("demo_data") == 1
 
