@@ -48,11 +48,11 @@ def tokens_page(request):
             except (ApplicationError, ValueError):
                 messages.error(request, "Токен не найден.")
             return redirect("tokens")
-        name = (request.POST.get("name") or "").strip()[:100]
-        if not name:
-            messages.error(request, "Укажите название токена.")
-        else:
+        name = (request.POST.get("name") or "")[:100]
+        try:
             _, created_secret = services.api_token_create(user=request.user, name=name)
+        except ApplicationError:  # empty, or only invisible characters
+            messages.error(request, "Укажите название токена (видимыми символами).")
     tokens = ApiToken.objects.filter(user=request.user)
     return render(request, "tokens.html", {"tokens": tokens, "created_secret": created_secret,
                                            "user_timezone": request.user.effective_timezone()})

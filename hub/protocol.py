@@ -13,6 +13,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 from psycopg.types.json import Jsonb
 
+from achilles import audit
 from achilles.errors import Conflict, NotFound, ValidationFailed
 from hub import hub_settings, services, tasks
 from hub.commands import REAL_KEY_RE, REF_RE
@@ -439,8 +440,11 @@ def publication_create(*, version: int, artifact: bytes, notes: str = "", user=N
     latest = Publication.objects.order_by("-version").values_list("version", flat=True).first()
     if latest is not None and version <= latest:
         raise Conflict(f"version {version} is not newer than the published v{latest}", code="publication_version")
-    return Publication.objects.create(version=version, artifact=artifact, sha256=hashlib.sha256(artifact).hexdigest(),
-                                      size=len(artifact), notes=notes or "", published_by=user)
+    publication = Publication.objects.create(version=version, artifact=artifact, sha256=hashlib.sha256(artifact).hexdigest(),
+                                             size=len(artifact), notes=notes or "", published_by=user)
+    audit.audit_record(actor=user if user is not None else "system", action=audit.HUB_PUBLICATION_CREATED,
+                       target=f"publication:v{version}", details={"sha256": publication.sha256, "size": publication.size})
+    return publication
 
 
 def publication_get(*, version: int) -> Publication:

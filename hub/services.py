@@ -13,6 +13,7 @@ from asgiref.sync import sync_to_async
 from django.db import connection, transaction
 from django.utils import timezone
 
+from achilles import audit
 from achilles.errors import Conflict, NotFound, ValidationFailed
 from hub import hub_settings, notify, selectors
 from hub.commands import REAL_KEY_RE, REF_RE, command_dump, commands_parse, references
@@ -410,4 +411,7 @@ def settings_set(*, user, key: str, value: Any) -> int:
     with connection.cursor() as cursor:
         cursor.execute("INSERT INTO hub_state (id, settings_version) VALUES (1, 2) ON CONFLICT (id) DO UPDATE "
                        "SET settings_version = hub_state.settings_version + 1 RETURNING settings_version")
-        return cursor.fetchone()[0]
+        settings_version = cursor.fetchone()[0]
+    audit.audit_record(actor=user, action=audit.HUB_SETTING_CHANGED, target=f"hub_setting:{key}",
+                       details={"value": clean, "settings_version": settings_version})
+    return settings_version
