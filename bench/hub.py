@@ -81,9 +81,9 @@ def _bench_issues(user) -> dict:
     from hub.contracts import IssueFilters
     from hub.selectors import issues_list
 
-    cases = [dict(project="AURORA", status="In Progress", assignee=f"user{a}") for a in range(0, 200, 5)]
-    cases += [dict(project="BOREAS", sprint=f"Спринт {s}", label="backend") for s in range(1, 21)]
-    cases += [dict(project="CETUS", overdue=True, fact_status="блокер") for _ in range(10)]
+    cases = [{"project": "AURORA", "status": "In Progress", "assignee": f"user{a}"} for a in range(0, 200, 5)]
+    cases += [{"project": "BOREAS", "sprint": f"Спринт {s}", "label": "backend"} for s in range(1, 21)]
+    cases += [{"project": "CETUS", "overdue": True, "fact_status": "блокер"} for _ in range(10)]
 
     def run(times: list[float]) -> None:
         for case in cases * 3:
@@ -131,11 +131,9 @@ RETURNING c.id, c.lease_token
 
 
 def _bench_claims(agents, *, peer: bool) -> dict:
-    from django.db import connection, transaction
+    from django.db import OperationalError, connection, transaction
 
     from hub import protocol
-
-    from django.db import OperationalError
 
     done, deadlocks = [0], [0]
     lock = threading.Lock()
@@ -265,11 +263,11 @@ def _bench_upload() -> dict:
     for page in pages:
         with transaction.atomic():
             for item in page:
-                issue, _ = MirrorIssue.objects.update_or_create(key=item["key"], defaults=dict(
-                    project=item["project"], summary=item["summary"], status=item["status"] or "",
-                    issue_type=item["issue_type"] or "", priority=item["priority"] or "", assignee=item["assignee"] or "",
-                    duedate=item["duedate"], sprint=item["sprint"], labels=item["labels"], fields=item["fields"],
-                    updated=item["updated"], content_sha256="0" * 64))
+                issue, _ = MirrorIssue.objects.update_or_create(key=item["key"], defaults={
+                    "project": item["project"], "summary": item["summary"], "status": item["status"] or "",
+                    "issue_type": item["issue_type"] or "", "priority": item["priority"] or "", "assignee": item["assignee"] or "",
+                    "duedate": item["duedate"], "sprint": item["sprint"], "labels": item["labels"], "fields": item["fields"],
+                    "updated": item["updated"], "content_sha256": "0" * 64})
                 MirrorLink.objects.filter(issue=issue).delete()
                 MirrorComment.objects.filter(issue=issue).delete()
                 MirrorLink.objects.bulk_create([MirrorLink(issue=issue, **link) for link in item["links"]])

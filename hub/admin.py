@@ -11,8 +11,20 @@ from django.contrib import admin, messages
 from achilles.errors import ApplicationError
 from hub import protocol, services
 from hub.hub_settings import SPECS, setting_validate
-from hub.models import (Batch, Command, HubSetting, IssueNote, MirrorComment, MirrorIssue, MirrorLink, Publication,
-                        RateLimitEvent, SyncAgent, SyncAgentContact, SyncRun)
+from hub.models import (
+    Batch,
+    Command,
+    HubSetting,
+    IssueNote,
+    MirrorComment,
+    MirrorIssue,
+    MirrorLink,
+    Publication,
+    RateLimitEvent,
+    SyncAgent,
+    SyncAgentContact,
+    SyncRun,
+)
 from hub.texts import claimed_command_line
 
 

@@ -16,12 +16,38 @@ from pydantic import Field
 from achilles.auth import SessionCookieAuth
 from achilles.services import api_token_authenticate
 from hub import protocol, selectors, services
-from hub.contracts import (AgentStatus, BatchSummary, BatchView, CommandView, IssueCard, IssueFilters, IssueRow, NotesView,
-                           PublicationView, SyncRunView)
-from hub.schemas import (BatchCancelOut, PublicationIn, BatchCreatedOut, BatchIn, ClaimIn, ClaimOut, CommandCancelIn, RefreshIn,
-                         ReportIn, ReportOut, RetryIn, SettingIn, SettingsVersionOut, SyncRunCreatedOut,
-                         SyncRunFinishIn, SyncRunIn, UploadIn, UploadOut)
-
+from hub.contracts import (
+    AgentStatus,
+    BatchSummary,
+    BatchView,
+    CommandView,
+    IssueCard,
+    IssueFilters,
+    IssueRow,
+    NotesView,
+    PublicationView,
+    SyncRunView,
+)
+from hub.schemas import (
+    BatchCancelOut,
+    BatchCreatedOut,
+    BatchIn,
+    ClaimIn,
+    ClaimOut,
+    CommandCancelIn,
+    PublicationIn,
+    RefreshIn,
+    ReportIn,
+    ReportOut,
+    RetryIn,
+    SettingIn,
+    SettingsVersionOut,
+    SyncRunCreatedOut,
+    SyncRunFinishIn,
+    SyncRunIn,
+    UploadIn,
+    UploadOut,
+)
 
 # ---------------------------------------------------------------- auth
 

@@ -67,7 +67,7 @@ NOTES = {
     "AURORA-9014": {"fact_status": "готово, ждёт релиза", "note": "", "next_step": "", "owner": "dina.kuznetsova"},
 }
 
-_BASE_TIME = dt.datetime(2026, 11, 2, 9, 0, tzinfo=dt.timezone.utc)
+_BASE_TIME = dt.datetime(2026, 11, 2, 9, 0, tzinfo=dt.UTC)
 
 
 def _jira_time(value: dt.datetime) -> str:

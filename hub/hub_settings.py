@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import Field, StringConstraints, TypeAdapter, ValidationError, field_validator, BaseModel
+from pydantic import BaseModel, Field, StringConstraints, TypeAdapter, ValidationError, field_validator
 
 from achilles.errors import ValidationFailed
 

@@ -10,11 +10,41 @@ from django.utils import timezone
 
 from achilles.errors import NotFound
 from hub import hub_settings
-from hub.contracts import (CANCELLED, CLAIMED, DONE, FAILED, FINAL_STATES, QUEUED, AgentStatus, BatchSummary, BatchView,
-                           CommandView, CommentView, IssueCard, IssueFilters, IssueRow, LinkView, NotesView,
-                           PublicationView, ReissuedCommand, SyncRunView)
-from hub.models import (Batch, Command, HubSetting, HubState, IssueNote, MirrorComment, MirrorIssue, MirrorLink,
-                        Publication, RateLimitEvent, SyncAgentContact, SyncRun)
+from hub.contracts import (
+    CANCELLED,
+    CLAIMED,
+    DONE,
+    FAILED,
+    FINAL_STATES,
+    QUEUED,
+    AgentStatus,
+    BatchSummary,
+    BatchView,
+    CommandView,
+    CommentView,
+    IssueCard,
+    IssueFilters,
+    IssueRow,
+    LinkView,
+    NotesView,
+    PublicationView,
+    ReissuedCommand,
+    SyncRunView,
+)
+from hub.models import (
+    Batch,
+    Command,
+    HubSetting,
+    HubState,
+    IssueNote,
+    MirrorComment,
+    MirrorIssue,
+    MirrorLink,
+    Publication,
+    RateLimitEvent,
+    SyncAgentContact,
+    SyncRun,
+)
 from hub.permissions import hub_access_check
 
 # Seconds a command of each type takes at the sync agent (Jira round trips incl. the read-before-write).
@@ -289,25 +319,25 @@ def agent_status(*, user) -> AgentStatus:
     reissued = (Command.objects.filter(state__in=(QUEUED, CLAIMED), claims__gte=2).order_by("batch_id", "seq")
                 .values_list("id", "type", "claims")[:50])
     publication = publication_latest()
-    fields: dict[str, Any] = dict(
-        online=contact is not None and (now - contact.last_contact_at).total_seconds() <= 2 * poll,
-        has_contact=contact is not None,
-        last_contact_at=contact.last_contact_at if contact else None,
-        version=contact.version if contact else None,
-        launcher_version=contact.launcher_version if contact else None,
-        agent_reported=agent_reported,
-        current_command=command_view(current) if current else None,
-        reissued=tuple(ReissuedCommand(id=i, type=t, claims=c) for i, t, c in reissued),
-        rate_limited_24h=RateLimitEvent.objects.filter(at__gte=now - dt.timedelta(hours=24)).count(),
-        settings_version=settings_version_get(),
-        agent_settings_version=contact.settings_version if contact else None,
-        publication=publication,
-        update_state=contact.update_state if contact else None,
-        update_from=contact.update_from if contact else None,
-        update_to=contact.update_to if contact else None,
-        update_error=contact.update_error if contact else "",
-        poll_interval_seconds=poll,
-    )
+    fields: dict[str, Any] = {
+        "online": contact is not None and (now - contact.last_contact_at).total_seconds() <= 2 * poll,
+        "has_contact": contact is not None,
+        "last_contact_at": contact.last_contact_at if contact else None,
+        "version": contact.version if contact else None,
+        "launcher_version": contact.launcher_version if contact else None,
+        "agent_reported": agent_reported,
+        "current_command": command_view(current) if current else None,
+        "reissued": tuple(ReissuedCommand(id=i, type=t, claims=c) for i, t, c in reissued),
+        "rate_limited_24h": RateLimitEvent.objects.filter(at__gte=now - dt.timedelta(hours=24)).count(),
+        "settings_version": settings_version_get(),
+        "agent_settings_version": contact.settings_version if contact else None,
+        "publication": publication,
+        "update_state": contact.update_state if contact else None,
+        "update_from": contact.update_from if contact else None,
+        "update_to": contact.update_to if contact else None,
+        "update_error": contact.update_error if contact else "",
+        "poll_interval_seconds": poll,
+    }
     fields["update_hint"] = update_hint(
         state=fields["update_state"], version=fields["version"], update_from=fields["update_from"],
         update_to=fields["update_to"], error=fields["update_error"], launcher_version=fields["launcher_version"],

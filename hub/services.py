@@ -16,8 +16,18 @@ from django.utils import timezone
 from achilles.errors import Conflict, NotFound, ValidationFailed
 from hub import hub_settings, notify, selectors
 from hub.commands import REAL_KEY_RE, REF_RE, command_dump, commands_parse, references
-from hub.contracts import (CANCELLED, CLAIMED, FAILED, NOTE_FIELDS, QUEUED, BatchCancelResult, BatchCreated, BatchView,
-                           CommandView, NotesView)
+from hub.contracts import (
+    CANCELLED,
+    CLAIMED,
+    FAILED,
+    NOTE_FIELDS,
+    QUEUED,
+    BatchCancelResult,
+    BatchCreated,
+    BatchView,
+    CommandView,
+    NotesView,
+)
 from hub.models import Batch, Command, HubSetting, IssueNote, MirrorIssue
 from hub.permissions import hub_access_check
 from hub.texts import claimed_command_line
@@ -361,7 +371,7 @@ def refresh(*, user, keys: list[str] | None = None, full: bool = False, author: 
     if full:
         raw["full"] = True
     parsed = commands_parse([raw])
-    for key in parsed[0].keys():
+    for key in parsed[0]:
         if not REAL_KEY_RE.match(key):
             raise ValidationFailed(f"refresh: «{key}» is not an issue key (PROJ-123)")
     payloads = [command_dump(parsed[0])]

@@ -12,6 +12,7 @@ as long as the event loop (one per loop: tests run several loops in one process)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import json
 import logging
@@ -149,10 +150,8 @@ class McpHttpApp:
         runner = self._runners.pop(asyncio.get_running_loop(), None)
         if runner is not None and runner.task is not None:
             runner.task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await runner.task
-            except asyncio.CancelledError:
-                pass
 
 
 mcp_http_app = McpHttpApp()

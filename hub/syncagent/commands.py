@@ -13,8 +13,9 @@ import logging
 import re
 import time
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from hub.syncagent.jiraclient import AnswerLost, JiraError, JiraGateway
 from hub.syncagent.state import State, iso, parse_iso, utcnow
@@ -54,7 +55,7 @@ def _jql_string(value: str) -> str:
 
 
 def _jql_time(when: dt.datetime) -> str:
-    return when.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
+    return when.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M")
 
 
 # ---- field shapes ---------------------------------------------------------------------------------

@@ -13,7 +13,8 @@ import queue
 import re
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from hub.syncagent.hubclient import HubClient, HubRejected
 from hub.syncagent.jiraclient import JiraError, JiraGateway, JiraUnavailable
@@ -197,7 +198,7 @@ class Syncer:
         return {**counts, "status": status, "errors": errors, "newest": newest, "keys": seen_keys}
 
     def full(self) -> dict[str, Any]:
-        started = dt.datetime.now(dt.timezone.utc)
+        started = dt.datetime.now(dt.UTC)
         out = self._run("full", f"{self._jql_base()} ORDER BY updated ASC", dedupe=False)
         if out["status"] == "ok":
             self._advance(out["newest"], fallback=started)
@@ -233,14 +234,14 @@ class Syncer:
 
     def _jql_time(self, when: dt.datetime) -> str:
         """JQL dates are read in the Jira user's time zone (``/myself`` ``timeZone``), to the minute."""
-        zone: dt.tzinfo = dt.timezone.utc
+        zone: dt.tzinfo = dt.UTC
         name = self.jira.myself().get("timeZone")
         if name:
             try:
                 from zoneinfo import ZoneInfo
                 zone = ZoneInfo(name)
             except Exception:  # noqa: BLE001 - unknown zone name: UTC, the overlap absorbs the rest
-                zone = dt.timezone.utc
+                zone = dt.UTC
         return when.astimezone(zone).strftime("%Y-%m-%d %H:%M")
 
     def _advance(self, newest: dt.datetime | None, *, fallback: dt.datetime | None) -> None:
