@@ -169,7 +169,7 @@ def command_dump(command) -> dict[str, Any]:
 def references(command) -> list[int]:
     """The N of every `$N` the command names, in order, without repeats."""
     seen: list[int] = []
-    for key in command:
+    for key in command.keys():
         match = REF_RE.match(key)
         if match and int(match.group(1)) not in seen:
             seen.append(int(match.group(1)))

@@ -371,7 +371,7 @@ def refresh(*, user, keys: list[str] | None = None, full: bool = False, author: 
     if full:
         raw["full"] = True
     parsed = commands_parse([raw])
-    for key in parsed[0]:
+    for key in parsed[0].keys():
         if not REAL_KEY_RE.match(key):
             raise ValidationFailed(f"refresh: «{key}» is not an issue key (PROJ-123)")
     payloads = [command_dump(parsed[0])]
