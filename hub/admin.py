@@ -7,6 +7,7 @@ import json
 
 from django import forms
 from django.contrib import admin, messages
+from django.utils import timezone
 
 from achilles.errors import ApplicationError
 from hub import protocol, services
@@ -170,8 +171,6 @@ class SyncAgentAdmin(admin.ModelAdmin):
 
     @admin.action(description="Revoke the token")
     def revoke_tokens(self, request, queryset):
-        from django.utils import timezone
-
         queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
 
 

@@ -60,7 +60,7 @@ class IssueFields(BaseModel):
 class _Base(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    def keys(self) -> list[str]:
+    def issue_keys(self) -> list[str]:
         """Issue keys the command touches, in order (``$N`` as written)."""
         return [k for k in (getattr(self, "key", None), getattr(self, "other_key", None)) if k]
 
@@ -146,7 +146,7 @@ class Refresh(_Base):
             raise ValueError("refresh takes either keys or full: true")
         return self
 
-    def keys(self) -> list[str]:
+    def issue_keys(self) -> list[str]:
         return list(self.keys_ or [])
 
 
@@ -169,7 +169,7 @@ def command_dump(command) -> dict[str, Any]:
 def references(command) -> list[int]:
     """The N of every `$N` the command names, in order, without repeats."""
     seen: list[int] = []
-    for key in command.keys():
+    for key in command.issue_keys():
         match = REF_RE.match(key)
         if match and int(match.group(1)) not in seen:
             seen.append(int(match.group(1)))

@@ -97,7 +97,7 @@ def _touched_keys(parsed: list) -> list[str]:
     for index, command in enumerate(parsed, start=1):
         if command.type == "refresh":
             continue
-        own = [f"${index}"] if command.type == "ensure_issue" else command.keys()
+        own = [f"${index}"] if command.type == "ensure_issue" else command.issue_keys()
         for key in own:
             if key not in keys:
                 keys.append(key)
@@ -371,11 +371,11 @@ def refresh(*, user, keys: list[str] | None = None, full: bool = False, author: 
     if full:
         raw["full"] = True
     parsed = commands_parse([raw])
-    for key in parsed[0].keys():
+    for key in parsed[0].issue_keys():
         if not REAL_KEY_RE.match(key):
             raise ValidationFailed(f"refresh: «{key}» is not an issue key (PROJ-123)")
     payloads = [command_dump(parsed[0])]
-    title = "полная синхронизация" if full else f"обновить {', '.join(parsed[0].keys())}"[:300]
+    title = "полная синхронизация" if full else f"обновить {', '.join(parsed[0].issue_keys())}"[:300]
     batch = _batch_insert(user=user, title=title, author=author, payloads=payloads, deps=[[]], waits=[False])
     return BatchCreated(id=batch.id, estimate_seconds=selectors.estimate_seconds(commands=payloads, before_batch_id=batch.id),
                         command_count=1)

@@ -13,14 +13,14 @@ logger = logging.getLogger(__name__)
 
 @app.task(name="hub.tasks.commands_requeue_expired_task", ignore_result=True)
 def commands_requeue_expired_task() -> int:
-    from hub.protocol import commands_requeue_expired
+    from hub.protocol import commands_requeue_expired  # noqa: PLC0415 — hub.protocol imports this module
 
     return len(commands_requeue_expired())
 
 
 @app.task(name="hub.tasks.mirror_to_knowledge_task", ignore_result=True, acks_late=True)
 def mirror_to_knowledge_task(issue_ids: list[int]) -> int:
-    from hub.knowledge_feed import mirror_to_knowledge
+    from hub.knowledge_feed import mirror_to_knowledge  # noqa: PLC0415 — hub.protocol → tasks; keep the cycle open
 
     return mirror_to_knowledge(issue_ids=issue_ids)
 

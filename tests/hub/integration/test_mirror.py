@@ -98,3 +98,12 @@ def test_notes_take_any_subset_and_refuse_unknown_fields(mirror, hub_user):
     with pytest.raises(NotFound):
         services.notes_set(user=hub_user, key="AURORA-404", fields={"note": "x"})
     assert services.notes_set(user=hub_user, key="AURORA-1", fields={"owner": "b"}).note == "n1"
+
+
+def test_a_page_repeating_a_link_or_a_comment_id_keeps_one(mirror):
+    link = {"link_type": "Blocks", "direction": "outward", "other_key": "AURORA-2"}
+    comment = {"id": "7", "author": "a", "created": "2026-11-30T10:00:00.000+0000", "body": "b"}
+    assert mirror(issue_payload("AURORA-1", links=[link, link], comments=[comment, {**comment, "body": "c"}]))["upserted"] == 1
+    issue = MirrorIssue.objects.get(key="AURORA-1")
+    assert MirrorLink.objects.filter(issue=issue).count() == 1
+    assert list(MirrorComment.objects.filter(issue=issue).values_list("body", flat=True)) == ["c"]

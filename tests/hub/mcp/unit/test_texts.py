@@ -219,10 +219,14 @@ def test_agent_status_after_a_rollback():
 
 
 def test_agent_status_right_after_a_hub_restart_does_not_guess_the_launcher():
-    text = texts.agent_status_text(status(agent_reported=False, launcher_version=None, online=False,
-                                          update_hint="агент запущен без run.py и сам не обновится"))
+    text = texts.agent_status_text(status(agent_reported=False, launcher_version=None, online=False))
     assert "запускатель: неизвестно (агент ещё не выходил на связь после перезапуска хаба)" in text.splitlines()
-    assert "без запускателя" not in text and "агент запущен без run.py" not in text
+    assert "без запускателя" not in text
+
+
+def test_agent_status_times_in_the_callers_zone():
+    text = texts.agent_status_text(status(), tz=ZoneInfo("Asia/Vladivostok"))
+    assert text.splitlines()[0] == "агент онлайн (последний контакт: 30.11.2026 19:00)"
 
 
 def test_agent_status_without_launcher_publication_or_contact():
