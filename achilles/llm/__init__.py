@@ -56,6 +56,7 @@ __all__ = [
     "LLM_TIMEOUT",
     "LLM_UNAVAILABLE",
     "NOT_FOUND_TEXT",
+    "STOP_WORDS",
     "BuiltinChatProvider",
     "ChatProvider",
     "ChatResult",

@@ -9,8 +9,8 @@ import time
 import pytest
 from django.db import connection
 
-from tests.llm_fake import Delay, answer
 from conversations.models import Message
+from tests.llm_fake import Delay, answer
 from tests.processes import postgres_start, postgres_stop
 from tests.query_engine.http import bearer
 from tests.query_engine.integration.test_stream_ends import sse_events
