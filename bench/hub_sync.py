@@ -151,7 +151,7 @@ def main() -> None:
             summary = f"Правка {n} в Jira"
             admin.post("/_emulator/touch", json={"key": key, "summary": summary}).raise_for_status()
             t0 = time.monotonic()
-            wait_until(lambda: MirrorIssue.objects.filter(key=key, summary=summary).exists(), 60, f"{key} mirrored", interval=0.02)
+            wait_until(lambda key=key, summary=summary: MirrorIssue.objects.filter(key=key, summary=summary).exists(), 60, f"{key} mirrored", interval=0.02)
             lags.append(time.monotonic() - t0)
             time.sleep(rng.uniform(0, POLL))  # changes land at any point of the poll cycle
         p50, p95 = _pct(lags, 0.5), _pct(lags, 0.95)

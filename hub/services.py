@@ -37,6 +37,9 @@ MAX_WAIT_MINUTES = 60
 # A waiter re-reads the batch this often in case a pub/sub message was lost (Redis restart):
 # a safety net, not the wake-up path.
 WAIT_SAFETY_SECONDS = 30.0
+# Without Redis (no pub/sub to wake on) a waiter reads the batch this often instead: the answer lives
+# in PostgreSQL, so a Redis outage costs this much latency, not a 503.
+WAIT_POLL_WITHOUT_REDIS_SECONDS = 1.0
 NOTE_LIMITS = {"fact_status": 200, "note": 10000, "next_step": 10000, "owner": 200}
 
 
@@ -158,16 +161,23 @@ def batch_wait(*, user, batch_id: int, timeout_minutes: float) -> BatchView:
     deadline = time.monotonic() + timeout
     pubsub = notify.redis_client().pubsub(ignore_subscribe_messages=True)
     try:
-        pubsub.subscribe(notify.batch_channel(batch_id))
+        try:
+            pubsub.subscribe(notify.batch_channel(batch_id))
+            subscribed = True
+        except redis.RedisError:
+            subscribed = False  # Redis away: poll the database (see WAIT_POLL_WITHOUT_REDIS_SECONDS)
         # Subscribed first, then read: a finish between the two cannot be missed.
         while not selectors.batch_finished(batch_id):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
+            if not subscribed:
+                time.sleep(min(remaining, WAIT_POLL_WITHOUT_REDIS_SECONDS))
+                continue
             try:
                 message = pubsub.get_message(timeout=min(remaining, WAIT_SAFETY_SECONDS))
             except redis.RedisError:
-                time.sleep(min(max(remaining, 0), 1.0))
+                time.sleep(min(max(remaining, 0), WAIT_POLL_WITHOUT_REDIS_SECONDS))
                 continue
             if message is not None and message.get("type") == "message":
                 break
@@ -186,15 +196,22 @@ async def batch_wait_async(*, user, batch_id: int, timeout_minutes: float) -> Ba
     client = notify.async_redis_client()
     pubsub = client.pubsub(ignore_subscribe_messages=True)
     try:
-        await pubsub.subscribe(notify.batch_channel(batch_id))
+        try:
+            await pubsub.subscribe(notify.batch_channel(batch_id))
+            subscribed = True
+        except redis.RedisError:
+            subscribed = False  # Redis away: poll the database, as batch_wait does
         while not await sync_to_async(selectors.batch_finished)(batch_id):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
+            if not subscribed:
+                await asyncio.sleep(min(remaining, WAIT_POLL_WITHOUT_REDIS_SECONDS))
+                continue
             try:
                 message = await pubsub.get_message(timeout=min(remaining, WAIT_SAFETY_SECONDS))
             except redis.RedisError:
-                await asyncio.sleep(min(max(remaining, 0), 1.0))
+                await asyncio.sleep(min(max(remaining, 0), WAIT_POLL_WITHOUT_REDIS_SECONDS))
                 continue
             if message is not None and message.get("type") == "message":
                 break

@@ -35,7 +35,7 @@ from achilles.llm.registry import (
     register_provider,
     unregister_provider,
 )
-from achilles.llm.text import split_sentences
+from achilles.llm.text import STOP_WORDS, split_sentences
 from achilles.llm.types import (
     ChatResult,
     Message,
@@ -85,6 +85,7 @@ __all__ = [
     "guard_stream",
     "parse_context",
     "register_provider",
+    "STOP_WORDS",
     "split_sentences",
     "unregister_provider",
 ]
