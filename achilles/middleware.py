@@ -102,7 +102,8 @@ def carries_nul(request) -> bool:
             "\x00" in value for values in request.GET.lists() for value in values[1]):
         return True
     body = request.body
-    return b"\x00" in body or _JSON_NUL.search(body) is not None
+    # The substring test first: the regex (with its look-behind) costs ~50 ms on a 600 kB mirror page.
+    return b"\x00" in body or (b"\\u0000" in body and _JSON_NUL.search(body) is not None)
 
 
 def api_body_refusal(request) -> ApplicationError | None:

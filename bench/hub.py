@@ -6,7 +6,8 @@ Ours vs the peer measured in the same run, in a scratch database (created, migra
   * claim + report throughput with 4 concurrent sync agents (threads, each its own connection,
     through the services) — peer: the same loop with a plain ``FOR UPDATE`` (no SKIP LOCKED);
   * ``batch_wait`` wake-up after the last report, p95 — peer: a 1 s database polling loop;
-  * mirror upload (issues/s, pages of 500) — peer: the ORM's ``update_or_create`` per issue.
+  * mirror upload (issues/s, pages of 500) — peer: the ORM's ``update_or_create`` per issue; and the same
+    pages through ``POST /api/hub/sync-agent/upload`` (in-process client) — peer: the service alone.
 Targets (issue 12): p95 ≤ 50 ms, ≥ 2 000 commands/s, wake-up p95 ≤ 200 ms, ≥ 5 000 issues/s.
 """
 
@@ -256,6 +257,33 @@ def _upload_pages(first: int, count: int, version: str) -> list[list[dict]]:
             for p in range(0, len(issues), 500)]
 
 
+def _bench_upload_rest() -> float:
+    """New issues/s through ``POST /api/hub/sync-agent/upload`` (middleware, auth, parsing, the service),
+    with Django's test client in process — no socket, so the figure is the hub's own cost."""
+    import json
+
+    from django.test import Client
+
+    from hub.protocol import sync_agent_create
+
+    _agent, token = sync_agent_create(name="bench-rest")
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
+    bodies = []
+    for page in _upload_pages(2_000_000, UPLOAD, "a"):
+        for issue in page:  # back to the JSON the sync agent sends
+            issue["updated"] = issue["updated"].isoformat()
+            issue["duedate"] = issue["duedate"].isoformat()
+            for comment in issue["comments"]:
+                comment["created"] = comment["created"].isoformat()
+        bodies.append(json.dumps({"issues": page}))
+    started = time.perf_counter()
+    for body in bodies:
+        response = client.post("/api/hub/sync-agent/upload", body, content_type="application/json")
+        if response.status_code != 200:
+            raise RuntimeError(f"upload over REST: {response.status_code} {response.content[:300]!r}")
+    return UPLOAD / (time.perf_counter() - started)
+
+
 def _bench_upload() -> dict:
     from django.db import transaction
 
@@ -354,6 +382,9 @@ def child() -> None:
         rows.append((f"mirror upload, {UPLOAD:,} issues in pages of 500",
          f"{upload['insert']:,.0f} new / {upload['update']:,.0f} changed / {upload['unchanged']:,.0f} same issues/s",
          f"{upload['peer']:,.0f} issues/s (ORM update_or_create)", "≥ 5 000/s", upload["insert"] >= 5000))
+        rest = _bench_upload_rest()
+        rows.append(("mirror upload over REST (POST …/sync-agent/upload)", f"{rest:,.0f} new issues/s",
+         f"{upload['insert']:,.0f} issues/s (the service alone, no HTTP)", "≥ 5 000/s", rest >= 5000))
     width = max(len(r[0]) for r in rows)
     print(f"  {'':{width}}  {'ours':46} {'peer':52} target")
     for name, ours_v, peer_v, target, ok in rows:

@@ -326,14 +326,16 @@ def command_cancel(*, user, command_id: int, force: bool = False) -> CommandView
 
 @transaction.atomic
 def command_retry(*, user, command_id: int, author: str = "api") -> BatchCreated:
-    """HUB-9: run a failed or cancelled command again, in a new batch (with its refresh)."""
+    """HUB-9: run a done, failed or cancelled command again, in a new batch (with its refresh).
+
+    A done one too: every command is an idempotent ensure (an ensure_issue adopts the issue it made),
+    so re-running it is how a person re-asserts it; the sync agent changes nothing that already holds.
+    """
     hub_access_check(user)
     author = _author_check(author)
     command = _command_for_update(command_id)
     if command.state in (QUEUED, CLAIMED):
         raise Conflict(f"command {command_id} is still {command.state}; cancel it first or wait", code="command_open")
-    if command.state == "done":
-        raise Conflict(f"command {command_id} is done; nothing to retry", code="command_done")
     payload = dict(command.payload)
     # `$N` of the old batch: substitute the key its command created, if any.
     for field in ("key", "other_key"):
