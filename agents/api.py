@@ -7,7 +7,7 @@ from django.utils import timezone
 from ninja import Query, Router, Schema, Status
 from pydantic import Field
 
-from achilles.errors import PermissionDenied
+from achilles.errors import NotFound, PermissionDenied
 from achilles.platform import platform_settings
 from agents import schedule as sched
 from agents import selectors, services
@@ -34,7 +34,10 @@ def _out(agent: Agent, active: dict[int, str], *, admin: bool = False) -> dict:
 
 
 def _fresh(agent: Agent) -> Agent:
-    agent.refresh_from_db()
+    try:
+        agent.refresh_from_db()
+    except Agent.DoesNotExist:  # deleted by a concurrent request right after this one's write
+        raise NotFound("agent not found", code="agent_not_found") from None
     return agent
 
 

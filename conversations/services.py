@@ -72,8 +72,9 @@ def turn_start(*, user: User, content: str, conversation_id=None) -> TurnStart:
     if not content:
         raise ValidationFailed("content must not be empty", field="content")
     if conversation_id is not None:
-        conversation = conversation_get_for_user(user=user, conversation_id=conversation_id)
-        conversation = Conversation.objects.select_for_update(of=("self",)).select_related("selected_model").get(pk=conversation.pk)
+        # Locked: one turn at a time, and a delete racing the question is a clean 404.
+        conversation = conversation_get_for_user(user=user, conversation_id=conversation_id, with_model=True,
+                                                 for_update=True)
         created = False
     else:
         conversation = None
@@ -156,7 +157,7 @@ def contacts_for(user_ids: Iterable[int]) -> dict[int, Contact]:
 @transaction.atomic
 def conversation_update(*, user: User, conversation_id, fields: dict) -> Conversation:
     """Rename and/or switch the model (validated against the chat allow-list; NULL → default)."""
-    conversation = conversation_get_for_user(user=user, conversation_id=conversation_id)
+    conversation = conversation_get_for_user(user=user, conversation_id=conversation_id, for_update=True)
     update_fields = []
     if "title" in fields:
         title = (fields["title"] or "").strip()
@@ -185,7 +186,7 @@ def conversation_delete(*, user: User, conversation_id) -> None:
 @transaction.atomic
 def message_feedback_set(*, user: User, message_id: int, value: int | None) -> Message:
     """Set or clear feedback in place; only assistant messages take it (the DB CHECK agrees)."""
-    message = message_get_for_user(user=user, message_id=message_id)
+    message = message_get_for_user(user=user, message_id=message_id, for_update=True)
     # In place: one UPDATE of one column; content and role are never rewritten.
     Message.objects.filter(pk=message.pk).update(**feedback_update(role=message.role, value=value))
     message.refresh_from_db()
