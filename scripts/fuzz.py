@@ -136,8 +136,9 @@ def _fuzz(name: str, url: str, token: str, env) -> subprocess.Popen:
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
-def _summary(name: str) -> tuple[int, list[str]]:
-    """(cases run, [5xx findings]) from the fuzzer's own report."""
+def _summary(name: str, returncode: int) -> tuple[int, list[str]]:
+    """(cases run, [5xx findings]) from the fuzzer's own report; a non-zero exit (schemathesis
+    exits 1 when a check failed) counts even if no line could be picked out."""
     text = (REPORT_DIR / f"{name}.log").read_text()
     cases = sum(int(n) for n in re.findall(r"(\d+) generated", text)) or sum(
         int(n) for n in re.findall(r"Test cases:\s*(\d+)", text))
@@ -146,7 +147,10 @@ def _summary(name: str) -> tuple[int, list[str]]:
         if "not_a_server_error" in line and '"failure"' in line.lower():
             failures.append(line[:300])
     server_errors = sorted(set(re.findall(r"(Server error.*|\[5\d\d\].*)", text)))
-    return cases, server_errors or failures
+    found = server_errors or failures
+    if returncode != 0 and not found:
+        found = [f"schemathesis exited {returncode}; see var/fuzz/{name}.log"]
+    return cases, found
 
 
 def main() -> int:
@@ -184,7 +188,7 @@ def main() -> int:
             web.kill()
     total_errors = 0
     for name in ("admin", "user"):
-        cases, errors = _summary(name)
+        cases, errors = _summary(name, fuzzers[name].returncode)
         total_errors += len(errors)
         print(f"fuzz [{name}]: {cases} cases, {len(errors)} server error(s)  (log: var/fuzz/{name}.log)")
         for line in errors[:20]:
