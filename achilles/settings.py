@@ -230,6 +230,9 @@ PLATFORM_PERIODIC_JOBS: dict[str, dict] = {
     "agents.reap_stale_runs": {"task": "agents.tasks.agent_runs_reap_stale_task", "every_seconds": 10},
     # Knowledge Store: trust decay from content age and access signals (one UPDATE).
     "knowledge.trust_decay": {"task": "knowledge.tasks.trust_decay_task", "every_seconds": 3600},
+    # Query Engine: a question whose turn died with its process (web killed) gets a failed answer row.
+    "conversations.close_unanswered": {"task": "conversations.tasks.unanswered_questions_close_task",
+                                       "every_seconds": 60},
     # The audit trail's retention: events older than AUDIT_RETENTION_DAYS are deleted.
     "platform.audit_retention": {"task": "achilles.tasks.audit_retention_task", "every_seconds": 86400},
 }

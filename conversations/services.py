@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db import transaction
+from django.db import models, transaction
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -107,6 +107,38 @@ def _answer_window(model: AgentModel) -> timedelta:
     """How long a question may wait for its reply row before its turn counts as dead (a process
     killed mid-turn writes none): two model rounds at their total timeout, and a margin."""
     return timedelta(seconds=2 * Timeouts.from_spec(model.spec()).total + 30)
+
+
+ORPHAN_SWEEP_LOOKBACK = timedelta(days=1)
+
+
+def unanswered_questions_close(*, now=None) -> int:
+    """Close with an empty ``failed`` answer every thread whose last message is a question older
+    than the longest answer window of any chat model: its turn died with its process (a killed web
+    process writes no answer row). The periodic sweep; ``turn_start`` does the same for one thread.
+    Each thread is locked and checked again, so a live turn's own answer is never doubled."""
+    from django.db.models import OuterRef, Subquery
+
+    now = now or timezone.now()
+    windows = [_answer_window(m) for m in AgentModel.objects.filter(kind=ModelKind.CHAT)]
+    cutoff = now - max(windows, default=timedelta(seconds=2 * Timeouts().total + 30))
+    latest = Message.objects.filter(conversation=OuterRef("conversation")).order_by("-id").values("id")[:1]
+    candidates = list(Message.objects.filter(role=Role.USER, created_at__lt=cutoff,
+                                             created_at__gte=cutoff - ORPHAN_SWEEP_LOOKBACK)
+                      .annotate(latest=Subquery(latest)).filter(id=models.F("latest"))
+                      .values_list("conversation_id", flat=True))
+    closed = 0
+    for conversation_id in candidates:
+        with transaction.atomic():
+            if not Conversation.objects.select_for_update().filter(pk=conversation_id).exists():
+                continue
+            last = Message.objects.filter(conversation_id=conversation_id).order_by("-id").values_list("role", flat=True).first()
+            if last != Role.USER:
+                continue
+            Message.objects.create(conversation_id=conversation_id, role=Role.ASSISTANT, content="", tokens_used=0,
+                                   state=MessageState.FAILED)
+            closed += 1
+    return closed
 
 
 def _title(content: str) -> str:
