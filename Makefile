@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: install run test bench lint fuzz services-stop clean browser-deps
+.PHONY: install run test bench lint fuzz services-stop clean browser-deps screenshots
 
 $(BIN)/.installed: requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,8 +28,16 @@ fuzz: install
 bench: install
 	$(BIN)/python -m bench
 
+# The chat, agents and tokens pages at 1366 and 375 px, light and dark, into var/screenshots/.
+screenshots: install
+	$(BIN)/python -m pytest tests/browser/screenshots.py -q -p no:cacheprovider
+
+# ruff (rules in pyproject.toml), the import contracts (import-linter) and types (mypy, django-stubs).
+# `ruff format --check` joins once the tree has had its one `ruff format` commit.
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 services-stop:
 	$(BIN)/python -m achilles.embedded stop

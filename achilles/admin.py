@@ -1,9 +1,14 @@
-from django.contrib import admin
+"""Admin of the platform core. Every write goes through the core's actions (``achilles.services``,
+``achilles.platform``), the same ones the API and the commands call, so what depends on a change
+(calendar slots, the search memo, the settings cache, the audit trail) follows whichever door it
+came through."""
+
+from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 
+from achilles import services
 from achilles.models import AgentModel, ApiToken, AuditEvent, PlatformSettings, User
-from achilles import audit
-from achilles.platform import platform_settings_changed, platform_settings_invalidate
+from achilles.platform import platform_settings_update
 
 
 @admin.register(User)
@@ -11,21 +16,28 @@ class UserAdmin(BaseUserAdmin):
     fieldsets = BaseUserAdmin.fieldsets + (("Achilles", {"fields": ("timezone",)}),)
     list_display = ("username", "email", "is_staff", "is_active", "timezone")
 
+    def save_model(self, request, obj, form, change):
+        if not change or "timezone" not in form.changed_data:
+            super().save_model(request, obj, form, change)
+            return
+        timezone = obj.timezone
+        obj.timezone = form.initial.get("timezone")  # the rest of the form saves as usual …
+        super().save_model(request, obj, form, change)
+        services.user_timezone_set(user=obj, timezone=timezone)  # … the zone through its action
+
 
 @admin.register(PlatformSettings)
 class PlatformSettingsAdmin(admin.ModelAdmin):
     list_display = ("__str__", "timezone", "weekly_token_budget", "agent_iteration_cap", "web_search_enabled", "updated_at")
 
     def has_add_permission(self, request):
-        return not PlatformSettings.objects.exists()
+        return False  # the one row comes from a data migration
 
     def has_delete_permission(self, request, obj=None):
         return False
 
     def save_model(self, request, obj, form, change):
-        super().save_model(request, obj, form, change)
-        platform_settings_changed(actor=request.user, changes=_changes(form))
-        platform_settings_invalidate()
+        platform_settings_update(actor=request.user, **{name: getattr(obj, name) for name in form.changed_data})
 
 
 def _changes(form) -> dict:
@@ -39,33 +51,43 @@ class AgentModelAdmin(admin.ModelAdmin):
     list_filter = ("kind", "provider", "is_default")
     search_fields = ("name",)
 
-    # The allow-list decides what may answer and where data goes: every change is audited.
     def save_model(self, request, obj, form, change):
-        super().save_model(request, obj, form, change)
-        audit.audit_record(actor=request.user, action=audit.AGENT_MODEL_CHANGED, target=f"agent_model:{obj.name}",
-                           details={"created": not change, "changes": _changes(form)})
+        services.allowed_model_save(model=obj, actor=request.user, changes=_changes(form), created=not change)
 
     def delete_model(self, request, obj):
-        audit.audit_record(actor=request.user, action=audit.AGENT_MODEL_DELETED, target=f"agent_model:{obj.name}",
-                           details={"provider": obj.provider, "kind": obj.kind})
-        super().delete_model(request, obj)
+        services.allowed_model_delete(model=obj, actor=request.user)
 
     def delete_queryset(self, request, queryset):
-        for obj in queryset:
-            audit.audit_record(actor=request.user, action=audit.AGENT_MODEL_DELETED, target=f"agent_model:{obj.name}",
-                               details={"provider": obj.provider, "kind": obj.kind})
-        super().delete_queryset(request, queryset)
+        for model in queryset:
+            services.allowed_model_delete(model=model, actor=request.user)
 
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
+    """Read-only: a token is created by its owner (API, /tokens/) or ``manage.py api_token``, and an
+    admin may only revoke it (never move it to another user or edit its hash)."""
+
     list_display = ("name", "user", "prefix", "created_at", "last_used_at", "revoked_at")
-    readonly_fields = ("prefix", "key_hash", "last_used_at")
+    list_filter = ("revoked_at",)
     search_fields = ("user__username", "name", "prefix")
+    actions = ["revoke"]
 
     def has_add_permission(self, request):
-        # A token's secret is shown once; create them with `manage.py api_token` or the API.
         return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.action(description="Revoke the selected tokens", permissions=["view"])
+    def revoke(self, request, queryset):
+        revoked = 0
+        for token in queryset.filter(revoked_at__isnull=True).select_related("user"):
+            services.api_token_revoke(user=token.user, token_id=token.pk, actor=request.user)
+            revoked += 1
+        self.message_user(request, f"{revoked} token(s) revoked.", messages.SUCCESS)
 
 
 @admin.register(AuditEvent)

@@ -8,6 +8,14 @@ def _sync_periodic_jobs(sender, **kwargs):
     periodic_jobs_sync()
 
 
+def _production_check(app_configs=None, databases=None, **kwargs):
+    from django.core.checks import Error
+
+    from achilles.security import production_problems
+
+    return [Error(problem, id="achilles.E001") for problem in production_problems()]
+
+
 class AchillesConfig(AppConfig):
     name = "achilles"
     verbose_name = "Platform"
@@ -19,3 +27,14 @@ class AchillesConfig(AppConfig):
         from achilles.celery_app import app  # noqa: F401
 
         post_migrate.connect(_sync_periodic_jobs, sender=self, dispatch_uid="achilles_periodic_jobs")
+
+        # Sign-in failures and lockouts go to the audit trail; production refuses demo accounts.
+        from axes.signals import user_locked_out
+        from django.contrib.auth.signals import user_login_failed
+        from django.core.checks import Tags, register
+
+        from achilles import security
+
+        user_login_failed.connect(security.on_signin_failed, dispatch_uid="achilles_audit_signin_failed")
+        user_locked_out.connect(security.on_signin_locked_out, dispatch_uid="achilles_audit_signin_locked_out")
+        register(_production_check, Tags.security, deploy=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from asgiref.sync import sync_to_async
 from ninja.security import HttpBearer, SessionAuth
 
 from achilles.services import api_token_authenticate
@@ -24,14 +23,6 @@ class BearerTokenAuth(HttpBearer):
 
     def authenticate(self, request, token):
         user = api_token_authenticate(token)
-        if user is not None:
-            request.user = user
-        return user
-
-
-class AsyncBearerTokenAuth(HttpBearer):
-    async def authenticate(self, request, token):
-        user = await sync_to_async(api_token_authenticate)(token)
         if user is not None:
             request.user = user
         return user

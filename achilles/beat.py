@@ -6,6 +6,8 @@ import time
 
 from django_celery_beat.schedulers import DatabaseScheduler
 
+from achilles.health import heartbeat_write
+
 
 class HeartbeatDatabaseScheduler(DatabaseScheduler):
     """Writes the beat heartbeat that ``/healthz`` reports, at most every few seconds."""
@@ -15,8 +17,6 @@ class HeartbeatDatabaseScheduler(DatabaseScheduler):
     def tick(self, *args, **kwargs):
         now = time.monotonic()
         if now - self._last_heartbeat > 5:
-            from achilles.health import heartbeat_write
-
             try:
                 heartbeat_write("beat")
                 self._last_heartbeat = now

@@ -61,8 +61,21 @@ def _fail(message: str):
     raise SystemExit(2)
 
 
+EMBEDDED_MARK = "ACHILLES_EMBEDDED_SERVICES"
+
+
+def embedded_in_use() -> set[str]:
+    """Which of ``postgres`` / ``redis`` this process uses embedded (after :func:`bootstrap`)."""
+    return {name for name in os.environ.get(EMBEDDED_MARK, "").split(",") if name}
+
+
 def bootstrap() -> None:
-    """Start or join the services this process needs and export ``DATABASE_URL`` / ``REDIS_URL``."""
+    """Start or join the services this process needs and export ``DATABASE_URL`` / ``REDIS_URL``.
+
+    ``ACHILLES_EMBEDDED_SERVICES`` (exported with the URLs) tells the processes started from here
+    that the URLs point at embedded servers: they start or join them too (a worker started while the
+    embedded Redis is down brings it back, as every process did before) instead of treating them as
+    configured services that must already answer."""
     global _done
     if _done:
         return
@@ -70,18 +83,24 @@ def bootstrap() -> None:
     from achilles import embedded
 
     var = var_dir()
-    database_from_env = bool(os.environ.get("DATABASE_URL"))
-    redis_from_env = bool(os.environ.get("REDIS_URL"))
-    if not database_from_env:
+    # Inherited from the process that started this one, and only while the URL is still the
+    # embedded server's (a caller that sets its own URL means a configured service).
+    inherited = embedded_in_use()
+    database_url, redis_url = os.environ.get("DATABASE_URL"), os.environ.get("REDIS_URL")
+    embedded_postgres = not database_url or ("postgres" in inherited and database_url == embedded_database_url(var))
+    embedded_redis = not redis_url or ("redis" in inherited and redis_url == embedded_redis_url(var))
+    if embedded_postgres:
         embedded.ensure_postgres(var)
         os.environ["DATABASE_URL"] = embedded_database_url(var)
-    if not redis_from_env:
+    if embedded_redis:
         os.environ["REDIS_URL"] = embedded.ensure_redis(var)
+    os.environ[EMBEDDED_MARK] = ",".join(name for name, used in (("postgres", embedded_postgres),
+                                                                  ("redis", embedded_redis)) if used)
     if os.environ.get("ACHILLES_SKIP_SERVICE_CHECK", "").strip().lower() not in {"1", "true", "yes", "on"}:
         from achilles.checks import require_services
 
         problem = require_services(database_settings(os.environ["DATABASE_URL"]), os.environ["REDIS_URL"],
-                                   database_from_env=database_from_env, redis_from_env=redis_from_env)
+                                   database_from_env=not embedded_postgres, redis_from_env=not embedded_redis)
         if problem:
             _fail(problem)
     _done = True

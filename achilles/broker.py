@@ -24,6 +24,7 @@ from __future__ import annotations
 from kombu.transport import TRANSPORT_ALIASES
 from kombu.transport import redis as kombu_redis
 
+
 class Channel(kombu_redis.Channel):
     def _get_pool(self, asynchronous=False):
         # A channel whose transport was detached (collected after a broken connection) has no

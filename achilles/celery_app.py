@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 
@@ -38,6 +39,14 @@ def worker_instance(hostname: str) -> str:
     """One worker process, as the heartbeats and agent runs name it: ``hostname:main pid``. A worker
     restarted under the same hostname (supervisord) is a new instance; the old one's runs are lost."""
     return f"{hostname}:{_main_pid or os.getpid()}"
+
+
+@worker_init.connect
+def _production_guard(sender=None, **kwargs):
+    # ACHILLES_ENV=production: a worker refuses to start with demo accounts or demo passwords.
+    from achilles.security import production_guard
+
+    production_guard()
 
 
 def served_roles(consumer) -> tuple[str, ...]:
@@ -105,10 +114,8 @@ def _leave(instance: str, roles) -> None:
     from achilles.health import heartbeat_remove
 
     for role in roles:
-        try:
+        with contextlib.suppress(Exception):
             heartbeat_remove(role, instance)
-        except Exception:
-            pass
 
 
 @worker_shutting_down.connect

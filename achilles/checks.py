@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import re
 
+import psycopg
+import redis
+
 
 def _redact(url: str) -> str:
     return re.sub(r"//([^:/@]+):[^@]*@", r"//\1:***@", url)
@@ -12,8 +15,6 @@ def _redact(url: str) -> str:
 def require_services(database: dict, redis_url: str, *, database_from_env: bool, redis_from_env: bool) -> str | None:
     """Return a message naming the first configured service that does not answer."""
     if database_from_env:
-        import psycopg
-
         try:
             psycopg.connect(
                 dbname=database["NAME"], user=database.get("USER") or None,
@@ -23,8 +24,6 @@ def require_services(database: dict, redis_url: str, *, database_from_env: bool,
         except Exception as exc:
             return f"DATABASE_URL does not answer ({exc.__class__.__name__}: {str(exc).strip()[:200]})"
     if redis_from_env:
-        import redis
-
         try:
             redis.Redis.from_url(redis_url, socket_timeout=3, socket_connect_timeout=3).ping()
         except Exception as exc:

@@ -3,23 +3,14 @@
 Django 5.2 has no DB-level ``on_delete``: models declare ``on_delete=models.DO_NOTHING``
 and a migration runs ``SetForeignKeyOnDelete`` so the constraint itself says
 ``ON DELETE CASCADE`` / ``SET NULL`` and an ORM delete is one DELETE the database cascades.
-``AttachUpdatedAtTrigger`` hooks a table to the shared ``achilles_bump_updated_at()``.
+``AttachUpdatedAtTrigger`` hooks a table to the shared ``achilles_bump_updated_at()`` (the function
+itself is SQL frozen in ``achilles/migrations/0002`` and ``0003``: migrations are history, so only
+these reusable operations are importable).
 """
 
 from __future__ import annotations
 
 from django.db import migrations
-
-BUMP_FUNCTION_SQL = """
-CREATE OR REPLACE FUNCTION achilles_bump_updated_at() RETURNS trigger AS $$
-BEGIN
-    -- statement time, like the db_default of created_at/updated_at (Now() in Django);
-    -- now() would be the transaction's start and could precede created_at.
-    NEW.updated_at := statement_timestamp();
-    RETURN NEW;
-END;
-$$ LANGUAGE plpgsql;
-"""
 
 
 class AttachUpdatedAtTrigger(migrations.operations.base.Operation):

@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -139,10 +139,8 @@ def stop_all(var_dir: Path) -> None:
     if socket_path.exists():
         import redis
 
-        try:
+        with suppress(Exception):
             redis.Redis.from_url(f"unix://{socket_path}").shutdown(nosave=True)
-        except Exception:
-            pass
     _signal_postmaster(var_dir, signal.SIGINT)
 
 

@@ -25,6 +25,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import kombu.exceptions
+import redis.exceptions
+
 logger = logging.getLogger("achilles.errors")
 
 INTERNAL_ERROR_DETAIL = "Internal error; it has been logged."
@@ -123,11 +126,6 @@ def field_errors(errors: Iterable[Mapping[str, Any]], *, source: str = "body") -
 
 def _infrastructure_error(exc: BaseException) -> ApplicationError | None:
     """Redis away (cache or broker) is a 503 with a code the client can act on, not a crash."""
-    try:
-        import kombu.exceptions
-        import redis.exceptions
-    except ImportError:  # pragma: no cover - both are requirements
-        return None
     if isinstance(exc, kombu.exceptions.OperationalError):
         return ServiceUnavailable("The task broker is unavailable; try again shortly.", code="broker_unavailable")
     if isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 
+import redis
 from django.conf import settings
 from django.db import connection
 
@@ -27,8 +28,6 @@ def _key(role: str) -> str:
 
 
 def _redis():
-    import redis
-
     return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
 
 

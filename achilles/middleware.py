@@ -8,6 +8,10 @@ import re
 import uuid
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.http import JsonResponse
+from whitenoise.middleware import WhiteNoiseMiddleware
 
 from achilles.errors import (
     INTERNAL_ERROR_DETAIL,
@@ -106,9 +110,6 @@ def api_body_refusal(request) -> ApplicationError | None:
     Over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` → 413 (checked on the declared length before anything is
     read, and again on what was read); NUL anywhere → 422; a non-empty body that is not JSON → 415
     (every API route takes JSON; a body-less POST needs no content type)."""
-    from django.conf import settings
-    from django.core.exceptions import RequestDataTooBig
-
     limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     too_large = PayloadTooLarge(f"The request body is larger than {limit} bytes.")
     try:
@@ -129,8 +130,6 @@ def api_body_refusal(request) -> ApplicationError | None:
 
 
 def _json_error(exc: ApplicationError):
-    from django.http import JsonResponse
-
     rendered = render(exc)
     return JsonResponse(rendered.body, status=rendered.status)
 
@@ -166,8 +165,6 @@ class StaticFilesMiddleware(HybridMiddleware):
     """
 
     def __init__(self, get_response):
-        from whitenoise.middleware import WhiteNoiseMiddleware
-
         super().__init__(get_response)
         self.whitenoise = WhiteNoiseMiddleware(get_response)
 

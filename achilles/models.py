@@ -45,9 +45,9 @@ class User(AbstractUser):
         return principals_for(self)
 
     def effective_timezone(self) -> str:
-        from achilles.platform import platform_settings
+        from achilles.selectors import effective_timezone
 
-        return self.timezone or platform_settings().timezone
+        return effective_timezone(self.timezone)
 
 
 class PlatformSettings(TimestampedModel):
@@ -58,7 +58,7 @@ class PlatformSettings(TimestampedModel):
     weekly_token_budget = models.PositiveIntegerField(default=200_000, help_text="Per agent owner, per week.")
     agent_iteration_cap = models.PositiveSmallIntegerField(default=8)
     agent_run_token_cap = models.PositiveIntegerField(
-        default=20_000, help_text="Most tokens one agent run may spend; a start reserves this much of the weekly budget.")
+        default=20_000, db_default=20_000, help_text="Most tokens one agent run may spend; a start reserves this much of the weekly budget.")
     agent_stale_after_seconds = models.PositiveIntegerField(default=300)
     platform_prompt = models.TextField(blank=True, default="", help_text="Empty → the built-in default prompt.")
     web_search_enabled = models.BooleanField(default=False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import transaction
+from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
 MANAGED_PREFIX = "platform:"
 
@@ -11,8 +12,6 @@ MANAGED_PREFIX = "platform:"
 @transaction.atomic
 def periodic_jobs_sync() -> list[str]:
     """Idempotent: creates or updates the declared jobs, removes managed jobs no longer declared."""
-    from django_celery_beat.models import IntervalSchedule, PeriodicTask
-
     names = []
     for key, job in settings.PLATFORM_PERIODIC_JOBS.items():
         schedule, _ = IntervalSchedule.objects.get_or_create(every=job["every_seconds"], period=IntervalSchedule.SECONDS)

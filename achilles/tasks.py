@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from celery import shared_task
+from django.conf import settings
 
+from achilles.audit import audit_prune
 from achilles.health import heartbeat_write
 
 
@@ -16,8 +18,4 @@ def platform_heartbeat_task() -> None:
 @shared_task(name="achilles.tasks.audit_retention_task")
 def audit_retention_task() -> int:
     """Deletes audit events older than ``AUDIT_RETENTION_DAYS`` (the trigger's only delete path)."""
-    from django.conf import settings
-
-    from achilles.audit import audit_prune
-
     return audit_prune(older_than_days=settings.AUDIT_RETENTION_DAYS)

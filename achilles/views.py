@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import JsonResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET
 
+from achilles import services
+from achilles.errors import ApplicationError
 from achilles.health import health_report
+from achilles.models import ApiToken
 
 
 @require_GET
@@ -18,19 +22,24 @@ def healthz(request):
 
 @login_required
 def home(request):
-    return render(request, "home.html")
+    """After sign-in: recent conversations, the user's agents, a way into the chat."""
+    from agents.pages import AGENT_STATUS_RU
+    from agents.selectors import active_run_states, agent_list_for_owner
+    from conversations.selectors import conversation_list_for_user
+
+    conversations = conversation_list_for_user(user=request.user, limit=5).items
+    agents = list(agent_list_for_owner(user=request.user)[:5])
+    active = active_run_states([a.pk for a in agents])
+    return render(request, "home.html", {
+        "conversations": conversations,
+        "agents": [{"agent": a, "status": AGENT_STATUS_RU.get(a.status(active.get(a.pk)), "")} for a in agents],
+        "user_timezone": request.user.effective_timezone(),
+    })
 
 
 @login_required
 def tokens_page(request):
     """Personal API tokens: list, create (the secret is shown once), revoke."""
-    from django.contrib import messages
-    from django.shortcuts import redirect
-
-    from achilles import services
-    from achilles.errors import ApplicationError
-    from achilles.models import ApiToken
-
     created_secret = None
     if request.method == "POST":
         if "revoke" in request.POST:
@@ -46,4 +55,5 @@ def tokens_page(request):
         else:
             _, created_secret = services.api_token_create(user=request.user, name=name)
     tokens = ApiToken.objects.filter(user=request.user)
-    return render(request, "tokens.html", {"tokens": tokens, "created_secret": created_secret})
+    return render(request, "tokens.html", {"tokens": tokens, "created_secret": created_secret,
+                                           "user_timezone": request.user.effective_timezone()})

@@ -18,7 +18,7 @@ router = Router(tags=["agents"])
 
 
 def _out(agent: Agent, active: dict[int, str], *, admin: bool = False) -> dict:
-    tz = agent.owner.timezone or platform_settings().timezone
+    tz = agent.owner.effective_timezone()
     data = {
         "id": agent.pk, "name": agent.name, "instructions": agent.instructions,
         "model": agent.model.name if agent.model_id else None, "schedule": agent.schedule,

@@ -6,4 +6,6 @@ class AgentsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from agents import signals  # noqa: F401  (connects the User hooks)
+        from agents import subscriptions
+
+        subscriptions.subscribe()

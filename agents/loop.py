@@ -12,8 +12,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from achilles.llm.base import ChatProvider, collect, estimate_input_tokens
-from achilles.llm.types import Message, ToolCall, ToolSpec
+from achilles.llm import ChatProvider, Message, ToolCall, ToolSpec, collect, estimate_input_tokens
 
 MAX_OUTPUT_TOKENS = 2048
 

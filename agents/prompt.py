@@ -3,7 +3,7 @@ agent's instructions → tool specs. Pure: the caller passes the layers in."""
 
 from __future__ import annotations
 
-from achilles.llm.types import Message, ToolSpec
+from achilles.llm import Message, ToolSpec
 
 DEFAULT_PLATFORM_PROMPT = (
     "You are an assistant of the company's knowledge platform Achilles. Answer from the company's "

@@ -25,14 +25,6 @@ def agent_get_for_owner(*, agent_id: int, user: User, for_update: bool = False) 
     return agent
 
 
-def agent_get(*, agent_id: int) -> Agent:
-    """Any agent (admin surfaces only)."""
-    agent = Agent.objects.select_related("model", "owner").filter(pk=agent_id).first()
-    if agent is None:
-        raise NotFound("agent not found", code="agent_not_found")
-    return agent
-
-
 def agent_list_for_owner(*, user: User) -> QuerySet[Agent]:
     return Agent.objects.select_related("model", "owner").filter(owner=user).order_by("id")
 
@@ -64,10 +56,17 @@ def agent_runs_list(*, agent: Agent, limit: int = 50, before_id: int | None = No
 
 def owner_tokens_this_week(*, owner: User, now: datetime) -> int:
     """SUM(tokens_used) of every run of every agent of ``owner`` finished in the owner's current week."""
-    start, end = week_bounds(owner.timezone or platform_settings().timezone, now)
+    start, end = week_bounds(owner.effective_timezone(), now)
     total = (AgentRun.objects.filter(agent__owner=owner, finished_at__gte=start, finished_at__lt=end)
              .aggregate(total=Sum("tokens_used"))["total"])
     return int(total or 0)
+
+
+def budget_room(*, spent: int, active: int, budget: int, run_cap: int) -> int:
+    """The one budget rule: how many more runs an owner may start this week. Each queued or
+    running run reserves the per-run token cap, so a start needs spend + reservations < budget
+    (0 → over budget). The manual start and the scheduler tick both decide with it."""
+    return max(0, -(-(budget - spent - run_cap * active) // run_cap))
 
 
 def owner_over_budget(*, owner: User, now: datetime) -> bool:
@@ -76,5 +75,5 @@ def owner_over_budget(*, owner: User, now: datetime) -> bool:
     (``agents.services.runs.owner_budget_lock``), so concurrent starts cannot all see room."""
     row = platform_settings()
     active = AgentRun.objects.filter(agent__owner=owner, state__in=ACTIVE_STATES).count()
-    reserved = active * row.agent_run_token_cap
-    return owner_tokens_this_week(owner=owner, now=now) + reserved >= row.weekly_token_budget
+    return budget_room(spent=owner_tokens_this_week(owner=owner, now=now), active=active,
+                       budget=row.weekly_token_budget, run_cap=row.agent_run_token_cap) == 0

@@ -14,8 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from achilles.errors import ApplicationError
-from achilles.llm.context import ContextSource, format_context
-from achilles.llm.types import ToolCall, ToolSpec
+from achilles.llm import ContextSource, ToolCall, ToolSpec, format_context
 
 logger = logging.getLogger(__name__)
 

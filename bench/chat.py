@@ -19,6 +19,7 @@ database connections back to baseline within 2 s.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import socket
@@ -36,7 +37,7 @@ LEVELS = (1, 10, 20)
 REQUESTS = {1: 8, 10: 30, 20: 60}
 DISCONNECTS = int(os.environ.get("BENCH_CHAT_DISCONNECTS", "200"))
 DB_NAME = "bench_knowledge"
-# 1: daphne, as the Procfile runs the web process; N > 1: uvicorn with N worker processes.
+# 1: daphne, as supervisord.conf runs the web program; N > 1: uvicorn with N worker processes.
 SERVER_PROCESSES = int(os.environ.get("BENCH_CHAT_SERVER_PROCESSES", "1"))
 
 
@@ -209,7 +210,7 @@ def gaps(results: list[dict]) -> float:
     out = []
     for r in results:
         t = r["times"]
-        out += [b - a for a, b in zip(t, t[1:])]
+        out += [b - a for a, b in zip(t, t[1:], strict=False)]
     return statistics.mean(out) if out else float("nan")
 
 
@@ -228,8 +229,8 @@ def _prepare_database(stub_base: str):
     settings_dict = connection.settings_dict
     settings_dict.setdefault("TEST", {})["NAME"] = DB_NAME
     old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=True, serialize=False)
-    from bench import knowledge as ks_bench
     from achilles.llm.builtin import HashEmbeddingProvider
+    from bench import knowledge as ks_bench
 
     AgentModel.objects.update_or_create(name="bench-hash-384", defaults={
         "provider": "hash", "kind": "embedding", "is_default": True, "options": {"dim": 384}})
@@ -271,15 +272,11 @@ def _cpu_seconds(pid: int) -> float:
     total = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     children: set[int] = set()
     for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
+        with contextlib.suppress(FileNotFoundError):  # the thread ended while we looked
             children.update(int(child) for child in (task / "children").read_text().split())
-        except FileNotFoundError:  # the thread ended while we looked
-            pass
     for child in children:
-        try:
+        with contextlib.suppress(FileNotFoundError):  # the child ended while we looked
             total += _cpu_seconds(child)
-        except FileNotFoundError:  # the child ended while we looked
-            pass
     return total
 
 
@@ -320,7 +317,7 @@ def main() -> None:
                        "--workers", str(SERVER_PROCESSES), "achilles.asgi:application"]
         else:
             command = [str(bin_dir / "daphne"), "-b", "127.0.0.1", "-p", str(web_port), "achilles.asgi:application"]
-        daphne = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=open(server_log, "w"))
+        daphne = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=open(server_log, "w"))  # noqa: SIM115 (the server's log, open for its life)
         _wait_port(web_port)
         url = f"http://127.0.0.1:{web_port}/api/chat"
         qs = queries(2000)
@@ -366,7 +363,7 @@ def main() -> None:
         print("\nwhere our added TTFT goes (p50 per turn, from the retrieval traces): before round 1 | "
               "round 1 provider overhead beyond the model's TTFT | cache gate + KS search | round 2 provider overhead")
         for level, timings in breakdown:
-            def p50(key, minus=0.0):
+            def p50(key, minus=0.0, timings=timings):
                 values = [t[key] - minus for t in timings if t.get(key) is not None]
                 return pct(values, .5) if values else float("nan")
             ttft_ms = TTFT_S * 1000

@@ -77,7 +77,7 @@ async def _load(port: int, token: str) -> tuple[int, list[float], int]:
 
 
 def _measure(name: str, command: list[str], port: int, token: str) -> dict:
-    log = open(ROOT / "var" / f"bench-http-{name}.log", "w")
+    log = open(ROOT / "var" / f"bench-http-{name}.log", "w")  # noqa: SIM115 (the server's log, open for its life)
     proc = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
     try:

@@ -17,6 +17,7 @@ BENCH_PROFILE=1 prints a cProfile of one burst tick.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
 import subprocess
@@ -100,10 +101,10 @@ def _bench_ours() -> dict:
     from django.db import connection
     from django.utils import timezone
 
+    from achilles.celery_app import app
     from agents import services
     from agents.models import AgentRun
     from agents.services import dispatch
-    from achilles.celery_app import app
 
     publishing = [True]
     real_send = dispatch._send
@@ -235,22 +236,20 @@ def _purge() -> None:
     with app.connection_for_write() as conn:
         channel = conn.default_channel
         for queue in (OURS_QUEUE, PEER_QUEUE):
-            try:
+            with contextlib.suppress(Exception):
                 channel.queue_purge(queue)
-            except Exception:
-                pass
 
 
 def child() -> None:
     import django
 
     django.setup()
+    import logging
+
     from django.core.management import call_command
     from django.db import connection
 
     from achilles.models import AgentModel
-
-    import logging
 
     for noisy in ("celery.beat", "django_celery_beat", "agents"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -12,6 +12,7 @@ from ninja import Query, Router, Schema, Status
 from pydantic import Field
 
 from achilles.errors import NotFound
+from achilles.models import AgentModel
 from conversations import selectors, services
 from conversations.pipeline import engine_deps
 from conversations.rendering import markdown_render
@@ -88,8 +89,6 @@ def conversations_list(request: HttpRequest, params: Query[ListParams]):
     selected = {c.selected_model_id for c in page.items if c.selected_model_id}
     names = {}
     if selected:
-        from achilles.models import AgentModel
-
         names = dict(AgentModel.objects.filter(pk__in=selected).values_list("pk", "name"))
     return ConversationPageOut(
         items=[ConversationOut(id=c.id, title=c.title, selected_model=names.get(c.selected_model_id),

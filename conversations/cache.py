@@ -13,6 +13,8 @@ import hashlib
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
+from django.core.cache import cache as django_cache
+
 from knowledge.facade import Identity, SearchResult
 
 KEY_VERSION = "v2"
@@ -33,15 +35,11 @@ class RedisCandidateCache:
     """Django's Redis cache (shared by every process)."""
 
     async def get(self, key: str) -> SearchResult | None:
-        from django.core.cache import cache
-
-        return await cache.aget(key)
+        return await django_cache.aget(key)
 
     async def set(self, key: str, value: SearchResult, ttl: int) -> None:
-        from django.core.cache import cache
-
         if ttl > 0:
-            await cache.aset(key, value, ttl)
+            await django_cache.aset(key, value, ttl)
 
 
 async def cache_gate(

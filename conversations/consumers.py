@@ -19,6 +19,8 @@ from importlib import import_module
 from types import SimpleNamespace
 
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+from django.contrib import auth
 from pydantic import ValidationError
 
 from achilles import errors
@@ -35,9 +37,6 @@ SESSION_ENDED = "Your session has ended; sign in again."
 def session_user(session_key: str | None):
     """The user the session stands for now (Django's own checks: the session exists, its auth hash
     still matches the password, the account is active), else AnonymousUser."""
-    from django.conf import settings
-    from django.contrib import auth
-
     store = import_module(settings.SESSION_ENGINE).SessionStore(session_key)
     return auth.get_user(SimpleNamespace(session=store))
 

@@ -1,4 +1,5 @@
-"""The grounding contract (QE-9): engine-made «не нашёл», the withheld hint, support checks.
+"""The grounding contract (QE-9): engine-made «не нашёл» and the withheld hint (the per-sentence
+support check is ``conversations.support``).
 
 Pure functions. «Не нашёл» on an empty retrieval is produced here, never asked of the model.
 Withheld records are reported as coordinates only (source system; an author contact when
@@ -12,12 +13,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from achilles.llm import NOT_FOUND_TEXT
-from achilles.llm.text import split_sentences
-from conversations.citations import MARKER
 from knowledge.facade import Withheld
 
 __all__ = ["NOT_FOUND_TEXT", "ONLY_WITHHELD_TEXT", "Contact", "author_user_id", "withheld_hint",
-           "ungrounded_sentences", "engine_answer"]
+           "engine_answer"]
 
 ONLY_WITHHELD_TEXT = "Среди доступных вам материалов ответа нет, но релевантные документы есть — они закрыты правами доступа."
 HINT_LEAD = "Есть и релевантные материалы, закрытые для вас правами доступа"
@@ -67,31 +66,3 @@ def engine_answer(*, packed_any: bool, withheld: Sequence[Withheld]) -> str | No
     if packed_any:
         return None
     return ONLY_WITHHELD_TEXT if withheld else NOT_FOUND_TEXT
-
-
-def ungrounded_sentences(answer: str, citable: set[int]) -> list[str]:
-    """Sentences of a grounded answer that carry no marker of a packed source (kept in the trace)."""
-    if answer.strip() == NOT_FOUND_TEXT:
-        return []
-    out = []
-    for sentence in _sentences_with_markers(answer):
-        markers = {int(m) for m in MARKER.findall(sentence)}
-        if sentence.strip() and not (markers & citable):
-            out.append(sentence.strip())
-    return out
-
-
-_LEADING_MARKERS = re.compile(r"^((?:\[\d{1,3}\]\s*)+)")
-
-
-def _sentences_with_markers(answer: str) -> list[str]:
-    """Sentences with their trailing markers: «Факт. [1] Другой факт. [2]» puts [1] on «Факт.»."""
-    sentences: list[str] = []
-    for piece in split_sentences(answer):
-        match = _LEADING_MARKERS.match(piece)
-        if match and sentences:
-            sentences[-1] += " " + match.group(1).strip()
-            piece = piece[match.end():]
-        if piece.strip():
-            sentences.append(piece)
-    return sentences

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Protocol
 
-
 from conversations.dbconn import db_step
 from knowledge.facade import Identity, SearchResult
 

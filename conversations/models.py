@@ -82,7 +82,9 @@ class RetrievalTrace(TimestampedModel):
     web_results = models.JSONField(default=list)
     cache_hit = models.BooleanField(default=False)
     timings = models.JSONField(default=dict)
-    ungrounded_sentences = models.JSONField(default=list, help_text="answer sentences without a citation marker")
+    ungrounded_sentences = models.JSONField(
+        default=list, help_text="sentences the support check refused (never streamed nor stored): "
+                                "{sentence, reason, markers, missing?, overlap?}")
 
     class Meta:
         db_table = "retrieval_trace"

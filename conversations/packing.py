@@ -8,11 +8,10 @@ relevant first; a source that does not fit ends the packing (cut sources are not
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from achilles.errors import ValidationFailed
-from achilles.llm import Message, estimate_input_tokens, estimate_tokens
-from achilles.llm.context import ContextSource, format_context
+from achilles.llm import ContextSource, Message, estimate_input_tokens, estimate_tokens, format_context
 
 # Framing of the round-2 transcript around the context: the assistant's tool-call message
 # and the tool message's own preamble.
@@ -91,6 +90,4 @@ def pack_context(sources: Sequence[PackedSource], available: int) -> tuple[list[
 
 
 def _renumber(sources: list[PackedSource]) -> list[PackedSource]:
-    from dataclasses import replace
-
     return [replace(source, marker=n) for n, source in enumerate(sources, start=1)]

@@ -2,9 +2,14 @@
 
     prepare_turn → Turn.events():
       tool set → layered prompt → round 1 (tools) → [tools in parallel: cache gate → KS search,
-      web search] → order and cut → pack under the window budget → round 2 (no tools) or the
-      engine's own «не нашёл» → withheld hint → citations → finalize (message, trace, citations)
-      → access signals → done
+      web search] → order and cut → pack under the window budget → round 2 (no tools), released
+      sentence by sentence through the support check — or the engine's own «не нашёл» →
+      withheld hint → citations → finalize (message, trace, citations) → access signals → done
+
+Round 1's text is held back while ``search_knowledge`` is offered: it reaches the client (and the
+stored message) only when the round ends without a search call; beside a search call it is
+dropped. On a grounding turn only sentences that pass ``conversations.support`` are streamed and
+stored; the others stay in the trace with the reason (``ungrounded_sentences``).
 
 Both transports (SSE, websocket) drive ``Turn.events()``. When the client goes away the stream
 is cancelled or closed; the message is then finalized ``interrupted`` with the text produced so
@@ -35,6 +40,7 @@ from achilles.llm import (
 from conversations import services
 from conversations.cache import cache_gate
 from conversations.choices import MessageState
+from conversations.citations import CitationOut, answer_access_records, build_citations
 from conversations.deps import (  # noqa: F401  (re-exported: the engine's public names)
     DatabaseTurnStore,
     EngineDeps,
@@ -44,11 +50,11 @@ from conversations.deps import (  # noqa: F401  (re-exported: the engine's publi
     set_engine_deps,
 )
 from conversations.events import DoneEvent, ErrorEvent, Event, TokenEvent  # noqa: F401
-from conversations.citations import CitationOut, answer_access_records, build_citations
-from conversations.grounding import author_user_id, engine_answer, ungrounded_sentences, withheld_hint
+from conversations.grounding import author_user_id, engine_answer, withheld_hint
 from conversations.packing import PackedSource, fit_history, pack_context
 from conversations.prompt import round_one_messages, system_prompt, tool_result_messages
 from conversations.ranking import order_and_cut
+from conversations.support import GroundingGate
 from conversations.tools import ToolPlan, plan_tool_round, tool_set
 from conversations.websearch import WebResult, WebSearchProvider
 from knowledge.facade import Identity, SearchResult
@@ -139,7 +145,7 @@ class Turn:
     # -- steps --
 
     async def _run(self) -> AsyncIterator[Event]:
-        started = time.monotonic()
+        started = self._started = time.monotonic()
         spec = self.start.model
         settings = self.start.settings
         try:
@@ -154,13 +160,23 @@ class Turn:
             messages = round_one_messages(system=system.content, history=fit.kept, content=self.content)
 
             round_one = _Round()
-            async with aclosing(self._stream_round(provider, messages, tools, round_one)) as stream:
+            # While the model may still call search_knowledge, its text is held: text beside a
+            # search call is never shown nor stored (it is not grounded in anything).
+            hold = any(t.name == "search_knowledge" for t in tools)
+            async with aclosing(self._stream_round(provider, messages, tools, round_one, release=not hold)) as stream:
                 async for text in stream:
-                    yield TokenEvent(text)
+                    if not hold:
+                        yield TokenEvent(text)
             self.timings["round1_ms"] = _ms(started)
             self.timings["round1_first_event_ms"] = round_one.first_event_ms
 
             plan = plan_tool_round(round_one.calls, tools)
+            if hold and plan.search is None:
+                for text in round_one.text:
+                    self.parts.append(text)
+                    yield TokenEvent(text)
+            elif hold and round_one.text:
+                self.timings["round1_text_dropped_chars"] = len("".join(round_one.text))
             citations: list[CitationOut] = []
             hint = None
             if plan.is_grounding:
@@ -194,7 +210,9 @@ class Turn:
         yield ErrorEvent(detail, code, message_id, self.conversation_id)
 
     async def _stream_round(self, provider: ChatProvider, messages: Sequence[Message],
-                            tools: Sequence[ToolSpec], sink: _Round) -> AsyncIterator[str]:
+                            tools: Sequence[ToolSpec], sink: _Round, *, release: bool = True) -> AsyncIterator[str]:
+        """Yields the round's text deltas; with ``release`` they are also the answer's (``parts``),
+        otherwise the caller decides what of it the client gets."""
         self.rounds.append(sink)
         sink.input_estimate = estimate_input_tokens(messages, tools)
         reserve = self.start.settings.answer_reserve_tokens
@@ -206,7 +224,8 @@ class Turn:
                 if isinstance(event, TextDelta):
                     if event.text:
                         sink.text.append(event.text)
-                        self.parts.append(event.text)
+                        if release:
+                            self.parts.append(event.text)
                         yield event.text
                 elif isinstance(event, ToolCalls):
                     sink.calls = tuple(event.calls)
@@ -256,27 +275,51 @@ class Turn:
         }
 
         own = engine_answer(packed_any=bool(packed), withheld=withheld)
-        answer_start = len(self.parts)
-        if own is not None:
-            # Nothing to ground on: the engine answers, not the model (no guess from memory).
-            self.parts.append(own)
-            yield TokenEvent(own)
-        else:
+        answer = ""
+        if own is None:
             transcript = [*messages, *tool_result_messages(
                 calls=round_one.calls, search_call=plan.search, web_call=plan.web,
                 knowledge=knowledge_packed, web=web_packed)]
             round_two = _Round()
+            gate = GroundingGate(sources={s.marker: s.text for s in packed}, source_urls=[s.url for s in packed if s.url])
+            timings = self.trace["timings"]
             t1 = time.monotonic()
+            gate_seconds = 0.0
+
+            def released(pieces: list[str]):
+                for piece in pieces:
+                    if "first_release_ms" not in timings:
+                        timings["first_release_ms"] = _ms(self._started)
+                    self.parts.append(piece)
+                    yield TokenEvent(piece)
+
             # No tools in round 2: the model must answer; a second tool round never happens.
-            async with aclosing(self._stream_round(provider, transcript, (), round_two)) as stream:
+            # Each sentence is released only once the support check passed it.
+            async with aclosing(self._stream_round(provider, transcript, (), round_two, release=False)) as stream:
                 async for text in stream:
-                    yield TokenEvent(text)
-            self.trace["timings"]["round2_ms"] = _ms(t1)
-            self.trace["timings"]["round2_first_token_ms"] = round_two.first_event_ms
-        answer = "".join(self.parts[answer_start:])
+                    g0 = time.monotonic()
+                    pieces = gate.feed(text)
+                    gate_seconds += time.monotonic() - g0
+                    for event in released(pieces):
+                        yield event
+            g0 = time.monotonic()
+            pieces = gate.flush()
+            gate_seconds += time.monotonic() - g0
+            for event in released(pieces):
+                yield event
+            timings["round2_ms"] = _ms(t1)
+            timings["round2_first_token_ms"] = round_two.first_event_ms
+            timings["gate_ms"] = round(gate_seconds * 1000, 2)
+            self.trace["ungrounded_sentences"] = [v.as_trace() for v in gate.rejected]
+            answer = gate.text
+            if not answer:
+                # Nothing the model wrote is supported by the packed context: the engine's own answer.
+                own = engine_answer(packed_any=False, withheld=withheld)
+        if own is not None:
+            # Nothing to ground on: the engine answers, not the model (no guess from memory).
+            self.parts.append(own)
+            yield TokenEvent(own)
         citations = build_citations(packed, answer) if own is None else []
-        if own is None:
-            self.trace["ungrounded_sentences"] = ungrounded_sentences(answer, {s.marker for s in packed})
         if hint is not None:
             tail = "\n\n" + hint["text"]
             self.parts.append(tail)

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from achilles.llm import Message, ToolCall, ToolSpec
-from achilles.llm.context import format_context
+from achilles.llm import Message, ToolCall, ToolSpec, format_context
 from conversations.packing import PackedSource
 from conversations.tools import IGNORED_CALL_RESULT, SEARCH_KNOWLEDGE, WEB_SEARCH
 

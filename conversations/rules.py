@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import TypeVar
 
 from achilles.errors import ServiceUnavailable, ValidationFailed
+from achilles.selectors import allowed_model_check
 
 T = TypeVar("T")
 
@@ -15,14 +16,14 @@ FEEDBACK_VALUES = (-1, 1, None)
 def resolve_selected_model(name: str | None, allowed_chat_models: Mapping[str, T]) -> T | None:
     """The allow-list row for a requested model name; None clears the choice (→ default).
 
-    A name outside the admin's allow-list of chat models is refused (422) and never stored.
+    A name outside the admin's allow-list of chat models is refused (422 ``unknown_model``, the
+    allow-list's one vocabulary: ``achilles.selectors``) and never stored.
     """
     if name is None:
         return None
     model = allowed_chat_models.get(name)
     if model is None:
-        raise ValidationFailed(f"model {name!r} is not an allowed chat model", field="selected_model",
-                               code="model_not_allowed")
+        return allowed_model_check(name, None, field="selected_model")  # raises unknown_model
     return model
 
 
@@ -31,7 +32,7 @@ def effective_model(selected: T | None, default: T | None) -> T:
     model = selected if selected is not None else default
     if model is None:
         raise ServiceUnavailable("no chat model is configured; an admin must add one to the allow-list",
-                                 code="no_chat_model")
+                                 code="no_default_model")
     return model
 
 

@@ -15,16 +15,15 @@ from django.utils import timezone
 
 from achilles.errors import Conflict, NotFound, ValidationFailed
 from achilles.llm import Message as LLMMessage
-from achilles.llm import ModelSpec
-from achilles.llm.base import Timeouts
-from achilles.models import AgentModel, ModelKind, User
+from achilles.llm import ModelSpec, Timeouts
+from achilles.models import AgentModel, User
 from achilles.platform import platform_settings
-from achilles.services import default_chat_model
+from achilles.selectors import allowed_model_get, default_model
 from conversations.choices import MessageState, Role
 from conversations.citations import CitationOut
 from conversations.grounding import Contact
 from conversations.models import Citation, Conversation, Message, RetrievalTrace
-from conversations.rules import effective_model, feedback_update, resolve_selected_model
+from conversations.rules import effective_model, feedback_update
 from conversations.selectors import conversation_get_for_user, message_get_for_user
 
 HISTORY_LIMIT = 200  # older messages could never fit a window anyway
@@ -62,7 +61,7 @@ def turn_settings() -> TurnSettings:
 def conversation_model(conversation: Conversation | None) -> AgentModel:
     """Intent → the model to generate with: the thread's selection, else the default chat model."""
     selected = conversation.selected_model if conversation is not None and conversation.selected_model_id else None
-    return effective_model(selected, default_chat_model())
+    return effective_model(selected, default_model(kind="chat"))
 
 
 @transaction.atomic
@@ -199,8 +198,8 @@ def conversation_update(*, user: User, conversation_id, fields: dict) -> Convers
         update_fields.append("title")
     if "selected_model" in fields:
         name = fields["selected_model"]
-        allowed = {m.name: m for m in AgentModel.objects.filter(name=name, kind=ModelKind.CHAT)} if name else {}
-        conversation.selected_model = resolve_selected_model(name, allowed)
+        conversation.selected_model = (None if name is None
+                                       else allowed_model_get(name=name, kind="chat", field="selected_model"))
         update_fields.append("selected_model")
     if update_fields:
         conversation.save(update_fields=update_fields)

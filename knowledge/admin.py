@@ -102,7 +102,7 @@ class RecordAdmin(admin.ModelAdmin):
             services.record_link_create(from_record_id=link.from_record_id, to_record_id=link.to_record_id,
                                         link_type=link.link_type)
         for link in formset.deleted_objects:
-            link.delete()
+            services.record_link_delete(link_id=link.pk)
 
     def changelist_view(self, request, extra_context=None):
         _search_mode_message(request)

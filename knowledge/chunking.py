@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from achilles.llm.base import estimate_tokens
+from achilles.llm import estimate_tokens
 
 DEFAULT_MAX_TOKENS = 300
 _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")

@@ -99,13 +99,17 @@ MAX_QUERY_CHARS = 2000
 
 # The implementation lives in knowledge/services.py and knowledge/selectors.py; these names
 # are the contract (signatures fixed; tests of other apps stub exactly these).
-from knowledge.store import graph, is_empty, register_access, search, sql  # noqa: E402,F401
-
 # Added: the content generation, for caches of search results (the Query Engine's candidate cache).
-from knowledge.store import generation  # noqa: E402,F401
-
 # Added: which records an identity may see now (stored citations are shown only for those).
-from knowledge.store import visible_records  # noqa: E402,F401
-
 # Added: writes for apps that feed the store (the hub's Jira mirror → source_system="jira").
-from knowledge.store import delete_record, upsert_record  # noqa: E402,F401
+from knowledge.store import (  # noqa: E402,F401  # noqa: E402,F401
+    delete_record,
+    generation,  # noqa: E402,F401
+    graph,
+    is_empty,
+    register_access,
+    search,
+    sql,
+    upsert_record,
+    visible_records,  # noqa: E402,F401
+)

@@ -61,19 +61,6 @@ def principals_of(identity: Identity) -> list[str]:
     return sorted(identity.principals)
 
 
-def tsquery_text(query: str) -> str:  # kept for callers that want a plain OR query
-    """The words of a free-text query OR-ed for ``to_tsquery`` (stop words drop out in PG).
-
-    Only ``\\w+`` runs reach PostgreSQL, quoted, so no tsquery operator can be injected.
-    """
-    words: list[str] = []
-    for word in _WORD.findall(query.lower()):
-        word = word.replace("_", " ").strip()
-        if word and word not in words:
-            words.append(word)
-    return " | ".join(f"'{word}'" for word in words[:MAX_QUERY_TERMS])
-
-
 def vector_literal(vector: Sequence[float]) -> str:
     return "[" + ",".join(f"{float(x):.7g}" for x in vector) + "]"
 
@@ -92,19 +79,27 @@ class EmbeddingConfig:
     hint_floor: float | None = None
 
 
+# The relevance floor of each built-in embedder when its row sets no ``options.min_similarity``:
+# measured over the demo corpus with ``manage.py relevance_floor`` (knowledge/calibration.py; the
+# table is in the README). A provider without an entry has no floor until one is configured.
+DEFAULT_MIN_SIMILARITY: dict[str, float] = {"hash": 0.19}
+
+
 def embedding_config() -> EmbeddingConfig | None:
     """The default ``agent_models`` row of kind embedding as a provider, or None (lexical only)."""
-    from achilles.llm.registry import get_embedding_provider
+    from achilles.llm import get_embedding_provider
     from achilles.models import AgentModel
 
     row = AgentModel.objects.filter(kind="embedding", is_default=True).first()
     if row is None:
         return None
     spec = row.spec()
-    floor = spec.options.get("min_similarity")
+    configured = spec.options.get("min_similarity")
+    floor = configured if configured is not None else DEFAULT_MIN_SIMILARITY.get(spec.provider)
+    # Only a configured floor counts towards withheld hints (the hint policy's own choice).
     return EmbeddingConfig(name=row.name, provider=get_embedding_provider(spec),
                            min_similarity=float(floor) if floor is not None else -1.0,
-                           hint_floor=float(floor) if floor is not None else None)
+                           hint_floor=float(configured) if configured is not None else None)
 
 
 # The search path reads the default embedding model once per SEARCH_CONFIG_SECONDS per process:

@@ -203,6 +203,11 @@ def record_link_create(*, from_record_id: int, to_record_id: int, link_type: str
     return link
 
 
+def record_link_delete(*, link_id: int) -> None:
+    """Remove one link between records (the admin's inline); an unknown link is already gone."""
+    RecordLink.objects.filter(pk=link_id).delete()
+
+
 # --------------------------------------------------------------------------- access signals and trust
 
 def access_register(*, record_id: int, identity: Identity, kind: str, message_id: str | None = None) -> None:

@@ -119,9 +119,8 @@ def _check(query: str) -> str:
     for node in tree.walk():
         if isinstance(node, _FORBIDDEN_NODES):
             raise reject(f"{node.key.upper()} is not allowed")
-        if isinstance(node, exp.CTE):
-            if not isinstance(node.this, exp.Select | exp.Union | exp.Intersect | exp.Except):
-                raise reject("a CTE must be a SELECT")
+        if isinstance(node, exp.CTE) and not isinstance(node.this, exp.Select | exp.Union | exp.Intersect | exp.Except):
+            raise reject("a CTE must be a SELECT")
         if isinstance(node, exp.Table | exp.TableAlias | exp.CTE) and _is_catalog_name(node):
             raise reject(f"catalog and statistics relations are never readable («{node.alias_or_name or node.name}»)")
     _check_relations(tree)

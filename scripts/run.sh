@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # `make run`: migrate, collectstatic, demo data once, then daphne + Celery workers + Celery Beat (and a
-# guard of the embedded PostgreSQL/Redis) under supervisord, which restarts any of them that dies.
+# guard of the embedded PostgreSQL/Redis) under supervisord, which restarts any of them that dies;
+# unless JIRA_URL is set, also the Jira emulator and a sync agent under its launcher.
 # Ctrl-C stops them all and the embedded PostgreSQL/Redis (when those are in use).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
 export ACHILLES_HOST="${HOST:-127.0.0.1}" ACHILLES_PORT="${PORT:-8000}"
 mkdir -p var/supervisor
+rm -f var/supervisor/jira.conf
 
 stop_embedded() { "$BIN/python" -m achilles.embedded stop || true; }
 trap stop_embedded EXIT
@@ -14,7 +16,56 @@ trap stop_embedded EXIT
 "$BIN/python" manage.py migrate --noinput
 # hashed, compressed static files for WhiteNoise (the admin, /api/docs, the pages)
 "$BIN/python" manage.py collectstatic --noinput -v0
-"$BIN/python" manage.py demo_data
+# Demo accounts and content only in development: production refuses to start with them.
+if [ "${ACHILLES_ENV:-dev}" != "production" ]; then
+  "$BIN/python" manage.py demo_data
+
+  # JIRA_URL from the environment or from .env.
+  if [ -z "${JIRA_URL:-}" ] && [ -f .env ]; then
+    JIRA_URL="$(sed -n 's/^[[:space:]]*JIRA_URL[[:space:]]*=[[:space:]]*//p' .env | tail -n 1)"
+  fi
+  if [ -z "${JIRA_URL:-}" ]; then
+    # No Jira configured: a Jira REST emulator with the demo project AURORA, and a sync agent under its
+    # launcher pointed at it, so a batch from an MCP client really lands in "Jira" and comes back
+    # through the mirror. The sync agent's hub token is (re)issued here: create, or rotate if it exists.
+    JIRA_EMULATOR_PORT="${JIRA_EMULATOR_PORT:-8089}"
+    export JIRA_EMULATOR_PORT JIRA_URL="http://127.0.0.1:${JIRA_EMULATOR_PORT}" JIRA_TOKEN="${JIRA_EMULATOR_TOKEN:-sync-pat}"
+    HUB_HOST="$ACHILLES_HOST"; case "$HUB_HOST" in 0.0.0.0|::) HUB_HOST=127.0.0.1 ;; esac
+    export ACHILLES_HUB_URL="http://${HUB_HOST}:${ACHILLES_PORT}"
+    ACHILLES_SYNC_TOKEN="$("$BIN/python" manage.py hub_sync_agent local-demo 2>/dev/null \
+      || "$BIN/python" manage.py hub_sync_agent local-demo --rotate 2>/dev/null)"
+    export ACHILLES_SYNC_TOKEN
+    # supervisord.conf includes var/supervisor/*.conf: the two extra programs, restarted like the rest.
+    cat > var/supervisor/jira.conf <<PROGS
+[program:jira]
+command=%(here)s/../../.venv/bin/python -m hub.emulator --host 127.0.0.1 --port ${JIRA_EMULATOR_PORT} --data demo --token ${JIRA_TOKEN}
+directory=%(here)s/../..
+priority=15
+autorestart=true
+startsecs=1
+startretries=1000
+stopasgroup=true
+killasgroup=true
+redirect_stderr=true
+stdout_logfile=/dev/stdout
+stdout_logfile_maxbytes=0
+
+[program:syncagent]
+command=%(here)s/../../.venv/bin/python -m hub.syncagent.run --state-dir var/syncagent
+directory=%(here)s/../..
+priority=50
+autorestart=true
+startsecs=3
+startretries=1000
+stopasgroup=true
+killasgroup=true
+redirect_stderr=true
+stdout_logfile=/dev/stdout
+stdout_logfile_maxbytes=0
+PROGS
+    echo "Jira emulator (project AURORA) on ${JIRA_URL}; sync agent under its launcher, state in var/syncagent/"
+  fi
+fi
 echo
 echo "Achilles is starting on http://${ACHILLES_HOST}:${ACHILLES_PORT}/  (admin: /admin/, API: /api/docs)"
 echo "Processes: $BIN/supervisorctl -c supervisord.conf status"

@@ -34,3 +34,10 @@ class AgentModelFactory(factory.django.DjangoModelFactory):
     context_window = 8192
     is_default = False
     options = factory.LazyFunction(dict)
+
+    @classmethod
+    def _create(cls, model_class, *args, **kwargs):
+        # through the allow-list's action, as the admin and the commands add models
+        from achilles.services import allowed_model_create
+
+        return allowed_model_create(**kwargs)

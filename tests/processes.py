@@ -7,6 +7,7 @@ and Celery queues, so what they commit is visible to the test and vice versa (us
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -59,19 +60,16 @@ def stop(proc: subprocess.Popen, timeout: float = 15) -> None:
 
 def embedded_services() -> bool:
     """True when this run uses the embedded PostgreSQL and Redis (only those can be restarted here)."""
-    from achilles.bootstrap import embedded_database_url, embedded_redis_url
+    from achilles.bootstrap import embedded_in_use
 
-    return (settings.REDIS_URL == embedded_redis_url(settings.VAR_DIR)
-            and os.environ.get("DATABASE_URL") == embedded_database_url(settings.VAR_DIR))
+    return embedded_in_use() == {"postgres", "redis"}
 
 
 def redis_stop() -> None:
     import redis
 
-    try:
+    with contextlib.suppress(redis.ConnectionError):  # the shutdown closes the socket under the client
         redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5).shutdown(nosave=True)
-    except redis.ConnectionError:  # the shutdown closes the socket under the client
-        pass
 
 
 def redis_start() -> None:

@@ -35,6 +35,7 @@ from achilles.llm.registry import (
     register_provider,
     unregister_provider,
 )
+from achilles.llm.text import split_sentences
 from achilles.llm.types import (
     ChatResult,
     Message,
@@ -84,6 +85,7 @@ __all__ = [
     "guard_stream",
     "parse_context",
     "register_provider",
+    "split_sentences",
     "unregister_provider",
 ]
 

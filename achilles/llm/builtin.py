@@ -70,11 +70,7 @@ _SMALLTALK_RE = {
     for kind, pattern in _SMALLTALK.items()
 }
 _QUESTION_WORDS = frozenset(
-    (
-        "что кто где когда как какой какая какое какие каких каким какую каков какова сколько "
-        "почему зачем куда откуда чей чья чье чьи ли what who whom whose where when why how which "
-        "is are do does did can could should will would was were "
-    ).split()
+    ["что", "кто", "где", "когда", "как", "какой", "какая", "какое", "какие", "каких", "каким", "какую", "каков", "какова", "сколько", "почему", "зачем", "куда", "откуда", "чей", "чья", "чье", "чьи", "ли", "what", "who", "whom", "whose", "where", "when", "why", "how", "which", "is", "are", "do", "does", "did", "can", "could", "should", "will", "would", "was", "were"]
 )
 _REQUEST_RE = re.compile(
     r"(?<!\w)(?:расскаж\w*|скаж\w*|подскаж\w*|объясн\w*|покаж\w*|найд\w*|опиш\w*|перечисл\w*"
@@ -82,14 +78,10 @@ _REQUEST_RE = re.compile(
     r"|tell me|explain|show me|find|describe|list|give me|remind me|i need|i want to know"
     r"|i'd like to know|looking for|what's)(?!\w)"
 )
-_FIRST_PERSON = frozenset("я мы мне i we i'm im my".split())
-_CONNECTIVES = frozenset("а и ну and also plus so ещё еще тоже".split())
+_FIRST_PERSON = frozenset(["я", "мы", "мне", "i", "we", "i'm", "im", "my"])
+_CONNECTIVES = frozenset(["а", "и", "ну", "and", "also", "plus", "so", "ещё", "еще", "тоже"])
 _ANAPHORA = frozenset(
-    (
-        "него нее нему ней них ним нем он она оно они его ее их им ему ей этот эта это эти этого "
-        "этой этому этим этих этом тот та те того той там тогда him her it them they this that "
-        "those these there its their his he she "
-    ).split()
+    ["него", "нее", "нему", "ней", "них", "ним", "нем", "он", "она", "оно", "они", "его", "ее", "их", "им", "ему", "ей", "этот", "эта", "это", "эти", "этого", "этой", "этому", "этим", "этих", "этом", "тот", "та", "те", "того", "той", "там", "тогда", "him", "her", "it", "them", "they", "this", "that", "those", "these", "there", "its", "their", "his", "he", "she"]
 )
 _FOLLOW_UP_START = re.compile(
     r"^(?:а|и|ну|and|also|plus|what about|how about|ещё|еще|тоже)(?!\w)"

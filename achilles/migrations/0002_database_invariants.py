@@ -2,7 +2,18 @@
 
 from django.db import migrations
 
-from achilles.db import BUMP_FUNCTION_SQL, AttachUpdatedAtTrigger, SetForeignKeyOnDelete
+from achilles.db import AttachUpdatedAtTrigger, SetForeignKeyOnDelete
+
+# Frozen: the function as this migration created it (0003 replaced it). Migrations are history, so
+# the SQL lives here, not in a constant a later edit would silently rewrite.
+BUMP_FUNCTION_SQL = """
+CREATE OR REPLACE FUNCTION achilles_bump_updated_at() RETURNS trigger AS $$
+BEGIN
+    NEW.updated_at := now();
+    RETURN NEW;
+END;
+$$ LANGUAGE plpgsql;
+"""
 
 
 class Migration(migrations.Migration):

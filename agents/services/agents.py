@@ -13,29 +13,18 @@ from django.utils import timezone
 from achilles import audit
 from achilles.errors import NotFound, PermissionDenied, ValidationFailed
 from achilles.models import AgentModel, User
-from achilles.platform import platform_settings
-from achilles.services import default_chat_model
+from achilles.selectors import allowed_model_get
 from agents import schedule as sched
 from agents.models import Agent
 
 
 def _resolve_model(name: str | None) -> AgentModel:
     """A chat model from the allow-list; omitted → the list's default chat model."""
-    if name is None:
-        model = default_chat_model()
-        if model is None:
-            raise ValidationFailed("no default chat model is configured; name one in `model`", code="no_default_model")
-        return model
-    model = AgentModel.objects.filter(name=name).first()
-    if model is None:
-        raise ValidationFailed(f"model {name!r} is not on the allow-list", code="unknown_model")
-    if model.kind != "chat":
-        raise ValidationFailed(f"model {name!r} is an {model.kind} model, not a chat model", code="wrong_model_kind")
-    return model
+    return allowed_model_get(name=name, kind="chat", field="model")
 
 
 def _owner_tz(owner: User) -> str:
-    return owner.timezone or platform_settings().timezone
+    return owner.effective_timezone()
 
 
 def _compute_next_run(agent: Agent, now: datetime, previous: datetime | None = None,

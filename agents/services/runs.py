@@ -93,7 +93,7 @@ def run_execute(run_id: int, *, worker: str = "") -> str | None:
     duplicate delivery finds the run no longer queued and does nothing. ``worker`` (the Celery
     worker's hostname) is stored with the claim, so the reaper can tell when it died.
     Returns the final state."""
-    from achilles.llm.registry import get_chat_provider
+    from achilles.llm import get_chat_provider
     from agents.loop import IterationCapReached, LoopFailed, TokenCapReached, run_loop
     from agents.prompt import compose_messages, tool_specs
     from agents.tools import KnowledgeTools

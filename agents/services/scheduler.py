@@ -12,8 +12,10 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from achilles.platform import platform_settings
+from achilles.selectors import effective_timezone
 from agents import schedule as sched
 from agents.choices import RunReason
+from agents.selectors import budget_room
 from agents.services import dispatch
 from agents.services.runs import agent_runs_redispatch, owner_budget_lock
 
@@ -90,7 +92,8 @@ def _tick_batch(now: datetime, batch_size: int, result: TickResult) -> int:
         rows = cursor.fetchall()
         if not rows:
             return 0
-        owner_tz: dict[int, str] = {owner_id: tz or org_tz for _, owner_id, _, _, tz in rows}
+        owner_tz: dict[int, str] = {owner_id: effective_timezone(tz, org_timezone=org_tz)
+                                    for _, owner_id, _, _, tz in rows}
         weeks = {owner_id: sched.week_bounds(tz, now) for owner_id, tz in owner_tz.items()}
         owners = list(weeks)
         # The same per-owner lock a manual start takes: spend and reservations are read and new
@@ -101,8 +104,8 @@ def _tick_batch(now: datetime, batch_size: int, result: TickResult) -> int:
         cursor.execute(_ACTIVE_SQL, [owners])
         active = dict(cursor.fetchall())
         # How many more runs each owner has room for: each needs spend + reservations < budget.
-        room = {owner: max(0, -(-(budget - spent.get(owner, 0) - run_cap * active.get(owner, 0)) // run_cap))
-                for owner in owners}
+        room = {owner: budget_room(spent=spent.get(owner, 0), active=active.get(owner, 0), budget=budget,
+                                   run_cap=run_cap) for owner in owners}
         runnable, over_budget_agents = [], set()
         for agent_id, owner_id, _, slot, _ in rows:
             if room[owner_id] > 0:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import factory
 import pytest
 
-from achilles.llm.fake import ScriptedChatProvider
 from tests.agent_engine.fakes import FakeKnowledgeStore
 from tests.factories import AgentModelFactory, UserFactory
+from tests.llm_fake import ScriptedChatProvider
 
 FAKE_PROVIDER = "fake-agent-engine"
 

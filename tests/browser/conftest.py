@@ -75,8 +75,13 @@ def page(chromium_path):
         context = browser.new_context(locale="ru-RU")
         page = context.new_page()
         page.set_default_timeout(20_000)
+        # The pages run under the real Content-Security-Policy: any violation fails the test.
+        violations: list[str] = []
+        page.on("console", lambda message: violations.append(message.text)
+                if "Content Security Policy" in message.text else None)
         try:
             yield page
+            assert not violations, f"CSP violations: {violations}"
         finally:
             browser.close()
             os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
@@ -88,3 +93,21 @@ def sign_in(page, live_url: str, username: str, password: str = "pass-word-123")
     page.fill("input[name=password]", password)
     page.click("button[type=submit]")
     page.wait_for_url(lambda url: "/accounts/login/" not in url)
+
+
+def wait_js(page, expression: str, timeout: float = 20_000) -> None:
+    """Wait until ``expression`` is truthy in the page.
+
+    Playwright's ``wait_for_function`` builds its predicate with ``eval`` inside the page, which the
+    platform's Content-Security-Policy (no 'unsafe-eval') refuses; ``page.evaluate`` goes through
+    the DevTools protocol, which the policy does not govern, so the polling happens here.
+    """
+    import time
+
+    deadline = time.monotonic() + timeout / 1000
+    while True:
+        if page.evaluate(expression):
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} ms waiting for: {expression}")
+        time.sleep(0.05)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import time
 
 import pytest
+from playwright.sync_api import expect
+
 from achilles.models import AgentModel
 from conversations.models import Conversation, Message
 from knowledge.services import record_upsert
@@ -14,8 +16,6 @@ from tests.achilles.llm_stub_server import StubLLMServer, StubReply, StubToolCal
 from tests.browser.conftest import sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.p1]
-
-DONE = "document.querySelectorAll('.msg.assistant[data-id]').length >= {n} && !window.achillesChat.state.busy"
 
 
 class ScriptedModel:
@@ -54,8 +54,16 @@ def ask(page, text: str) -> None:
     page.keyboard.press("Enter") if page.evaluate("document.activeElement.id") == "q" else page.click("#send")
 
 
+# Waits are locator assertions, not wait_for_function: a string predicate is an eval, which the
+# pages' Content-Security-Policy refuses.
 def wait_answers(page, n: int, timeout: float = 30_000) -> None:
-    page.wait_for_function(DONE.format(n=n), timeout=timeout)
+    """The n-th stored answer is on the page and no turn is running."""
+    page.locator(".msg.assistant[data-id]").nth(n - 1).wait_for(state="attached", timeout=timeout)
+    expect(page.locator("#stop")).to_be_hidden(timeout=timeout)
+
+
+def wait_socket_open(page) -> None:
+    page.wait_for_selector("body[data-socket=open]", state="attached")
 
 
 def test_an_idle_socket_stays_open_for_60_s_and_a_20_s_answer_arrives_whole(live_url, page, model, user_factory, tmp_path):
@@ -73,7 +81,7 @@ def test_an_idle_socket_stays_open_for_60_s_and_a_20_s_answer_arrives_whole(live
     started = time.monotonic()
     idle.goto(live_url + "/chat/")
     streaming.goto(live_url + "/chat/")
-    streaming.wait_for_function("window.achillesChat.state.ws && window.achillesChat.state.ws.readyState === 1")
+    wait_socket_open(streaming)
     # the 20-second answer, streamed while the other tab sits idle
     ask(streaming, "Расскажи подробно про отпуск")
     streaming.wait_for_selector(".msg.assistant .text.streaming", timeout=10_000)
@@ -138,7 +146,7 @@ def test_stop_and_regenerate(live_url, page, model, user_factory):
     sign_in(page, live_url, user.username)
     page.goto(live_url + "/chat/")
     ask(page, "Расскажи про отпуск")
-    page.wait_for_function("(document.querySelector('.msg.assistant .text')?.textContent || '').includes('часть3')")
+    expect(page.locator(".msg.assistant .text").first).to_contain_text("часть3")
     page.keyboard.press("Escape")  # Esc stops, like the stop button
     page.wait_for_selector(".msg.assistant.interrupted[data-id]")
     assert "Ответ прерван" in page.locator(".msg.assistant").last.text_content()
@@ -175,7 +183,7 @@ def test_rename_delete_and_search_conversations(live_url, page, user_factory):
     # delete (after a confirmation)
     page.once("dialog", lambda dialog: dialog.accept())
     page.locator("#threads .thread", has_text="Пароль от Wi-Fi").get_by_role("button", name="Удалить беседу").click()
-    page.wait_for_function("document.querySelectorAll('#threads .thread').length === 2")
+    expect(page.locator("#threads .thread")).to_have_count(2)
     assert not Conversation.objects.filter(user=user, title="Пароль от Wi-Fi").exists()
 
 
@@ -185,7 +193,7 @@ def test_the_model_picker_chooses_the_model_of_later_answers(live_url, page, mod
     user = user_factory(username="browser-models")
     sign_in(page, live_url, user.username)
     page.goto(live_url + "/chat/")
-    page.wait_for_function("document.querySelectorAll('#model option').length === 2")
+    expect(page.locator("#model option")).to_have_count(2)
     ask(page, "Сколько дней отпуска?")
     wait_answers(page, 1)
     page.select_option("#model", "stub-b")
@@ -201,7 +209,7 @@ def test_the_model_picker_chooses_the_model_of_later_answers(live_url, page, mod
     assert model.model_names() == ["stub-a", "stub-b"]
     assert "stub-b" in page.locator(".msg.assistant .meta").last.text_content()
     page.reload()
-    page.wait_for_function("document.querySelector('#model').value === 'stub-b'")
+    expect(page.locator("#model")).to_have_value("stub-b")
 
 
 def test_a_model_outage_shows_a_message_with_retry(live_url, page, model, user_factory):
@@ -229,7 +237,7 @@ def test_a_message_sent_while_the_socket_is_down_is_sent_when_it_is_back(live_ur
     user = user_factory(username="browser-queue")
     sign_in(page, live_url, user.username)
     page.goto(live_url + "/chat/")
-    page.wait_for_function("window.achillesChat.state.ws && window.achillesChat.state.ws.readyState === 1")
+    wait_socket_open(page)
     # the connection drops, and the next attempt is a few seconds away (the back-off)
     page.evaluate("window.achillesChat.state.retries = 3; window.achillesChat.state.ws.close(4000)")
     page.wait_for_selector("#banner:not([hidden])")
@@ -241,3 +249,24 @@ def test_a_message_sent_while_the_socket_is_down_is_sent_when_it_is_back(live_ur
     assert "28 календарных дней" in page.locator(".msg.assistant .text").last.text_content()
     assert page.is_hidden("#banner") and page.locator(".msg.user.queued").count() == 0
     assert list(Message.objects.filter(role="user").values_list("content", flat=True)) == ["Сколько дней отпуска?"]
+
+
+def test_without_a_websocket_the_page_falls_back_to_sse(live_url, page, model, user_factory):
+    """A network that lets no websocket through (a proxy that drops the upgrade): the message waits
+    a few seconds for the socket, then goes over SSE, and the answer arrives all the same."""
+    user = user_factory(username="browser-sse")
+    page.route_web_socket("**/ws/chat/", lambda ws: ws.close(code=1011))
+    sign_in(page, live_url, user.username)
+    page.goto(live_url + "/chat/")
+    page.wait_for_selector("#banner:not([hidden])")
+    ask(page, "Сколько дней отпуска?")
+    page.wait_for_selector(".msg.user.queued", state="attached")
+    wait_answers(page, 1)
+    assert "28 календарных дней" in page.locator(".msg.assistant .text").last.text_content()
+    assert page.locator(".msg.assistant .sources .source").count() == 1
+    # a follow-up in the same thread goes straight over SSE
+    model.answers.append(StubReply(text="Перенос возможен по согласованию [1]."))
+    ask(page, "А перенести можно?")
+    wait_answers(page, 2)
+    assert "Перенос возможен" in page.locator(".msg.assistant .text").last.text_content()
+    assert Conversation.objects.get(user=user).messages.count() == 4

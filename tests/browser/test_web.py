@@ -2,6 +2,7 @@
 
 import pytest
 from django.db import connection
+from playwright.sync_api import expect
 
 from knowledge.services import record_upsert
 from tests.browser.conftest import sign_in
@@ -63,8 +64,9 @@ def test_an_absent_fact_gets_ne_nashel(live_url, page, user_factory, model_facto
     page.goto(live_url + "/chat/")
     page.fill("#q", "Какой пароль от гостевого Wi-Fi в переговорной?")
     page.click("form#ask button")
-    page.wait_for_function("document.querySelector('#status').textContent === ''"
-                           " && document.querySelectorAll('.msg.assistant .meta').length > 0")
+    # (locator assertions, not wait_for_function: a string predicate is an eval, which the CSP refuses)
+    expect(page.locator(".msg.assistant .meta").first).to_be_attached()
+    expect(page.locator("#status")).to_have_text("")
     assert "не нашёл" in page.locator(".msg.assistant .text").last.text_content()
 
 
@@ -74,7 +76,7 @@ def test_an_ended_session_sends_the_chat_page_to_sign_in(live_url, page, user_fa
     user = user_factory(username="browser-signed-out")
     sign_in(page, live_url, user.username)
     page.goto(live_url + "/chat/")
-    page.wait_for_function("document.querySelector('#status').textContent === ''")
+    expect(page.locator("#status")).to_have_text("")
     # when the account is deactivated while the page is open, and the user asks
     with connection.cursor() as cursor:
         cursor.execute("UPDATE users SET is_active = false WHERE id = %s", [user.pk])

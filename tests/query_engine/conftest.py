@@ -12,8 +12,8 @@ from asgiref.sync import async_to_sync
 
 from achilles.llm import ToolCalls, Usage
 from achilles.llm.context import parse_context
-from achilles.llm.fake import ScriptedChatProvider, answer, call_tool, call_tools, tool_call
 from knowledge.facade import Candidate, Identity, SearchResult, Withheld
+from tests.llm_fake import ScriptedChatProvider, answer, call_tool, call_tools, tool_call
 
 # --- Knowledge Store stub ------------------------------------------------------------------------
 
@@ -290,9 +290,8 @@ class MemoryTurnStore:
 
         from achilles.errors import NotFound
         from achilles.llm import Message as LLMMessage
-        from conversations.services import TurnStart
-
         from conversations.rules import effective_model
+        from conversations.services import TurnStart
 
         if conversation_id is None:
             conversation_id, created = str(uuid.uuid4()), True

@@ -2,46 +2,48 @@
 
 from django.conf import settings
 from django.core.management import call_command, get_commands
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from achilles.models import AgentModel
-from achilles.platform import platform_settings
-from achilles.services import user_ensure
+from achilles.services import allowed_model_create, user_ensure
 
-DEMO_ADMIN = ("admin", "achilles-admin")
-DEMO_USER = ("demo", "achilles-demo")
+from achilles.security import DEMO_ACCOUNTS
+
+DEMO_ADMIN = ("admin", DEMO_ACCOUNTS["admin"])
+DEMO_USER = ("demo", DEMO_ACCOUNTS["demo"])
 
 
 class Command(BaseCommand):
     help = "Create demo users, the default model allow-list and demo content (idempotent)."
 
     def handle(self, *args, **options):
+        if settings.PRODUCTION:
+            raise CommandError("demo_data creates accounts with published passwords: not with ACHILLES_ENV=production")
         with transaction.atomic():
-            platform_settings()
             admin, admin_created = user_ensure(username=DEMO_ADMIN[0], password=DEMO_ADMIN[1], superuser=True,
                                                groups=["it", "finance"])
             user, user_created = user_ensure(username=DEMO_USER[0], password=DEMO_USER[1], groups=["it"])
             if not AgentModel.objects.filter(kind="chat").exists():
                 if settings.LLM_BASE_URL:
-                    AgentModel.objects.create(
+                    allowed_model_create(
                         name=settings.LLM_MODEL, provider="openai", kind="chat", is_default=True,
                         context_window=settings.LLM_CONTEXT_WINDOW,
                         options={"base_url": settings.LLM_BASE_URL, "api_key_env": "LLM_API_KEY", "model": settings.LLM_MODEL},
                     )
-                AgentModel.objects.create(name="builtin-extractive", provider="builtin", kind="chat",
-                                          is_default=not settings.LLM_BASE_URL, context_window=8192)
-            if not AgentModel.objects.filter(kind="embedding").exists():
-                if settings.EMBEDDING_BASE_URL and settings.EMBEDDING_MODEL:
-                    AgentModel.objects.create(
-                        name=settings.EMBEDDING_MODEL, provider="openai", kind="embedding", is_default=True,
-                        context_window=8192,
-                        options={"base_url": settings.EMBEDDING_BASE_URL, "api_key_env": "LLM_API_KEY",
-                                 "model": settings.EMBEDDING_MODEL},
-                    )
+                allowed_model_create(name="builtin-extractive", provider="builtin", kind="chat",
+                                     is_default=not settings.LLM_BASE_URL, context_window=8192)
+            if (settings.EMBEDDING_BASE_URL and settings.EMBEDDING_MODEL
+                    and not AgentModel.objects.filter(kind="embedding").exists()):
+                allowed_model_create(
+                    name=settings.EMBEDDING_MODEL, provider="openai", kind="embedding", is_default=True,
+                    context_window=8192,
+                    options={"base_url": settings.EMBEDDING_BASE_URL, "api_key_env": "LLM_API_KEY",
+                             "model": settings.EMBEDDING_MODEL},
+                )
         # Apps contribute their own demo content (knowledge corpus, a demo agent) here.
         available = get_commands()
-        for command in ("demo_knowledge", "demo_agents"):
+        for command in ("demo_knowledge", "demo_agents", "demo_hub"):
             if command in available:
                 call_command(command, stdout=self.stdout)
         self.stdout.write(self.style.SUCCESS("Demo data ready."))

@@ -2,8 +2,14 @@
 // sends the page to the sign-in form and back here afterwards, a text-only element maker, one
 // date format and Russian plurals.
 window.achilles = (() => {
-  const csrf = () => document.cookie.split("; ").find(c => c.startsWith("csrftoken="))?.split("=")[1] || "";
-  const signIn = () => { location.href = "/accounts/login/?next=" + encodeURIComponent(location.pathname + location.search); };
+  // The token comes from the page (the CSRF cookie may be HttpOnly); the cookie is the fallback.
+  const csrf = () => document.querySelector('meta[name="csrf-token"]')?.content
+      || document.cookie.split("; ").find(c => c.startsWith("csrftoken="))?.split("=")[1] || "";
+  let leaving = false;  // several calls may see the 401 at once: navigate once
+  const signIn = () => {
+    if (leaving) return; leaving = true;
+    location.href = "/accounts/login/?next=" + encodeURIComponent(location.pathname + location.search);
+  };
   const api = async (path, opts = {}) => {
     const response = await fetch("/api" + path, {credentials: "same-origin",
         headers: {"Content-Type": "application/json", "X-CSRFToken": csrf()}, ...opts});
@@ -36,3 +42,10 @@ window.achilles = (() => {
   };
   return {api, el, signIn, formatDate, plural, icon};
 })();
+document.addEventListener("DOMContentLoaded", () => {
+  // the current page's link in the header
+  document.querySelectorAll("header nav a").forEach(a => {
+    const path = new URL(a.href).pathname;
+    if (path === location.pathname || (path !== "/" && location.pathname.startsWith(path))) a.setAttribute("aria-current", "page");
+  });
+});

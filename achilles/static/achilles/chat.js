@@ -100,7 +100,7 @@
 
   function withheldNotice(hint) {
     const box = el("div", "withheld"); box.setAttribute("role", "note");
-    box.append(el("strong", null, "Есть закрытые для вас материалы. "), el("span", null, hint.text || ""));
+    box.append(el("strong", null, "Доступ ограничен. "), el("span", null, hint.text || ""));
     return box;
   }
 
@@ -219,6 +219,7 @@
     $("thread-title").textContent = "Новый чат";
     if (!id) { renderThread([]); selectModel(st.pendingModel); loadThreads(); return null; }
     const r = await api(`/conversations/${id}?limit=200`);
+    if (r.status === 401) return null;  // on the way to the sign-in form
     if (!r.ok) { renderThread([]); if (r.status === 404) showError(ERRORS.not_found, null); loadThreads(); return null; }
     const body = await r.json(); st.conversation = body;
     $("thread-title").textContent = body.title || "Без названия";
@@ -247,17 +248,17 @@
     const ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/ws/chat/");
     st.ws = ws;
     ws.onopen = () => {
-      st.retries = 0; setBanner("");
+      st.retries = 0; st.fallback = false; setBanner(""); document.body.dataset.socket = "open";
       if (st.resume) { st.resume = false; resumeTurn(); }
       flushQueue();
     };
     ws.onclose = ev => {
       if (st.ws !== ws) return;
-      st.ws = null;
+      st.ws = null; document.body.dataset.socket = "closed";
       if (ev.code === 4401) { signIn(); return; }  // the session ended: reconnecting cannot help
-      if (st.busy) { st.resume = true; setBusy(false); }
+      if (st.busy && st.transport === "ws") { st.resume = true; setBusy(false); }
       const delay = st.stopping ? 0 : Math.min(10000, 500 * 2 ** st.retries++);
-      if (!st.stopping) setBanner("Соединение потеряно, переподключаюсь… Сообщения не потеряются: они уйдут, как только связь вернётся.");
+      if (!st.stopping) setBanner("Соединение потеряно, переподключаюсь… Сообщения не потеряются: они уйдут, как только связь вернётся, или по резервному каналу.");
       st.stopping = false;
       setTimeout(connect, delay);
     };
@@ -265,24 +266,60 @@
   }
   function signIn() { st.busy = true; setStatus("сессия завершена — войдите снова"); window.achilles.signIn(); }
 
+  const socketOpen = () => st.ws && st.ws.readyState === 1;
+  // A message waits for the socket this long; then it goes over SSE (POST /api/chat) instead.
+  const SSE_FALLBACK_MS = 4000;
+
   function flushQueue() {
-    if (st.busy || !st.queue.length || !st.ws || st.ws.readyState !== 1) return;
+    if (st.busy || !st.queue.length) return;
+    if (!socketOpen() && !st.fallback) return;
     const item = st.queue.shift();
     item.box.classList.remove("queued"); item.box.querySelector(".meta")?.remove();
-    startTurn(item.content);
+    if (socketOpen()) startTurn(item.content); else startTurnOverSse(item.content);
+  }
+
+  function beginAnswer(content) {
+    st.current = el("div", "msg assistant"); st.current.append(el("div", "text streaming")); log.append(st.current); scrollDown();
+    st.lastSent = content; st.sentAt = Date.now(); setBusy(true); setStatus("отвечаю…");
+  }
+
+  // The same turn over Server-Sent Events, for when the websocket cannot be had.
+  async function startTurnOverSse(content) {
+    beginAnswer(content); st.transport = "sse"; st.sse = new AbortController();
+    const frame = {content}; if (st.conversationId) frame.conversation_id = st.conversationId;
+    try {
+      const r = await api("/chat", {method: "POST", body: JSON.stringify(frame), signal: st.sse.signal});
+      if (!r.ok) { const body = await r.json().catch(() => ({detail: r.statusText, code: "internal_error"})); onFrame({event: "error", ...body}); return; }
+      const reader = r.body.getReader(), decoder = new TextDecoder();
+      let buffer = "";
+      for (;;) {
+        const {value, done} = await reader.read();
+        if (done) break;
+        buffer += decoder.decode(value, {stream: true});
+        let cut;
+        while ((cut = buffer.indexOf("\n\n")) >= 0) {
+          const block = buffer.slice(0, cut); buffer = buffer.slice(cut + 2);
+          const name = (block.match(/^event: (.*)$/m) || [])[1], data = (block.match(/^data: (.*)$/m) || [])[1];
+          if (name && data) onFrame({event: name, ...JSON.parse(data)});
+        }
+      }
+    } catch (exc) {
+      if (st.busy) { setBusy(false); st.resume = false; resumeTurn(); }  // stopped or cut off: show what is stored
+    } finally { st.transport = null; st.sse = null; }
   }
 
   function startTurn(content) {
-    st.current = el("div", "msg assistant"); st.current.append(el("div", "text streaming")); log.append(st.current); scrollDown();
-    st.lastSent = content; st.sentAt = Date.now(); setBusy(true); setStatus("отвечаю…");
+    beginAnswer(content); st.transport = "ws";
     const frame = {content}; if (st.conversationId) frame.conversation_id = st.conversationId;
     st.ws.send(JSON.stringify(frame));
   }
 
   function ask(content) {
     hideError(); clearEmpty();
-    if (st.ws && st.ws.readyState === 1 && !st.busy) { addUser({content}); startTurn(content); return; }
+    if (socketOpen() && !st.busy) { addUser({content}); startTurn(content); return; }
+    if (st.fallback && !st.busy) { addUser({content}); startTurnOverSse(content); return; }
     st.queue.push({content, box: addUser({content}, {queued: true})});
+    if (!socketOpen()) setTimeout(() => { if (!socketOpen()) { st.fallback = true; flushQueue(); } }, SSE_FALLBACK_MS);
   }
 
   // A turn that was streaming when the socket dropped: the server finished it (or marked it
@@ -336,7 +373,9 @@
   }
 
   function stop() {
-    if (!st.busy || !st.ws) return;
+    if (!st.busy) return;
+    if (st.transport === "sse") { setStatus("останавливаю…"); st.sse.abort(); return; }  // the server sees the client go
+    if (!st.ws) return;
     // Closing the socket is the stop: the server ends the turn and stores it as interrupted.
     st.stopping = true; st.resume = true; setStatus("останавливаю…"); st.ws.close(1000, "stop");
   }

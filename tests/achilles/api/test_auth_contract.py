@@ -20,7 +20,7 @@ def _routes():
         for method, operation in methods.items():
             params = {p["name"]: p for p in operation.get("parameters", []) if p["in"] == "path"}
 
-            def fill(match):
+            def fill(match, params=params):
                 p = params.get(match.group(1), {})
                 fmt = p.get("schema", {}).get("format") or p.get("schema", {}).get("type")
                 return PLACEHOLDERS["uuid"] if fmt == "uuid" else PLACEHOLDERS["int"]

@@ -32,12 +32,12 @@ def redis_stopped(settings, tmp_path):
     settings.CACHES = {"default": {**settings.CACHES["default"], "LOCATION": dead}}
     broker = app.conf.broker_url
     app.conf.broker_url = dead.replace("unix://", "redis+socket://", 1)
-    app._pool = None  # the producer pool was built for the live broker
+    app._pool = app.amqp._producer_pool = None  # the pools were built for the live broker
     yield
     if app._pool is not None:
         app._pool.force_close_all()
     app.conf.broker_url = broker
-    app._pool = None
+    app._pool = app.amqp._producer_pool = None
 
 
 @pytest.fixture

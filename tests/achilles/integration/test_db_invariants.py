@@ -72,8 +72,8 @@ def test_platform_settings_is_a_singleton_in_the_database():
     with pytest.raises(IntegrityError, match="achilles_platformsettings_singleton"), transaction.atomic():
         _raw("INSERT INTO platform_settings (id, timezone, weekly_token_budget, agent_iteration_cap, "
              "agent_stale_after_seconds, platform_prompt, web_search_enabled, web_search_url, "
-             "answer_reserve_tokens, retrieval_top_k, cache_ttl_seconds) "
-             "VALUES (2, 'UTC', 1, 1, 1, '', false, '', 1, 1, 1)")
+             "answer_reserve_tokens, retrieval_top_k, cache_ttl_seconds, agent_run_token_cap) "
+             "VALUES (2, 'UTC', 1, 1, 1, '', false, '', 1, 1, 1, 1)")
 
 
 def test_vector_extension_is_installed_by_a_migration():

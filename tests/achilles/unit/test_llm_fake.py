@@ -17,7 +17,7 @@ from achilles.llm import (
     Usage,
     collect,
 )
-from achilles.llm.fake import (
+from tests.llm_fake import (
     Delay,
     ScriptedChatProvider,
     answer,

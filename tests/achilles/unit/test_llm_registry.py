@@ -17,7 +17,7 @@ from achilles.llm import (
     register_provider,
     unregister_provider,
 )
-from achilles.llm.fake import ScriptedChatProvider, answer
+from tests.llm_fake import ScriptedChatProvider, answer
 
 pytestmark = [pytest.mark.unit]
 

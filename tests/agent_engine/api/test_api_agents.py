@@ -9,6 +9,7 @@ import pytest
 from django.utils import timezone
 
 from achilles.platform import platform_settings_update
+from achilles.services import user_timezone_set
 from agents.models import Agent, AgentRun
 from tests.factories import AgentModelFactory
 
@@ -68,7 +69,7 @@ def test_model_from_allow_list_is_saved_and_used_in_the_run_default_preset_on_cr
         return fake_chat
 
     register_provider(FAKE_PROVIDER, factory)
-    fake_chat.add_round([*__import__("achilles.llm.fake", fromlist=["answer"]).answer("ok")])
+    fake_chat.add_round([*__import__("tests.llm_fake", fromlist=["answer"]).answer("ok")])
     run_id = api("POST", f"/agents/{created['id']}/run").json()["run_id"]
     run_task(run_id)
     assert used == ["chosen-model"]
@@ -202,8 +203,7 @@ def test_runs_list_shows_output_tokens_used_and_outcome_skipped_with_reason_dist
 
 @pytest.mark.p1
 def test_agent_representation_carries_next_five_runs_in_the_owner_timezone(api, owner, chat_model):
-    owner.timezone = "Europe/Berlin"
-    owner.save()
+    user_timezone_set(user=owner, timezone="Europe/Berlin")
     created = _create(api, schedule={"type": "calendar", "weekday": 0, "time": "09:00"})
     assert created["timezone"] == "Europe/Berlin"
     assert len(created["next_runs"]) == 5

@@ -10,11 +10,11 @@ import pytest
 from django.db import connection
 from django.test import Client
 
-from achilles.llm.fake import answer
 from achilles.llm.types import Usage
 from achilles.platform import platform_settings_update
 from agents.models import AgentRun
 from agents.selectors import owner_tokens_this_week
+from tests.llm_fake import answer
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from achilles.llm.fake import answer, call_tool, fail
 from agents.models import AgentRun
 from agents.services import agent_run_request
 from knowledge.facade import Identity
+from tests.llm_fake import answer, call_tool, fail
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 

@@ -10,11 +10,11 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from achilles.errors import Conflict
-from achilles.llm.fake import answer, call_tool, fail
 from achilles.llm.types import Usage
 from achilles.platform import platform_settings_update
 from agents.models import Agent, AgentRun
 from agents.services import agent_run_request, agent_runs_reap_stale, scheduler_tick
+from tests.llm_fake import answer, call_tool, fail
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
@@ -274,9 +274,9 @@ def test_run_row_checks_refuse_impossible_rows_by_raw_sql(agent_factory, columns
 @pytest.mark.p1
 @pytest.mark.django_db(transaction=True)
 def test_one_model_call_longer_than_the_stale_window_is_not_reaped_while_the_worker_lives(fake_chat, fake_ks):
-    from achilles.llm.fake import Delay
     from agents.services.runs import run_execute
     from tests.agent_engine.conftest import AgentFactory, AgentRunFactory
+    from tests.llm_fake import Delay
 
     # given a 1 s stale window and a model whose single call takes 2.5 s
     platform_settings_update(agent_stale_after_seconds=1)

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import threading
-from zoneinfo import ZoneInfo
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.db import connection
 
 from achilles.errors import Conflict
 from achilles.platform import platform_settings, platform_settings_update
+from achilles.services import user_timezone_set
 from agents.models import Agent, AgentRun
 from agents.services import agent_create, agent_run_request, agent_runs_redispatch, scheduler_tick
 
@@ -207,8 +208,7 @@ def test_owner_timezone_change_moves_calendar_slots_but_not_interval_slots(user_
     interval = agent_create(owner=owner, name="int", schedule={"type": "interval", "every_minutes": 60}, now=NOW)
     assert calendar.next_run_at == datetime(2026, 11, 27, 6, 0, tzinfo=UTC)
     before = interval.next_run_at
-    owner.timezone = "Asia/Vladivostok"
-    owner.save()
+    user_timezone_set(user=owner, timezone="Asia/Vladivostok")
     calendar.refresh_from_db()
     interval.refresh_from_db()
     assert calendar.next_run_at.astimezone(UTC).hour == 23  # 09:00 in Vladivostok = 23:00 UTC the day before

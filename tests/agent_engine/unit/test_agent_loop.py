@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from achilles.llm.fake import ScriptedChatProvider, answer, call_tool, call_tools, fail, tool_call
 from achilles.llm.types import ToolCall, Usage
 from agents.loop import IterationCapReached, LoopFailed, run_loop
 from agents.prompt import compose_messages, tool_specs
+from tests.llm_fake import ScriptedChatProvider, answer, call_tool, call_tools, fail, tool_call
 
 pytestmark = [pytest.mark.unit]
 

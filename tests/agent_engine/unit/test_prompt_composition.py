@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from achilles.llm.fake import ScriptedChatProvider, answer
 from agents.loop import run_loop
 from agents.prompt import DEFAULT_PLATFORM_PROMPT, ENGINE_INSTRUCTIONS, compose_messages, tool_specs
+from tests.llm_fake import ScriptedChatProvider, answer
 
 pytestmark = [pytest.mark.unit]
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from achilles.llm.fake import ScriptedChatProvider, answer, call_tool
 from achilles.llm.types import Usage
 from agents.loop import TokenCapReached, run_loop
 from agents.prompt import compose_messages, tool_specs
+from tests.llm_fake import ScriptedChatProvider, answer, call_tool
 
 pytestmark = [pytest.mark.unit]
 

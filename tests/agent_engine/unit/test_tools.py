@@ -7,13 +7,13 @@ import pytest
 from achilles.errors import ValidationFailed
 from achilles.llm.builtin import BuiltinChatProvider
 from achilles.llm.context import parse_context
-from achilles.llm.fake import ScriptedChatProvider, answer
 from achilles.llm.types import ToolCall
 from agents.loop import run_loop
 from agents.prompt import compose_messages, tool_specs
 from agents.tools import TOOL_NAMES, KnowledgeTools
 from knowledge.facade import Withheld
 from tests.agent_engine.fakes import OWNER_IDENTITY, FakeKnowledgeStore
+from tests.llm_fake import ScriptedChatProvider, answer
 
 pytestmark = [pytest.mark.unit]
 

@@ -56,12 +56,12 @@ def test_reingesting_changes_nothing(folder, user):
 
 def test_editing_one_file_changes_only_that_record(folder, user):
     ingest_path(folder)
-    before = dict((r[0], r[1:]) for r in snapshot()[0])
+    before = {r[0]: r[1:] for r in snapshot()[0]}
     vpn_id = Record.objects.get(external_id="it/vpn.md").pk
     write(folder, "it/vpn.md", "---\ntitle: VPN\nacl: [group:it]\nauthor: user:alice\n---\nWireGuard, порт 51821.")
     report = ingest_path(folder)
     assert (report.created, report.updated, report.unchanged) == (0, 1, 3)
-    after = dict((r[0], r[1:]) for r in snapshot()[0])
+    after = {r[0]: r[1:] for r in snapshot()[0]}
     changed = {pk for pk in before if before[pk] != after[pk]}
     assert changed == {vpn_id}
     assert "51821" in Chunk.objects.get(record_id=vpn_id).text

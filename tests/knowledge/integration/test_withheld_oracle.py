@@ -66,10 +66,9 @@ def test_the_semantic_side_does_not_discriminate_either(hr_corpus, model_factory
     settings.WITHHELD_HINTS_PER_HOUR = 10_000
     model_factory(name="hash-floor", provider="hash", kind="embedding", is_default=True,
                   options={"dim": 384, "min_similarity": 0.05})
-    from knowledge.services import record_upsert
-
     # re-embed the corpus with the model (the fixture ran without one)
     from knowledge.models import Record
+    from knowledge.services import record_upsert
 
     for record in Record.objects.all():
         record_upsert(source_system=record.source_system, external_id=record.external_id, title=record.title,

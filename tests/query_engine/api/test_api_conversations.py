@@ -2,13 +2,14 @@
 of the conversations API (QE-17): list, rename / switch model, delete, feedback, citation click,
 the 401 of /api/chat."""
 
+import re
 import uuid
 
 import pytest
 from django.test import Client
 
-from achilles.llm.fake import answer
 from conversations.models import Citation, Conversation, Message
+from tests.llm_fake import answer
 from tests.query_engine.http import bearer, chat
 
 pytestmark = [pytest.mark.api, pytest.mark.p1]
@@ -262,8 +263,12 @@ def test_chat_endpoint_session_needs_csrf(engine, user):
 
 def test_chat_page_needs_sign_in(client_for, user):
     assert Client().get("/chat/").status_code == 302
-    page = client_for(user).get("/chat/")
-    assert page.status_code == 200 and b"/ws/chat/" in page.content
+    client = client_for(user)
+    page = client.get("/chat/")
+    assert page.status_code == 200
+    # the page's script (a static file since the pages pass a CSP without inline script) opens the socket
+    script = re.search(rb'src="(/static/achilles/chat\.[0-9a-f]+\.js)"', page.content).group(1).decode()
+    assert b"/ws/chat/" in b"".join(client.get(script).streaming_content)
 
 
 def test_an_answer_comes_with_its_markdown_rendered_and_sanitised(user, client_for, conversation_factory):

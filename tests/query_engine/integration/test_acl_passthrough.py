@@ -4,11 +4,11 @@ import pytest
 from asgiref.sync import async_to_sync
 
 from achilles.errors import NotFound
-from achilles.llm.fake import call_tool
 from achilles.platform import platform_settings_update
 from conversations.models import Conversation, Message
 from conversations.pipeline import prepare_turn
 from knowledge.facade import Identity, Withheld
+from tests.llm_fake import call_tool
 from tests.query_engine.conftest import candidate, cite_every_source, result, search_then
 
 pytestmark = [pytest.mark.integration, pytest.mark.p0]
@@ -75,17 +75,33 @@ def test_two_users_different_input(engine, user_factory):
     assert "group:it" in first.principals and "group:finance" in second.principals
 
 
-def test_anonymous_without_identity(engine, user):
-    """аноним без identity: не подменяется «пустыми правами» внутри QE — решает KS, QE прокидывает."""
+def test_anonymous_without_identity(engine, user, transactional_db):
+    """аноним без identity: не подменяется «пустыми правами» внутри QE — решает KS, QE прокидывает.
+
+    Through the real no-identity paths (this test used to hand the engine a ready identity):
+    a request without credentials never reaches the engine nor the KS (the chat route does not
+    allow it: 401, nothing stored); the engine entry point called with no identity asks the KS's
+    own contract (``Identity.for_user`` of the session user) — never an empty principal set made up
+    inside the QE."""
+    from tests.query_engine.http import chat
+
     engine.ks.default = result(candidate(1, "Публичный факт."))
     engine.script(*search_then("публичное", "Публичный факт [1]."))
-    anonymous = Identity.anonymous()
 
-    outcome = engine.turn(user, "Что публичного?", identity=anonymous)
+    status, _, body = chat({}, {"content": "Что публичного?"})
+    assert status == 401 and body["code"] == "not_authenticated"
+    assert engine.ks.searches == [] and not Message.objects.exists()
 
-    assert engine.ks.identities == [anonymous]
-    assert engine.ks.identities[0].principals == frozenset({"public"})
-    assert outcome.done.citations[0]["record_id"] == 1
+    async def without_identity():
+        turn = await prepare_turn(user=user, content="Что публичного?")  # no identity argument at all
+        return [event async for event in turn.events()]
+
+    events = async_to_sync(without_identity)()
+
+    [given] = engine.ks.identities
+    assert given == Identity.for_user(user)
+    assert given.principals and given.user_id == user.pk
+    assert events[-1].citations[0]["record_id"] == 1
 
 
 def test_citations_within_what_ks_returned(engine, user):

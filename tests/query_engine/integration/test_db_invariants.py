@@ -26,20 +26,19 @@ def _trace(message):
 def test_second_trace_for_a_message_is_rejected_by_unique(thread):
     message = _assistant(thread)
     _trace(message).save()
-    with pytest.raises(IntegrityError), transaction.atomic():
-        with connection.cursor() as cursor:  # raw SQL: the database, not the ORM, says no
-            cursor.execute("INSERT INTO retrieval_trace (message_id, standalone_query, identity, candidates, packed, "
-                           "withheld, web_results, cache_hit, timings, ungrounded_sentences) VALUES "
-                           "(%s, 'q2', '{}', '[]', '[]', '[]', '[]', false, '{}', '[]')", [message.pk])
+    # raw SQL: the database, not the ORM, says no
+    with pytest.raises(IntegrityError), transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("INSERT INTO retrieval_trace (message_id, standalone_query, identity, candidates, packed, "
+                       "withheld, web_results, cache_hit, timings, ungrounded_sentences) VALUES "
+                       "(%s, 'q2', '{}', '[]', '[]', '[]', '[]', false, '{}', '[]')", [message.pk])
     assert RetrievalTrace.objects.filter(message=message).count() == 1
 
 
 @pytest.mark.parametrize("value", [0, 2, -2, 5])
 def test_feedback_check_rejected_by_the_database(thread, value):
     message = _assistant(thread)
-    with pytest.raises(IntegrityError), transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute("UPDATE messages SET feedback = %s WHERE id = %s", [value, message.pk])
+    with pytest.raises(IntegrityError), transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("UPDATE messages SET feedback = %s WHERE id = %s", [value, message.pk])
 
 
 def test_feedback_on_user_message_rejected_by_the_database(thread):

@@ -22,7 +22,7 @@ def demo_knowledge(db, model_factory, user_factory):
     model_factory(name="builtin-extractive", provider="builtin", is_default=True)
     user_factory(username="admin", first_name="Анна", last_name="Админова")  # authors of the corpus
     user_factory(username="demo")
-    call_command("demo_knowledge", stdout=open("/dev/null", "w"))
+    call_command("demo_knowledge", stdout=open("/dev/null", "w"))  # noqa: SIM115
 
 
 def test_grounded_answer_with_citations(demo_knowledge, user_factory):

@@ -8,12 +8,12 @@ answers, since a scripted fake would only say what the test told it to.
 import pytest
 
 from achilles.llm import NOT_FOUND_TEXT
-from achilles.llm.fake import answer, call_tool
 from achilles.platform import platform_settings_update
 from conversations.grounding import ONLY_WITHHELD_TEXT
 from conversations.models import Message, RetrievalTrace
 from conversations.prompt import CONTEXT_PREAMBLE, DEFAULT_PLATFORM_PROMPT, GROUNDING_INSTRUCTIONS
 from knowledge.facade import Withheld
+from tests.llm_fake import answer, call_tool
 from tests.query_engine.conftest import EMPTY, candidate, cite_every_source, result, search_then
 
 pytestmark = [pytest.mark.integration, pytest.mark.p0]
@@ -106,7 +106,11 @@ def test_mixed_outcome_synthesis_plus_hint(engine, user, user_factory):
 
 
 def test_every_claim_supported(engine, user):
-    """каждое утверждение опёрто: всё сводимо к процитированному источнику; висячих утверждений нет."""
+    """каждое утверждение опёрто: всё сводимо к процитированному источнику; висячих утверждений нет.
+
+    The dangling sentence is neither delivered nor stored, only kept in the trace with why (this
+    test used to assert the trace alone, while the user received the sentence; the delivery over
+    SSE and the websocket is in test_grounding_delivery.py)."""
     engine.ks.default = result(candidate(1, "Отпуск 28 дней."), candidate(2, "Заявка через портал HR.", rank=2))
     engine.script(*search_then("отпуск", "Отпуск 28 дней [1]. Заявку подают через портал HR [2]."),
                   *search_then("отпуск2", "Отпуск 28 дней [1]. А ещё у нас бесплатные обеды."))
@@ -117,9 +121,11 @@ def test_every_claim_supported(engine, user):
     cited = {m for c in grounded.done.citations for m in c["markers"]}
     assert cited == {1, 2}
     assert RetrievalTrace.objects.get(message_id=grounded.done.message_id).ungrounded_sentences == []
-    # A claim without a source is detected and kept in the trace for review.
+    assert dangling.text == "Отпуск 28 дней [1]."
+    assert Message.objects.get(pk=dangling.done.message_id).content == "Отпуск 28 дней [1]."
+    # A claim without a source is kept in the trace for review, with the reason.
     assert RetrievalTrace.objects.get(message_id=dangling.done.message_id).ungrounded_sentences == [
-        "А ещё у нас бесплатные обеды."]
+        {"sentence": "А ещё у нас бесплатные обеды.", "reason": "no_marker", "markers": []}]
 
 
 def test_injection_in_retrieved_text(engine, user, builtin_thread):

@@ -2,9 +2,9 @@
 
 import pytest
 
-from achilles.llm.fake import ScriptedChatProvider, answer, call_tool
 from conversations import pipeline
 from conversations.models import RetrievalTrace
+from tests.llm_fake import ScriptedChatProvider, answer, call_tool
 from tests.query_engine.conftest import candidate, cite_every_source, result, search_then
 
 pytestmark = [pytest.mark.integration, pytest.mark.p1]

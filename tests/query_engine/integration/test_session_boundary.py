@@ -3,8 +3,8 @@
 import pytest
 from django.test import Client
 
-from achilles.llm.fake import answer
 from conversations.models import Conversation, Message
+from tests.llm_fake import answer
 
 pytestmark = [pytest.mark.integration, pytest.mark.p1]
 

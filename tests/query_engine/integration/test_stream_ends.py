@@ -14,8 +14,8 @@ from django.db import OperationalError, connection
 from django.utils import timezone
 
 from achilles.llm import TextDelta
-from achilles.llm.fake import Delay, answer
 from conversations.models import Conversation, Message
+from tests.llm_fake import Delay, answer
 from tests.query_engine.asgi_stream import StreamingASGITransport, parse_sse
 from tests.query_engine.http import bearer, chat
 from tests.query_engine.integration.test_websocket import communicator, session_headers
@@ -57,16 +57,16 @@ def sse_events(headers, body, *, timeout: float = 20.0) -> list[tuple[str, dict]
 
     async def go():
         transport = StreamingASGITransport(application)
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
-            async with client.stream("POST", "/api/chat", json=body, headers=headers) as response:
-                assert response.status_code == 200
-                raw = b"".join([chunk async for chunk in response.aiter_bytes()]).decode()
+        async with (httpx.AsyncClient(transport=transport, base_url="http://testserver") as client,
+                    client.stream("POST", "/api/chat", json=body, headers=headers) as response):
+            assert response.status_code == 200
+            raw = b"".join([chunk async for chunk in response.aiter_bytes()]).decode()
         return parse_sse(raw)
 
     async def bounded():
         try:
             return await asyncio.wait_for(go(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pytest.fail("the SSE stream never ended (no done/error event)")
 
     return async_to_sync(bounded)()
@@ -169,7 +169,7 @@ def test_the_database_away_past_the_retries_still_ends_the_stream_with_error(eng
 
 
 def test_a_model_failure_stores_a_failed_row_and_the_thread_takes_the_next_turn(engine, user):
-    from achilles.llm.fake import fail
+    from tests.llm_fake import fail
 
     engine.script([TextDelta("Начинаю "), fail()], answer("Второй ответ."))
 

@@ -10,10 +10,10 @@ import time
 import pytest
 
 from achilles.llm import TextDelta, Usage
-from achilles.llm.fake import Delay, answer, call_tool
 from conversations.models import Message
-from tests.query_engine.http import bearer, chat
+from tests.llm_fake import Delay, answer, call_tool
 from tests.query_engine.conftest import candidate, result
+from tests.query_engine.http import bearer, chat
 
 pytestmark = [pytest.mark.integration, pytest.mark.p1, pytest.mark.django_db(transaction=True)]
 
@@ -26,7 +26,12 @@ def slow_answer(words: list[str], delay: float) -> list:
 
 
 def test_tokens_stream_incrementally(engine, user):
-    """токены идут потоком: ответ приходит инкрементами по мере генерации, не одним блоком в конце."""
+    """токены идут потоком: ответ приходит инкрементами по мере генерации, не одним блоком в конце.
+
+    A turn without search_knowledge on offer (empty base): its text is released as generated.
+    With search on offer round 1's text is held to the round's end (it may sit beside a search
+    call) and a grounded answer is released sentence by sentence — see the next test."""
+    engine.ks.empty = True
     engine.script(slow_answer(["Раз ", "два ", "три ", "четыре"], delay=0.15))
 
     status, headers, events = chat(bearer(user), {"content": "Привет"})
@@ -40,6 +45,22 @@ def test_tokens_stream_incrementally(engine, user):
     assert tokens[-1][1] - tokens[0][1] >= 0.3
     done_at = next(at for name, _, at in events if name == "done")
     assert done_at - tokens[0][1] >= 0.3
+
+
+def test_grounded_answer_streams_sentence_by_sentence(engine, user):
+    """A grounded answer reaches the client a checked sentence at a time, each as soon as the next
+    one has begun — not one block at the end."""
+    engine.ks.default = result(candidate(1, "Отпуск составляет 28 дней."), candidate(2, "Заявка подаётся через портал HR.", rank=2))
+    engine.script(call_tool("search_knowledge", query="отпуск"),
+                  slow_answer(["Отпуск ", "составляет ", "28 дней [1]. ", "Заявка ", "подаётся ", "через ",
+                               "портал HR [2]."], delay=0.15))
+
+    status, _, events = chat(bearer(user), {"content": "Как оформить отпуск?"})
+
+    assert status == 200
+    tokens = [(data["text"], at) for name, data, at in events if name == "token"]
+    assert [t for t, _ in tokens] == ["Отпуск составляет 28 дней [1].", " Заявка подаётся через портал HR [2]."]
+    assert tokens[1][1] - tokens[0][1] >= 0.3  # the first sentence did not wait for the whole answer
 
 
 def test_synchronous_without_a_queue(engine, user, monkeypatch):
@@ -82,6 +103,7 @@ def test_citations_at_the_tail(engine, user):
 def test_connection_drop(engine, user):
     """обрыв соединения: клиент отвалился посреди потока → генерация прекращается, сообщение не зависает."""
     words = [f"слово{i} " for i in range(20)]
+    engine.ks.empty = True  # a turn whose text is released as generated (no search on offer)
     provider = engine.script(slow_answer(words, delay=0.1))
 
     status, _, events = chat(bearer(user), {"content": "Расскажи длинно"}, stop_after_tokens=2)
@@ -117,8 +139,9 @@ def test_tokens_used_at_finalize(engine, user):
 
 
 def test_model_failure_mid_stream_is_an_error_event(engine, user):
-    from achilles.llm.fake import fail
+    from tests.llm_fake import fail
 
+    engine.ks.empty = True  # a turn whose text is released as generated (no search on offer)
     engine.script([TextDelta("Начинаю "), TextDelta("ответ "), fail(detail="upstream went away")])
 
     status, _, events = chat(bearer(user), {"content": "Привет"})

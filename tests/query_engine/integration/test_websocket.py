@@ -10,8 +10,8 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 
 from achilles.llm import TextDelta
-from achilles.llm.fake import Delay, answer, call_tool
 from conversations.models import Message
+from tests.llm_fake import Delay, answer, call_tool
 from tests.query_engine.conftest import candidate, result
 
 pytestmark = [pytest.mark.integration, pytest.mark.p1, pytest.mark.django_db(transaction=True)]
@@ -54,8 +54,9 @@ async def _frames_until_done(ws, timeout=5):
 
 
 def test_websocket_streams_tokens_then_done(engine, user):
-    engine.ks.default = result(candidate(3, "Отпуск 28 дней."))
-    engine.script(call_tool("search_knowledge", query="отпуск"), answer("Отпуск 28 дней [1].", chunk=4))
+    engine.ks.default = result(candidate(3, "Отпуск 28 дней. Заявка через портал HR."))
+    engine.script(call_tool("search_knowledge", query="отпуск"),
+                  answer("Отпуск 28 дней [1]. Заявка через портал HR [1].", chunk=4))
     headers = session_headers(user)
 
     async def go():
@@ -73,11 +74,11 @@ def test_websocket_streams_tokens_then_done(engine, user):
 
     frames, more = async_to_sync(go)()
 
-    assert [f["event"] for f in frames[:-1]] == ["token"] * (len(frames) - 1) and len(frames) > 2
-    assert "".join(f["text"] for f in frames[:-1]) == "Отпуск 28 дней [1]."
+    # A grounded answer: one frame per checked sentence.
+    assert [f["text"] for f in frames[:-1]] == ["Отпуск 28 дней [1].", " Заявка через портал HR [1]."]
     done = frames[-1]
     assert done["event"] == "done" and done["citations"][0]["record_id"] == 3
-    assert Message.objects.get(pk=done["message_id"]).content == "Отпуск 28 дней [1]."
+    assert Message.objects.get(pk=done["message_id"]).content == "Отпуск 28 дней [1]. Заявка через портал HR [1]."
     assert more[-1]["conversation_id"] == done["conversation_id"]
 
 
@@ -115,6 +116,7 @@ def test_websocket_disconnect_finalizes_interrupted(engine, user):
     items = []
     for i in range(30):
         items += [Delay(0.05), TextDelta(f"w{i} ")]
+    engine.ks.empty = True  # a turn whose text is released as generated (no search on offer)
     provider = engine.script(items)
     headers = session_headers(user)
 

@@ -29,7 +29,7 @@ def test_history_dropped_oldest_first(memory_engine, alice):
     memory_engine.store.models["fake-chat"] = memory_engine.store.models["fake-chat"].__class__(
         "fake-chat", "scripted", context_window=1500)
     memory_engine.settings(answer_reserve_tokens=200)
-    from achilles.llm.fake import answer
+    from tests.llm_fake import answer
 
     memory_engine.script(*[answer(f"ответ {i} " + WORDS) for i in range(6)])
     conversation_id = None
@@ -55,7 +55,7 @@ def test_augment_fills_what_history_left(memory_engine, alice):
     # Through the engine: a long history leaves less room, so fewer sources are packed.
     def turn_packing(history_words: int) -> int:
         memory_engine.ks.default = result(*[candidate(i, f"Факт {i}. " + WORDS) for i in range(1, 9)])
-        from achilles.llm.fake import answer, call_tool
+        from tests.llm_fake import answer, call_tool
 
         memory_engine.script(answer("x " * history_words), call_tool("search_knowledge", query=f"q{history_words}"),
                              cite_every_source)
@@ -76,7 +76,7 @@ def test_answer_reserve_protected(memory_engine, alice):
         "fake-chat", "scripted", context_window=window)
     memory_engine.settings(answer_reserve_tokens=reserve)
     memory_engine.ks.default = result(*[candidate(i, f"Факт {i}. " + WORDS * 2) for i in range(1, 30)])
-    from achilles.llm.fake import call_tool
+    from tests.llm_fake import call_tool
 
     rounds = []
     for i in range(5):

@@ -8,8 +8,8 @@ import pytest
 
 from achilles.errors import ValidationFailed
 from achilles.llm import ModelSpec
-from achilles.llm.fake import answer
 from conversations.rules import effective_model, resolve_selected_model
+from tests.llm_fake import answer
 
 pytestmark = [pytest.mark.unit]
 
@@ -22,7 +22,7 @@ def test_validated_against_admin_allow_list(memory_engine, alice):
     with pytest.raises(ValidationFailed) as refused:
         memory_engine.store.select_model(conversation_id, "gpt-unlisted")
 
-    assert refused.value.status == 422 and refused.value.code == "model_not_allowed"
+    assert refused.value.status == 422 and refused.value.code == "unknown_model"  # the allow-list's one vocabulary
     assert memory_engine.store.conversations[conversation_id]["selected_model"] is None
     with pytest.raises(ValidationFailed):
         resolve_selected_model("embedder", {"fake-chat": object()})

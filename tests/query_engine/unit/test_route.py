@@ -2,10 +2,10 @@
 
 import pytest
 
-from achilles.llm.fake import answer, call_tool, call_tools, tool_call
 from conversations.models import RetrievalTrace
 from conversations.tools import SEARCH_KNOWLEDGE, WEB_SEARCH, plan_tool_round, tool_set
 from conversations.websearch import WebResult
+from tests.llm_fake import answer, call_tool, call_tools, tool_call
 from tests.query_engine.conftest import candidate, result, search_then
 
 pytestmark = [pytest.mark.unit]

@@ -40,7 +40,7 @@ def test_searxng_failure_is_service_unavailable():
 
 
 def test_a_failing_web_search_leaves_the_knowledge_answer(memory_engine, alice):
-    from achilles.llm.fake import answer, call_tools, tool_call
+    from tests.llm_fake import answer, call_tools, tool_call
     from tests.query_engine.conftest import candidate, result
 
     class Down:

@@ -1,4 +1,5 @@
-"""``ScriptedChatProvider``: the scripted fake chat model for tests (PLAT-6).
+"""``ScriptedChatProvider``: the scripted fake chat model of the tests (PLAT-6); not part of the
+platform (``make run`` never uses it), so it lives with the tests.
 
 Each call to ``stream`` plays the next round of the script and records what it was given::
 
@@ -18,22 +19,20 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from achilles.llm.base import (
+from achilles.llm import (
     LLM_UNAVAILABLE,
     LLMError,
-    Timeouts,
-    estimate_input_tokens,
-    estimate_output_tokens,
-    guard_stream,
-)
-from achilles.llm.types import (
     Message,
     StreamEvent,
     TextDelta,
+    Timeouts,
     ToolCall,
     ToolCalls,
     ToolSpec,
     Usage,
+    estimate_input_tokens,
+    estimate_output_tokens,
+    guard_stream,
 )
 
 

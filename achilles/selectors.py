@@ -1,0 +1,62 @@
+"""Reads of the platform core: the model allow-list (one selector, one error vocabulary) and the
+effective time zone.
+
+Every app picks models here — an agent's ``model``, a conversation's ``selected_model``, the
+default for a turn — so one request means one answer and one error code everywhere:
+
+| situation | code | status |
+| --- | --- | --- |
+| a name that is not on the allow-list | ``unknown_model`` | 422 |
+| a model of the other kind (an embedding model as a chat model) | ``wrong_model_kind`` | 422 |
+| no name, and no default of that kind | ``no_default_model`` | 422 when the caller asked for a default; 503 when a turn needs one |
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, TypeVar
+
+from achilles.errors import ValidationFailed
+from achilles.models import AgentModel
+from achilles.platform import platform_settings
+
+
+class _HasKind(Protocol):
+    kind: str
+
+
+M = TypeVar("M", bound=_HasKind)
+
+
+def allowed_model_check(name: str, model: M | None, *, kind: str = "chat", field: str | None = None) -> M:
+    """The pure rule: ``model`` (the allow-list's row named ``name``, or None) may serve as ``kind``."""
+    if model is None:
+        raise ValidationFailed(f"model {name!r} is not on the allow-list", code="unknown_model", field=field)
+    if model.kind != kind:
+        raise ValidationFailed(f"model {name!r} is an {model.kind} model, not a {kind} model",
+                               code="wrong_model_kind", field=field)
+    return model
+
+
+def default_model(*, kind: str = "chat") -> AgentModel | None:
+    """The allow-list's default of ``kind`` (at most one: a partial UNIQUE index), or None."""
+    return AgentModel.objects.filter(kind=kind, is_default=True).first()
+
+
+def allowed_model_get(*, name: str | None, kind: str = "chat", field: str | None = None) -> AgentModel:
+    """The allow-list's model named ``name`` for ``kind``; no name → the default of that kind."""
+    if name is None:
+        model = default_model(kind=kind)
+        if model is None:
+            raise ValidationFailed(f"no default {kind} model is configured; name one", code="no_default_model",
+                                   field=field)
+        return model
+    return allowed_model_check(name, AgentModel.objects.filter(name=name).first(), kind=kind, field=field)
+
+
+def effective_timezone(user_timezone: str | None, *, org_timezone: str | None = None) -> str:
+    """A user's own time zone, else the organisation's (platform settings): the one rule."""
+    if user_timezone:
+        return user_timezone
+    if org_timezone is not None:
+        return org_timezone
+    return platform_settings().timezone

@@ -1,0 +1,146 @@
+// The agents page: create/edit with the schedule form (times like 9:30 accepted, in the owner's
+// zone, shown beside it), run now — disabled with the reason when a run cannot start — and history.
+document.addEventListener("DOMContentLoaded", () => {
+  const {api, el, formatDate, plural} = window.achilles;
+  const $ = id => document.getElementById(id);
+  const labels = JSON.parse($("agent-labels").textContent);
+  const overBudget = $("agents-page").dataset.overBudget === "true";
+  const FIELDS = {name: "Название", instructions: "Инструкции", model: "Модель", schedule: "Расписание",
+                  every_minutes: "Интервал", time: "Время", weekday: "День", enabled: "Включён"};
+  const CODES = {
+    unknown_model: "Этой модели нет в списке разрешённых.", wrong_model_kind: "Эта модель не подходит для агентов.",
+    no_default_model: "Модель по умолчанию не настроена — выберите модель.", name_empty: "Укажите название.",
+    agent_paused: "Агент приостановлен администратором.", agent_disabled: "Агент выключен — включите его, чтобы запустить.",
+    model_missing: "Модель агента убрали из списка разрешённых — выберите другую.",
+    budget_exceeded: "Недельный бюджет токенов исчерпан — запуск возможен на следующей неделе.",
+    already_running: "Запуск уже идёт — дождитесь его окончания.", agent_not_found: "Агент не найден.",
+  };
+  const TYPES = {missing: "обязательное поле", string_too_long: "слишком длинно", string_too_short: "слишком коротко",
+                 greater_than_equal: "слишком маленькое значение", less_than_equal: "слишком большое значение",
+                 int_parsing: "нужно целое число", int_type: "нужно целое число"};
+  const errorText = body => {
+    if (CODES[body.code]) return CODES[body.code];
+    if (typeof body.detail === "string") return body.detail;
+    return (body.detail || []).map(e => {
+      const field = (e.loc || []).filter(x => typeof x === "string" && FIELDS[x]).slice(-1)[0];
+      const what = TYPES[e.type] || (field === "time" ? "время в формате ЧЧ:ММ, например 9:30" : "неверное значение");
+      return `${FIELDS[field] || "Поле"}: ${what}`;
+    }).join("; ") || "Не удалось сохранить.";
+  };
+  const zoneDate = (iso, tz) => {
+    if (!iso) return "—";
+    try { return new Intl.DateTimeFormat("ru-RU", {day: "2-digit", month: "2-digit", year: "numeric", hour: "2-digit", minute: "2-digit", timeZone: tz})
+                     .format(new Date(iso)).replace(",", ""); }
+    catch { return formatDate(iso); }
+  };
+  let agents = [], myZone = null;
+
+  $("schedule-type").onchange = () => {
+    $("interval-fields").hidden = $("schedule-type").value !== "interval";
+    $("calendar-fields").hidden = $("schedule-type").value !== "calendar";
+    $("tz-note").textContent = $("schedule-type").value === "calendar" && myZone ? `Время по часовому поясу ${myZone}.` : "";
+  };
+
+  // "9:30", "9.30", "0930" → "09:30"; anything else is sent as typed and the API says why.
+  const normalizeTime = raw => {
+    const m = raw.trim().match(/^(\d{1,2})[:.\s]?(\d{2})$/);
+    return m ? `${m[1].padStart(2, "0")}:${m[2]}` : raw.trim();
+  };
+  function schedule() {
+    const type = $("schedule-type").value;
+    if (type === "interval") return {type, every_minutes: parseInt($("every").value, 10)};
+    if (type === "calendar") { $("time").value = normalizeTime($("time").value); return {type, weekday: parseInt($("weekday").value, 10), time: $("time").value}; }
+    return null;
+  }
+
+  function fill(a) {
+    $("form-title").textContent = a ? "Агент «" + a.name + "»" : "Новый агент";
+    $("agent-id").value = a ? a.id : ""; $("name").value = a ? a.name : ""; $("instructions").value = a ? a.instructions : "";
+    $("model").value = a && a.model ? a.model : ""; $("enabled").checked = a ? a.enabled : true;
+    const s = a && a.schedule; $("schedule-type").value = s ? s.type : "";
+    if (s && s.type === "interval") $("every").value = s.every_minutes;
+    if (s && s.type === "calendar") { $("weekday").value = s.weekday; $("time").value = s.time; }
+    $("schedule-type").onchange(); $("form-error").textContent = "";
+  }
+
+  $("reset").onclick = () => fill(null);
+  $("agent-form").onsubmit = async e => {
+    e.preventDefault();
+    const id = $("agent-id").value;
+    const body = {name: $("name").value.trim(), instructions: $("instructions").value, schedule: schedule(), enabled: $("enabled").checked};
+    if ($("model").value) body.model = $("model").value;
+    const r = await api(id ? `/agents/${id}` : "/agents", {method: id ? "PATCH" : "POST", body: JSON.stringify(body)});
+    if (!r.ok) { $("form-error").textContent = errorText(await r.json()); return; }
+    fill(null); load();
+  };
+
+  async function runs(agent, box) {
+    const r = await api(`/agents/${agent.id}/runs?limit=10`); if (!r.ok) return;
+    const list = await r.json(); box.textContent = "";
+    if (!list.length) { box.append(el("div", "muted", "запусков ещё не было")); return; }
+    const table = el("table");
+    list.forEach(run => {
+      const tr = el("tr", "run");
+      const state = (labels.state[run.state] || run.state) + (run.reason ? " · " + (labels.reason[run.reason] || run.reason) : "");
+      tr.append(el("td", null, zoneDate(run.finished_at || run.started_at || run.created_at, agent.timezone)),
+                el("td", null, run.trigger === "manual" ? "вручную" : "по расписанию"),
+                el("td", "state-" + run.state, state), el("td", null, plural(run.tokens_used || 0, "токен", "токена", "токенов")),
+                el("td", "output", run.output || run.error || ""));
+      table.append(tr);
+    });
+    box.append(table);
+  }
+
+  // Why "run now" cannot start, or null; the server's gates, as the API reports them.
+  function runBlocked(a) {
+    if (a.admin_paused) return CODES.agent_paused;
+    if (!a.enabled) return CODES.agent_disabled;
+    if (a.status === "no_model" || !a.model) return CODES.model_missing;
+    if (a.status === "running" || a.status === "queued") return CODES.already_running;
+    if (overBudget) return CODES.budget_exceeded;
+    return null;
+  }
+
+  function render() {
+    const list = $("list"); list.textContent = ""; list.classList.remove("muted");
+    if (!agents.length) { list.append(el("p", "muted", "Агентов пока нет — создайте первого слева.")); return; }
+    agents.forEach(a => {
+      const box = el("div", "agent"); box.dataset.agentId = a.id;
+      const h = el("h3", null, a.name); h.append(el("span", "badge " + a.status, labels.status[a.status] || a.status));
+      const when = !a.schedule ? "запуск только вручную"
+          : a.next_run_at ? `следующий запуск: ${zoneDate(a.next_run_at, a.timezone)} (${a.timezone})` : "следующий запуск не запланирован";
+      const info = el("div", "muted", `${a.model || "модель не выбрана"} · ${when}`);
+      const actions = el("div", "actions");
+      const toggle = el("button", "secondary toggle", a.enabled ? "Выключить" : "Включить"); toggle.type = "button";
+      toggle.onclick = async () => { await api(`/agents/${a.id}`, {method: "PATCH", body: JSON.stringify({enabled: !a.enabled})}); load(); };
+      const run = el("button", "run-now", "Запустить сейчас"); run.type = "button";
+      const reason = el("div", "run-reason"); reason.id = `run-reason-${a.id}`; run.setAttribute("aria-describedby", reason.id);
+      const blocked = runBlocked(a);
+      if (blocked) { run.disabled = true; reason.textContent = blocked; run.title = blocked; }
+      const note = el("div", "note muted"); note.setAttribute("aria-live", "polite");
+      run.onclick = async () => {
+        const r = await api(`/agents/${a.id}/run`, {method: "POST"}); const body = await r.json();
+        if (r.status === 202) note.textContent = "запуск #" + body.run_id + " поставлен в очередь";
+        else { run.disabled = true; reason.textContent = errorText(body); }
+        setTimeout(() => { runs(a, history); load(); }, 1500);
+      };
+      const edit = el("button", "secondary", "Изменить"); edit.type = "button"; edit.onclick = () => { fill(a); $("name").focus(); };
+      const del = el("button", "secondary", "Удалить"); del.type = "button";
+      del.onclick = async () => { if (confirm("Удалить агента «" + a.name + "» и его историю?")) { await api(`/agents/${a.id}`, {method: "DELETE"}); load(); } };
+      actions.append(run, toggle, edit, del);
+      const history = el("div", "runs");
+      box.append(h, info, actions, reason, note, history); list.append(box); runs(a, history);
+    });
+  }
+
+  async function load() { const r = await api("/agents"); agents = r.ok ? await r.json() : []; render(); }
+
+  (async () => {
+    const [modelsResponse, me] = await Promise.all([api("/models"), api("/me")]);
+    if (me.ok) { myZone = (await me.json()).timezone; $("schedule-type").onchange(); }
+    const models = modelsResponse.ok ? await modelsResponse.json() : [];
+    const select = $("model"); select.append(el("option", null, "по умолчанию")); select.lastChild.value = "";
+    models.forEach(m => { const o = el("option", null, m.name + (m.is_default ? " (по умолчанию)" : "")); o.value = m.name; select.append(o); });
+    load();
+  })();
+});

@@ -1,0 +1,171 @@
+"""Streamable HTTP at ``/mcp/`` (HUB-16): stateless, JSON responses, Bearer personal token.
+
+Mounted in front of Django in ``achilles/asgi.py``. Our wrapper, not the SDK, checks the token, so a
+missing or bad one is the API's own 401 ``{"detail": …, "code": "not_authenticated"}``.
+
+Stateless because several web processes serve ``/mcp/`` and any of them may get the next request.
+The SDK's session manager has to be *entered* (its task group runs each request's server); daphne
+runs no ASGI lifespan, so it is entered lazily by the first request, in a task of its own that lives
+as long as the event loop (one per loop: tests run several loops in one process).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import json
+import logging
+from dataclasses import dataclass, field
+
+from asgiref.sync import sync_to_async
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+
+from hub.mcp.server import NOT_AUTHENTICATED, Caller, build_server, current_caller
+
+logger = logging.getLogger(__name__)
+
+MCP_PATHS = ("/mcp", "/mcp/")
+
+
+def transport_security() -> TransportSecuritySettings:
+    """DNS-rebinding protection with Django's ``ALLOWED_HOSTS`` (any port) as the allowed hosts and
+    their http(s) origins (plus ``CSRF_TRUSTED_ORIGINS``); ``*`` or a ``.domain`` wildcard, which the
+    SDK cannot express, leaves the host check to Django's own rule in :func:`host_allowed`."""
+    from django.conf import settings
+
+    hosts = list(settings.ALLOWED_HOSTS)
+    if any(h == "*" or h.startswith(".") for h in hosts):
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    allowed_hosts, origins = [], list(getattr(settings, "CSRF_TRUSTED_ORIGINS", []))
+    for host in hosts:
+        allowed_hosts += [host, f"{host}:*"]
+        for scheme in ("http", "https"):
+            origins += [f"{scheme}://{host}", f"{scheme}://{host}:*"]
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=allowed_hosts,
+                                     allowed_origins=origins)
+
+
+def host_allowed(host: str) -> bool:
+    from django.conf import settings
+    from django.http.request import split_domain_port, validate_host
+
+    domain, _port = split_domain_port(host)
+    return bool(domain) and validate_host(domain, settings.ALLOWED_HOSTS)
+
+
+def _header(scope, name: bytes) -> str:
+    for key, value in scope.get("headers", ()):
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return ""
+
+
+async def json_error(send, status: int, detail: str, code: str, headers: tuple = ()) -> None:
+    body = json.dumps({"detail": detail, "code": code}, ensure_ascii=False).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            *headers]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _authenticate(raw: str) -> bool:
+    from django.db import close_old_connections
+
+    from achilles.services import api_token_authenticate
+
+    try:
+        return api_token_authenticate(raw) is not None
+    finally:
+        close_old_connections()
+
+
+@dataclass
+class _LoopRunner:
+    manager: StreamableHTTPSessionManager
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task | None = None
+    failed: bool = False
+
+
+class McpHttpApp:
+    """The ASGI app behind ``/mcp/``."""
+
+    def __init__(self) -> None:
+        self._runners: dict[asyncio.AbstractEventLoop, _LoopRunner] = {}
+
+    async def __call__(self, scope, receive, send) -> None:
+        if not host_allowed(_header(scope, b"host")):
+            await json_error(send, 400, "Invalid Host header.", "bad_request")
+            return
+        header = _header(scope, b"authorization")
+        raw = header[7:].strip() if header[:7].lower() == "bearer " else ""
+        if not raw or not await sync_to_async(_authenticate, thread_sensitive=False)(raw):
+            await json_error(send, 401, NOT_AUTHENTICATED, "not_authenticated",
+                             headers=((b"www-authenticate", b'Bearer realm="achilles"'),))
+            return
+        manager = await self._manager()
+        reset = current_caller.set(Caller(token=raw))
+        try:
+            # The request's server task is started from here and copies this context: the tools
+            # see the caller.
+            await manager.handle_request(scope, receive, send)
+        finally:
+            current_caller.reset(reset)
+
+    async def _manager(self) -> StreamableHTTPSessionManager:
+        loop = asyncio.get_running_loop()
+        runner = self._runners.get(loop)
+        if runner is None:
+            server = build_server()
+            server.streamable_http_app(stateless_http=True, json_response=True,
+                                       transport_security=transport_security())
+            runner = _LoopRunner(manager=server.session_manager)
+            self._runners[loop] = runner
+            # A clean context: the long-lived task must not carry this request's caller.
+            runner.task = loop.create_task(self._run(runner), name="hub-mcp-session-manager",
+                                           context=contextvars.Context())
+        await runner.ready.wait()
+        if runner.failed:
+            self._runners.pop(loop, None)  # the next request tries a fresh one
+            raise RuntimeError("the MCP session manager could not start")
+        return runner.manager
+
+    @staticmethod
+    async def _run(runner: _LoopRunner) -> None:
+        try:
+            async with runner.manager.run():
+                runner.ready.set()
+                await asyncio.Event().wait()  # until the loop ends (or aclose cancels it)
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            logger.exception("MCP session manager stopped")
+            runner.failed = True
+            runner.ready.set()
+
+    async def aclose(self) -> None:
+        """Stop this loop's session manager (tests end their event loops with it)."""
+        runner = self._runners.pop(asyncio.get_running_loop(), None)
+        if runner is not None and runner.task is not None:
+            runner.task.cancel()
+            try:
+                await runner.task
+            except asyncio.CancelledError:
+                pass
+
+
+mcp_http_app = McpHttpApp()
+
+
+class McpRouter:
+    """``/mcp`` and ``/mcp/`` to the MCP app, every other HTTP request to Django."""
+
+    def __init__(self, default, mcp=mcp_http_app) -> None:
+        self.default = default
+        self.mcp = mcp
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope.get("path") in MCP_PATHS:
+            return await self.mcp(scope, receive, send)
+        return await self.default(scope, receive, send)

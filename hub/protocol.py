@@ -1,0 +1,455 @@
+"""The sync-agent side of the hub (HUB-11, ``hub/PROTOCOL.md``): tokens, claim, report, mirror upload,
+sync runs, publications, and the lease-expiry re-issue."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import secrets
+from typing import Any
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from achilles.errors import Conflict, NotFound, ValidationFailed
+from hub import hub_settings, services
+from hub.commands import REAL_KEY_RE, REF_RE
+from hub.models import Command, Publication, RateLimitEvent, SyncAgent, SyncAgentContact, SyncRun
+
+TOKEN_PREFIX = "achsync_"
+
+
+def _token_hash(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+# ---------------------------------------------------------------- tokens
+
+@transaction.atomic
+def sync_agent_create(*, name: str) -> tuple[SyncAgent, str]:
+    """A new sync agent and its token; the raw token is returned once and never stored."""
+    name = (name or "").strip()
+    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,100}", name):
+        raise ValidationFailed("name: 1–100 characters of A-Z a-z 0-9 _ . -")
+    if SyncAgent.objects.filter(name=name).exists():
+        raise Conflict(f"a sync agent named {name} exists", code="sync_agent_exists")
+    prefix = secrets.token_hex(4)
+    raw = f"{TOKEN_PREFIX}{prefix}_{secrets.token_urlsafe(32)}"
+    agent = SyncAgent.objects.create(name=name, token_prefix=prefix, token_hash=_token_hash(raw))
+    return agent, raw
+
+
+@transaction.atomic
+def sync_agent_rotate(*, sync_agent: SyncAgent) -> str:
+    prefix = secrets.token_hex(4)
+    raw = f"{TOKEN_PREFIX}{prefix}_{secrets.token_urlsafe(32)}"
+    SyncAgent.objects.filter(pk=sync_agent.pk).update(token_prefix=prefix, token_hash=_token_hash(raw), revoked_at=None)
+    return raw
+
+
+def sync_agent_authenticate(raw: str) -> SyncAgent | None:
+    if not raw or not raw.startswith(TOKEN_PREFIX) or len(raw) > 200:
+        return None
+    return SyncAgent.objects.filter(token_hash=_token_hash(raw), revoked_at__isnull=True).first()
+
+
+# ---------------------------------------------------------------- claim
+
+CONTACT_SQL = """
+INSERT INTO hub_sync_agent_contacts AS h (sync_agent_id, last_contact_at, last_claim_at, version, launcher_version,
+                                          settings_version, update_state, update_from, update_to, update_error)
+VALUES (%(agent)s, %(now)s, %(now)s, %(version)s, %(launcher)s, %(settings_version)s, %(state)s, %(from)s, %(to)s, %(error)s)
+ON CONFLICT (sync_agent_id) DO UPDATE SET
+    last_contact_at = EXCLUDED.last_contact_at, last_claim_at = EXCLUDED.last_claim_at, version = EXCLUDED.version,
+    launcher_version = EXCLUDED.launcher_version, settings_version = EXCLUDED.settings_version,
+    update_state = EXCLUDED.update_state, update_from = EXCLUDED.update_from, update_to = EXCLUDED.update_to,
+    update_error = EXCLUDED.update_error
+"""
+
+HUB_STATE_SQL = """
+SELECT (SELECT settings_version FROM hub_state WHERE id = 1),
+       (SELECT jsonb_object_agg(key, value) FROM hub_settings),
+       (SELECT jsonb_build_object('version', version, 'sha256', sha256, 'size', size, 'notes', notes,
+                                  'published_at', published_at)
+        FROM hub_publications ORDER BY version DESC LIMIT 1)
+"""
+
+CLAIM_SQL = """
+WITH picked AS (
+    SELECT c.id, replace(gen_random_uuid()::text, '-', '') AS token
+    FROM hub_commands c
+    WHERE (c.state = 'queued' OR (c.state = 'claimed' AND c.lease_expires_at < statement_timestamp()))
+      AND (cardinality(c.depends_on) = 0
+           OR NOT EXISTS (SELECT 1 FROM hub_commands d
+                          WHERE d.batch_id = c.batch_id AND d.seq = ANY(c.depends_on) AND d.state <> 'done'))
+      AND (NOT c.waits_for_batch
+           OR NOT EXISTS (SELECT 1 FROM hub_commands o
+                          WHERE o.batch_id = c.batch_id AND o.id <> c.id AND o.state IN ('queued', 'claimed')))
+    ORDER BY c.batch_id, c.seq
+    LIMIT %(limit)s
+    FOR UPDATE OF c SKIP LOCKED
+)
+UPDATE hub_commands c
+SET state = 'claimed', claims = c.claims + 1, lease_token = picked.token,
+    lease_tokens = array_append(c.lease_tokens, picked.token::varchar),
+    lease_expires_at = statement_timestamp() + make_interval(secs => %(lease)s),
+    claimed_at = statement_timestamp(), claimed_by_id = %(agent)s
+FROM picked WHERE c.id = picked.id
+RETURNING c.id, c.batch_id, c.seq, c.claims, c.lease_token, c.lease_expires_at, c.type, c.payload, c.depends_on,
+          c.waits_for_batch
+"""
+
+
+def _resolve(payload: dict, created: dict[int, str]) -> dict:
+    """Substitute `$N` with the key command N created; unresolved refresh keys are dropped."""
+    out = dict(payload)
+    for field in ("key", "other_key"):
+        value = out.get(field)
+        match = REF_RE.match(value) if isinstance(value, str) else None
+        if match:
+            out[field] = created[int(match.group(1))]
+    if out.get("keys"):
+        keys = []
+        for key in out["keys"]:
+            match = REF_RE.match(key)
+            if not match:
+                keys.append(key)
+            elif created.get(int(match.group(1))):
+                keys.append(created[int(match.group(1))])
+        out["keys"] = list(dict.fromkeys(keys))
+    return out
+
+
+@transaction.atomic
+def sync_agent_claim(*, sync_agent: SyncAgent, version: int, launcher_version: int | None, max_commands: int = 20,
+                     settings_version: int | None = None, update: dict | None = None) -> dict[str, Any]:
+    """Take up to ``max_commands`` issuable commands in batch order under fresh leases (PROTOCOL.md)."""
+    now = timezone.now()
+    update = update or {}
+    state = update.get("state")
+    with connection.cursor() as cursor:
+        cursor.execute(CONTACT_SQL, {
+            "agent": sync_agent.pk, "now": now, "version": version, "launcher": launcher_version,
+            "settings_version": settings_version, "state": state,
+            "from": update.get("from_version") if state else None, "to": update.get("to_version") if state else None,
+            "error": (update.get("error") or "") if state else ""})
+
+    cancelled = list(Command.objects.select_for_update(skip_locked=True)
+                     .filter(claimed_by=sync_agent, force_cancelled=True, cancel_notified_at__isnull=True)
+                     .values_list("id", flat=True))
+    if cancelled:
+        Command.objects.filter(pk__in=cancelled).update(cancel_notified_at=now)
+
+    # One round trip for what every claim answers besides the commands.
+    with connection.cursor() as cursor:
+        cursor.execute(HUB_STATE_SQL)
+        hub_version, stored, publication = cursor.fetchone()
+    current = {**hub_settings.DEFAULTS, **(_payload(stored) if stored else {})}
+    hub_version = hub_version if hub_version is not None else 1
+    if isinstance(publication, str):
+        publication = json.loads(publication)
+    with connection.cursor() as cursor:
+        cursor.execute(CLAIM_SQL, {"limit": max_commands, "lease": int(current["lease_seconds"]), "agent": sync_agent.pk})
+        rows = cursor.fetchall()
+    rows.sort(key=lambda r: (r[1], r[2]))
+
+    # `$N` → created keys, one query for every batch that needs it.
+    need = {r[1] for r in rows if r[8] or (r[6] == "refresh" and any(REF_RE.match(k) for k in (_payload(r[7]).get("keys") or [])))}
+    created: dict[int, dict[int, str]] = {b: {} for b in need}
+    if need:
+        for batch_id, seq, key in (Command.objects.filter(batch_id__in=need).exclude(created_key="")
+                                   .values_list("batch_id", "seq", "created_key")):
+            created[batch_id][seq] = key
+
+    commands, empty_refreshes = [], []
+    for cid, batch_id, seq, claims, token, expires, kind, payload, _deps, _waits in rows:
+        sent = _resolve(_payload(payload), created.get(batch_id, {}))
+        if kind == "refresh" and not sent.get("full") and not sent.get("keys"):
+            empty_refreshes.append((cid, batch_id, token))
+            continue
+        commands.append({"id": cid, "batch_id": batch_id, "seq": seq, "claims": claims, "lease_token": token,
+                         "lease_expires_at": expires, "command": sent})
+    if empty_refreshes:
+        # The batch created nothing to refresh (its ensure_issue failed): nothing for the sync agent to do.
+        for cid, _batch_id, token in empty_refreshes:
+            Command.objects.filter(pk=cid).update(
+                state="done", result={"message": "nothing to refresh: the batch created no issue", "changed": []},
+                finished_at=timezone.now(), finished_lease_token=token, lease_token=None, lease_expires_at=None)
+        services.batches_settle([b for _c, b, _t in empty_refreshes])
+
+    return {
+        "commands": commands,
+        "cancelled": cancelled,
+        "settings_version": hub_version,
+        "settings": current if settings_version != hub_version else None,
+        "publication": None if publication is None else {
+            **publication, "download_url": f"/api/hub/sync-agent/publications/{publication['version']}"},
+        "server_time": timezone.now(),
+    }
+
+
+def _payload(value) -> dict:
+    return json.loads(value) if isinstance(value, str) else dict(value)
+
+
+# ---------------------------------------------------------------- report
+
+REPORT_APPLY_SQL = """
+UPDATE hub_commands c
+SET state = r.state, finished_at = statement_timestamp(), finished_lease_token = r.token, lease_token = NULL,
+    lease_expires_at = NULL, result = r.result, error = r.error,
+    created_key = coalesce(r.created_key, c.created_key),
+    keys = CASE WHEN r.created_key IS NOT NULL THEN ARRAY[r.created_key]::varchar[] ELSE c.keys END
+FROM jsonb_to_recordset(%s::jsonb) AS r(id bigint, state text, token text, result jsonb, error text, created_key text)
+WHERE c.id = r.id
+"""
+
+@transaction.atomic
+def sync_agent_report(*, sync_agent: SyncAgent, results: list[dict], rate_limited: list[dict]) -> list[dict]:
+    """Apply results under their leases; duplicates and late reports are answered, never re-applied.
+
+    A command id the hub never had → 404; a lease token the hub never issued for that command → 409
+    ``lease_mismatch``; either way nothing of the report is stored (one transaction).
+    """
+    ids = [r["command_id"] for r in results]
+    commands = {c.id: c for c in Command.objects.select_for_update().filter(pk__in=ids).order_by("id")
+                .only("id", "batch_id", "seq", "type", "state", "lease_tokens", "finished_lease_token")}
+    for item in results:
+        command = commands.get(item["command_id"])
+        if command is None:
+            raise NotFound(f"command {item['command_id']} not found")
+        if item["lease_token"] not in (command.lease_tokens or []):
+            raise Conflict(f"command {command.id}: lease token was never issued for this command", code="lease_mismatch")
+        if item["status"] == "done" and command.type == "ensure_issue":
+            key = (item.get("result") or {}).get("key")
+            if not isinstance(key, str) or not REAL_KEY_RE.match(key):
+                raise ValidationFailed(f"command {command.id}: an ensure_issue result needs key (PROJ-123)")
+        if item["status"] == "failed" and not (item.get("error") or "").strip():
+            raise ValidationFailed(f"command {command.id}: a failed result needs error")
+
+    now = timezone.now()
+    outcomes, settle, failed_by_batch, applied = [], set(), {}, []
+    for item in results:
+        command = commands[item["command_id"]]
+        token = item["lease_token"]
+        if command.state in ("done", "failed", "cancelled"):
+            same = command.finished_lease_token == token and command.state == item["status"]
+            outcomes.append({"command_id": command.id, "outcome": "duplicate" if same else "ignored"})
+            continue
+        if token != command.lease_tokens[-1]:
+            # Superseded: the command was issued again under a newer lease.
+            outcomes.append({"command_id": command.id, "outcome": "ignored"})
+            continue
+        # The newest lease, live or expired-but-not-yet-reissued: the work was done, take it.
+        row = {"id": command.id, "state": item["status"], "token": token, "result": item.get("result"),
+               "error": "", "created_key": None}
+        if item["status"] == "done":
+            row["result"] = item.get("result") or {}
+            if command.type == "ensure_issue":
+                row["created_key"] = row["result"]["key"]
+        else:
+            row["error"] = item["error"].strip()[:10000]
+            failed_by_batch.setdefault(command.batch_id, []).append(command.seq)
+        applied.append(row)
+        settle.add(command.batch_id)
+        outcomes.append({"command_id": command.id, "outcome": "applied"})
+    if applied:
+        # One statement for the whole report (a per-row save() was most of a report's time).
+        with connection.cursor() as cursor:
+            cursor.execute(REPORT_APPLY_SQL, [json.dumps(applied)])
+
+    for batch_id, seqs in failed_by_batch.items():
+        services.fail_dependents(batch_id=batch_id, seqs=seqs)
+    services.batches_settle(sorted(settle))
+
+    if rate_limited:
+        RateLimitEvent.objects.bulk_create(
+            [RateLimitEvent(sync_agent=sync_agent, at=e["at"], retry_after_seconds=e.get("retry_after_seconds") or 0,
+                            path=(e.get("path") or "")[:500]) for e in rate_limited],
+            ignore_conflicts=True)
+    SyncAgentContact.objects.filter(sync_agent=sync_agent).update(last_contact_at=now)
+    return outcomes
+
+
+# ---------------------------------------------------------------- lease expiry
+
+@transaction.atomic
+def commands_requeue_expired() -> list[int]:
+    """Beat job: a claimed command whose lease expired without a report goes back to the queue; the
+    next claim issues it again («довыдача», claims += 1)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            UPDATE hub_commands SET state = 'queued', lease_token = NULL, lease_expires_at = NULL
+            WHERE id IN (SELECT id FROM hub_commands WHERE state = 'claimed' AND lease_expires_at < statement_timestamp()
+                         FOR UPDATE SKIP LOCKED)
+            RETURNING id
+            """
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+# ---------------------------------------------------------------- sync runs
+
+@transaction.atomic
+def sync_run_start(*, sync_agent: SyncAgent, kind: str) -> SyncRun:
+    SyncAgentContact.objects.filter(sync_agent=sync_agent).update(last_contact_at=timezone.now())
+    return SyncRun.objects.create(sync_agent=sync_agent, kind=kind)
+
+
+@transaction.atomic
+def sync_run_finish(*, sync_agent: SyncAgent, sync_run_id: int, status: str, counts: dict[str, int],
+                    errors: list[str]) -> SyncRun:
+    run = SyncRun.objects.select_for_update().filter(pk=sync_run_id, sync_agent=sync_agent).first()
+    if run is None:
+        raise NotFound(f"sync run {sync_run_id} not found")
+    if run.status != "running":
+        if run.status == status and run.counts == counts and run.errors == errors:
+            return run  # a retried finish
+        raise Conflict(f"sync run {sync_run_id} is already {run.status}", code="sync_run_finished")
+    run.status, run.counts, run.errors, run.finished_at = status, counts, errors, timezone.now()
+    run.save(update_fields=["status", "counts", "errors", "finished_at"])
+    return run
+
+
+# ---------------------------------------------------------------- mirror upload
+
+_SPRINT_RE = re.compile(r"name=([^,\]]+)")
+
+UPSERT_SQL = """
+WITH incoming AS (
+    SELECT r.key, r.project, r.summary, r.status, r.issue_type, r.priority, r.assignee, r.duedate::date AS duedate,
+           r.sprint, ARRAY(SELECT jsonb_array_elements_text(r.labels))::varchar(255)[] AS labels, r.description,
+           r.fields, r.updated::timestamptz AS updated, r.sha
+    FROM jsonb_to_recordset(%s::jsonb) AS r(key text, project text, summary text, status text, issue_type text,
+         priority text, assignee text, duedate text, sprint text, labels jsonb, description text, fields jsonb,
+         updated text, sha text)
+)
+INSERT INTO hub_issues AS h (key, project, summary, status, issue_type, priority, assignee, duedate, sprint, labels,
+                             description, fields, updated, content_sha256, mirrored_at)
+SELECT key, project, summary, status, issue_type, priority, assignee, duedate, sprint, labels, description, fields,
+       updated, sha, statement_timestamp() FROM incoming
+ON CONFLICT (key) DO UPDATE SET
+    project = EXCLUDED.project, summary = EXCLUDED.summary, status = EXCLUDED.status,
+    issue_type = EXCLUDED.issue_type, priority = EXCLUDED.priority, assignee = EXCLUDED.assignee,
+    duedate = EXCLUDED.duedate, sprint = EXCLUDED.sprint, labels = EXCLUDED.labels,
+    description = EXCLUDED.description, fields = EXCLUDED.fields, updated = EXCLUDED.updated,
+    content_sha256 = EXCLUDED.content_sha256, mirrored_at = statement_timestamp()
+WHERE h.updated <= EXCLUDED.updated AND h.content_sha256 <> EXCLUDED.content_sha256
+RETURNING h.id, h.key
+"""
+
+LINKS_SQL = """
+INSERT INTO hub_issue_links (issue_id, link_type, direction, other_key)
+SELECT r.issue_id, r.link_type, r.direction, r.other_key
+FROM jsonb_to_recordset(%s::jsonb) AS r(issue_id bigint, link_type text, direction text, other_key text)
+ON CONFLICT DO NOTHING
+"""
+
+COMMENTS_SQL = """
+INSERT INTO hub_issue_comments (issue_id, jira_id, author, created, body)
+SELECT r.issue_id, r.jira_id, r.author, r.created::timestamptz, r.body
+FROM jsonb_to_recordset(%s::jsonb) AS r(issue_id bigint, jira_id text, author text, created text, body text)
+ON CONFLICT DO NOTHING
+"""
+
+
+def sprint_name(value: Any) -> str:
+    """A sprint as a name; DC v2's ``com.atlassian.greenhopper…Sprint@…[…,name=…,…]`` string is read too."""
+    if value is None:
+        return ""
+    if isinstance(value, list):
+        value = value[-1] if value else ""
+    if isinstance(value, dict):
+        return str(value.get("name") or "")
+    text = str(value)
+    match = _SPRINT_RE.search(text) if "greenhopper" in text or text.startswith("com.") else None
+    return match.group(1) if match else text
+
+
+def _content_sha(issue: dict) -> str:
+    return hashlib.sha256(json.dumps(issue, sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()
+
+
+@transaction.atomic
+def mirror_upload(*, sync_agent: SyncAgent | None, sync_run_id: int | None, issues: list[dict]) -> dict[str, int]:
+    """Upsert a page of issues: identical → unchanged, older ``updated`` → stale, else written with its
+    links and comments replaced. One statement per table; the KS is fed on commit."""
+    if sync_run_id is not None:
+        run = SyncRun.objects.filter(pk=sync_run_id).values_list("sync_agent_id", "status").first()
+        if run is None or (sync_agent is not None and run[0] != sync_agent.pk):
+            raise NotFound(f"sync run {sync_run_id} not found")
+        if run[1] != "running":
+            raise Conflict(f"sync run {sync_run_id} is already {run[1]}", code="sync_run_finished")
+    seen: dict[str, dict] = {}
+    for issue in issues:
+        seen[issue["key"]] = issue  # a page naming a key twice keeps the last
+    rows, sub = [], {}
+    for key, issue in seen.items():
+        rows.append({
+            "key": key, "project": issue["project"], "summary": issue.get("summary") or "",
+            "status": issue.get("status") or "", "issue_type": issue.get("issue_type") or "",
+            "priority": issue.get("priority") or "", "assignee": issue.get("assignee") or "",
+            "duedate": issue["duedate"].isoformat() if issue.get("duedate") else None,
+            "sprint": sprint_name(issue.get("sprint"))[:200], "labels": list(issue.get("labels") or []),
+            "description": (issue.get("fields") or {}).get("description") or issue.get("description") or "",
+            "fields": issue.get("fields") or {}, "updated": issue["updated"].isoformat(),
+            "sha": _content_sha(issue),
+        })
+        sub[key] = issue
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT key, updated FROM hub_issues WHERE key = ANY(%s)", [list(seen)])
+        existing = dict(cursor.fetchall())
+        cursor.execute(UPSERT_SQL, [json.dumps(rows, default=str)])
+        written = cursor.fetchall()
+        ids = {key: pk for pk, key in written}
+        if ids:
+            cursor.execute("DELETE FROM hub_issue_links WHERE issue_id = ANY(%s)", [list(ids.values())])
+            cursor.execute("DELETE FROM hub_issue_comments WHERE issue_id = ANY(%s)", [list(ids.values())])
+            links, comments = [], []
+            for key, pk in ids.items():
+                for link in sub[key].get("links") or []:
+                    links.append({"issue_id": pk, "link_type": link["link_type"], "direction": link["direction"],
+                                  "other_key": link["other_key"]})
+                for comment in sub[key].get("comments") or []:
+                    comments.append({"issue_id": pk, "jira_id": str(comment["id"]), "author": comment.get("author") or "",
+                                     "created": comment["created"].isoformat() if comment.get("created") else None,
+                                     "body": comment.get("body") or ""})
+            if links:
+                cursor.execute(LINKS_SQL, [json.dumps(links)])
+            if comments:
+                cursor.execute(COMMENTS_SQL, [json.dumps(comments)])
+    stale = sum(1 for key, issue in seen.items()
+                if key not in ids and key in existing and issue["updated"] < existing[key])
+    if sync_agent is not None:
+        SyncAgentContact.objects.filter(sync_agent=sync_agent).update(last_contact_at=timezone.now())
+    if ids:
+        from hub.tasks import mirror_to_knowledge_on_commit
+
+        mirror_to_knowledge_on_commit(list(ids.values()))
+    return {"upserted": len(ids), "unchanged": len(seen) - len(ids) - stale, "stale": stale}
+
+
+# ---------------------------------------------------------------- publications
+
+@transaction.atomic
+def publication_create(*, version: int, artifact: bytes, notes: str = "", user=None) -> Publication:
+    """HUB-13: publish sync-agent version N (bytes + sha256); versions only grow."""
+    if not isinstance(version, int) or version < 1:
+        raise ValidationFailed("version: a positive integer")
+    if not artifact:
+        raise ValidationFailed("artifact: empty")
+    latest = Publication.objects.order_by("-version").values_list("version", flat=True).first()
+    if latest is not None and version <= latest:
+        raise Conflict(f"version {version} is not newer than the published v{latest}", code="publication_version")
+    return Publication.objects.create(version=version, artifact=artifact, sha256=hashlib.sha256(artifact).hexdigest(),
+                                      size=len(artifact), notes=notes or "", published_by=user)
+
+
+def publication_get(*, version: int) -> Publication:
+    publication = Publication.objects.filter(version=version).first()
+    if publication is None:
+        raise NotFound(f"publication v{version} not found")
+    return publication
+

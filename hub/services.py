@@ -1,0 +1,386 @@
+"""Writes of the hub for people (REST and MCP): notes, batches, cancel/retry, refresh, settings,
+and ``batch_wait`` (sync and async), which sleeps on Redis pub/sub rather than polling."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from typing import Any
+
+import redis
+from asgiref.sync import sync_to_async
+from django.db import connection, transaction
+from django.utils import timezone
+
+from achilles.errors import Conflict, NotFound, ValidationFailed
+from hub import hub_settings, notify, selectors
+from hub.commands import REAL_KEY_RE, REF_RE, command_dump, commands_parse, references
+from hub.contracts import (CANCELLED, CLAIMED, FAILED, NOTE_FIELDS, QUEUED, BatchCancelResult, BatchCreated, BatchView,
+                           CommandView, NotesView)
+from hub.models import Batch, Command, HubSetting, IssueNote, MirrorIssue
+from hub.permissions import hub_access_check
+from hub.texts import claimed_command_line
+
+AUTHOR_RE = re.compile(r"^[a-z0-9_.@-]{1,64}$")
+MAX_WAIT_MINUTES = 60
+# A waiter re-reads the batch this often in case a pub/sub message was lost (Redis restart):
+# a safety net, not the wake-up path.
+WAIT_SAFETY_SECONDS = 30.0
+NOTE_LIMITS = {"fact_status": 200, "note": 10000, "next_step": 10000, "owner": 200}
+
+
+# ---------------------------------------------------------------- notes
+
+@transaction.atomic
+def notes_set(*, user, key: str, fields: dict[str, Any]) -> NotesView:
+    """HUB-2: set any subset of the notes; an unknown field or a non-string value is a 422."""
+    hub_access_check(user)
+    if not isinstance(fields, dict) or not fields:
+        raise ValidationFailed(f"give at least one of: {', '.join(NOTE_FIELDS)}")
+    unknown = [name for name in fields if name not in NOTE_FIELDS]
+    if unknown:
+        raise ValidationFailed(f"unknown notes field «{unknown[0]}»; allowed: {', '.join(NOTE_FIELDS)}")
+    clean: dict[str, str] = {}
+    for name, value in fields.items():
+        if value is None:
+            value = ""
+        if not isinstance(value, str):
+            raise ValidationFailed(f"{name}: a string (or null to clear)")
+        if "\x00" in value:
+            raise ValidationFailed(f"{name}: NUL characters are not allowed")
+        if len(value) > NOTE_LIMITS[name]:
+            raise ValidationFailed(f"{name}: at most {NOTE_LIMITS[name]} characters")
+        clean[name] = value.strip()
+    issue = MirrorIssue.objects.filter(key=key.strip().upper()).first()
+    if issue is None:
+        raise NotFound(f"issue {key} is not in the mirror")
+    note, _ = IssueNote.objects.select_for_update().get_or_create(issue=issue)
+    for name, value in clean.items():
+        setattr(note, name, value)
+    note.updated_by = user
+    note.updated_at = timezone.now()
+    note.save()
+    return NotesView(key=issue.key, fact_status=note.fact_status, note=note.note, next_step=note.next_step,
+                     owner=note.owner, updated_at=note.updated_at)
+
+
+# ---------------------------------------------------------------- batches
+
+def _author_check(author: str | None) -> str:
+    author = (author or "api").strip()
+    if not AUTHOR_RE.match(author):
+        raise ValidationFailed("author: 1–64 characters of a-z 0-9 _ . @ -")
+    return author
+
+
+def _title_check(title: Any) -> str:
+    if not isinstance(title, str) or not title.strip():
+        raise ValidationFailed("title: required, a non-empty string")
+    if len(title.strip()) > 300 or "\x00" in title:
+        raise ValidationFailed("title: at most 300 characters")
+    return title.strip()
+
+
+def _touched_keys(parsed: list) -> list[str]:
+    keys: list[str] = []
+    for index, command in enumerate(parsed, start=1):
+        if command.type == "refresh":
+            continue
+        own = [f"${index}"] if command.type == "ensure_issue" else command.keys()
+        for key in own:
+            if key not in keys:
+                keys.append(key)
+    return keys
+
+
+def _batch_insert(*, user, title: str, author: str, payloads: list[dict], deps: list[list[int]],
+                  waits: list[bool], retry_of: Command | None = None) -> Batch:
+    batch = Batch.objects.create(title=title, author=author, created_by=user if getattr(user, "pk", None) else None,
+                                 retry_of=retry_of)
+    Command.objects.bulk_create([
+        Command(batch=batch, seq=seq, type=payload["type"], payload=payload, keys=_payload_keys(payload),
+                depends_on=dep, waits_for_batch=wait)
+        for seq, (payload, dep, wait) in enumerate(zip(payloads, deps, waits, strict=True), start=1)
+    ])
+    return batch
+
+
+def _payload_keys(payload: dict) -> list[str]:
+    if payload["type"] == "refresh":
+        return list(payload.get("keys") or [])
+    return [k for k in (payload.get("key"), payload.get("other_key")) if k]
+
+
+@transaction.atomic
+def batch_create(*, user, title: str, commands: list[dict], author: str = "api") -> BatchCreated:
+    """HUB-6: validate, store the commands in order, append one refresh of every touched key."""
+    hub_access_check(user)
+    title = _title_check(title)
+    author = _author_check(author)
+    parsed = commands_parse(commands)
+    payloads = [command_dump(c) for c in parsed]
+    deps = [references(c) for c in parsed]
+    waits = [False] * len(parsed)
+    touched = _touched_keys(parsed)
+    if touched:
+        payloads.append({"type": "refresh", "keys": touched})
+        deps.append([])
+        waits.append(True)
+    batch = _batch_insert(user=user, title=title, author=author, payloads=payloads, deps=deps, waits=waits)
+    estimate = selectors.estimate_seconds(commands=payloads, before_batch_id=batch.id)
+    return BatchCreated(id=batch.id, estimate_seconds=estimate, command_count=len(payloads))
+
+
+def _wait_seconds(timeout_minutes: Any) -> float:
+    if isinstance(timeout_minutes, bool) or not isinstance(timeout_minutes, (int, float)):
+        raise ValidationFailed(f"timeout_minutes: a number of minutes, 0 < timeout_minutes ≤ {MAX_WAIT_MINUTES}")
+    if not 0 < timeout_minutes <= MAX_WAIT_MINUTES:
+        raise ValidationFailed(f"timeout_minutes must be more than 0 and at most {MAX_WAIT_MINUTES} (got {timeout_minutes})")
+    return float(timeout_minutes) * 60.0
+
+
+def batch_wait(*, user, batch_id: int, timeout_minutes: float) -> BatchView:
+    """HUB-8: block until the batch is finished (woken by pub/sub) or the timeout passes."""
+    timeout = _wait_seconds(timeout_minutes)
+    hub_access_check(user)
+    selectors.batch_get(batch_id)
+    deadline = time.monotonic() + timeout
+    pubsub = notify.redis_client().pubsub(ignore_subscribe_messages=True)
+    try:
+        pubsub.subscribe(notify.batch_channel(batch_id))
+        # Subscribed first, then read: a finish between the two cannot be missed.
+        while not selectors.batch_finished(batch_id):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            try:
+                message = pubsub.get_message(timeout=min(remaining, WAIT_SAFETY_SECONDS))
+            except redis.RedisError:
+                time.sleep(min(max(remaining, 0), 1.0))
+                continue
+            if message is not None and message.get("type") == "message":
+                break
+    finally:
+        pubsub.close()
+    batch = selectors.batch_get(batch_id)
+    return selectors.batch_view(batch, timed_out=time.monotonic() >= deadline)
+
+
+async def batch_wait_async(*, user, batch_id: int, timeout_minutes: float) -> BatchView:
+    """The coroutine twin of ``batch_wait`` for async views and the MCP server."""
+    timeout = _wait_seconds(timeout_minutes)
+    await sync_to_async(hub_access_check)(user)
+    await sync_to_async(selectors.batch_get)(batch_id)
+    deadline = time.monotonic() + timeout
+    client = notify.async_redis_client()
+    pubsub = client.pubsub(ignore_subscribe_messages=True)
+    try:
+        await pubsub.subscribe(notify.batch_channel(batch_id))
+        while not await sync_to_async(selectors.batch_finished)(batch_id):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            try:
+                message = await pubsub.get_message(timeout=min(remaining, WAIT_SAFETY_SECONDS))
+            except redis.RedisError:
+                await asyncio.sleep(min(max(remaining, 0), 1.0))
+                continue
+            if message is not None and message.get("type") == "message":
+                break
+    finally:
+        await pubsub.aclose()
+        await client.aclose()
+
+    def _view():
+        return selectors.batch_view(selectors.batch_get(batch_id), timed_out=time.monotonic() >= deadline)
+
+    return await sync_to_async(_view)()
+
+
+# ---------------------------------------------------------------- finishing commands (shared with the protocol)
+
+def fail_dependents(*, batch_id: int, seqs: list[int]) -> None:
+    """Queued commands naming a failed/cancelled command as `$N` fail too, transitively, with a message naming it."""
+    pending = list(seqs)
+    while pending:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                """
+                UPDATE hub_commands c SET state = 'failed', finished_at = statement_timestamp(),
+                       error = 'не выполнена: зависит от команды ' || (
+                           SELECT string_agg('$' || d.seq || ' (#' || d.id || ', ' || d.state || ')', ', ' ORDER BY d.seq)
+                           FROM hub_commands d WHERE d.batch_id = c.batch_id AND d.seq = ANY(c.depends_on)
+                                 AND d.state IN ('failed', 'cancelled'))
+                WHERE c.batch_id = %s AND c.state = 'queued' AND c.depends_on && %s::integer[]
+                RETURNING c.seq
+                """,
+                [batch_id, pending],
+            )
+            pending = [row[0] for row in cursor.fetchall()]
+
+
+def batches_settle(batch_ids: list[int]) -> list[int]:
+    """Mark batches whose every command is final as finished; publish each on commit."""
+    if not batch_ids:
+        return []
+    with connection.cursor() as cursor:
+        # Lock the batches first: two transactions finishing a batch's last two commands would each
+        # see the other's command still open (READ COMMITTED) and neither would mark it finished.
+        # With the lock, the second one's check runs on a snapshot taken after the first commits.
+        cursor.execute("SELECT id FROM hub_batches WHERE id = ANY(%s) ORDER BY id FOR UPDATE", [sorted(set(batch_ids))])
+        cursor.execute(
+            """
+            UPDATE hub_batches b SET finished_at = greatest(statement_timestamp(), b.created_at)
+            WHERE b.id = ANY(%s) AND b.finished_at IS NULL
+              AND NOT EXISTS (SELECT 1 FROM hub_commands c WHERE c.batch_id = b.id AND c.state IN ('queued', 'claimed'))
+            RETURNING b.id
+            """,
+            [sorted(set(batch_ids))],
+        )
+        finished = [row[0] for row in cursor.fetchall()]
+    notify.batches_finished_on_commit(finished)
+    return finished
+
+
+def _command_for_update(command_id: int) -> Command:
+    command = Command.objects.select_for_update().select_related("batch").filter(pk=command_id).first()
+    if command is None:
+        raise NotFound(f"command {command_id} not found")
+    return command
+
+
+def _cancel_queued(commands: list[Command]) -> list[int]:
+    ids = [c.id for c in commands]
+    Command.objects.filter(pk__in=ids, state=QUEUED).update(state=CANCELLED, finished_at=timezone.now())
+    return ids
+
+
+@transaction.atomic
+def batch_cancel(*, user, batch_id: int) -> BatchCancelResult:
+    """HUB-9: queued commands → cancelled; claimed ones stay with the sync agent (see the returned lines)."""
+    hub_access_check(user)
+    batch = selectors.batch_get(batch_id)
+    commands = list(Command.objects.select_for_update().filter(batch=batch).order_by("seq"))
+    queued = [c for c in commands if c.state == QUEUED]
+    claimed = tuple(c.id for c in commands if c.state == CLAIMED)
+    cancelled = _cancel_queued(queued)
+    if queued:
+        fail_dependents(batch_id=batch.id, seqs=[c.seq for c in queued])
+    batches_settle([batch.id])
+    batch.refresh_from_db()
+    return BatchCancelResult(batch=selectors.batch_view(batch), cancelled=tuple(cancelled), claimed=claimed)
+
+
+def batch_cancel_lines(result: BatchCancelResult) -> list[str]:
+    """The per-command lines the seed asks for after a batch_cancel."""
+    return [claimed_command_line(command_id) for command_id in result.claimed]
+
+
+@transaction.atomic
+def command_cancel(*, user, command_id: int, force: bool = False) -> CommandView:
+    """HUB-9: cancel one command; a claimed one needs ``force`` (the sync agent is told on its next claim)."""
+    hub_access_check(user)
+    command = _command_for_update(command_id)
+    if command.state in (CANCELLED, FAILED, "done"):
+        raise Conflict(f"command {command_id} is already {command.state}", code="command_final")
+    if command.state == CLAIMED and not force:
+        raise Conflict(claimed_command_line(command_id), code="command_claimed")
+    was_claimed = command.state == CLAIMED
+    Command.objects.filter(pk=command.pk).update(
+        state=CANCELLED, finished_at=timezone.now(), lease_token=None, lease_expires_at=None,
+        force_cancelled=was_claimed)
+    fail_dependents(batch_id=command.batch_id, seqs=[command.seq])
+    batches_settle([command.batch_id])
+    command.refresh_from_db()
+    return selectors.command_view(command)
+
+
+@transaction.atomic
+def command_retry(*, user, command_id: int, author: str = "api") -> BatchCreated:
+    """HUB-9: run a failed or cancelled command again, in a new batch (with its refresh)."""
+    hub_access_check(user)
+    author = _author_check(author)
+    command = _command_for_update(command_id)
+    if command.state in (QUEUED, CLAIMED):
+        raise Conflict(f"command {command_id} is still {command.state}; cancel it first or wait", code="command_open")
+    if command.state == "done":
+        raise Conflict(f"command {command_id} is done; nothing to retry", code="command_done")
+    payload = dict(command.payload)
+    # `$N` of the old batch: substitute the key its command created, if any.
+    for field in ("key", "other_key"):
+        value = payload.get(field)
+        match = REF_RE.match(value) if isinstance(value, str) else None
+        if match:
+            payload[field] = _created_key(batch_id=command.batch_id, seq=int(match.group(1)), command_id=command_id)
+    if payload["type"] == "refresh" and payload.get("keys"):
+        resolved = []
+        for key in payload["keys"]:
+            match = REF_RE.match(key)
+            if match:
+                created = Command.objects.filter(batch_id=command.batch_id, seq=int(match.group(1))).values_list(
+                    "created_key", flat=True).first()
+                if created:
+                    resolved.append(created)
+            else:
+                resolved.append(key)
+        if not resolved:
+            raise Conflict(f"command {command_id} refreshes only issues its batch never created", code="nothing_to_retry")
+        payload["keys"] = resolved
+    parsed = commands_parse([payload])
+    payloads = [command_dump(parsed[0])]
+    deps, waits = [[]], [False]
+    touched = _touched_keys(parsed)
+    if touched:
+        payloads.append({"type": "refresh", "keys": touched})
+        deps.append([])
+        waits.append(True)
+    title = f"повтор команды #{command.id}: {command.batch.title}"[:300]
+    batch = _batch_insert(user=user, title=title, author=author, payloads=payloads, deps=deps, waits=waits,
+                          retry_of=command)
+    return BatchCreated(id=batch.id, estimate_seconds=selectors.estimate_seconds(commands=payloads, before_batch_id=batch.id),
+                        command_count=len(payloads))
+
+
+def _created_key(*, batch_id: int, seq: int, command_id: int) -> str:
+    created = Command.objects.filter(batch_id=batch_id, seq=seq).values_list("created_key", flat=True).first()
+    if not created or not REAL_KEY_RE.match(created):
+        raise Conflict(f"command {command_id} names ${seq}, which created no issue; retry command {seq} first",
+                       code="dependency_not_created")
+    return created
+
+
+@transaction.atomic
+def refresh(*, user, keys: list[str] | None = None, full: bool = False, author: str = "api") -> BatchCreated:
+    """HUB-10: a batch of one refresh (keys or full)."""
+    hub_access_check(user)
+    author = _author_check(author)
+    raw: dict[str, Any] = {"type": "refresh"}
+    if keys:
+        raw["keys"] = [k.strip().upper() if isinstance(k, str) else k for k in keys]
+    if full:
+        raw["full"] = True
+    parsed = commands_parse([raw])
+    for key in parsed[0].keys():
+        if not REAL_KEY_RE.match(key):
+            raise ValidationFailed(f"refresh: «{key}» is not an issue key (PROJ-123)")
+    payloads = [command_dump(parsed[0])]
+    title = "полная синхронизация" if full else f"обновить {', '.join(parsed[0].keys())}"[:300]
+    batch = _batch_insert(user=user, title=title, author=author, payloads=payloads, deps=[[]], waits=[False])
+    return BatchCreated(id=batch.id, estimate_seconds=selectors.estimate_seconds(commands=payloads, before_batch_id=batch.id),
+                        command_count=1)
+
+
+# ---------------------------------------------------------------- settings
+
+@transaction.atomic
+def settings_set(*, user, key: str, value: Any) -> int:
+    """HUB-15: validate and store; bump the one monotonic settings_version and return it (staff only)."""
+    hub_access_check(user, staff=True)
+    clean = hub_settings.setting_validate(key=key, value=value)
+    HubSetting.objects.update_or_create(key=key, defaults={"value": clean, "updated_by": user,
+                                                           "updated_at": timezone.now()})
+    with connection.cursor() as cursor:
+        cursor.execute("INSERT INTO hub_state (id, settings_version) VALUES (1, 2) ON CONFLICT (id) DO UPDATE "
+                       "SET settings_version = hub_state.settings_version + 1 RETURNING settings_version")
+        return cursor.fetchone()[0]

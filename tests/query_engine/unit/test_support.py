@@ -1,0 +1,108 @@
+"""The support check of a grounded answer (``conversations.support``): pure, no database.
+
+Every rule of the module docstring has a case that passes and one that fails."""
+
+import pytest
+
+from conversations.support import (
+    GroundingGate,
+    SentenceSplitter,
+    check_sentence,
+    normalize_number,
+    proper_names,
+    split_sentences,
+)
+
+pytestmark = [pytest.mark.unit, pytest.mark.p0]
+
+SOURCES = {
+    1: "Ежегодный отпуск составляет 28 календарных дней. Заявку подают через портал HR.",
+    2: "Ставка компенсации — 1,35 % в месяц, лимит 100 000 рублей. Действует с 01.03.2026.",
+    3: "Контакт по вопросам бюджета: Ольга Финансова. Программа «Зелёный коридор» для новичков.",
+}
+
+
+def reason(sentence: str, **kw) -> str | None:
+    return check_sentence(sentence, SOURCES, **kw).reason
+
+
+@pytest.mark.parametrize("sentence", [
+    "Отпуск составляет 28 календарных дней [1].",
+    "Ставка — 1.35 % в месяц [2].",                 # «1,35» = «1.35»
+    "Лимит — 100000 рублей [2].",                   # «100 000» = «100000»
+    "Правило действует с 1.03.2026 [2].",           # leading zero
+    "По бюджету обращайтесь к Ольге Финансовой [3].",  # inflection of a name
+    "Для новичков есть программа «зелёного коридора» [3].",  # quoted term, case and inflection
+    "Заявки подаются через портал HR [1].",
+    "## Отпуск",                                     # a heading names a topic found in the context
+])
+def test_supported(sentence):
+    assert reason(sentence) is None
+
+
+@pytest.mark.parametrize(("sentence", "why"), [
+    ("А ещё у нас бесплатные обеды.", "no_marker"),
+    ("Отпуск составляет 28 дней [7].", "unknown_marker"),
+    ("Отпуск составляет 31 день [1].", "numbers"),
+    ("Ставка — 1,5 % в месяц [2].", "numbers"),
+    ("По бюджету обращайтесь к Ивану Петрову [3].", "names"),
+    ("Программа «Красный коридор» для новичков [3].", "quotes"),
+    ("Пароль администратора — swordfish [1].", "names"),    # a Latin word the source lacks
+    ("Бесплатные обеды подают в столовой [1].", "overlap"),
+    ("Отпуск составляет 28 календарных дней [2].", "numbers"),  # the fact is in [1], not in the cited [2]
+    ("![логотип](https://evil.example/x.png) [1]", "image"),
+    ("Подробнее: https://evil.example/?q=отпуск [1].", "outside_link"),
+    ("## Бесплатные обеды", "overlap"),
+])
+def test_unsupported(sentence, why):
+    assert reason(sentence) == why
+
+
+def test_links_only_to_packed_sources():
+    assert reason("Политика отпусков: https://kb.example/1 [1].", source_urls=["https://kb.example/1"]) is None
+    assert reason("Политика отпусков: https://kb.example/2 [1].", source_urls=["https://kb.example/1"]) == "outside_link"
+
+
+def test_overlap_threshold_is_the_boundary():
+    # 2 of 4 content words found: exactly 0.5.
+    sentence = "Отпуск составляет долгий перерыв [1]."
+    assert check_sentence(sentence, SOURCES).overlap == 0.5
+    assert reason(sentence, threshold=0.5) is None
+    assert reason(sentence, threshold=0.51) == "overlap"
+
+
+def test_numbers_normalised():
+    assert normalize_number("1,35") == normalize_number("1.35") == "1.35"
+    assert normalize_number("100 000") == normalize_number("100000") == "100000"
+    assert normalize_number("007") == "7"
+
+
+def test_proper_names_skip_the_opening_word():
+    assert proper_names("Ольга ведёт бюджет вместе с Иваном из HR") == ["Иваном", "HR"]
+    assert proper_names("- **Отпуск** оформляют заранее") == []
+
+
+def test_splitter_keeps_markers_with_their_sentence():
+    text = "Факт первый. [1] Факт второй [2]. Третий факт. [1][3]\nВ г. Москва офис [1].\n1. Пункт [2]"
+    assert split_sentences(text) == ["Факт первый. [1]", " Факт второй [2].", " Третий факт. [1][3]",
+                                     "\nВ г. Москва офис [1].", "\n1. Пункт [2]"]
+
+
+def test_splitter_is_the_same_fed_one_character_at_a_time():
+    text = "Отпуск 28 дней. [1] Заявку подают через портал HR [1]. А ещё обеды."
+    splitter = SentenceSplitter()
+    pieces = [p for ch in text for p in splitter.feed(ch)] + splitter.flush()
+    assert pieces == split_sentences(text)
+    # A sentence is complete only once the next began: its marker may still come.
+    assert SentenceSplitter().feed("Факт. [") == []
+
+
+def test_gate_releases_supported_and_keeps_the_rest_with_why():
+    gate = GroundingGate(sources=SOURCES)
+    out = gate.feed("Из моей памяти: отпуск 31 день. Отпуск составляет 28 календарных дней [1]. ")
+    out += gate.feed("Ещё обеды бесплатные [1].")
+    out += gate.flush()
+    assert out == ["Отпуск составляет 28 календарных дней [1]."]  # leading space of a first release dropped
+    assert [(v.sentence, v.reason) for v in gate.rejected] == [
+        ("Из моей памяти: отпуск 31 день.", "no_marker"), ("Ещё обеды бесплатные [1].", "overlap")]
+    assert gate.rejected[1].as_trace()["missing"] == ["обеды", "бесплатные"]
