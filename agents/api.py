@@ -8,7 +8,6 @@ from ninja import Query, Router, Schema, Status
 from pydantic import Field
 
 from achilles.errors import NotFound, PermissionDenied
-from achilles.platform import platform_settings
 from agents import schedule as sched
 from agents import selectors, services
 from agents.models import Agent

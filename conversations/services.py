@@ -10,13 +10,14 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db import models, transaction
+from django.db.models import OuterRef, Subquery
 from django.db.models.functions import Now
 from django.utils import timezone
 
 from achilles.errors import Conflict, NotFound, ValidationFailed
 from achilles.llm import Message as LLMMessage
 from achilles.llm import ModelSpec, Timeouts
-from achilles.models import AgentModel, User
+from achilles.models import AgentModel, ModelKind, User
 from achilles.platform import platform_settings
 from achilles.selectors import allowed_model_get, default_model
 from conversations.choices import MessageState, Role
@@ -116,8 +117,6 @@ def unanswered_questions_close(*, now=None) -> int:
     than the longest answer window of any chat model: its turn died with its process (a killed web
     process writes no answer row). The periodic sweep; ``turn_start`` does the same for one thread.
     Each thread is locked and checked again, so a live turn's own answer is never doubled."""
-    from django.db.models import OuterRef, Subquery
-
     now = now or timezone.now()
     windows = [_answer_window(m) for m in AgentModel.objects.filter(kind=ModelKind.CHAT)]
     cutoff = now - max(windows, default=timedelta(seconds=2 * Timeouts().total + 30))

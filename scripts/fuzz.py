@@ -110,24 +110,24 @@ class Racer(threading.Thread):
                 created = self._call(client, "POST", "/api/agents", json={"name": f"гонка {random.random():.6f}"})
                 if created.status_code == 201:
                     agent = f"/api/agents/{created.json()['id']}"
-                    self._together(lambda: self._call(client, "PATCH", agent, json={"enabled": False}),
-                                   lambda: self._call(client, "POST", f"{agent}/run"),
-                                   lambda: self._call(client, "DELETE", agent))
+                    self._together(lambda a=agent: self._call(client, "PATCH", a, json={"enabled": False}),
+                                   lambda a=agent: self._call(client, "POST", f"{a}/run"),
+                                   lambda a=agent: self._call(client, "DELETE", a))
                 chat = self._call(client, "POST", "/api/chat", json={"content": "Что такое отпуск?"})
                 conversation = chat.headers.get("x-conversation-id")
                 messages = re.findall(r'"message_id": (\d+)', chat.text)
                 if conversation:
                     path = f"/api/conversations/{conversation}"
-                    self._together(lambda: self._call(client, "PATCH", path, json={"title": "новое"}),
-                                   lambda: messages and self._call(client, "PUT", f"/api/messages/{messages[0]}/feedback",
-                                                                   json={"value": 1}),
-                                   lambda: self._call(client, "POST", "/api/chat",
-                                                      json={"content": "ещё", "conversation_id": conversation}),
-                                   lambda: self._call(client, "DELETE", path))
+                    feedback = f"/api/messages/{messages[0]}/feedback" if messages else None
+                    self._together(lambda p=path: self._call(client, "PATCH", p, json={"title": "новое"}),
+                                   lambda f=feedback: f and self._call(client, "PUT", f, json={"value": 1}),
+                                   lambda c=conversation: self._call(client, "POST", "/api/chat",
+                                                                     json={"content": "ещё", "conversation_id": c}),
+                                   lambda p=path: self._call(client, "DELETE", p))
 
 
 def _fuzz(name: str, url: str, token: str, env) -> subprocess.Popen:
-    log = open(REPORT_DIR / f"{name}.log", "w")
+    log = open(REPORT_DIR / f"{name}.log", "w")  # noqa: SIM115 (the fuzzer's output for its whole life)
     return subprocess.Popen(
         [str(BIN / "schemathesis"), "run", f"{url}/api/openapi.json", "--header", f"Authorization: Bearer {token}",
          "--checks", "not_a_server_error", "--max-time", str(SECONDS), "--workers", "2", "--no-color",
@@ -164,7 +164,8 @@ def main() -> int:
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     web = subprocess.Popen([str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "achilles.asgi:application"],
-                           cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=open(REPORT_DIR / "web.log", "w"))
+                           cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                           stderr=open(REPORT_DIR / "web.log", "w"))  # noqa: SIM115 (daphne's log while it runs)
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

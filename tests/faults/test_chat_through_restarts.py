@@ -7,9 +7,9 @@ import threading
 import time
 
 import pytest
+from achilles.llm.fake import Delay, answer
 from django.db import connection
 
-from achilles.llm.fake import Delay, answer
 from conversations.models import Message
 from tests.processes import postgres_start, postgres_stop
 from tests.query_engine.http import bearer

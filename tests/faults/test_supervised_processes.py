@@ -53,7 +53,8 @@ class Supervisor:
         env = {**child_env(), "ACHILLES_HOST": "127.0.0.1", "ACHILLES_PORT": str(self.port)}
         self.env = env
         self.proc = subprocess.Popen([str(ROOT / ".venv/bin/supervisord"), "-c", str(self.conf)], cwd=ROOT, env=env,
-                                     stdout=open(self.log, "w"), stderr=subprocess.STDOUT)
+                                     stdout=open(self.log, "w"),  # noqa: SIM115 (for its whole life)
+                                     stderr=subprocess.STDOUT)
 
     def status(self) -> dict[str, tuple[str, int | None]]:
         out = subprocess.run([str(ROOT / ".venv/bin/supervisorctl"), "-c", str(self.conf), "status"],
