@@ -7,10 +7,10 @@ import threading
 import time
 
 import pytest
-from achilles.llm.fake import Delay, answer
 from django.db import connection
 
 from conversations.models import Message
+from tests.llm_fake import Delay, answer
 from tests.processes import postgres_start, postgres_stop
 from tests.query_engine.http import bearer
 from tests.query_engine.integration.test_stream_ends import sse_events

@@ -22,7 +22,7 @@ import re
 
 from achilles.llm import ToolCalls
 from achilles.llm.context import parse_context
-from achilles.llm.fake import answer, call_tool, tool_call
+from tests.llm_fake import answer, call_tool, tool_call
 
 ADMIN_PASSWORD = "Tr0ub4dor-2026"
 UNSUPPORTED = "А ещё у нас бесплатные обеды."

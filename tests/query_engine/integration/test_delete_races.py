@@ -95,7 +95,7 @@ def test_feedback_racing_the_conversation_delete_is_404_never_500(owner, convers
 
 def test_chat_into_a_conversation_being_deleted_is_404_never_500(owner, conversation_factory, engine):
     """Failed before the fix: the turn's locked re-read found the thread gone (DoesNotExist → 500)."""
-    from achilles.llm.fake import answer
+    from tests.llm_fake import answer
 
     user, client = owner
     engine.script(*[answer("Ответ.") for _ in range(ROUNDS)])

@@ -14,7 +14,7 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 
 from achilles.llm import NOT_FOUND_TEXT
-from achilles.llm.fake import answer
+from tests.llm_fake import answer
 from conversations.grounding import ONLY_WITHHELD_TEXT
 from conversations.models import Message, RetrievalTrace
 from knowledge.facade import Withheld
