@@ -9,6 +9,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.contrib.auth import get_user_model
 from django.db.models import Prefetch, Q
 
 from achilles.errors import NotFound, ValidationFailed
@@ -108,3 +109,13 @@ def conversation_messages(*, conversation: Conversation, cursor: str | None = No
         rows = rows[:limit]
         next_cursor = encode_cursor({"i": rows[-1].id})
     return Page(items=rows, next_cursor=next_cursor)
+
+
+def withheld_contact_emails(*, messages) -> dict[int, str]:
+    """E-mail addresses of the authors named in the messages' withheld hints (active users with one)."""
+    ids = {source["contact"]["user_id"] for m in messages for source in (m.withheld_hint or {}).get("sources", [])
+           if isinstance(source.get("contact"), dict) and isinstance(source["contact"].get("user_id"), int)}
+    if not ids:
+        return {}
+    users = get_user_model().objects.filter(pk__in=ids, is_active=True).exclude(email="")
+    return dict(users.values_list("pk", "email"))

@@ -18,6 +18,7 @@ from achilles.errors import Conflict, NotFound, ValidationFailed
 from achilles.llm import Message as LLMMessage
 from achilles.llm import ModelSpec, Timeouts
 from achilles.models import AgentModel, ModelKind, User
+from achilles.names import name_clean
 from achilles.platform import platform_settings
 from achilles.selectors import allowed_model_get, default_model
 from conversations.choices import MessageState, Role
@@ -190,9 +191,10 @@ def conversation_update(*, user: User, conversation_id, fields: dict) -> Convers
     conversation = conversation_get_for_user(user=user, conversation_id=conversation_id, for_update=True)
     update_fields = []
     if "title" in fields:
-        title = (fields["title"] or "").strip()
-        if not title:
-            raise ValidationFailed("title must not be empty", field="title")
+        try:  # trimmed, with a visible character (no title of zero-width or RTL marks)
+            title = name_clean(fields["title"] or "")
+        except ValueError as exc:
+            raise ValidationFailed(f"title {exc}", field="title") from exc
         conversation.title = title[:200]
         update_fields.append("title")
     if "selected_model" in fields:

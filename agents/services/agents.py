@@ -13,6 +13,7 @@ from django.utils import timezone
 from achilles import audit
 from achilles.errors import NotFound, PermissionDenied, ValidationFailed
 from achilles.models import AgentModel, User
+from achilles.names import name_clean
 from achilles.selectors import allowed_model_get
 from agents import schedule as sched
 from agents.models import Agent
@@ -35,10 +36,10 @@ def _compute_next_run(agent: Agent, now: datetime, previous: datetime | None = N
 
 
 def _clean_name(name: str) -> str:
-    name = (name or "").strip()
-    if not name:
-        raise ValidationFailed("name must not be empty", code="name_empty")
-    return name
+    try:
+        return name_clean(name or "")
+    except ValueError as exc:
+        raise ValidationFailed(f"name {exc}", code="name_empty", field="name") from exc
 
 
 @transaction.atomic
