@@ -7,7 +7,7 @@ from django.utils import timezone
 from ninja import Query, Router, Schema, Status
 from pydantic import Field
 
-from achilles.errors import PermissionDenied
+from achilles.errors import NotFound, PermissionDenied
 from agents import schedule as sched
 from agents import selectors, services
 from agents.models import Agent
@@ -33,7 +33,10 @@ def _out(agent: Agent, active: dict[int, str], *, admin: bool = False) -> dict:
 
 
 def _fresh(agent: Agent) -> Agent:
-    agent.refresh_from_db()
+    try:
+        agent.refresh_from_db()
+    except Agent.DoesNotExist:  # deleted by a concurrent request right after this one's write
+        raise NotFound("agent not found", code="agent_not_found") from None
     return agent
 
 

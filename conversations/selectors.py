@@ -23,16 +23,22 @@ def _as_uuid(value) -> uuid.UUID:
         raise NotFound("conversation not found") from None
 
 
-def conversation_get_for_user(*, user, conversation_id, with_model: bool = False) -> Conversation:
+def conversation_get_for_user(*, user, conversation_id, with_model: bool = False,
+                              for_update: bool = False) -> Conversation:
+    """The user's own thread (404 otherwise); ``for_update`` locks its row until the transaction
+    ends, so a concurrent delete either happened (404) or waits."""
     qs = Conversation.objects.filter(pk=_as_uuid(conversation_id), user=user)
+    if for_update:
+        qs = qs.select_for_update(of=("self",))
     conversation = (qs.select_related("selected_model") if with_model else qs).first()
     if conversation is None:
         raise NotFound("conversation not found")
     return conversation
 
 
-def message_get_for_user(*, user, message_id: int) -> Message:
-    message = Message.objects.filter(pk=message_id, conversation__user=user).first()
+def message_get_for_user(*, user, message_id: int, for_update: bool = False) -> Message:
+    qs = Message.objects.filter(pk=message_id, conversation__user=user)
+    message = (qs.select_for_update(of=("self",)) if for_update else qs).first()
     if message is None:
         raise NotFound("message not found")
     return message

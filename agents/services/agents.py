@@ -70,7 +70,12 @@ def agent_update(*, agent: Agent, changes: dict[str, Any], now: datetime | None 
     if unknown:
         raise ValidationFailed(f"not editable: {', '.join(sorted(unknown))}", code="not_editable")
     now = now or timezone.now()
-    agent = Agent.objects.select_for_update(of=("self",), no_key=True).select_related("owner", "model").get(pk=agent.pk)
+    agent_id = agent.pk
+    # Locked, and read again: a delete that won the race leaves nothing to update (404, not a 500).
+    agent = Agent.objects.select_for_update(of=("self",), no_key=True).select_related("owner", "model").filter(
+        pk=agent_id).first()
+    if agent is None:
+        raise NotFound("agent not found", code="agent_not_found")
     was_open, old_schedule = agent.gates_open, agent.schedule
     if "name" in changes:
         agent.name = _clean_name(changes["name"])
@@ -86,7 +91,7 @@ def agent_update(*, agent: Agent, changes: dict[str, Any], now: datetime | None 
         agent.next_run_at = None
     elif not was_open or agent.schedule != old_schedule or agent.next_run_at is None:
         agent.next_run_at = _compute_next_run(agent, now)
-    agent.save()
+    agent.save(force_update=True)  # never an INSERT that would bring a deleted agent back
     return agent
 
 
