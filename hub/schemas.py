@@ -6,7 +6,16 @@ import datetime as dt
 from typing import Annotated, Any, Literal
 
 from ninja import Schema
-from pydantic import Base64Bytes, BaseModel, BeforeValidator, ConfigDict, Field, SkipValidation, StringConstraints, model_validator
+from pydantic import (
+    Base64Bytes,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SkipValidation,
+    StringConstraints,
+    model_validator,
+)
 
 from hub.commands import Command
 
