@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: install run test bench lint services-stop clean browser-deps screenshots
+.PHONY: install run test bench lint fuzz services-stop clean browser-deps screenshots
 
 $(BIN)/.installed: requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,10 @@ run: install
 
 test: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# schemathesis against /api/openapi.json as an admin and a user, with a delete racer (FUZZ_SECONDS=120)
+fuzz: install
+	$(BIN)/python scripts/fuzz.py
 
 bench: install
 	$(BIN)/python -m bench

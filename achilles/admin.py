@@ -3,11 +3,13 @@
 (calendar slots, the search memo, the settings cache, the audit trail) follows whichever door it
 came through."""
 
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 
 from achilles import services
 from achilles.models import AgentModel, ApiToken, AuditEvent, PlatformSettings, User
+from achilles.names import name_clean
 from achilles.platform import platform_settings_update
 
 
@@ -45,8 +47,22 @@ def _changes(form) -> dict:
     return {name: [form.initial.get(name), form.cleaned_data.get(name)] for name in form.changed_data}
 
 
+class AgentModelForm(forms.ModelForm):
+    class Meta:
+        model = AgentModel
+        fields = ("name", "provider", "kind", "context_window", "is_default", "options")
+
+    def clean_name(self):
+        # trimmed, with a visible character (achilles.names), like every name people give things
+        try:
+            return name_clean(self.cleaned_data["name"])
+        except ValueError as exc:
+            raise forms.ValidationError(f"The name {exc}.") from exc
+
+
 @admin.register(AgentModel)
 class AgentModelAdmin(admin.ModelAdmin):
+    form = AgentModelForm
     list_display = ("name", "provider", "kind", "context_window", "is_default")
     list_filter = ("kind", "provider", "is_default")
     search_fields = ("name",)

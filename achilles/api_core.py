@@ -6,11 +6,12 @@ from datetime import datetime
 
 from django.http import HttpRequest
 from ninja import Router, Schema, Status
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from achilles import services
 from achilles.identity import principals_for
 from achilles.models import AgentModel, ApiToken
+from achilles.names import name_clean
 
 router = Router(tags=["me"])
 
@@ -26,6 +27,11 @@ class MeOut(Schema):
 
 class TokenIn(Schema):
     name: str = Field(min_length=1, max_length=100)
+
+    @field_validator("name")
+    @classmethod
+    def visible(cls, value: str) -> str:
+        return name_clean(value)  # trimmed, with a visible character (achilles.names)
 
 
 class TokenOut(Schema):

@@ -33,6 +33,8 @@ AGENT_ADMIN_RESUMED = "agent_admin_resumed"
 PLATFORM_SETTINGS_CHANGED = "platform_settings_changed"
 AGENT_MODEL_CHANGED = "agent_model_changed"
 AGENT_MODEL_DELETED = "agent_model_deleted"
+HUB_SETTING_CHANGED = "hub_setting_changed"
+HUB_PUBLICATION_CREATED = "hub_publication_created"
 
 MAX_TARGET = 500
 

@@ -11,6 +11,7 @@ QUIET_TASKS = frozenset({
     "agents.tasks.agents_scheduler_tick_task",
     "agents.tasks.agent_runs_reap_stale_task",
     "achilles.tasks.platform_heartbeat_task",
+    "hub.tasks.commands_requeue_expired_task",
 })
 _NOTHING_DONE = {"0", "None", "[]", "{}", ""}
 

@@ -8,6 +8,7 @@ import re
 import uuid
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from csp.middleware import CSPMiddleware
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import JsonResponse
@@ -101,7 +102,8 @@ def carries_nul(request) -> bool:
             "\x00" in value for values in request.GET.lists() for value in values[1]):
         return True
     body = request.body
-    return b"\x00" in body or _JSON_NUL.search(body) is not None
+    # The substring test first: the regex (with its look-behind) costs ~50 ms on a 600 kB mirror page.
+    return b"\x00" in body or (b"\\u0000" in body and _JSON_NUL.search(body) is not None)
 
 
 def api_body_refusal(request) -> ApplicationError | None:
@@ -223,3 +225,26 @@ class ApiJsonErrorsMiddleware(HybridMiddleware):
 
     async def __acall__(self, request):
         return _as_json_error(request, await self.get_response(request))
+
+
+class ContentSecurityPolicyMiddleware(HybridMiddleware):
+    """django-csp's header (and ``request.csp_nonce``) in the chain's own mode.
+
+    django-csp's middleware is a ``MiddlewareMixin``: on the async path (the SSE chat) Django would
+    run its two hooks through ``sync_to_async(thread_sensitive=True)``, one shared thread for every
+    request. Its hooks only build a header, so they are called here directly in either mode.
+    """
+
+    def __init__(self, get_response):
+        super().__init__(get_response)
+        self.csp = CSPMiddleware(get_response)
+
+    def __call__(self, request):
+        if iscoroutinefunction(self):
+            return self.__acall__(request)
+        self.csp.process_request(request)
+        return self.csp.process_response(request, self.get_response(request))
+
+    async def __acall__(self, request):
+        self.csp.process_request(request)
+        return self.csp.process_response(request, await self.get_response(request))

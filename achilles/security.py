@@ -11,7 +11,13 @@ from __future__ import annotations
 
 import logging
 
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.db import DatabaseError
+from django.db.models import Q
+
+from achilles import audit
+from achilles.models import User
 
 logger = logging.getLogger(__name__)
 
@@ -22,14 +28,8 @@ DEMO_ONLY_USERNAMES = frozenset({"demo"})
 
 def production_problems() -> list[str]:
     """What stops a production start (empty outside production or when all is well)."""
-    from django.conf import settings
-    from django.db import DatabaseError
-    from django.db.models import Q
-
     if not getattr(settings, "PRODUCTION", False):
         return []
-    from achilles.models import User
-
     problems: list[str] = []
     try:
         if User.objects.filter(username__in=DEMO_ONLY_USERNAMES).exists():
@@ -54,16 +54,12 @@ def production_guard() -> None:
 # ------------------------------------------------------------------ sign-in audit (django-axes)
 
 def on_signin_failed(sender, credentials, request=None, **kwargs) -> None:
-    from achilles import audit
-
     username = str((credentials or {}).get("username") or "")[:150]
     audit.audit_record(actor=None, action=audit.SIGNIN_FAILED, target=f"user:{username}",
                        details={"ip": _client_ip(request), "path": getattr(request, "path", "")})
 
 
 def on_signin_locked_out(sender, request=None, username=None, ip_address=None, **kwargs) -> None:
-    from achilles import audit
-
     audit.audit_record(actor=None, action=audit.SIGNIN_LOCKED_OUT, target=f"user:{username or ''}"[:500],
                        details={"ip": ip_address, "path": getattr(request, "path", "")})
 

@@ -13,6 +13,7 @@ from django.utils import timezone
 from achilles import audit, hooks
 from achilles.errors import NotFound, ValidationFailed
 from achilles.models import AgentModel, ApiToken, User, validate_timezone
+from achilles.names import name_clean
 
 TOKEN_PREFIX = "ach_"
 
@@ -26,10 +27,14 @@ def token_hash(raw: str) -> str:
 def api_token_create(*, user: User, name: str = "token", actor=None) -> tuple[ApiToken, str]:
     """Create a token; the raw secret is returned once and never stored. Audited (``actor``
     defaults to the owner; an operator command passes its own label)."""
+    try:
+        name = name_clean(name or "token")[:100]
+    except ValueError as exc:
+        raise ValidationFailed(f"name {exc}", field="name") from exc
     secret = secrets.token_urlsafe(32)
     prefix = secrets.token_hex(4)
     raw = f"{TOKEN_PREFIX}{prefix}_{secret}"
-    token = ApiToken.objects.create(user=user, name=name[:100] or "token", prefix=prefix, key_hash=token_hash(raw))
+    token = ApiToken.objects.create(user=user, name=name, prefix=prefix, key_hash=token_hash(raw))
     audit.audit_record(actor=actor if actor is not None else user, action=audit.TOKEN_CREATED,
                        target=f"token:{token.pk}", details={"owner": user.get_username(), "name": token.name,
                                                             "prefix": prefix})

@@ -120,7 +120,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "csp.middleware.CSPMiddleware",
+    "achilles.middleware.ContentSecurityPolicyMiddleware",  # django-csp, without a thread hop
     # last, as django-axes asks: it turns a locked-out sign-in into its 429 answer
     "axes.middleware.AxesMiddleware",
 ]
@@ -242,6 +242,9 @@ PLATFORM_PERIODIC_JOBS: dict[str, dict] = {
     "agents.reap_stale_runs": {"task": "agents.tasks.agent_runs_reap_stale_task", "every_seconds": 10},
     # Knowledge Store: trust decay from content age and access signals (one UPDATE).
     "knowledge.trust_decay": {"task": "knowledge.tasks.trust_decay_task", "every_seconds": 3600},
+    # Query Engine: a question whose turn died with its process (web killed) gets a failed answer row.
+    "conversations.close_unanswered": {"task": "conversations.tasks.unanswered_questions_close_task",
+                                       "every_seconds": 60},
     # Hub: a claimed command whose lease expired goes back to the queue («довыдача»); the claim
     # also takes expired leases itself, so this only keeps agent_status and batch_status truthful.
     "hub.requeue_expired_leases": {"task": "hub.tasks.commands_requeue_expired_task", "every_seconds": 5},

@@ -12,6 +12,9 @@ from achilles import services
 from achilles.errors import ApplicationError
 from achilles.health import health_report
 from achilles.models import ApiToken
+from agents.pages import AGENT_STATUS_RU
+from agents.selectors import active_run_states, agent_list_for_owner
+from conversations.selectors import conversation_list_for_user
 
 
 @require_GET
@@ -23,10 +26,6 @@ def healthz(request):
 @login_required
 def home(request):
     """After sign-in: recent conversations, the user's agents, a way into the chat."""
-    from agents.pages import AGENT_STATUS_RU
-    from agents.selectors import active_run_states, agent_list_for_owner
-    from conversations.selectors import conversation_list_for_user
-
     conversations = conversation_list_for_user(user=request.user, limit=5).items
     agents = list(agent_list_for_owner(user=request.user)[:5])
     active = active_run_states([a.pk for a in agents])
@@ -49,11 +48,11 @@ def tokens_page(request):
             except (ApplicationError, ValueError):
                 messages.error(request, "Токен не найден.")
             return redirect("tokens")
-        name = (request.POST.get("name") or "").strip()[:100]
-        if not name:
-            messages.error(request, "Укажите название токена.")
-        else:
+        name = (request.POST.get("name") or "")[:100]
+        try:
             _, created_secret = services.api_token_create(user=request.user, name=name)
+        except ApplicationError:  # empty, or only invisible characters
+            messages.error(request, "Укажите название токена (видимыми символами).")
     tokens = ApiToken.objects.filter(user=request.user)
     return render(request, "tokens.html", {"tokens": tokens, "created_secret": created_secret,
                                            "user_timezone": request.user.effective_timezone()})

@@ -7,7 +7,7 @@ from django.utils import timezone
 from ninja import Query, Router, Schema, Status
 from pydantic import Field
 
-from achilles.errors import PermissionDenied, ValidationFailed
+from achilles.errors import NotFound, PermissionDenied, ValidationFailed
 from achilles.models import AgentModel
 from achilles.selectors import allowed_model_check
 from agents import schedule as sched
@@ -55,7 +55,10 @@ def _model_name(name: str | None, model_id: int | None) -> str | None:
 
 
 def _fresh(agent: Agent) -> Agent:
-    agent.refresh_from_db()
+    try:
+        agent.refresh_from_db()
+    except Agent.DoesNotExist:  # deleted by a concurrent request right after this one's write
+        raise NotFound("agent not found", code="agent_not_found") from None
     return agent
 
 

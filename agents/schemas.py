@@ -10,6 +10,8 @@ from typing import Annotated, Literal
 from ninja import Schema
 from pydantic import ConfigDict, Field, field_validator
 
+from achilles.names import name_clean
+
 HHMM = re.compile(r"^([01]\d|2[0-3]):[0-5]\d$")
 
 
@@ -39,9 +41,8 @@ ScheduleIn = Annotated[IntervalSchedule | CalendarSchedule, Field(discriminator=
 
 
 def _name_not_blank(value: str | None) -> str | None:
-    if value is not None and not value.strip():
-        raise ValueError("name must not be empty")
-    return value.strip() if value is not None else None
+    # trimmed, with a visible character (achilles.names): no names of spaces, zero-width or RTL marks
+    return name_clean(value) if value is not None else None
 
 
 class AgentIn(_Strict):

@@ -6,7 +6,8 @@ Ours vs the peer measured in the same run, in a scratch database (created, migra
   * claim + report throughput with 4 concurrent sync agents (threads, each its own connection,
     through the services) — peer: the same loop with a plain ``FOR UPDATE`` (no SKIP LOCKED);
   * ``batch_wait`` wake-up after the last report, p95 — peer: a 1 s database polling loop;
-  * mirror upload (issues/s, pages of 500) — peer: the ORM's ``update_or_create`` per issue.
+  * mirror upload (issues/s, pages of 500) — peer: the ORM's ``update_or_create`` per issue; and the same
+    pages through ``POST /api/hub/sync-agent/upload`` (in-process client) — peer: the service alone.
 Targets (issue 12): p95 ≤ 50 ms, ≥ 2 000 commands/s, wake-up p95 ≤ 200 ms, ≥ 5 000 issues/s.
 """
 
@@ -26,6 +27,7 @@ ISSUES = int(os.environ.get("BENCH_HUB_ISSUES", "100000"))
 COMMANDS = int(os.environ.get("BENCH_HUB_COMMANDS", "20000"))
 WAITS = int(os.environ.get("BENCH_HUB_WAITS", "40"))
 UPLOAD = int(os.environ.get("BENCH_HUB_UPLOAD", "10000"))
+PARTS = set(os.environ.get("BENCH_HUB_PARTS", "issues,claims,wait,upload").split(","))
 
 
 def main() -> None:
@@ -71,7 +73,7 @@ def _seed_issues(cursor) -> None:
         CROSS JOIN LATERAL (SELECT (ARRAY['AURORA','BOREAS','CETUS','DRACO','ERIS'])[1 + g % 5] AS project) p""")
     cursor.execute("""INSERT INTO hub_notes (issue_id, fact_status, note, next_step, owner, updated_at)
                       SELECT id, (ARRAY['блокер','ждём','в работе'])[1 + id % 3], '', '', '', now()
-                      FROM hub_issues WHERE id % 10 = 0""")
+                      FROM hub_issues WHERE id % 7 = 0""")
     cursor.execute("ANALYZE hub_issues; ANALYZE hub_notes")
 
 
@@ -81,9 +83,9 @@ def _bench_issues(user) -> dict:
     from hub.contracts import IssueFilters
     from hub.selectors import issues_list
 
-    cases = [dict(project="AURORA", status="In Progress", assignee=f"user{a}") for a in range(0, 200, 5)]
-    cases += [dict(project="BOREAS", sprint=f"Спринт {s}", label="backend") for s in range(1, 21)]
-    cases += [dict(project="CETUS", overdue=True, fact_status="блокер") for _ in range(10)]
+    cases = [{"project": "AURORA", "status": "In Progress", "assignee": f"user{a}"} for a in range(0, 200, 5)]
+    cases += [{"project": "BOREAS", "sprint": f"Спринт {s}", "label": "backend"} for s in range(1, 21)]
+    cases += [{"project": "CETUS", "overdue": True, "fact_status": "блокер"} for _ in range(10)]
 
     def run(times: list[float]) -> None:
         for case in cases * 3:
@@ -91,6 +93,18 @@ def _bench_issues(user) -> dict:
             issues_list(user=user, filters=IssueFilters(**case), limit=50)
             times.append(time.perf_counter() - started)
 
+    if os.environ.get("BENCH_HUB_EXPLAIN"):
+        from hub.selectors import issues_queryset
+
+        for case in (cases[0], cases[45], cases[-1]):
+            started = time.perf_counter()
+            issues_list(user=user, filters=IssueFilters(**case))
+            print(f"  {case}: {(time.perf_counter() - started) * 1000:.1f} ms")
+        qs = issues_queryset(IssueFilters(**cases[-1])).select_related("notes")
+        from django.db.models.expressions import RawSQL
+
+        qs = qs.order_by(RawSQL("hub_issues.updated + interval '0 seconds'", []).desc(), "key")[:50]
+        print("   " + qs.explain(analyze=True).replace("\n", "\n   "))
     ours: list[float] = []
     run([])  # warm-up
     run(ours)
@@ -131,11 +145,9 @@ RETURNING c.id, c.lease_token
 
 
 def _bench_claims(agents, *, peer: bool) -> dict:
-    from django.db import connection, transaction
+    from django.db import OperationalError, connection, transaction
 
     from hub import protocol
-
-    from django.db import OperationalError
 
     done, deadlocks = [0], [0]
     lock = threading.Lock()
@@ -168,13 +180,13 @@ def _bench_claims(agents, *, peer: bool) -> dict:
         try:
             barrier.wait()
             while True:
-                got = retrying(lambda: claim(agent))
+                got = retrying(lambda agent=agent: claim(agent))
                 if not got:
                     # A blocked plain FOR UPDATE can come back empty while others still hold rows.
                     if not Command.objects.filter(state__in=["queued", "claimed"]).exists():
                         return
                     continue
-                retrying(lambda: protocol.sync_agent_report(sync_agent=agent, results=[
+                retrying(lambda agent=agent, got=got: protocol.sync_agent_report(sync_agent=agent, results=[
                     {"command_id": c["id"], "lease_token": c["lease_token"], "status": "done", "result": {"changed": []}}
                     for c in got], rate_limited=[]))
                 with lock:
@@ -206,7 +218,7 @@ def _bench_wait(user, agent, *, peer: bool, n: int) -> list[float]:
         batch = services.batch_create(user=user, title="w", commands=[{"type": "refresh", "keys": ["AURORA-1"]}])
         returned: list[float] = []
 
-        def waiter() -> None:
+        def waiter(batch=batch, returned=returned) -> None:
             try:
                 if peer:
                     while not selectors.batch_finished(batch.id):
@@ -245,6 +257,33 @@ def _upload_pages(first: int, count: int, version: str) -> list[list[dict]]:
             for p in range(0, len(issues), 500)]
 
 
+def _bench_upload_rest() -> float:
+    """New issues/s through ``POST /api/hub/sync-agent/upload`` (middleware, auth, parsing, the service),
+    with Django's test client in process — no socket, so the figure is the hub's own cost."""
+    import json
+
+    from django.test import Client
+
+    from hub.protocol import sync_agent_create
+
+    _agent, token = sync_agent_create(name="bench-rest")
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
+    bodies = []
+    for page in _upload_pages(2_000_000, UPLOAD, "a"):
+        for issue in page:  # back to the JSON the sync agent sends
+            issue["updated"] = issue["updated"].isoformat()
+            issue["duedate"] = issue["duedate"].isoformat()
+            for comment in issue["comments"]:
+                comment["created"] = comment["created"].isoformat()
+        bodies.append(json.dumps({"issues": page}))
+    started = time.perf_counter()
+    for body in bodies:
+        response = client.post("/api/hub/sync-agent/upload", body, content_type="application/json")
+        if response.status_code != 200:
+            raise RuntimeError(f"upload over REST: {response.status_code} {response.content[:300]!r}")
+    return UPLOAD / (time.perf_counter() - started)
+
+
 def _bench_upload() -> dict:
     from django.db import transaction
 
@@ -265,11 +304,12 @@ def _bench_upload() -> dict:
     for page in pages:
         with transaction.atomic():
             for item in page:
-                issue, _ = MirrorIssue.objects.update_or_create(key=item["key"], defaults=dict(
-                    project=item["project"], summary=item["summary"], status=item["status"] or "",
-                    issue_type=item["issue_type"] or "", priority=item["priority"] or "", assignee=item["assignee"] or "",
-                    duedate=item["duedate"], sprint=item["sprint"], labels=item["labels"], fields=item["fields"],
-                    updated=item["updated"], content_sha256="0" * 64))
+                issue, _ = MirrorIssue.objects.update_or_create(key=item["key"], defaults={
+                    "project": item["project"], "summary": item["summary"], "status": item["status"] or "",
+                    "issue_type": item["issue_type"] or "", "priority": item["priority"] or "",
+                    "assignee": item["assignee"] or "", "duedate": item["duedate"], "sprint": item["sprint"],
+                    "labels": item["labels"], "fields": item["fields"], "updated": item["updated"],
+                    "content_sha256": "0" * 64})
                 MirrorLink.objects.filter(issue=issue).delete()
                 MirrorComment.objects.filter(issue=issue).delete()
                 MirrorLink.objects.bulk_create([MirrorLink(issue=issue, **link) for link in item["links"]])
@@ -308,37 +348,43 @@ def child() -> None:
 
     hub.tasks.mirror_to_knowledge_on_commit = lambda ids: None
 
-    issues = _bench_issues(user)
     agents = [sync_agent_create(name=f"bench-{i}")[0] for i in range(4)]
-    with connection.cursor() as cursor:
-        _seed_commands(cursor, COMMANDS)
-    ours_claims = _bench_claims(agents, peer=False)
-    with connection.cursor() as cursor:
-        _seed_commands(cursor, COMMANDS)
-    peer_claims = _bench_claims(agents, peer=True)
-    with connection.cursor() as cursor:
-        cursor.execute("TRUNCATE hub_commands, hub_batches CASCADE")
-    waits = _bench_wait(user, agents[0], peer=False, n=WAITS)
-    peer_waits = _bench_wait(user, agents[0], peer=True, n=max(5, WAITS // 4))
-    upload = _bench_upload()
-
     ms = 1000.0
-    rows = [
+    rows = []
+    if "issues" in PARTS:
+        issues = _bench_issues(user)
+        rows.append(
         (f"issues, 3 filters, {ISSUES // 1000}k issues: p50 / p95",
          f"{statistics.median(issues['ours']) * ms:.1f} / {_pct(issues['ours'], 0.95) * ms:.1f} ms",
          f"{statistics.median(issues['peer']) * ms:.1f} / {_pct(issues['peer'], 0.95) * ms:.1f} ms (no indexes)",
-         "p95 ≤ 50 ms", _pct(issues["ours"], 0.95) <= 0.05),
-        (f"claim + report, 4 sync agents, {COMMANDS:,} commands",
+         "p95 ≤ 50 ms", _pct(issues["ours"], 0.95) <= 0.05))
+    if "claims" in PARTS:
+        with connection.cursor() as cursor:
+            _seed_commands(cursor, COMMANDS)
+        ours_claims = _bench_claims(agents, peer=False)
+        with connection.cursor() as cursor:
+            _seed_commands(cursor, COMMANDS)
+        peer_claims = _bench_claims(agents, peer=True)
+        with connection.cursor() as cursor:
+            cursor.execute("TRUNCATE hub_commands, hub_batches CASCADE")
+        rows.append((f"claim + report, 4 sync agents, {COMMANDS:,} commands",
          f"{ours_claims['rate']:,.0f} commands/s", f"{peer_claims['rate']:,.0f} commands/s (FOR UPDATE, no SKIP LOCKED; {peer_claims['deadlocks']} deadlocks)",
-         "≥ 2 000/s", ours_claims["rate"] >= 2000),
-        ("batch_wait wake-up after the last report: p50 / p95",
+         "≥ 2 000/s", ours_claims["rate"] >= 2000))
+    if "wait" in PARTS:
+        waits = _bench_wait(user, agents[0], peer=False, n=WAITS)
+        peer_waits = _bench_wait(user, agents[0], peer=True, n=max(5, WAITS // 4))
+        rows.append(("batch_wait wake-up after the last report: p50 / p95",
          f"{statistics.median(waits) * ms:.0f} / {_pct(waits, 0.95) * ms:.0f} ms",
          f"{statistics.median(peer_waits) * ms:.0f} / {_pct(peer_waits, 0.95) * ms:.0f} ms (1 s DB polling)",
-         "p95 ≤ 200 ms", _pct(waits, 0.95) <= 0.2),
-        (f"mirror upload, {UPLOAD:,} issues in pages of 500",
+         "p95 ≤ 200 ms", _pct(waits, 0.95) <= 0.2))
+    if "upload" in PARTS:
+        upload = _bench_upload()
+        rows.append((f"mirror upload, {UPLOAD:,} issues in pages of 500",
          f"{upload['insert']:,.0f} new / {upload['update']:,.0f} changed / {upload['unchanged']:,.0f} same issues/s",
-         f"{upload['peer']:,.0f} issues/s (ORM update_or_create)", "≥ 5 000/s", upload["insert"] >= 5000),
-    ]
+         f"{upload['peer']:,.0f} issues/s (ORM update_or_create)", "≥ 5 000/s", upload["insert"] >= 5000))
+        rest = _bench_upload_rest()
+        rows.append(("mirror upload over REST (POST …/sync-agent/upload)", f"{rest:,.0f} new issues/s",
+         f"{upload['insert']:,.0f} issues/s (the service alone, no HTTP)", "≥ 5 000/s", rest >= 5000))
     width = max(len(r[0]) for r in rows)
     print(f"  {'':{width}}  {'ours':46} {'peer':52} target")
     for name, ours_v, peer_v, target, ok in rows:

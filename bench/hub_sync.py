@@ -5,7 +5,8 @@ under daphne (its own database ``bench_hub_sync``, rebuilt each run), the emulat
 Peer figures, measured in the same run: the Jira side alone (the same pages read with the same
 library and nothing uploaded — the ceiling of any sync agent against this Jira), and for the lag the
 target of two poll intervals. Knobs: BENCH_HUB_SYNC_ISSUES (50000), BENCH_HUB_SYNC_CHANGES (40),
-BENCH_HUB_SYNC_POLL (2 s).
+BENCH_HUB_SYNC_POLL (2 s),
+BENCH_HUB_SYNC_KS (2000: issues fed from the mirror into the Knowledge Store, timed in process).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ ISSUES = int(os.environ.get("BENCH_HUB_SYNC_ISSUES", "50000"))
 CHANGES = int(os.environ.get("BENCH_HUB_SYNC_CHANGES", "40"))
 POLL = int(os.environ.get("BENCH_HUB_SYNC_POLL", "2"))
 PAGE = 500
+KS_SAMPLE = int(os.environ.get("BENCH_HUB_SYNC_KS", "2000"))
 TARGET_RATE = 1000
 
 
@@ -125,6 +127,20 @@ def main() -> None:
         print(f"{'ours: Jira → hub mirror':<34}{rate:>10.0f}   target ≥ {TARGET_RATE}: {'ok' if rate >= TARGET_RATE else 'MISSED'}")
         print(f"{'peer: Jira read alone (ceiling)':<34}{peer_rate:>10.0f}   ours/peer {rate / peer_rate:.2f}x")
 
+        # Mirror → Knowledge Store: the hub's feed (a Celery task per uploaded page in production),
+        # timed in process over a sample of the mirrored issues.
+        try:
+            from hub.knowledge_feed import mirror_to_knowledge
+
+            sample = list(MirrorIssue.objects.filter(project="BENCH").order_by("id").values_list("id", flat=True)[:KS_SAMPLE])
+            t0 = time.perf_counter()
+            for i in range(0, len(sample), PAGE):
+                mirror_to_knowledge(issue_ids=sample[i:i + PAGE])
+            ks_rate = len(sample) / (time.perf_counter() - t0)
+            print(f"{'mirror → Knowledge Store (feed)':<34}{ks_rate:>10.0f}   ({len(sample)} issues, pages of {PAGE}, in process)")
+        except Exception as exc:  # noqa: BLE001 - the mirror figures above stand on their own
+            print(f"mirror → Knowledge Store: not measured ({exc!r})")
+
         # Lag: a person edits an issue in Jira; how long until the mirror shows it?
         admin = httpx.Client(base_url=jira_url, timeout=30)
         rng = random.Random(7)
@@ -135,7 +151,7 @@ def main() -> None:
             summary = f"Правка {n} в Jira"
             admin.post("/_emulator/touch", json={"key": key, "summary": summary}).raise_for_status()
             t0 = time.monotonic()
-            wait_until(lambda: MirrorIssue.objects.filter(key=key, summary=summary).exists(), 60, f"{key} mirrored", interval=0.02)
+            wait_until(lambda key=key, summary=summary: MirrorIssue.objects.filter(key=key, summary=summary).exists(), 60, f"{key} mirrored", interval=0.02)
             lags.append(time.monotonic() - t0)
             time.sleep(rng.uniform(0, POLL))  # changes land at any point of the poll cycle
         p50, p95 = _pct(lags, 0.5), _pct(lags, 0.95)

@@ -6,6 +6,8 @@ Unknown or someone else's thread or message → 404; no credentials → 401.
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 from asgiref.sync import async_to_sync
 from django.http import HttpRequest
 from ninja import Query, Router, Schema, Status
@@ -56,7 +58,26 @@ def _citation_out(c, visible: frozenset[int]) -> dict:
             "available": available}
 
 
-def _message_out(message, visible: frozenset[int]) -> MessageOut:
+def _hint_out(hint: dict | None, emails: dict[int, str]) -> dict | None:
+    """The stored hint, each named author with a ``request_access_url`` (a mailto) when the
+    platform knows their address: the one request-access path it can really deliver."""
+    if not hint:
+        return hint
+    sources = []
+    for source in hint.get("sources", []):
+        contact = source.get("contact")
+        email = emails.get(contact.get("user_id")) if isinstance(contact, dict) else None
+        if email:
+            subject = quote(f"Запрос доступа к материалам «{source.get('source_system', '')}»")
+            body = quote("Здравствуйте! Поиск Achilles нашёл по моему вопросу материалы, закрытые для меня. "
+                         "Можно ли получить к ним доступ?")
+            source = {**source, "contact": {**contact, "request_access_url": f"mailto:{quote(email, safe='@')}"
+                                                                          f"?subject={subject}&body={body}"}}
+        sources.append(source)
+    return {**hint, "sources": sources}
+
+
+def _message_out(message, visible: frozenset[int], emails: dict[int, str] | None = None) -> MessageOut:
     citations = [_citation_out(c, visible) for c in message.citations.all()]
     content_html = None
     if message.role == "assistant":
@@ -70,7 +91,7 @@ def _message_out(message, visible: frozenset[int]) -> MessageOut:
     return MessageOut(
         id=message.id, role=message.role, content=message.content, content_html=content_html, model=message.model,
         tokens_used=message.tokens_used, feedback=message.feedback, state=message.state,
-        withheld_hint=message.withheld_hint, created_at=message.created_at,
+        withheld_hint=_hint_out(message.withheld_hint, emails or {}), created_at=message.created_at,
         citations=citations,
     )
 
@@ -104,8 +125,10 @@ def conversations_read(request: HttpRequest, conversation_id: str, params: Query
     page = selectors.conversation_messages(conversation=conversation, cursor=params.cursor, limit=params.limit,
                                            order=params.order)
     visible = _visible_cited_records(request.auth, page.items)
+    emails = selectors.withheld_contact_emails(messages=page.items)
     return ConversationDetailOut(**_conversation_out(conversation).dict(),
-                                 messages=[_message_out(m, visible) for m in page.items], next_cursor=page.next_cursor)
+                                 messages=[_message_out(m, visible, emails) for m in page.items],
+                                 next_cursor=page.next_cursor)
 
 
 @router.patch("/conversations/{conversation_id}", response=ConversationOut)

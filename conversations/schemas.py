@@ -9,6 +9,7 @@ from typing import Literal
 from ninja import Schema
 from pydantic import Field, field_validator
 
+from achilles.names import name_clean
 from conversations.services import MAX_CONTENT_LENGTH
 
 
@@ -77,6 +78,11 @@ class ConversationDetailOut(ConversationOut):
 class ConversationPatchIn(Schema):
     title: str | None = Field(default=None, min_length=1, max_length=200)
     selected_model: str | None = None
+
+    @field_validator("title")
+    @classmethod
+    def visible(cls, value: str | None) -> str | None:
+        return name_clean(value) if value is not None else None  # trimmed, visible (achilles.names)
 
     model_config = {"extra": "forbid"}
 

@@ -9,6 +9,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.contrib.auth import get_user_model
 from django.db.models import Prefetch, Q
 
 from achilles.errors import NotFound, ValidationFailed
@@ -22,16 +23,22 @@ def _as_uuid(value) -> uuid.UUID:
         raise NotFound("conversation not found") from None
 
 
-def conversation_get_for_user(*, user, conversation_id, with_model: bool = False) -> Conversation:
+def conversation_get_for_user(*, user, conversation_id, with_model: bool = False,
+                              for_update: bool = False) -> Conversation:
+    """The user's own thread (404 otherwise); ``for_update`` locks its row until the transaction
+    ends, so a concurrent delete either happened (404) or waits."""
     qs = Conversation.objects.filter(pk=_as_uuid(conversation_id), user=user)
+    if for_update:
+        qs = qs.select_for_update(of=("self",))
     conversation = (qs.select_related("selected_model") if with_model else qs).first()
     if conversation is None:
         raise NotFound("conversation not found")
     return conversation
 
 
-def message_get_for_user(*, user, message_id: int) -> Message:
-    message = Message.objects.filter(pk=message_id, conversation__user=user).first()
+def message_get_for_user(*, user, message_id: int, for_update: bool = False) -> Message:
+    qs = Message.objects.filter(pk=message_id, conversation__user=user)
+    message = (qs.select_for_update(of=("self",)) if for_update else qs).first()
     if message is None:
         raise NotFound("message not found")
     return message
@@ -102,3 +109,13 @@ def conversation_messages(*, conversation: Conversation, cursor: str | None = No
         rows = rows[:limit]
         next_cursor = encode_cursor({"i": rows[-1].id})
     return Page(items=rows, next_cursor=next_cursor)
+
+
+def withheld_contact_emails(*, messages) -> dict[int, str]:
+    """E-mail addresses of the authors named in the messages' withheld hints (active users with one)."""
+    ids = {source["contact"]["user_id"] for m in messages for source in (m.withheld_hint or {}).get("sources", [])
+           if isinstance(source.get("contact"), dict) and isinstance(source["contact"].get("user_id"), int)}
+    if not ids:
+        return {}
+    users = get_user_model().objects.filter(pk__in=ids, is_active=True).exclude(email="")
+    return dict(users.values_list("pk", "email"))

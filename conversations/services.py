@@ -9,14 +9,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db import transaction
+from django.db import models, transaction
+from django.db.models import OuterRef, Subquery
 from django.db.models.functions import Now
 from django.utils import timezone
 
 from achilles.errors import Conflict, NotFound, ValidationFailed
 from achilles.llm import Message as LLMMessage
 from achilles.llm import ModelSpec, Timeouts
-from achilles.models import AgentModel, User
+from achilles.models import AgentModel, ModelKind, User
+from achilles.names import name_clean
 from achilles.platform import platform_settings
 from achilles.selectors import allowed_model_get, default_model
 from conversations.choices import MessageState, Role
@@ -71,8 +73,9 @@ def turn_start(*, user: User, content: str, conversation_id=None) -> TurnStart:
     if not content:
         raise ValidationFailed("content must not be empty", field="content")
     if conversation_id is not None:
-        conversation = conversation_get_for_user(user=user, conversation_id=conversation_id)
-        conversation = Conversation.objects.select_for_update(of=("self",)).select_related("selected_model").get(pk=conversation.pk)
+        # Locked: one turn at a time, and a delete racing the question is a clean 404.
+        conversation = conversation_get_for_user(user=user, conversation_id=conversation_id, with_model=True,
+                                                 for_update=True)
         created = False
     else:
         conversation = None
@@ -105,6 +108,36 @@ def _answer_window(model: AgentModel) -> timedelta:
     """How long a question may wait for its reply row before its turn counts as dead (a process
     killed mid-turn writes none): two model rounds at their total timeout, and a margin."""
     return timedelta(seconds=2 * Timeouts.from_spec(model.spec()).total + 30)
+
+
+ORPHAN_SWEEP_LOOKBACK = timedelta(days=1)
+
+
+def unanswered_questions_close(*, now=None) -> int:
+    """Close with an empty ``failed`` answer every thread whose last message is a question older
+    than the longest answer window of any chat model: its turn died with its process (a killed web
+    process writes no answer row). The periodic sweep; ``turn_start`` does the same for one thread.
+    Each thread is locked and checked again, so a live turn's own answer is never doubled."""
+    now = now or timezone.now()
+    windows = [_answer_window(m) for m in AgentModel.objects.filter(kind=ModelKind.CHAT)]
+    cutoff = now - max(windows, default=timedelta(seconds=2 * Timeouts().total + 30))
+    latest = Message.objects.filter(conversation=OuterRef("conversation")).order_by("-id").values("id")[:1]
+    candidates = list(Message.objects.filter(role=Role.USER, created_at__lt=cutoff,
+                                             created_at__gte=cutoff - ORPHAN_SWEEP_LOOKBACK)
+                      .annotate(latest=Subquery(latest)).filter(id=models.F("latest"))
+                      .values_list("conversation_id", flat=True))
+    closed = 0
+    for conversation_id in candidates:
+        with transaction.atomic():
+            if not Conversation.objects.select_for_update().filter(pk=conversation_id).exists():
+                continue
+            last = Message.objects.filter(conversation_id=conversation_id).order_by("-id").values_list("role", flat=True).first()
+            if last != Role.USER:
+                continue
+            Message.objects.create(conversation_id=conversation_id, role=Role.ASSISTANT, content="", tokens_used=0,
+                                   state=MessageState.FAILED)
+            closed += 1
+    return closed
 
 
 def _title(content: str) -> str:
@@ -155,12 +188,13 @@ def contacts_for(user_ids: Iterable[int]) -> dict[int, Contact]:
 @transaction.atomic
 def conversation_update(*, user: User, conversation_id, fields: dict) -> Conversation:
     """Rename and/or switch the model (validated against the chat allow-list; NULL → default)."""
-    conversation = conversation_get_for_user(user=user, conversation_id=conversation_id)
+    conversation = conversation_get_for_user(user=user, conversation_id=conversation_id, for_update=True)
     update_fields = []
     if "title" in fields:
-        title = (fields["title"] or "").strip()
-        if not title:
-            raise ValidationFailed("title must not be empty", field="title")
+        try:  # trimmed, with a visible character (no title of zero-width or RTL marks)
+            title = name_clean(fields["title"] or "")
+        except ValueError as exc:
+            raise ValidationFailed(f"title {exc}", field="title") from exc
         conversation.title = title[:200]
         update_fields.append("title")
     if "selected_model" in fields:
@@ -184,7 +218,7 @@ def conversation_delete(*, user: User, conversation_id) -> None:
 @transaction.atomic
 def message_feedback_set(*, user: User, message_id: int, value: int | None) -> Message:
     """Set or clear feedback in place; only assistant messages take it (the DB CHECK agrees)."""
-    message = message_get_for_user(user=user, message_id=message_id)
+    message = message_get_for_user(user=user, message_id=message_id, for_update=True)
     # In place: one UPDATE of one column; content and role are never rewritten.
     Message.objects.filter(pk=message.pk).update(**feedback_update(role=message.role, value=value))
     message.refresh_from_db()

@@ -39,7 +39,7 @@ from functools import lru_cache
 
 import snowballstemmer
 
-from achilles.llm.text import STOP_WORDS
+from achilles.llm import STOP_WORDS
 
 OVERLAP_THRESHOLD = 0.5
 

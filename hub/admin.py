@@ -7,12 +7,25 @@ import json
 
 from django import forms
 from django.contrib import admin, messages
+from django.utils import timezone
 
 from achilles.errors import ApplicationError
 from hub import protocol, services
 from hub.hub_settings import SPECS, setting_validate
-from hub.models import (Batch, Command, HubSetting, IssueNote, MirrorComment, MirrorIssue, MirrorLink, Publication,
-                        RateLimitEvent, SyncAgent, SyncAgentContact, SyncRun)
+from hub.models import (
+    Batch,
+    Command,
+    HubSetting,
+    IssueNote,
+    MirrorComment,
+    MirrorIssue,
+    MirrorLink,
+    Publication,
+    RateLimitEvent,
+    SyncAgent,
+    SyncAgentContact,
+    SyncRun,
+)
 from hub.texts import claimed_command_line
 
 
@@ -158,8 +171,6 @@ class SyncAgentAdmin(admin.ModelAdmin):
 
     @admin.action(description="Revoke the token")
     def revoke_tokens(self, request, queryset):
-        from django.utils import timezone
-
         queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from typing import Annotated
 
 from django.http import HttpRequest, HttpResponse
 from ninja import Body, Query, Router, Schema, Status
@@ -16,12 +17,39 @@ from pydantic import Field
 from achilles.auth import SessionCookieAuth
 from achilles.services import api_token_authenticate
 from hub import protocol, selectors, services
-from hub.contracts import (AgentStatus, BatchSummary, BatchView, CommandView, IssueCard, IssueFilters, IssueRow, NotesView,
-                           PublicationView, SyncRunView)
-from hub.schemas import (BatchCancelOut, PublicationIn, BatchCreatedOut, BatchIn, ClaimIn, ClaimOut, CommandCancelIn, RefreshIn,
-                         ReportIn, ReportOut, RetryIn, SettingIn, SettingsVersionOut, SyncRunCreatedOut,
-                         SyncRunFinishIn, SyncRunIn, UploadIn, UploadOut)
-
+from hub.contracts import (
+    AgentStatus,
+    BatchSummary,
+    BatchView,
+    CommandView,
+    IssueCard,
+    IssueFilters,
+    IssueRow,
+    NotesView,
+    PublicationView,
+    SyncRunView,
+)
+from hub.permissions import hub_access_check
+from hub.schemas import (
+    BatchCancelOut,
+    BatchCreatedOut,
+    BatchIn,
+    ClaimIn,
+    ClaimOut,
+    CommandCancelIn,
+    PublicationIn,
+    RefreshIn,
+    ReportIn,
+    ReportOut,
+    RetryIn,
+    SettingIn,
+    SettingsVersionOut,
+    SyncRunCreatedOut,
+    SyncRunFinishIn,
+    SyncRunIn,
+    UploadIn,
+    UploadOut,
+)
 
 # ---------------------------------------------------------------- auth
 
@@ -62,6 +90,8 @@ class SyncAgentSessionRefusal(SessionCookieAuth):
         return None
 
 
+NotesBody = Annotated[dict, Body(..., description="Any subset of fact_status, note, next_step, owner (null clears).")]
+
 router = Router(tags=["hub"], auth=[HubPersonBearer(), SessionCookieAuth()])
 sync_agent_router = Router(tags=["hub sync agent"], auth=[SyncAgentBearer(), SyncAgentSessionRefusal()])
 
@@ -100,7 +130,7 @@ def issue(request: HttpRequest, key: str, comments: int = Query(5, ge=0, le=100)
 
 
 @router.patch("/issues/{key}/notes", response=NotesView, summary="Set any subset of the hub notes (HUB-2)")
-def notes_set(request: HttpRequest, key: str, payload: dict = Body(..., description="Any subset of fact_status, note, next_step, owner (null clears).")):
+def notes_set(request: HttpRequest, key: str, payload: NotesBody):
     return services.notes_set(user=request.auth, key=key, fields=payload)
 
 
@@ -191,8 +221,6 @@ def publications(request: HttpRequest):
 
 @router.post("/publications", response={201: PublicationView}, summary="Publish sync-agent version N (staff)")
 def publication_create(request: HttpRequest, payload: PublicationIn):
-    from hub.permissions import hub_access_check
-
     hub_access_check(request.auth, staff=True)
     created = protocol.publication_create(version=payload.version, artifact=payload.artifact_base64, notes=payload.notes,
                                           user=request.auth)

@@ -9,10 +9,18 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
-from pydantic import (BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter, ValidationError,
-                      field_validator, model_validator)
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from achilles.errors import ValidationFailed
 
@@ -52,7 +60,7 @@ class IssueFields(BaseModel):
 class _Base(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    def keys(self) -> list[str]:
+    def issue_keys(self) -> list[str]:
         """Issue keys the command touches, in order (``$N`` as written)."""
         return [k for k in (getattr(self, "key", None), getattr(self, "other_key", None)) if k]
 
@@ -138,11 +146,11 @@ class Refresh(_Base):
             raise ValueError("refresh takes either keys or full: true")
         return self
 
-    def keys(self) -> list[str]:
+    def issue_keys(self) -> list[str]:
         return list(self.keys_ or [])
 
 
-Command = Annotated[Union[EnsureIssue, EnsureFields, EnsureLink, EnsureSprint, EnsureComment, EnsureTransition, Refresh],
+Command = Annotated[EnsureIssue | EnsureFields | EnsureLink | EnsureSprint | EnsureComment | EnsureTransition | Refresh,
                     Field(discriminator="type")]
 COMMAND_TYPES = ("ensure_issue", "ensure_fields", "ensure_link", "ensure_sprint", "ensure_comment",
                  "ensure_transition", "refresh")
@@ -161,7 +169,7 @@ def command_dump(command) -> dict[str, Any]:
 def references(command) -> list[int]:
     """The N of every `$N` the command names, in order, without repeats."""
     seen: list[int] = []
-    for key in command.keys():
+    for key in command.issue_keys():
         match = REF_RE.match(key)
         if match and int(match.group(1)) not in seen:
             seen.append(int(match.group(1)))

@@ -67,7 +67,7 @@ NOTES = {
     "AURORA-9014": {"fact_status": "готово, ждёт релиза", "note": "", "next_step": "", "owner": "dina.kuznetsova"},
 }
 
-_BASE_TIME = dt.datetime(2026, 11, 2, 9, 0, tzinfo=dt.timezone.utc)
+_BASE_TIME = dt.datetime(2026, 11, 2, 9, 0, tzinfo=dt.UTC)
 
 
 def _jira_time(value: dt.datetime) -> str:
@@ -75,10 +75,7 @@ def _jira_time(value: dt.datetime) -> str:
 
 
 def _comments(number: int) -> list[dict]:
-    if number == FIRST:
-        count = 7
-    else:
-        count = number % 4  # 0…3 comments on the others
+    count = 7 if number == FIRST else number % 4  # 0…3 comments on the others
     comments = []
     for i in range(1, count + 1):
         created = _BASE_TIME + dt.timedelta(days=i * 2, hours=number % 7)

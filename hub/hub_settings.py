@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import Field, StringConstraints, TypeAdapter, ValidationError, field_validator, BaseModel
+from celery.schedules import crontab
+from pydantic import BaseModel, Field, StringConstraints, TypeAdapter, ValidationError, field_validator
 
 from achilles.errors import ValidationFailed
 
@@ -18,8 +19,6 @@ class _Cron(BaseModel):
     @field_validator("value")
     @classmethod
     def _five_fields(cls, value: str) -> str:
-        from celery.schedules import crontab
-
         parts = value.split()
         if len(parts) != 5:
             raise ValueError("a cron expression has 5 fields: minute hour day-of-month month day-of-week")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from achilles.identity import EVERYONE
 from hub.models import MirrorComment, MirrorIssue, MirrorLink
+from hub.selectors import setting_value
+from knowledge import facade
 
 SOURCE_SYSTEM = "jira"
 
@@ -29,9 +31,6 @@ def issue_text(issue: MirrorIssue, comments: list[MirrorComment]) -> str:
 
 def mirror_to_knowledge(*, issue_ids: list[int]) -> int:
     """Upsert the given mirrored issues into the KS; returns how many were written."""
-    from knowledge import facade
-    from hub.selectors import setting_value
-
     acl_map = setting_value("project_acl") or {}
     issues = list(MirrorIssue.objects.filter(pk__in=issue_ids).order_by("key"))
     comments: dict[int, list[MirrorComment]] = {}

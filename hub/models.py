@@ -10,9 +10,10 @@ to its bytes' digest, a monotonic ``settings_version`` (trigger), FK actions ON 
 from __future__ import annotations
 
 from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 from django.db.models import Q
-from django.db.models.functions import Now
+from django.db.models.functions import Now, Upper
 
 from achilles.models import User
 
@@ -51,9 +52,14 @@ class MirrorIssue(models.Model):
         ordering = ["key"]
         permissions = [("use_hub", "Can use the hub (mirror, notes, batches)")]
         indexes = [
-            models.Index(fields=["project", "status"], name="hub_issue_project_status_idx"),
-            models.Index(fields=["assignee"], name="hub_issue_assignee_idx"),
-            models.Index(fields=["sprint"], name="hub_issue_sprint_idx"),
+            # HUB-3 filters compare case-insensitively (UPPER(col) = UPPER(value)): the indexes are on
+            # the same expressions, so PostgreSQL can combine them (bitmap AND) for any mix of filters.
+            models.Index(fields=["project", "updated"], name="hub_issue_project_updated_idx"),
+            models.Index(Upper("status"), name="hub_issue_status_idx"),
+            models.Index(Upper("assignee"), name="hub_issue_assignee_idx"),
+            models.Index(Upper("sprint"), name="hub_issue_sprint_idx"),
+            GinIndex(fields=["labels"], name="hub_issue_labels_idx"),
+            models.Index(fields=["project", "duedate"], name="hub_issue_project_duedate_idx"),
             models.Index(fields=["duedate"], name="hub_issue_duedate_idx"),
             models.Index(fields=["updated"], name="hub_issue_updated_idx"),
         ]
@@ -86,6 +92,9 @@ class MirrorLink(models.Model):
             models.CheckConstraint(condition=~Q(link_type=""), name="hub_mirrorlink_type_not_empty"),
         ]
 
+    def __str__(self) -> str:
+        return f"{self.link_type} {self.direction} {self.other_key}"
+
 
 class MirrorComment(models.Model):
     """A Jira comment of a mirrored issue (HUB-1); replaced with every upload of the issue."""
@@ -104,6 +113,9 @@ class MirrorComment(models.Model):
             models.CheckConstraint(condition=~Q(jira_id=""), name="hub_mirrorcomment_jira_id_not_empty"),
         ]
 
+    def __str__(self) -> str:
+        return f"comment {self.jira_id}"
+
 
 class IssueNote(models.Model):
     """Hub-local notes of an issue (HUB-2), never sent to Jira."""
@@ -118,7 +130,10 @@ class IssueNote(models.Model):
 
     class Meta:
         db_table = "hub_notes"
-        indexes = [models.Index(fields=["fact_status"], name="hub_note_fact_status_idx")]
+        indexes = [models.Index(Upper("fact_status"), name="hub_note_fact_status_idx")]
+
+    def __str__(self) -> str:
+        return f"notes of issue {self.issue_id}"
 
 
 class Batch(models.Model):
@@ -263,6 +278,9 @@ class SyncAgentContact(models.Model):
                                    name="hub_syncagentcontact_update_versions_need_state"),
         ]
 
+    def __str__(self) -> str:
+        return f"contact of sync agent {self.sync_agent_id}"
+
 
 class RateLimitEvent(models.Model):
     """A 429 Jira answered the sync agent (HUB-12 «429 за сутки»)."""
@@ -279,6 +297,9 @@ class RateLimitEvent(models.Model):
             models.CheckConstraint(condition=Q(retry_after_seconds__gte=0), name="hub_ratelimitevent_retry_after_nonnegative"),
             models.UniqueConstraint(fields=["sync_agent", "at", "path"], name="hub_ratelimitevent_unique"),
         ]
+
+    def __str__(self) -> str:
+        return f"429 at {self.at:%Y-%m-%d %H:%M:%S}"
 
 
 class SyncRun(models.Model):
@@ -302,6 +323,9 @@ class SyncRun(models.Model):
                                               | (~Q(status="running") & Q(finished_at__isnull=False))),
                                    name="hub_syncrun_finished_iff_not_running"),
         ]
+
+    def __str__(self) -> str:
+        return f"#{self.id} {self.kind} {self.status}"
 
 
 class Publication(models.Model):
@@ -343,6 +367,9 @@ class HubSetting(models.Model):
                                    name="hub_hubsetting_key_known"),
         ]
 
+    def __str__(self) -> str:
+        return self.key
+
 
 class HubState(models.Model):
     """The hub's singleton row: the monotonic ``settings_version`` (trigger refuses a decrease)."""
@@ -356,3 +383,6 @@ class HubState(models.Model):
             models.CheckConstraint(condition=Q(id=1), name="hub_hubstate_singleton"),
             models.CheckConstraint(condition=Q(settings_version__gte=1), name="hub_hubstate_settings_version_positive"),
         ]
+
+    def __str__(self) -> str:
+        return f"hub state (settings v{self.settings_version})"

@@ -3,6 +3,8 @@ settings writes and publications: staff."""
 
 from __future__ import annotations
 
+from django.contrib.auth.models import Group, Permission
+
 from achilles.errors import NotAuthenticated, PermissionDenied
 
 USE_HUB = "hub.use_hub"
@@ -20,8 +22,6 @@ def hub_access_check(user, *, staff: bool = False) -> None:
 
 def hub_group_ensure():
     """The ``hub`` group holding ``hub.use_hub`` (demo data, tests, the admin's starting point)."""
-    from django.contrib.auth.models import Group, Permission
-
     group, _ = Group.objects.get_or_create(name=HUB_GROUP)
     permission = Permission.objects.get(content_type__app_label="hub", codename="use_hub")
     group.permissions.add(permission)

@@ -3,21 +3,30 @@
 from __future__ import annotations
 
 import datetime as dt
-import re
 from typing import Annotated, Any, Literal
 
 from ninja import Schema
-from pydantic import Base64Bytes, BeforeValidator, ConfigDict, Field, SkipValidation, StringConstraints, model_validator
+from pydantic import (
+    Base64Bytes,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SkipValidation,
+    StringConstraints,
+    model_validator,
+)
 
 from hub.commands import Command
 
-_JIRA_OFFSET = re.compile(r"([+-]\d{2})(\d{2})$")
-
 
 def _jira_datetime(value: Any) -> Any:
-    # Jira writes "2026-11-30T11:50:00.000+0000"; ISO 8601 wants "+00:00".
+    # Jira writes "2026-11-30T11:50:00.000+0000"; ISO 8601 wants "+00:00". Slicing, not re.sub: a
+    # mirror page has ~3 000 of these and re.sub's template expansion was a fifth of an upload's time.
     if isinstance(value, str):
-        return _JIRA_OFFSET.sub(r"\1:\2", value.strip())
+        value = value.strip()
+        if len(value) >= 5 and value[-5] in "+-" and value[-4:].isdigit() and value[-4:].isascii():
+            return f"{value[:-2]}:{value[-2:]}"
     return value
 
 
@@ -192,20 +201,27 @@ class SyncRunFinishIn(_Protocol):
     errors: list[Annotated[str, StringConstraints(max_length=4000)]] = Field(default_factory=list, max_length=1000)
 
 
-class LinkIn(_Protocol):
+class _PageItem(BaseModel):
+    # The items of a mirror page are plain pydantic models, not ninja Schemas: ninja's per-object
+    # root validator (a DjangoGetter for ORM input) cost ~0.3 s of a 500-issue page and does nothing
+    # for JSON. Forward compatible like _Protocol.
+    model_config = ConfigDict(extra="ignore")
+
+
+class LinkIn(_PageItem):
     link_type: str = Field(min_length=1, max_length=100)
     direction: Literal["outward", "inward"]
     other_key: Key
 
 
-class CommentIn(_Protocol):
+class CommentIn(_PageItem):
     id: Annotated[str, BeforeValidator(lambda v: str(v) if isinstance(v, int) else v), StringConstraints(min_length=1, max_length=64)]
     author: str | None = Field(default=None, max_length=200)
     created: JiraDateTime | None = None
     body: str | None = None
 
 
-class IssueIn(_Protocol):
+class IssueIn(_PageItem):
     key: Key
     project: ProjectKey
     summary: str = Field(default="", max_length=10000)

@@ -5,17 +5,53 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from django.db import connection
 from django.db.models import Count, Q
+from django.db.models.expressions import RawSQL
+from django.db.models.functions import Upper
 from django.utils import timezone
 
-from achilles.errors import NotFound
+from achilles.errors import NotFound, ValidationFailed
+from achilles.platform import platform_settings
 from hub import hub_settings
-from hub.contracts import (CANCELLED, CLAIMED, DONE, FAILED, FINAL_STATES, QUEUED, AgentStatus, BatchSummary, BatchView,
-                           CommandView, CommentView, IssueCard, IssueFilters, IssueRow, LinkView, NotesView,
-                           PublicationView, ReissuedCommand, SyncRunView)
-from hub.models import (Batch, Command, HubSetting, HubState, IssueNote, MirrorComment, MirrorIssue, MirrorLink,
-                        Publication, RateLimitEvent, SyncAgentContact, SyncRun)
+from hub.contracts import (
+    CANCELLED,
+    CLAIMED,
+    DONE,
+    FAILED,
+    FINAL_STATES,
+    QUEUED,
+    AgentStatus,
+    BatchSummary,
+    BatchView,
+    CommandView,
+    CommentView,
+    IssueCard,
+    IssueFilters,
+    IssueRow,
+    LinkView,
+    NotesView,
+    PublicationView,
+    ReissuedCommand,
+    SyncRunView,
+)
+from hub.models import (
+    Batch,
+    Command,
+    HubSetting,
+    HubState,
+    IssueNote,
+    MirrorComment,
+    MirrorIssue,
+    MirrorLink,
+    Publication,
+    RateLimitEvent,
+    SyncAgentContact,
+    SyncRun,
+)
+from hub.notify import hub_booted_at
 from hub.permissions import hub_access_check
+from hub.texts import agent_status_lines, update_hint
 
 # Seconds a command of each type takes at the sync agent (Jira round trips incl. the read-before-write).
 COMMAND_COST_SECONDS = {"ensure_issue": 4, "ensure_fields": 2, "ensure_link": 2, "ensure_sprint": 2,
@@ -51,8 +87,6 @@ def settings_get(*, user, key: str | None = None) -> dict[str, Any]:
     if key is None:
         return settings_all()
     if key not in hub_settings.SPECS:
-        from achilles.errors import ValidationFailed
-
         raise ValidationFailed(f"unknown setting «{key}»; known: {', '.join(hub_settings.SPECS)}")
     return {key: setting_value(key)}
 
@@ -68,6 +102,8 @@ def _issue_row(issue: MirrorIssue, fact_status: str | None) -> IssueRow:
 
 def issues_queryset(filters: IssueFilters):
     qs = MirrorIssue.objects.all()
+    if filters.overdue is not None:
+        qs = qs.alias(status_upper=Upper("status"))
     if filters.project:
         qs = qs.filter(project=filters.project.upper())
     if filters.status:
@@ -79,14 +115,15 @@ def issues_queryset(filters: IssueFilters):
     if filters.label:
         qs = qs.filter(labels__contains=[filters.label])
     if filters.fact_status:
-        qs = qs.filter(notes__fact_status__iexact=filters.fact_status)
+        qs = qs.filter(pk__in=IssueNote.objects.filter(fact_status__iexact=filters.fact_status).values("issue_id"))
     if filters.due_from:
         qs = qs.filter(duedate__gte=filters.due_from)
     if filters.due_to:
         qs = qs.filter(duedate__lte=filters.due_to)
     if filters.overdue is not None:
         today = timezone.localdate()
-        late = Q(duedate__lt=today) & ~Q(status__iregex=r"^(" + "|".join(DONE_STATUSES) + r")$")
+        # UPPER(status) IN (…) rather than a case-insensitive regex: evaluated per candidate row.
+        late = Q(duedate__lt=today) & ~Q(status_upper__in=[s.upper() for s in DONE_STATUSES])
         qs = qs.filter(late) if filters.overdue else qs.exclude(late)
     if filters.text:
         qs = qs.filter(Q(summary__icontains=filters.text) | Q(key__iexact=filters.text.strip()))
@@ -99,10 +136,18 @@ def issues_list(*, user, filters: IssueFilters, limit: int = 50) -> list[IssueRo
     """HUB-3: mirrored issues matching every filter, most recently updated first."""
     hub_access_check(user)
     limit = max(1, min(int(limit), 500))
-    rows = (issues_queryset(filters).select_related("notes")
-            .only("key", "project", "summary", "status", "issue_type", "priority", "assignee", "duedate", "sprint",
-                  "labels", "updated", "notes__fact_status")
-            .order_by("-updated", "key")[:limit])
+    qs = (issues_queryset(filters).select_related("notes")
+          .only("key", "project", "summary", "status", "issue_type", "priority", "assignee", "duedate", "sprint",
+                "labels", "updated", "notes__fact_status"))
+    selective = {name for name, value in vars(filters).items() if value not in (None, "")} - {"project", "updated_since"}
+    if selective:
+        # With a selective filter the matches are few: sort them. Ordering by the bare column would let
+        # the planner walk the `updated` index over every issue hoping to meet 50 matches early — a
+        # full scan when they are rare (the p95 of bench/hub).
+        qs = qs.order_by(RawSQL("hub_issues.updated + interval '0 seconds'", []).desc(), "key")
+    else:
+        qs = qs.order_by("-updated", "key")
+    rows = qs[:limit]
     return [_issue_row(issue, getattr(getattr(issue, "notes", None), "fact_status", "")) for issue in rows]
 
 
@@ -173,8 +218,6 @@ def _command_cost(command: Command | dict) -> int:
 
 def queue_cost_seconds(*, before_batch_id: int | None = None) -> int:
     """Seconds of work queued ahead (open commands of earlier batches), costed like ``_command_cost``."""
-    from django.db import connection
-
     cases = " ".join(f"WHEN '{kind}' THEN {cost}" for kind, cost in COMMAND_COST_SECONDS.items() if kind != "refresh")
     sql = f"""
         SELECT coalesce(sum(CASE type {cases}
@@ -274,9 +317,6 @@ def publications_list(*, user, limit: int = 20) -> list[PublicationView]:
 
 def agent_status(*, user) -> AgentStatus:
     """HUB-12: the sync agent as of its latest claim, with the seed's lines in ``lines``."""
-    from hub.notify import hub_booted_at
-    from hub.texts import agent_status_lines, update_hint
-
     hub_access_check(user)
     now = timezone.now()
     poll = int(setting_value("poll_interval_seconds"))
@@ -289,7 +329,7 @@ def agent_status(*, user) -> AgentStatus:
     reissued = (Command.objects.filter(state__in=(QUEUED, CLAIMED), claims__gte=2).order_by("batch_id", "seq")
                 .values_list("id", "type", "claims")[:50])
     publication = publication_latest()
-    fields: dict[str, Any] = dict(
+    fields: dict[str, Any] = dict(  # noqa: C408 — keyword form mirrors AgentStatus's fields
         online=contact is not None and (now - contact.last_contact_at).total_seconds() <= 2 * poll,
         has_contact=contact is not None,
         last_contact_at=contact.last_contact_at if contact else None,
@@ -313,8 +353,6 @@ def agent_status(*, user) -> AgentStatus:
         update_to=fields["update_to"], error=fields["update_error"], launcher_version=fields["launcher_version"],
         agent_reported=agent_reported, publication_version=publication.version if publication else None)
     status = AgentStatus(**fields)
-    from achilles.platform import platform_settings
-
     return AgentStatus(**fields, lines=tuple(agent_status_lines(status, tz=platform_settings().timezone)))
 
 

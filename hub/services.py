@@ -13,11 +13,22 @@ from asgiref.sync import sync_to_async
 from django.db import connection, transaction
 from django.utils import timezone
 
+from achilles import audit
 from achilles.errors import Conflict, NotFound, ValidationFailed
 from hub import hub_settings, notify, selectors
 from hub.commands import REAL_KEY_RE, REF_RE, command_dump, commands_parse, references
-from hub.contracts import (CANCELLED, CLAIMED, FAILED, NOTE_FIELDS, QUEUED, BatchCancelResult, BatchCreated, BatchView,
-                           CommandView, NotesView)
+from hub.contracts import (
+    CANCELLED,
+    CLAIMED,
+    FAILED,
+    NOTE_FIELDS,
+    QUEUED,
+    BatchCancelResult,
+    BatchCreated,
+    BatchView,
+    CommandView,
+    NotesView,
+)
 from hub.models import Batch, Command, HubSetting, IssueNote, MirrorIssue
 from hub.permissions import hub_access_check
 from hub.texts import claimed_command_line
@@ -27,6 +38,9 @@ MAX_WAIT_MINUTES = 60
 # A waiter re-reads the batch this often in case a pub/sub message was lost (Redis restart):
 # a safety net, not the wake-up path.
 WAIT_SAFETY_SECONDS = 30.0
+# Without Redis (no pub/sub to wake on) a waiter reads the batch this often instead: the answer lives
+# in PostgreSQL, so a Redis outage costs this much latency, not a 503.
+WAIT_POLL_WITHOUT_REDIS_SECONDS = 1.0
 NOTE_LIMITS = {"fact_status": 200, "note": 10000, "next_step": 10000, "owner": 200}
 
 
@@ -87,7 +101,7 @@ def _touched_keys(parsed: list) -> list[str]:
     for index, command in enumerate(parsed, start=1):
         if command.type == "refresh":
             continue
-        own = [f"${index}"] if command.type == "ensure_issue" else command.keys()
+        own = [f"${index}"] if command.type == "ensure_issue" else command.issue_keys()
         for key in own:
             if key not in keys:
                 keys.append(key)
@@ -148,16 +162,23 @@ def batch_wait(*, user, batch_id: int, timeout_minutes: float) -> BatchView:
     deadline = time.monotonic() + timeout
     pubsub = notify.redis_client().pubsub(ignore_subscribe_messages=True)
     try:
-        pubsub.subscribe(notify.batch_channel(batch_id))
+        try:
+            pubsub.subscribe(notify.batch_channel(batch_id))
+            subscribed = True
+        except redis.RedisError:
+            subscribed = False  # Redis away: poll the database (see WAIT_POLL_WITHOUT_REDIS_SECONDS)
         # Subscribed first, then read: a finish between the two cannot be missed.
         while not selectors.batch_finished(batch_id):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
+            if not subscribed:
+                time.sleep(min(remaining, WAIT_POLL_WITHOUT_REDIS_SECONDS))
+                continue
             try:
                 message = pubsub.get_message(timeout=min(remaining, WAIT_SAFETY_SECONDS))
             except redis.RedisError:
-                time.sleep(min(max(remaining, 0), 1.0))
+                time.sleep(min(max(remaining, 0), WAIT_POLL_WITHOUT_REDIS_SECONDS))
                 continue
             if message is not None and message.get("type") == "message":
                 break
@@ -176,15 +197,22 @@ async def batch_wait_async(*, user, batch_id: int, timeout_minutes: float) -> Ba
     client = notify.async_redis_client()
     pubsub = client.pubsub(ignore_subscribe_messages=True)
     try:
-        await pubsub.subscribe(notify.batch_channel(batch_id))
+        try:
+            await pubsub.subscribe(notify.batch_channel(batch_id))
+            subscribed = True
+        except redis.RedisError:
+            subscribed = False  # Redis away: poll the database, as batch_wait does
         while not await sync_to_async(selectors.batch_finished)(batch_id):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
+            if not subscribed:
+                await asyncio.sleep(min(remaining, WAIT_POLL_WITHOUT_REDIS_SECONDS))
+                continue
             try:
                 message = await pubsub.get_message(timeout=min(remaining, WAIT_SAFETY_SECONDS))
             except redis.RedisError:
-                await asyncio.sleep(min(max(remaining, 0), 1.0))
+                await asyncio.sleep(min(max(remaining, 0), WAIT_POLL_WITHOUT_REDIS_SECONDS))
                 continue
             if message is not None and message.get("type") == "message":
                 break
@@ -298,14 +326,16 @@ def command_cancel(*, user, command_id: int, force: bool = False) -> CommandView
 
 @transaction.atomic
 def command_retry(*, user, command_id: int, author: str = "api") -> BatchCreated:
-    """HUB-9: run a failed or cancelled command again, in a new batch (with its refresh)."""
+    """HUB-9: run a done, failed or cancelled command again, in a new batch (with its refresh).
+
+    A done one too: every command is an idempotent ensure (an ensure_issue adopts the issue it made),
+    so re-running it is how a person re-asserts it; the sync agent changes nothing that already holds.
+    """
     hub_access_check(user)
     author = _author_check(author)
     command = _command_for_update(command_id)
     if command.state in (QUEUED, CLAIMED):
         raise Conflict(f"command {command_id} is still {command.state}; cancel it first or wait", code="command_open")
-    if command.state == "done":
-        raise Conflict(f"command {command_id} is done; nothing to retry", code="command_done")
     payload = dict(command.payload)
     # `$N` of the old batch: substitute the key its command created, if any.
     for field in ("key", "other_key"):
@@ -361,11 +391,11 @@ def refresh(*, user, keys: list[str] | None = None, full: bool = False, author: 
     if full:
         raw["full"] = True
     parsed = commands_parse([raw])
-    for key in parsed[0].keys():
+    for key in parsed[0].issue_keys():
         if not REAL_KEY_RE.match(key):
             raise ValidationFailed(f"refresh: «{key}» is not an issue key (PROJ-123)")
     payloads = [command_dump(parsed[0])]
-    title = "полная синхронизация" if full else f"обновить {', '.join(parsed[0].keys())}"[:300]
+    title = "полная синхронизация" if full else f"обновить {', '.join(parsed[0].issue_keys())}"[:300]
     batch = _batch_insert(user=user, title=title, author=author, payloads=payloads, deps=[[]], waits=[False])
     return BatchCreated(id=batch.id, estimate_seconds=selectors.estimate_seconds(commands=payloads, before_batch_id=batch.id),
                         command_count=1)
@@ -383,4 +413,7 @@ def settings_set(*, user, key: str, value: Any) -> int:
     with connection.cursor() as cursor:
         cursor.execute("INSERT INTO hub_state (id, settings_version) VALUES (1, 2) ON CONFLICT (id) DO UPDATE "
                        "SET settings_version = hub_state.settings_version + 1 RETURNING settings_version")
-        return cursor.fetchone()[0]
+        settings_version = cursor.fetchone()[0]
+    audit.audit_record(actor=user, action=audit.HUB_SETTING_CHANGED, target=f"hub_setting:{key}",
+                       details={"value": clean, "settings_version": settings_version})
+    return settings_version

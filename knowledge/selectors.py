@@ -74,8 +74,9 @@ class EmbeddingConfig:
     name: str
     provider: object
     min_similarity: float
-    # The model's floor (options.min_similarity) when one is configured: only then does semantic
-    # similarity count towards a withheld hint (without a floor every question has neighbours).
+    # The model's floor (options.min_similarity, or the measured default of a built-in embedder):
+    # only with one does semantic similarity count towards a withheld hint (without a floor every
+    # question has neighbours).
     hint_floor: float | None = None
 
 
@@ -96,10 +97,11 @@ def embedding_config() -> EmbeddingConfig | None:
     spec = row.spec()
     configured = spec.options.get("min_similarity")
     floor = configured if configured is not None else DEFAULT_MIN_SIMILARITY.get(spec.provider)
-    # Only a configured floor counts towards withheld hints (the hint policy's own choice).
+    # The model's floor (configured, or measured for a built-in embedder) is also the semantic
+    # threshold of withheld hints; a model with neither gives no semantic hints.
     return EmbeddingConfig(name=row.name, provider=get_embedding_provider(spec),
                            min_similarity=float(floor) if floor is not None else -1.0,
-                           hint_floor=float(configured) if configured is not None else None)
+                           hint_floor=float(floor) if floor is not None else None)
 
 
 # The search path reads the default embedding model once per SEARCH_CONFIG_SECONDS per process:

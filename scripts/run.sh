@@ -19,11 +19,13 @@ trap stop_embedded EXIT
 # Demo accounts and content only in development: production refuses to start with them.
 if [ "${ACHILLES_ENV:-dev}" != "production" ]; then
   "$BIN/python" manage.py demo_data
+fi
 
-  # JIRA_URL from the environment or from .env.
-  if [ -z "${JIRA_URL:-}" ] && [ -f .env ]; then
-    JIRA_URL="$(sed -n 's/^[[:space:]]*JIRA_URL[[:space:]]*=[[:space:]]*//p' .env | tail -n 1)"
-  fi
+# JIRA_URL from the environment or from .env.
+if [ -z "${JIRA_URL:-}" ] && [ -f .env ]; then
+  JIRA_URL="$(sed -n 's/^[[:space:]]*JIRA_URL[[:space:]]*=[[:space:]]*//p' .env | tail -n 1)"
+fi
+if [ "${ACHILLES_ENV:-dev}" != "production" ]; then
   if [ -z "${JIRA_URL:-}" ]; then
     # No Jira configured: a Jira REST emulator with the demo project AURORA, and a sync agent under its
     # launcher pointed at it, so a batch from an MCP client really lands in "Jira" and comes back

@@ -91,3 +91,11 @@ def postgres_start() -> None:
     from achilles import embedded
 
     embedded.ensure_postgres(settings.VAR_DIR)
+
+
+def database_reconnect() -> None:
+    """After a PostgreSQL restart: drop this process's session and its pool's dead connections."""
+    connection.close()
+    close_pool = getattr(connection, "close_pool", None)
+    if close_pool is not None:
+        close_pool()

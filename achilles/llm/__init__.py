@@ -35,7 +35,7 @@ from achilles.llm.registry import (
     register_provider,
     unregister_provider,
 )
-from achilles.llm.text import split_sentences
+from achilles.llm.text import STOP_WORDS, split_sentences
 from achilles.llm.types import (
     ChatResult,
     Message,
@@ -56,6 +56,7 @@ __all__ = [
     "LLM_TIMEOUT",
     "LLM_UNAVAILABLE",
     "NOT_FOUND_TEXT",
+    "STOP_WORDS",
     "BuiltinChatProvider",
     "ChatProvider",
     "ChatResult",
@@ -85,6 +86,7 @@ __all__ = [
     "guard_stream",
     "parse_context",
     "register_provider",
+    "STOP_WORDS",
     "split_sentences",
     "unregister_provider",
 ]

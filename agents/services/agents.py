@@ -13,6 +13,7 @@ from django.utils import timezone
 from achilles import audit
 from achilles.errors import NotFound, PermissionDenied, ValidationFailed
 from achilles.models import AgentModel, User
+from achilles.names import name_clean
 from achilles.selectors import allowed_model_get
 from agents import schedule as sched
 from agents.models import Agent
@@ -35,10 +36,10 @@ def _compute_next_run(agent: Agent, now: datetime, previous: datetime | None = N
 
 
 def _clean_name(name: str) -> str:
-    name = (name or "").strip()
-    if not name:
-        raise ValidationFailed("name must not be empty", code="name_empty")
-    return name
+    try:
+        return name_clean(name or "")
+    except ValueError as exc:
+        raise ValidationFailed(f"name {exc}", code="name_empty", field="name") from exc
 
 
 @transaction.atomic
@@ -69,7 +70,12 @@ def agent_update(*, agent: Agent, changes: dict[str, Any], now: datetime | None 
     if unknown:
         raise ValidationFailed(f"not editable: {', '.join(sorted(unknown))}", code="not_editable")
     now = now or timezone.now()
-    agent = Agent.objects.select_for_update(of=("self",), no_key=True).select_related("owner", "model").get(pk=agent.pk)
+    agent_id = agent.pk
+    # Locked, and read again: a delete that won the race leaves nothing to update (404, not a 500).
+    agent = Agent.objects.select_for_update(of=("self",), no_key=True).select_related("owner", "model").filter(
+        pk=agent_id).first()
+    if agent is None:
+        raise NotFound("agent not found", code="agent_not_found")
     was_open, old_schedule = agent.gates_open, agent.schedule
     if "name" in changes:
         agent.name = _clean_name(changes["name"])
@@ -85,7 +91,7 @@ def agent_update(*, agent: Agent, changes: dict[str, Any], now: datetime | None 
         agent.next_run_at = None
     elif not was_open or agent.schedule != old_schedule or agent.next_run_at is None:
         agent.next_run_at = _compute_next_run(agent, now)
-    agent.save()
+    agent.save(force_update=True)  # never an INSERT that would bring a deleted agent back
     return agent
 
 

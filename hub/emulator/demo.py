@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+import hub.demo as hub_demo  # pure data, no Django
 from hub.emulator.store import SYNC_USER, UTC, Store
 
 BASE_LABEL = "AWPCA"
@@ -17,8 +18,6 @@ BASE_LABEL = "AWPCA"
 
 def _dataset() -> dict[str, Any]:
     """The hub's demo dataset (``hub/demo.py``, plain data in the upload shape) as the emulator seeds it."""
-    import hub.demo as hub_demo  # pure data, no Django
-
     issues, comments, links, people = [], {}, [], set()
     for item in hub_demo.demo_issues():
         updated = jira_updated(item["updated"])

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 class JqlError(ValueError):

@@ -15,13 +15,15 @@ Admin routes (no auth, loopback only) under ``/_emulator/``:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import socket
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from hub.emulator.jql import JqlError
@@ -187,10 +189,8 @@ class Handler(BaseHTTPRequestHandler):
             if rule is not None:  # drop_answer: done, but the client never hears of it
                 self._status = -1
                 self.close_connection = True
-                try:
+                with contextlib.suppress(OSError):
                     self.connection.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
                 return
             status, body = result
             self._send(status, body)

@@ -17,7 +17,7 @@ from typing import Any
 
 from hub.emulator import jql as jqlmod
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 SPRINT_FIELD = "customfield_10020"
 TEAM_FIELD = "customfield_10010"
 POINTS_FIELD = "customfield_10030"

@@ -12,15 +12,21 @@ as long as the event loop (one per loop: tests run several loops in one process)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import json
 import logging
 from dataclasses import dataclass, field
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import close_old_connections
+from django.http.request import split_domain_port, validate_host
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 
+from achilles.errors import ApplicationError, NotAuthenticated, render
+from achilles.services import api_token_authenticate
 from hub.mcp.server import NOT_AUTHENTICATED, Caller, build_server, current_caller
 
 logger = logging.getLogger(__name__)
@@ -32,8 +38,6 @@ def transport_security() -> TransportSecuritySettings:
     """DNS-rebinding protection with Django's ``ALLOWED_HOSTS`` (any port) as the allowed hosts and
     their http(s) origins (plus ``CSRF_TRUSTED_ORIGINS``); ``*`` or a ``.domain`` wildcard, which the
     SDK cannot express, leaves the host check to Django's own rule in :func:`host_allowed`."""
-    from django.conf import settings
-
     hosts = list(settings.ALLOWED_HOSTS)
     if any(h == "*" or h.startswith(".") for h in hosts):
         return TransportSecuritySettings(enable_dns_rebinding_protection=False)
@@ -47,9 +51,6 @@ def transport_security() -> TransportSecuritySettings:
 
 
 def host_allowed(host: str) -> bool:
-    from django.conf import settings
-    from django.http.request import split_domain_port, validate_host
-
     domain, _port = split_domain_port(host)
     return bool(domain) and validate_host(domain, settings.ALLOWED_HOSTS)
 
@@ -61,19 +62,17 @@ def _header(scope, name: bytes) -> str:
     return ""
 
 
-async def json_error(send, status: int, detail: str, code: str, headers: tuple = ()) -> None:
-    body = json.dumps({"detail": detail, "code": code}, ensure_ascii=False).encode()
-    await send({"type": "http.response.start", "status": status,
+async def json_error(send, error: ApplicationError, headers: tuple = ()) -> None:
+    """The API's error body, from the platform's one renderer (``achilles.errors.render``)."""
+    rendered = render(error)
+    body = json.dumps(rendered.body, ensure_ascii=False).encode()
+    await send({"type": "http.response.start", "status": rendered.status,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                             *headers]})
     await send({"type": "http.response.body", "body": body})
 
 
 def _authenticate(raw: str) -> bool:
-    from django.db import close_old_connections
-
-    from achilles.services import api_token_authenticate
-
     try:
         return api_token_authenticate(raw) is not None
     finally:
@@ -96,12 +95,12 @@ class McpHttpApp:
 
     async def __call__(self, scope, receive, send) -> None:
         if not host_allowed(_header(scope, b"host")):
-            await json_error(send, 400, "Invalid Host header.", "bad_request")
+            await json_error(send, ApplicationError("Invalid Host header.", code="bad_request", status=400))
             return
         header = _header(scope, b"authorization")
         raw = header[7:].strip() if header[:7].lower() == "bearer " else ""
         if not raw or not await sync_to_async(_authenticate, thread_sensitive=False)(raw):
-            await json_error(send, 401, NOT_AUTHENTICATED, "not_authenticated",
+            await json_error(send, NotAuthenticated(NOT_AUTHENTICATED),
                              headers=((b"www-authenticate", b'Bearer realm="achilles"'),))
             return
         manager = await self._manager()
@@ -149,10 +148,8 @@ class McpHttpApp:
         runner = self._runners.pop(asyncio.get_running_loop(), None)
         if runner is not None and runner.task is not None:
             runner.task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await runner.task
-            except asyncio.CancelledError:
-                pass
 
 
 mcp_http_app = McpHttpApp()

@@ -3,8 +3,9 @@
 Every tool acts as the caller — the owner of the personal API token the transport was given
 (``Authorization: Bearer ach_…`` over HTTP, ``ACHILLES_TOKEN`` over stdio) — through the same
 services and selectors as REST, so the permission checks are the same (the hub permission;
-``settings_set`` staff only). A domain error comes back as an ``is_error`` result whose text is the
-``detail`` the REST API answers with (a 422 carries the validation text), never as a crash.
+``settings_set`` staff only). A domain error comes back as an ``is_error`` result rendered by the
+platform's text renderer (``achilles.errors.render_text``: ``code: message``) — the code and detail the
+REST API answers with (a 422's validation text); a crash is logged and answered generically.
 
 The ORM runs on worker threads (``sync_to_async(thread_sensitive=False)``): a tool never blocks the
 event loop, and the long ``batch_wait`` awaits the hub's coroutine instead of holding a thread.
@@ -14,20 +15,25 @@ from __future__ import annotations
 
 import contextvars
 import datetime as dt
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
 from zoneinfo import ZoneInfo
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
+from django.db import close_old_connections
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, WithJsonSchema
 
-from achilles.errors import ApplicationError, NotAuthenticated
+from achilles.errors import NotAuthenticated, render_text
+from achilles.services import api_token_authenticate
+from hub import selectors, services
+from hub.commands import COMMAND_JSON_SCHEMA
+from hub.contracts import IssueFilters
 from hub.mcp import texts
+from knowledge.facade import Identity, search
 
 logger = logging.getLogger(__name__)
 
@@ -54,8 +60,6 @@ current_caller: contextvars.ContextVar[Caller | None] = contextvars.ContextVar("
 # ---------------------------------------------------------------- running hub code as the caller
 
 def _resolve_user():
-    from achilles.services import api_token_authenticate
-
     caller = current_caller.get()
     user = api_token_authenticate(caller.token) if caller is not None else None
     if user is None:
@@ -81,8 +85,6 @@ def _in_thread(fn: Callable[[], Any]):
     """Run ORM code on a worker thread and give its connection back (the pool reuses it)."""
 
     def call():
-        from django.db import close_old_connections
-
         try:
             return fn()
         finally:
@@ -91,9 +93,11 @@ def _in_thread(fn: Callable[[], Any]):
     return sync_to_async(call, thread_sensitive=False)()
 
 
-def error_result(exc: ApplicationError) -> CallToolResult:
-    detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail, ensure_ascii=False)
-    return CallToolResult(content=[TextContent(type="text", text=detail)], is_error=True)
+def error_result(exc: Exception, *, tool: str = "") -> CallToolResult:
+    """The platform's text rendering of an error (``code: message``, ``achilles.errors.render_text``):
+    a domain error carries the REST answer's code and detail; a crash is logged and stays generic."""
+    return CallToolResult(content=[TextContent(type="text", text=render_text(exc, context=f"mcp {tool}".strip()))],
+                          is_error=True)
 
 
 async def _answer(render: Callable[[Any, dt.tzinfo], str]) -> str | CallToolResult:
@@ -105,7 +109,7 @@ async def _answer(render: Callable[[Any, dt.tzinfo], str]) -> str | CallToolResu
 
     try:
         return await _in_thread(work)
-    except ApplicationError as exc:
+    except Exception as exc:  # every failure is an error result in the platform's words, never a crash
         return error_result(exc)
 
 
@@ -126,10 +130,6 @@ def commands_schema() -> dict[str, Any]:
     """The command contract's JSON Schema (``hub.commands``) as the ``commands`` argument's schema, its
     ``$defs`` inlined (they would otherwise point at the tool schema's root). The schema is advertised,
     not enforced by the SDK: the hub validates, so the error text is the REST 422's."""
-    try:
-        from hub.commands import COMMAND_JSON_SCHEMA
-    except ImportError:  # a checkout without the contract module: advertise plain objects
-        return {"type": "array", "minItems": 1, "items": {"type": "object"}}
     item = _inline_refs(COMMAND_JSON_SCHEMA, COMMAND_JSON_SCHEMA.get("$defs", {}))
     item.pop("discriminator", None)  # its mapping names $defs entries that no longer exist
     return {"type": "array", "minItems": 1, "items": item}
@@ -188,22 +188,17 @@ def build_server() -> MCPServer:
     ) -> str | CallToolResult:
         """Задачи из зеркала Jira с фильтрами (как GET /api/hub/issues): таблица — ключ, тема, статус, срок,
         исполнитель, спринт, статус по факту."""
-        from hub.contracts import IssueFilters
-        from hub.selectors import issues_list
-
         filters = IssueFilters(project=project, status=status, assignee=assignee, sprint=sprint, label=label,
                                fact_status=fact_status, due_from=due_from, due_to=due_to, overdue=overdue,
                                text=text, updated_since=updated_since)
         return await _answer(lambda user, tz: texts.issues_text(
-            issues_list(user=user, filters=filters, limit=limit), limit=limit))
+            selectors.issues_list(user=user, filters=filters, limit=limit), limit=limit))
 
     @server.tool(annotations=_read_only("Карточка задачи"), structured_output=False)
     async def issue(key: Annotated[str, Field(description="ключ задачи, например AURORA-1538")]) -> str | CallToolResult:
         """Карточка задачи из зеркала: поля, связи (обе стороны, тип и направление), заметки хаба, последние
         команды и 5 последних комментариев."""
-        from hub.selectors import issue_card
-
-        return await _answer(lambda user, tz: texts.issue_text(issue_card(user=user, key=key), tz=tz))
+        return await _answer(lambda user, tz: texts.issue_text(selectors.issue_card(user=user, key=key), tz=tz))
 
     @server.tool(annotations=_write("Заметки по задаче", idempotent=True), structured_output=False)
     async def notes_set(
@@ -216,8 +211,6 @@ def build_server() -> MCPServer:
     ) -> str | CallToolResult:
         """Заметки хаба по задаче (в Jira не уходят): любое подмножество полей fact_status, note, next_step,
         owner; пустая строка очищает поле. Ответ — обновлённые заметки."""
-        from hub.services import notes_set as notes_set_service
-
         given = {"fact_status": fact_status, "note": note, "next_step": next_step, "owner": owner}
         fields = {name: value for name, value in given.items() if value is not None}
         # The SDK drops arguments the schema does not name; pass them on so the service refuses an
@@ -225,7 +218,7 @@ def build_server() -> MCPServer:
         raw = getattr(getattr(ctx, "_input_params", None), "arguments", None) or {}
         fields |= {name: value for name, value in raw.items() if name != "key" and name not in given}
         return await _answer(lambda user, tz: texts.notes_text(
-            notes_set_service(user=user, key=key, fields=fields), tz=tz))
+            services.notes_set(user=user, key=key, fields=fields), tz=tz))
 
     @server.tool(description=BATCH_CREATE_DESCRIPTION, annotations=_write("Пакет команд для Jira"),
                  structured_output=False)
@@ -234,17 +227,13 @@ def build_server() -> MCPServer:
         commands: Annotated[list[dict[str, Any]], WithJsonSchema(commands_schema()),
                             Field(description="команды по контракту commands")],
     ) -> str | CallToolResult:
-        from hub.services import batch_create as batch_create_service
-
         return await _answer(lambda user, tz: texts.batch_created_text(
-            batch_create_service(user=user, title=title, commands=commands, author=AUTHOR), title=title))
+            services.batch_create(user=user, title=title, commands=commands, author=AUTHOR), title=title))
 
     @server.tool(annotations=_read_only("Статус пакета"), structured_output=False)
     async def batch_status(id: Annotated[int, Field(description="id пакета")]) -> str | CallToolResult:  # noqa: A002
         """Статусы команд пакета, ошибки и оценка остатка."""
-        from hub.selectors import batch_status as batch_status_selector
-
-        return await _answer(lambda user, tz: texts.batch_text(batch_status_selector(user=user, batch_id=id), tz=tz))
+        return await _answer(lambda user, tz: texts.batch_text(selectors.batch_status(user=user, batch_id=id), tz=tz))
 
     @server.tool(annotations=_read_only("Дождаться пакета"), structured_output=False)
     async def batch_wait(
@@ -258,26 +247,20 @@ def build_server() -> MCPServer:
     @server.tool(annotations=_read_only("Последние пакеты"), structured_output=False)
     async def batches(limit: Annotated[int, Field(ge=1, le=200, description="сколько пакетов")] = 20) -> str | CallToolResult:
         """Последние пакеты со статусом."""
-        from hub.selectors import batches_list
-
-        return await _answer(lambda user, tz: texts.batches_text(batches_list(user=user, limit=limit), tz=tz))
+        return await _answer(lambda user, tz: texts.batches_text(selectors.batches_list(user=user, limit=limit), tz=tz))
 
     @server.tool(annotations=_write("Повторить команду"), structured_output=False)
     async def command_retry(id: Annotated[int, Field(description="id команды")]) -> str | CallToolResult:  # noqa: A002
         """Поставить команду заново — новым пакетом (с refresh её задачи)."""
-        from hub.services import command_retry as command_retry_service
-
         return await _answer(lambda user, tz: texts.command_retry_text(
-            command_retry_service(user=user, command_id=id, author=AUTHOR), command_id=id))
+            services.command_retry(user=user, command_id=id, author=AUTHOR), command_id=id))
 
     @server.tool(annotations=_write("Отменить пакет", idempotent=True, destructive=True), structured_output=False)
     async def batch_cancel(id: Annotated[int, Field(description="id пакета")]) -> str | CallToolResult:  # noqa: A002
         """Отменить команды пакета, ещё стоящие в очереди. Команды, уже взятые агентом, будут выполнены;
         остановить такую — POST /api/hub/commands/N/cancel с force: true."""
-        from hub.services import batch_cancel as batch_cancel_service
-
         return await _answer(lambda user, tz: texts.batch_cancel_text(
-            batch_cancel_service(user=user, batch_id=id), tz=tz))
+            services.batch_cancel(user=user, batch_id=id), tz=tz))
 
     @server.tool(annotations=_write("Обновить зеркало из Jira", idempotent=True), structured_output=False)
     async def refresh(
@@ -287,10 +270,8 @@ def build_server() -> MCPServer:
     ) -> str | CallToolResult:
         """Перечитать задачи из Jira в зеркало (keys) или всё (full). Без wait — id поставленного пакета;
         с wait — итог пакета, как у batch_wait."""
-        from hub.services import refresh as refresh_service
-
         def queue(user, tz):
-            return refresh_service(user=user, keys=keys, full=full, author=AUTHOR)
+            return services.refresh(user=user, keys=keys, full=full, author=AUTHOR)
 
         created = await _answer(lambda user, tz: queue(user, tz))
         if isinstance(created, CallToolResult):
@@ -303,27 +284,20 @@ def build_server() -> MCPServer:
     async def agent_status() -> str | CallToolResult:
         """Агент синхронизации: онлайн/офлайн, версия, текущая команда, довыданные команды, 429 за сутки,
         версия настроек, публикация, обновление, запускатель."""
-        from hub.selectors import agent_status as agent_status_selector
-
-        return await _answer(lambda user, tz: texts.agent_status_text(agent_status_selector(user=user), tz=tz))
+        return await _answer(lambda user, tz: texts.agent_status_text(selectors.agent_status(user=user), tz=tz))
 
     @server.tool(annotations=_read_only("Журнал синхронизаций"), structured_output=False)
     async def sync_log(limit: Annotated[int, Field(ge=1, le=200, description="сколько запусков")] = 20) -> str | CallToolResult:
         """Последние запуски синхронизации: вид, начало, конец, счётчики, ошибки, статус."""
-        from hub.selectors import sync_log as sync_log_selector
-
-        return await _answer(lambda user, tz: texts.sync_log_text(sync_log_selector(user=user, limit=limit), tz=tz))
+        return await _answer(lambda user, tz: texts.sync_log_text(selectors.sync_log(user=user, limit=limit), tz=tz))
 
     @server.tool(annotations=_read_only("Настройки хаба"), structured_output=False)
     async def settings_get(
         key: Annotated[str | None, Field(description="ключ настройки; без него — все")] = None,
     ) -> str | CallToolResult:
         """Текущее значение настройки хаба (или всех) и settings_version."""
-        from hub.selectors import settings_get as settings_get_selector
-        from hub.selectors import settings_version_get
-
         return await _answer(lambda user, tz: texts.settings_text(
-            settings_get_selector(user=user, key=key), settings_version=settings_version_get()))
+            selectors.settings_get(user=user, key=key), settings_version=selectors.settings_version_get()))
 
     @server.tool(annotations=_write("Изменить настройку хаба", idempotent=True), structured_output=False)
     async def settings_set(
@@ -332,10 +306,8 @@ def build_server() -> MCPServer:
     ) -> str | CallToolResult:
         """Изменить настройку хаба (только персонал): ответ — новая settings_version; агент получит настройки
         при следующем обращении."""
-        from hub.services import settings_set as settings_set_service
-
         return await _answer(lambda user, tz: texts.settings_set_text(
-            key, settings_set_service(user=user, key=key, value=value)))
+            key, services.settings_set(user=user, key=key, value=value)))
 
     @server.tool(annotations=_read_only("Поиск по базе знаний"), structured_output=False)
     async def knowledge_search(
@@ -344,8 +316,6 @@ def build_server() -> MCPServer:
     ) -> str | CallToolResult:
         """Поиск по базе знаний компании с вашими правами доступа: фрагменты с источниками для цитирования и,
         если есть подходящие закрытые документы, — где запросить доступ."""
-        from knowledge.facade import Identity, search
-
         def render(user, tz):
             result = search(query, Identity.for_user(user), k=k)
             return texts.knowledge_text(result.candidates, result.withheld, is_empty=result.is_empty)
@@ -358,20 +328,15 @@ def build_server() -> MCPServer:
 async def _wait(batch_id: int, timeout_minutes: float) -> str | CallToolResult:
     """``batch_wait`` without holding a thread: the user is resolved on a worker thread, then the hub's
     own coroutine waits (Redis pub/sub) for as long as it takes."""
-    from asgiref.sync import ThreadSensitiveContext
-    from django.db import close_old_connections
-
-    from hub.services import batch_wait_async
-
     try:
         user, tz = await _in_thread(_resolve_user_and_tz)
         # Its short reads run thread-sensitive: give them a thread of this call's own (as Django
         # does per request) and hand that thread's connection back to the pool at the end.
         async with ThreadSensitiveContext():
             try:
-                view = await batch_wait_async(user=user, batch_id=batch_id, timeout_minutes=timeout_minutes)
+                view = await services.batch_wait_async(user=user, batch_id=batch_id, timeout_minutes=timeout_minutes)
             finally:
                 await sync_to_async(close_old_connections)()
         return texts.batch_text(view, tz=tz)
-    except ApplicationError as exc:
-        return error_result(exc)
+    except Exception as exc:
+        return error_result(exc, tool="batch_wait")

@@ -9,6 +9,7 @@ can quote them back to the REST API.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -29,7 +30,9 @@ from hub.contracts import (
     NotesView,
     SyncRunView,
 )
-from hub.texts import claimed_command_line  # the seed's line, shared with REST's batch_cancel answer
+
+# The seed's lines shared with REST (batch_cancel's claimed-command line, agent_status's lines).
+from hub.texts import agent_status_lines, claimed_command_line
 
 UTC = ZoneInfo("UTC")
 SUMMARY_MAX = 80
@@ -38,9 +41,6 @@ COMMENTS_SHOWN = 5
 DESCRIPTION_MAX = 1000
 DASH = "—"
 
-LAUNCHER_UNKNOWN = "запускатель: неизвестно (агент ещё не выходил на связь после перезапуска хаба)"
-NO_LAUNCHER = "без запускателя"
-NO_PUBLICATION = "публикации нет"
 NO_COMMENTS = "комментариев нет"
 
 NOTE_LABELS = {"fact_status": "статус по факту", "note": "заметка", "next_step": "следующий шаг", "owner": "ответственный"}
@@ -312,57 +312,9 @@ def refresh_queued_text(created: BatchCreated) -> str:
 
 # ---------------------------------------------------------------- agent status
 
-def launcher_line(status: AgentStatus) -> str:
-    if not status.agent_reported:
-        return LAUNCHER_UNKNOWN
-    if status.launcher_version is not None:
-        return f"запускатель: v{status.launcher_version}"
-    return NO_LAUNCHER
-
-
-def update_line(status: AgentStatus) -> str | None:
-    if not status.update_state:
-        return None
-    if status.update_from is None and status.update_to is None:
-        return f"обновление: {status.update_state}"
-    return f"обновление: {status.update_state} {version(status.update_from)} → {version(status.update_to)}"
-
-
 def agent_status_text(status: AgentStatus, *, tz: dt.tzinfo = UTC) -> str:
-    """HUB-12, the seed's lines in a fixed order."""
-    if not status.has_contact:
-        lines = ["агент офлайн: ещё не выходил на связь"]
-    else:
-        state = "агент онлайн" if status.online else "агент офлайн"
-        lines = [f"{state} (последний контакт: {fmt_time(status.last_contact_at, tz)})"]
-    lines.append(f"версия: v{status.version}" if status.version is not None else "версия: неизвестна")
-    current = status.current_command
-    if current is not None:
-        target = f" {current.key}" if current.key else ""
-        lines.append(f"текущая команда: #{current.id} {current.type}{target} (выдач: {current.claims})")
-    else:
-        lines.append("текущая команда: нет")
-    if status.reissued:
-        lines.append("довыданные команды:")
-        lines += [f"- команда #{c.id} {c.type}: выдач {c.claims}" for c in status.reissued]
-    else:
-        lines.append("довыданных команд нет")
-    lines.append(f"429 за сутки: {status.rate_limited_24h}")
-    held = (f" (у агента: {status.agent_settings_version})"
-            if status.agent_settings_version is not None and status.agent_settings_version != status.settings_version
-            else "")
-    lines.append(f"версия настроек: {status.settings_version}{held}")
-    pub = status.publication
-    lines.append(f"публикация: v{pub.version} от {fmt_time(pub.published_at, tz)}" if pub else NO_PUBLICATION)
-    update = update_line(status)
-    if update:
-        lines.append(update)  # the error is the hint's reason («откат с v7 на v6: …»)
-    lines.append(launcher_line(status))
-    # A hint about the launcher is only as fresh as the launcher state: until the sync agent
-    # reports after a hub restart, neither is known.
-    if status.update_hint and status.agent_reported:
-        lines.append(status.update_hint)
-    return "\n".join(lines)
+    """HUB-12, the seed's lines — rendered by ``hub.texts`` so REST's ``lines`` and MCP say the same."""
+    return "\n".join(agent_status_lines(status, tz=getattr(tz, "key", "UTC")))
 
 
 # ---------------------------------------------------------------- sync log, settings
@@ -380,8 +332,6 @@ def sync_log_text(runs: Sequence[SyncRunView], *, tz: dt.tzinfo = UTC) -> str:
 
 
 def _json(value: Any) -> str:
-    import json
-
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
 

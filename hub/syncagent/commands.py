@@ -7,14 +7,16 @@ the second run must find Jira already so and change nothing. Results say what ch
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import logging
 import re
 import time
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from hub.syncagent.jiraclient import AnswerLost, JiraError, JiraGateway
 from hub.syncagent.state import State, iso, parse_iso, utcnow
@@ -54,7 +56,7 @@ def _jql_string(value: str) -> str:
 
 
 def _jql_time(when: dt.datetime) -> str:
-    return when.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
+    return when.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M")
 
 
 # ---- field shapes ---------------------------------------------------------------------------------
@@ -179,7 +181,7 @@ class Executor:
         for name, value in fields.items():
             jira_fields[name] = field_jira(name, value)
         properties = [{"key": PROPERTY, "value": {"command": claimed.id, "batch": claimed.batch_id}}]
-        for attempt in range(2):
+        for _attempt in range(2):
             # Written before the create is sent: a crash right after it still knows to look first.
             self.state.set_marker("creates", claimed.id, {"project": cmd["project"], "at": iso(utcnow() - dt.timedelta(seconds=5))})
             marker = self.state.marker("creates", claimed.id)
@@ -288,9 +290,8 @@ class Executor:
         def find() -> str | None:
             ledger = self.state.marker("comments", claimed.id)
             comments = self.jira.comments(key)
-            if ledger and ledger.get("comment_id"):
-                if any(c["id"] == ledger["comment_id"] for c in comments):
-                    return ledger["comment_id"]
+            if ledger and ledger.get("comment_id") and any(c["id"] == ledger["comment_id"] for c in comments):
+                return ledger["comment_id"]
             for c in comments:
                 if (c.get("author") or {}).get("name") == me and body_hash(c.get("body") or "") == digest:
                     return c["id"]
@@ -333,10 +334,8 @@ class Executor:
         if chosen is None:
             reachable = ", ".join(sorted({(t.get("to") or {}).get("name", "?") for t in options})) or "none"
             raise CommandFailed(f"status {wanted!r} is not reachable from {status.get('name')!r} in one step; reachable: {reachable}")
-        try:
+        with contextlib.suppress(AnswerLost):  # verified below either way
             self.jira.transition(key, str(chosen["id"]))
-        except AnswerLost:
-            pass  # verified below either way
         after = self._status(key)
         if not self._is(after, wanted):
             raise CommandFailed(f"{key} is in {after.get('name')!r} after transition {chosen.get('name')!r}, not {wanted!r}")

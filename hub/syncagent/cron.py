@@ -34,7 +34,7 @@ def parse(expr: str) -> list[set[int]]:
     parts = expr.split()
     if len(parts) != 5:
         raise ValueError("cron needs 5 fields: minute hour day-of-month month day-of-week")
-    sets = [_field(p, lo, hi) for p, (lo, hi) in zip(parts[:4], _RANGES[:4])]
+    sets = [_field(p, lo, hi) for p, (lo, hi) in zip(parts[:4], _RANGES[:4], strict=True)]
     sets.append({d % 7 for d in _field(parts[4], 0, 7)})  # 0 and 7 are both Sunday
     return sets
 

@@ -17,7 +17,8 @@ import email.utils
 import logging
 import random
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import requests
 from atlassian import Jira
@@ -62,7 +63,7 @@ def retry_after_seconds(value: str | None, *, now: dt.datetime | None = None) ->
     except (TypeError, ValueError):
         return None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.timezone.utc)
+        when = when.replace(tzinfo=dt.UTC)
     return max(0.0, (when - (now or utcnow())).total_seconds())
 
 

@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 MARKER_DAYS = 2
 
 
@@ -45,7 +45,7 @@ class State:
                 path.rename(path.with_suffix(".corrupt"))
 
     @classmethod
-    def open(cls, state_dir: Path) -> "State":
+    def open(cls, state_dir: Path) -> State:
         state_dir.mkdir(parents=True, exist_ok=True)
         return cls(state_dir / "state.json")
 

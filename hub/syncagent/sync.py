@@ -13,7 +13,9 @@ import queue
 import re
 import threading
 import time
-from typing import Any, Callable
+import zoneinfo
+from collections.abc import Callable
+from typing import Any
 
 from hub.syncagent.hubclient import HubClient, HubRejected
 from hub.syncagent.jiraclient import JiraError, JiraGateway, JiraUnavailable
@@ -192,12 +194,14 @@ class Syncer:
                     reader.join(0.1)
         status = "failed" if errors else "ok"
         self.hub.sync_run_finish(run_id, status=status, counts={k: v for k, v in counts.items() if k in ("issues", "comments", "links", "unchanged", "stale")}, errors=errors)
-        log.info("sync %s: %s %s in %.1f s (%.1f s waiting for hub uploads)", kind, status, counts,
+        # an incremental run that found nothing is routine: DEBUG, so the sync agent's log stays readable
+        level = logging.DEBUG if status == "ok" and kind == "incremental" and not counts.get("issues") else logging.INFO
+        log.log(level, "sync %s: %s %s in %.1f s (%.1f s waiting for hub uploads)", kind, status, counts,
                  time.perf_counter() - started, hub_seconds)
         return {**counts, "status": status, "errors": errors, "newest": newest, "keys": seen_keys}
 
     def full(self) -> dict[str, Any]:
-        started = dt.datetime.now(dt.timezone.utc)
+        started = dt.datetime.now(dt.UTC)
         out = self._run("full", f"{self._jql_base()} ORDER BY updated ASC", dedupe=False)
         if out["status"] == "ok":
             self._advance(out["newest"], fallback=started)
@@ -226,21 +230,20 @@ class Syncer:
         # validateQuery=false: a key deleted in Jira is a warning, not a 400 for the whole query.
         out = self._run("refresh", "key in (" + ", ".join(f'"{k}"' for k in keys) + ")", dedupe=False, validate=False)
         if out["errors"]:
-            from hub.syncagent.commands import CommandFailed
+            from hub.syncagent.commands import CommandFailed  # noqa: PLC0415 (commands imports sync)
             raise CommandFailed("; ".join(out["errors"]))
         out["missing"] = [k for k in keys if k not in set(out["keys"])]
         return out
 
     def _jql_time(self, when: dt.datetime) -> str:
         """JQL dates are read in the Jira user's time zone (``/myself`` ``timeZone``), to the minute."""
-        zone: dt.tzinfo = dt.timezone.utc
+        zone: dt.tzinfo = dt.UTC
         name = self.jira.myself().get("timeZone")
         if name:
             try:
-                from zoneinfo import ZoneInfo
-                zone = ZoneInfo(name)
+                zone = zoneinfo.ZoneInfo(name)
             except Exception:  # noqa: BLE001 - unknown zone name: UTC, the overlap absorbs the rest
-                zone = dt.timezone.utc
+                zone = dt.UTC
         return when.astimezone(zone).strftime("%Y-%m-%d %H:%M")
 
     def _advance(self, newest: dt.datetime | None, *, fallback: dt.datetime | None) -> None:

@@ -48,8 +48,11 @@ def _seed(user, model_factory):
     conversations = [Conversation.objects.create(user=user, title=t) for t in reversed(titles)]
     main = conversations[-1]
     Message.objects.create(conversation=main, role="user", content="Сколько дней отпуска положено и как его оформить?")
-    hint = {"text": "Часть материалов по вопросу закрыта для вас: источник «hr-private», автор — Анна Петрова "
-                    "(можно запросить доступ).", "sources": [{"source_system": "hr-private"}]}
+    author = type(user).objects.create(username="petrova", email="petrova@example.com", first_name="Анна Петрова")
+    hint = {"text": "Есть и релевантные материалы, закрытые для вас правами доступа: источник «hr-private», автор — "
+                    "Анна Петрова (можно запросить доступ).",
+            "sources": [{"source_system": "hr-private",
+                         "contact": {"user_id": author.pk, "username": "petrova", "name": "Анна Петрова"}}]}
     answer = Message.objects.create(conversation=main, role="assistant", content=ANSWER + "\n\n" + hint["text"],
                                     model="builtin-extractive", tokens_used=584, withheld_hint=hint, feedback=1)
     answer.citations.create(record_id=None, chunk_id=None, title="Политика отпусков", url="https://wiki.example.com/vacation",

@@ -18,20 +18,32 @@ from tests.browser.conftest import sign_in
 pytestmark = [pytest.mark.browser, pytest.mark.p1]
 
 
+# The one document of these tests. Grounded answers pass the support check (conversations.support)
+# sentence by sentence, so every scripted grounded sentence below is carried by this text.
+POLICY = ("Ежегодный оплачиваемый отпуск сотрудника составляет 28 календарных дней. Заявление на отпуск подают "
+          "за две недели до его начала. Отпуск можно разделить на части. Перенос отпуска возможен по согласованию "
+          "с руководителем.")
+SUPPORTED = ["Ежегодный оплачиваемый отпуск сотрудника составляет 28 календарных дней [1].",
+             "Заявление на отпуск подают за две недели до его начала [1].",
+             "Отпуск можно разделить на части [1].",
+             "Перенос отпуска возможен по согласованию с руководителем [1]."]
+
+
 class ScriptedModel:
-    """Round one (with tools) searches the knowledge base; round two answers with the next text
-    from ``answers`` (or the default), as a real model would stream it. A question that starts
-    with «Без поиска» is answered in round one, without a search (a conversation turn: its text is
-    not checked against sources; a grounded answer reaches the page only in supported sentences)."""
+    """Round one (with tools) searches the knowledge base — or, with a reply in ``direct``, answers
+    at once (a conversation turn: released whole, not sentence-checked); round two answers with
+    the next text from ``answers`` (or the default), as a real model would stream it."""
 
     def __init__(self, stub: StubLLMServer):
         self.stub = stub
         self.answers: list[StubReply] = []
+        self.direct: list[StubReply] = []
         stub.responder = self.reply
 
     def reply(self, body: dict) -> StubReply:
-        question = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
-        if body.get("tools") and not question.startswith("Без поиска"):
+        if body.get("tools"):
+            if self.direct:
+                return self.direct.pop(0)
             return StubReply(tool_calls=[StubToolCall("search_knowledge", {"query": "отпуск"})])
         if self.answers:
             return self.answers.pop(0)
@@ -41,14 +53,17 @@ class ScriptedModel:
         return [r.body.get("model") for r in self.stub.requests if not r.body.get("tools")]
 
 
+def grounded(sentences: list[str]) -> str:
+    return " ".join(sentences)
+
+
 @pytest.fixture
 def model(transactional_db):
     with StubLLMServer() as stub:
         AgentModel.objects.create(name="stub-a", provider="openai", kind="chat", context_window=16000, is_default=True,
                                   options={"base_url": stub.base_url, "timeout": 90, "idle_timeout": 30})
         record_upsert(source_system="files", external_id="vacation", title="Политика отпусков",
-                      text="Ежегодный оплачиваемый отпуск сотрудника составляет 28 календарных дней. "
-                           "Перенос отпуска возможен по согласованию с руководителем.",
+                      text=POLICY,
                       acl=["everyone"], url="https://wiki.example.com/vacation")
         yield ScriptedModel(stub)
 
@@ -75,8 +90,7 @@ def test_an_idle_socket_stays_open_for_60_s_and_a_20_s_answer_arrives_whole(live
     channel-layer test in tests/achilles reproduced it). Two tabs at once, so the waits overlap:
     one stays idle 60 s, the other streams a 20 s answer."""
     user = user_factory(username="browser-long")
-    # grounded sentences (each is released once it is checked against the source)
-    long_text = " ".join(["Ежегодный оплачиваемый отпуск составляет 28 календарных дней [1]."] * 8)
+    long_text = grounded(SUPPORTED * 3)  # twelve sentences, released one by one as they come
     model.answers.append(StubReply(text=long_text, chunk_chars=4, token_delay=20 / (len(long_text) / 4)))
     sign_in(page, live_url, user.username)
     idle, streaming = page, page.context.new_page()
@@ -89,12 +103,14 @@ def test_an_idle_socket_stays_open_for_60_s_and_a_20_s_answer_arrives_whole(live
     wait_socket_open(streaming)
     # the 20-second answer, streamed while the other tab sits idle
     ask(streaming, "Расскажи подробно про отпуск")
-    streaming.wait_for_selector(".msg.assistant .text.streaming", timeout=10_000)
     t0 = time.monotonic()
+    expect(streaming.locator(".msg.assistant .text.streaming")).to_contain_text("28 календарных дней", timeout=15_000)
+    assert time.monotonic() - t0 < 15  # it streams: the first sentence shows long before the end
     wait_answers(streaming, 1, timeout=60_000)
     took = time.monotonic() - t0
     assert took >= 15, took
-    assert long_text in streaming.locator(".msg.assistant .text").last.text_content()
+    shown = streaming.locator(".msg.assistant .text").last.text_content()
+    assert all(shown.count(sentence) == 3 for sentence in SUPPORTED), shown
     assert Message.objects.get(role="assistant").state == "complete"
     # the idle tab: 60 s with no traffic, still the very first socket, and it still answers
     idle.wait_for_timeout(max(0, 62 - (time.monotonic() - started)) * 1000)
@@ -109,18 +125,15 @@ def test_an_idle_socket_stays_open_for_60_s_and_a_20_s_answer_arrives_whole(live
 
 def test_markdown_renders_and_a_hostile_answer_is_inert(live_url, page, model, user_factory):
     user = user_factory(username="browser-md")
-    model.answers += [
-        # a conversation turn (no search): Markdown as the model wrote it
-        StubReply(text="## Отпуск\n\n| вид | дней |\n|---|---|\n| основной | 28 |\n\n```python\nprint('отпуск')\n```"),
-        StubReply(text="Итого 28 календарных дней [1]."),
-        StubReply(text="Ответ.\n\n<script>window.pwned = 1</script>\n\n<img src=x onerror=\"window.pwned = 2\">\n\n"
-                       "[нажми](javascript:window.pwned=3)\n\n![логотип](https://evil.example/track.png)"),
+    # a conversation turn (no search) is released whole, so its Markdown is the model's own
+    model.direct += [
+        StubReply(text="## Отпуск\n\n| вид | дней |\n|---|---|\n| основной | 28 |\n\n```python\nprint('отпуск')\n```\n"),
     ]
     requests = []
     page.on("request", lambda r: requests.append(r.url))
     sign_in(page, live_url, user.username)
     page.goto(live_url + "/chat/")
-    ask(page, "Без поиска: покажи таблицу отпусков")
+    ask(page, "Сколько дней отпуска?")
     wait_answers(page, 1)
     answer = page.locator(".msg.assistant .text").last
     assert answer.locator("h2").text_content() == "Отпуск"
@@ -128,14 +141,18 @@ def test_markdown_renders_and_a_hostile_answer_is_inert(live_url, page, model, u
     assert answer.locator("pre code").text_content().strip() == "print('отпуск')"
     assert answer.locator("pre button.copy-code").count() == 1
     # a grounded answer: the [1] marker links to its source card
-    ask(page, "Сколько дней отпуска?")
+    model.answers.append(StubReply(text=SUPPORTED[0]))
+    ask(page, "Сколько дней длится отпуск?")
     wait_answers(page, 2)
     cite = page.locator(".msg.assistant .text").last.locator("a.cite")
     assert cite.text_content() == "[1]"
     card = page.locator(cite.get_attribute("href"))
     assert "Политика отпусков" in card.text_content() and "28 календарных дней" in card.text_content()
 
-    ask(page, "Без поиска: а ещё?")
+    model.direct.append(StubReply(
+        text="Ответ.\n\n<script>window.pwned = 1</script>\n\n<img src=x onerror=\"window.pwned = 2\">\n\n"
+             "[нажми](javascript:window.pwned=3)\n\n![логотип](https://evil.example/track.png)"))
+    ask(page, "А ещё?")
     wait_answers(page, 3)
     hostile = page.locator(".msg.assistant .text").last
     assert page.evaluate("window.pwned") is None
@@ -148,13 +165,13 @@ def test_markdown_renders_and_a_hostile_answer_is_inert(live_url, page, model, u
 
 def test_stop_and_regenerate(live_url, page, model, user_factory):
     user = user_factory(username="browser-stop")
-    slow = " ".join("Отпуск составляет 28 календарных дней [1]." for _ in range(40))
+    slow = grounded(SUPPORTED * 8)
     model.answers += [StubReply(text=slow, chunk_chars=6, token_delay=0.1),
-                      StubReply(text="Отпуск длится 28 календарных дней, новый ответ [1].")]
+                      StubReply(text=SUPPORTED[3])]
     sign_in(page, live_url, user.username)
     page.goto(live_url + "/chat/")
     ask(page, "Расскажи про отпуск")
-    expect(page.locator(".msg.assistant .text").first).to_contain_text("28 календарных дней [1]")
+    expect(page.locator(".msg.assistant .text").first).to_contain_text("две недели", timeout=15_000)
     page.keyboard.press("Escape")  # Esc stops, like the stop button
     page.wait_for_selector(".msg.assistant.interrupted[data-id]")
     assert "Ответ прерван" in page.locator(".msg.assistant").last.text_content()
@@ -163,7 +180,7 @@ def test_stop_and_regenerate(live_url, page, model, user_factory):
     # regenerate: the same question again, a complete answer
     page.locator(".msg.assistant").last.get_by_role("button", name="повторить ответ").click()
     wait_answers(page, 2)
-    assert "новый ответ" in page.locator(".msg.assistant .text").last.text_content()
+    assert "Перенос отпуска возможен" in page.locator(".msg.assistant .text").last.text_content()
     questions = list(Message.objects.filter(role="user").values_list("content", flat=True))
     assert questions == ["Расскажи про отпуск", "Расскажи про отпуск"]
 
@@ -273,8 +290,8 @@ def test_without_a_websocket_the_page_falls_back_to_sse(live_url, page, model, u
     assert "28 календарных дней" in page.locator(".msg.assistant .text").last.text_content()
     assert page.locator(".msg.assistant .sources .source").count() == 1
     # a follow-up in the same thread goes straight over SSE
-    model.answers.append(StubReply(text="Перенос возможен по согласованию [1]."))
+    model.answers.append(StubReply(text=SUPPORTED[3]))
     ask(page, "А перенести можно?")
     wait_answers(page, 2)
-    assert "Перенос возможен" in page.locator(".msg.assistant .text").last.text_content()
+    assert "Перенос отпуска возможен" in page.locator(".msg.assistant .text").last.text_content()
     assert Conversation.objects.get(user=user).messages.count() == 4

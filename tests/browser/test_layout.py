@@ -21,8 +21,11 @@ WIDER = ("[...document.querySelectorAll('body *')].filter(e => e.getBoundingClie
 def _seed(user):
     conversation = Conversation.objects.create(user=user, title="Очень длинное название беседы " * 4)
     Message.objects.create(conversation=conversation, role="user", content="Покажи таблицу " + "б" * 200)
-    Message.objects.create(conversation=conversation, role="assistant", content=WIDE_ANSWER, model="builtin-extractive",
-                           tokens_used=584)
+    author = type(user).objects.create(username="hr-author", email="hr@example.com", first_name="Анна")
+    hint = {"text": "Есть закрытые для вас материалы: источник «hr».",
+            "sources": [{"source_system": "hr", "contact": {"user_id": author.pk, "username": "hr-author", "name": "Анна"}}]}
+    Message.objects.create(conversation=conversation, role="assistant", content=WIDE_ANSWER + "\n\n" + hint["text"],
+                           model="builtin-extractive", tokens_used=584, withheld_hint=hint)
     agent_create(owner=user, name="Сводка " * 10, schedule={"type": "interval", "every_minutes": 90})
     return conversation
 
@@ -45,6 +48,11 @@ def test_375px_pages_have_no_horizontal_scroll(live_url, page, user_factory, mod
     page.click("#threads-toggle")
     assert page.is_visible("#threads")
     assert page.evaluate("document.documentElement.scrollWidth") <= 375
+    # the withheld hint: a notice of its own (not in the answer), with a real request-access path
+    assert "закрытые" not in page.locator(".msg.assistant .text").text_content()
+    request = page.locator(".msg.assistant .withheld a.request-access")
+    assert request.text_content() == "Запросить доступ (автор: Анна)"
+    assert request.get_attribute("href").startswith("mailto:hr@example.com?subject=")
     # Russian plurals on the token count
     assert "584 токена" in page.locator(".msg.assistant .meta").text_content()
 

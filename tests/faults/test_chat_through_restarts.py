@@ -7,11 +7,10 @@ import threading
 import time
 
 import pytest
-from django.db import connection
 
-from tests.llm_fake import Delay, answer
 from conversations.models import Message
-from tests.processes import postgres_start, postgres_stop
+from tests.llm_fake import Delay, answer
+from tests.processes import database_reconnect, postgres_start, postgres_stop
 from tests.query_engine.http import bearer
 from tests.query_engine.integration.test_stream_ends import sse_events
 
@@ -39,7 +38,7 @@ def test_a_postgres_restart_mid_stream_still_stores_the_answer_and_frees_the_thr
     engine.script(restarting_postgres_then("Ответ пережил рестарт."), answer("Следующий ответ."))
 
     first = sse_events(headers, {"content": "Вопрос"}, timeout=60)
-    connection.close()  # this test's own session went with the restart
+    database_reconnect()  # this test's own sessions went with the restart
 
     assert first[-1][0] == "done", first[-1]
     done = first[-1][1]

@@ -14,14 +14,13 @@ from pathlib import Path
 import httpx
 import pytest
 from django.conf import settings
-from django.db import connection
 
 from agents.models import AgentRun
 from agents.services import agent_create, agent_run_request
 from tests.achilles.llm_stub_server import StubLLMServer, StubReply
 from tests.factories import AgentModelFactory, UserFactory
 from tests.faults.helpers import wait_for
-from tests.processes import child_env, postgres_start, postgres_stop, redis_stop
+from tests.processes import child_env, database_reconnect, postgres_start, postgres_stop, redis_stop
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -53,7 +52,8 @@ class Supervisor:
         env = {**child_env(), "ACHILLES_HOST": "127.0.0.1", "ACHILLES_PORT": str(self.port)}
         self.env = env
         self.proc = subprocess.Popen([str(ROOT / ".venv/bin/supervisord"), "-c", str(self.conf)], cwd=ROOT, env=env,
-                                     stdout=open(self.log, "w"), stderr=subprocess.STDOUT)
+                                     stdout=open(self.log, "w"),  # noqa: SIM115 (for its whole life)
+                                     stderr=subprocess.STDOUT)
 
     def status(self) -> dict[str, tuple[str, int | None]]:
         out = subprocess.run([str(ROOT / ".venv/bin/supervisorctl"), "-c", str(self.conf), "status"],
@@ -152,12 +152,12 @@ def test_make_run_keeps_every_process_alive_through_kills_and_service_restarts(t
             wait_for(lambda: supervisor.healthz().get("db", "ok") != "ok", 60, "/healthz: db down")
             supervisor.ctl("start", "services")
             wait_for(lambda: supervisor.healthz().get("db") == "ok", 90, "PostgreSQL back", supervisor.log, every=1)
-            connection.close()  # this test's own session went with the restart
+            database_reconnect()  # this test's own sessions went with the restart
             wait_for(supervisor.all_green, 60, "/healthz green after PostgreSQL came back", supervisor.log, every=1)
             assert supervisor.running() and supervisor.proc.poll() is None
             assert not AgentRun.objects.filter(state__in=["queued", "running"]).exists()
     finally:
         supervisor.stop()
         postgres_start()
-        connection.close()
+        database_reconnect()
     assert "entered FATAL state" not in supervisor.tail(), supervisor.tail()  # supervisord never gave up

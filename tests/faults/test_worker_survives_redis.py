@@ -19,13 +19,13 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 REDIS_DOWN_SECONDS = 20
 
 
-@pytest.mark.parametrize("answer_after", [8, REDIS_DOWN_SECONDS + 5], ids=["ends-while-redis-is-down", "ends-after"])
-def test_the_agents_worker_survives_redis_stopped_mid_run_and_the_run_finishes_once(tmp_path, answer_after):
+def test_the_agents_worker_survives_redis_stopped_mid_run_and_the_run_finishes_once(tmp_path):
     """Failed before the fix: right after "Restoring 1 unacknowledged message(s)" the worker died
     with ``Unrecoverable error: AttributeError("'NoneType' object has no attribute 'hostname'")``
-    (kombu over the ``redis+socket://`` URL)."""
+    (kombu over the ``redis+socket://`` URL). The model answers 8 s into the outage: the run ends
+    while Redis is down and its late ack meets the dead channel too."""
     log = tmp_path / "agents.log"
-    with StubLLMServer(replies=[StubReply(text="Итог прогона.", ttft=answer_after)]) as llm:
+    with StubLLMServer(replies=[StubReply(text="Итог прогона.", ttft=8)]) as llm:
         AgentModelFactory(name="stub-slow", provider="openai", is_default=True,
                           options={"base_url": llm.base_url, "timeout": 90, "idle_timeout": 60})
         agent = agent_create(owner=UserFactory(username="blip-owner"), name="blip", instructions="Отчёт.")

@@ -6,9 +6,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from achilles.models import AgentModel
-from achilles.services import allowed_model_create, user_ensure
-
 from achilles.security import DEMO_ACCOUNTS
+from achilles.services import allowed_model_create, user_ensure
 
 DEMO_ADMIN = ("admin", DEMO_ACCOUNTS["admin"])
 DEMO_USER = ("demo", DEMO_ACCOUNTS["demo"])

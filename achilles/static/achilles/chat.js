@@ -101,6 +101,12 @@
   function withheldNotice(hint) {
     const box = el("div", "withheld"); box.setAttribute("role", "note");
     box.append(el("strong", null, "Доступ ограничен. "), el("span", null, hint.text || ""));
+    (hint.sources || []).forEach(source => {
+      const contact = source.contact;
+      if (!contact || !contact.request_access_url) return;  // no address known: no dead button
+      const a = el("a", "request-access", `Запросить доступ (автор: ${contact.name || contact.username})`);
+      a.href = contact.request_access_url; box.append(" ", a);
+    });
     return box;
   }
 

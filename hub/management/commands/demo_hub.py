@@ -5,7 +5,7 @@ from django.db import transaction
 
 from achilles.models import User
 from hub.demo import demo_issues, demo_notes
-from hub.models import IssueNote
+from hub.models import IssueNote, MirrorIssue
 from hub.permissions import hub_group_ensure
 from hub.protocol import mirror_upload
 from hub.schemas import UploadIn
@@ -24,8 +24,6 @@ class Command(BaseCommand):
             counts = mirror_upload(sync_agent=None, sync_run_id=None, issues=[i.model_dump() for i in page.issues])
             created_notes = 0
             for key, fields in demo_notes().items():
-                from hub.models import MirrorIssue
-
                 issue = MirrorIssue.objects.get(key=key)
                 _, created = IssueNote.objects.get_or_create(issue=issue, defaults=fields)
                 created_notes += int(created)

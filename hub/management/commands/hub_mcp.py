@@ -13,7 +13,9 @@ import sys
 
 import anyio
 from django.core.management.base import BaseCommand, CommandError
+from django.db import close_old_connections
 
+from achilles.services import api_token_authenticate
 from hub.mcp.server import Caller, build_server, current_caller
 
 
@@ -44,10 +46,6 @@ def _log_to_stderr_only() -> None:
 
 
 def _token_valid(raw: str) -> bool:
-    from django.db import close_old_connections
-
-    from achilles.services import api_token_authenticate
-
     try:
         return api_token_authenticate(raw) is not None
     finally:

@@ -10,6 +10,7 @@ scheduler tick re-sends — or a JSON 503 with a code; never a 500, never HTML. 
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 
@@ -25,11 +26,14 @@ REDIS_CODES = {"cache_unavailable", "broker_unavailable"}
 
 @pytest.fixture
 def redis_stopped(settings, tmp_path):
-    """The cache and the broker both lose Redis (a dead unix socket: connection refused)."""
+    """The cache, the broker and the hub's pub/sub all lose Redis (a dead unix socket: connection refused)."""
     from achilles.celery_app import app
+    from hub import notify
 
     dead = f"unix://{tmp_path}/stopped-redis.sock"
     settings.CACHES = {"default": {**settings.CACHES["default"], "LOCATION": dead}}
+    settings.REDIS_URL = dead
+    notify.redis_client.cache_clear()  # the per-process client was built for the live Redis
     broker = app.conf.broker_url
     app.conf.broker_url = dead.replace("unix://", "redis+socket://", 1)
     app._pool = app.amqp._producer_pool = None  # the pools were built for the live broker
@@ -38,6 +42,7 @@ def redis_stopped(settings, tmp_path):
         app._pool.force_close_all()
     app.conf.broker_url = broker
     app._pool = app.amqp._producer_pool = None
+    notify.redis_client.cache_clear()
 
 
 @pytest.fixture
@@ -94,6 +99,70 @@ def _calls(world, token_id):
     }
 
 
+def _hub_steps(world):
+    """The hub's routes in an order where each uses what the ones before made: (method, template, make, keep).
+
+    ``make(state)`` → (path, body, who) with who ∈ person (the staff superuser) / agent (the sync agent's
+    token); ``keep(state, json)`` records ids and lease tokens for the steps after it."""
+    from tests.hub.conftest import issue_payload
+
+    def put(key):
+        return lambda state, body: state.__setitem__(key, body)
+
+    def nothing(state, body):
+        return None
+
+    key = "AURORA-1538"
+    artifact = base64.b64encode(b"\x1f\x8b not really a tarball").decode()
+    return [
+        ("PUT", "/api/hub/settings/{key}",
+         lambda s: ("/api/hub/settings/poll_interval_seconds", {"value": 10}, "person"), nothing),
+        ("GET", "/api/hub/settings", lambda s: ("/api/hub/settings", None, "person"), nothing),
+        ("GET", "/api/hub/settings/{key}", lambda s: ("/api/hub/settings/base_label", None, "person"), nothing),
+        ("POST", "/api/hub/sync-agent/sync-runs",
+         lambda s: ("/api/hub/sync-agent/sync-runs", {"kind": "incremental"}, "agent"), put("run")),
+        ("POST", "/api/hub/sync-agent/upload",
+         lambda s: ("/api/hub/sync-agent/upload", {"sync_run_id": s["run"]["id"], "issues": [
+             issue_payload(key), issue_payload("AURORA-1540")]}, "agent"), nothing),
+        ("POST", "/api/hub/sync-agent/sync-runs/{run_id}/finish",
+         lambda s: (f"/api/hub/sync-agent/sync-runs/{s['run']['id']}/finish",
+                    {"status": "ok", "counts": {"issues": 2}, "errors": []}, "agent"), nothing),
+        ("GET", "/api/hub/issues", lambda s: ("/api/hub/issues?project=AURORA", None, "person"), nothing),
+        ("GET", "/api/hub/issues/{key}", lambda s: (f"/api/hub/issues/{key}", None, "person"), nothing),
+        ("PATCH", "/api/hub/issues/{key}/notes",
+         lambda s: (f"/api/hub/issues/{key}/notes", {"note": "ждём ответа"}, "person"), nothing),
+        ("POST", "/api/hub/batches", lambda s: ("/api/hub/batches", {"title": "срок", "commands": [
+            {"type": "ensure_fields", "key": key, "fields": {"duedate": "2026-12-02"}}]}, "person"), put("batch")),
+        ("GET", "/api/hub/batches", lambda s: ("/api/hub/batches", None, "person"), nothing),
+        ("GET", "/api/hub/batches/{batch_id}",
+         lambda s: (f"/api/hub/batches/{s['batch']['id']}", None, "person"), put("batch_view")),
+        ("POST", "/api/hub/sync-agent/claim",
+         lambda s: ("/api/hub/sync-agent/claim", {"version": 6, "launcher_version": 1, "settings_version": None},
+                    "agent"), put("claim")),
+        ("POST", "/api/hub/sync-agent/report", lambda s: ("/api/hub/sync-agent/report", {"results": [
+            {"command_id": c["id"], "lease_token": c["lease_token"], "status": "done", "result": {"changed": []}}
+            for c in s["claim"]["commands"]]}, "agent"), nothing),
+        # the batch's appended refresh is still queued: cancelling it finishes the batch (a publish on commit)
+        ("POST", "/api/hub/commands/{command_id}/cancel",
+         lambda s: (f"/api/hub/commands/{s['batch_view']['commands'][-1]['id']}/cancel", None, "person"), nothing),
+        ("GET", "/api/hub/batches/{batch_id}/wait",
+         lambda s: (f"/api/hub/batches/{s['batch']['id']}/wait?timeout_minutes=0.02", None, "person"), nothing),
+        ("POST", "/api/hub/commands/{command_id}/retry",
+         lambda s: (f"/api/hub/commands/{s['batch_view']['commands'][-1]['id']}/retry", None, "person"), put("retry")),
+        ("POST", "/api/hub/refresh", lambda s: ("/api/hub/refresh", {"keys": [key]}, "person"), put("refresh")),
+        ("POST", "/api/hub/batches/{batch_id}/cancel",
+         lambda s: (f"/api/hub/batches/{s['refresh']['id']}/cancel", None, "person"), nothing),
+        ("GET", "/api/hub/agent-status", lambda s: ("/api/hub/agent-status", None, "person"), nothing),
+        ("GET", "/api/hub/sync-log", lambda s: ("/api/hub/sync-log", None, "person"), nothing),
+        ("POST", "/api/hub/publications",
+         lambda s: ("/api/hub/publications", {"version": 7, "artifact_base64": artifact, "notes": "v7"}, "person"),
+         nothing),
+        ("GET", "/api/hub/publications", lambda s: ("/api/hub/publications", None, "person"), nothing),
+        ("GET", "/api/hub/sync-agent/publications/{version}",
+         lambda s: ("/api/hub/sync-agent/publications/7", None, "agent"), nothing),
+    ]
+
+
 def _openapi_routes() -> set[tuple[str, str]]:
     schema = api.get_openapi_schema(path_prefix="/api")
     return {(method.upper(), path) for path, methods in schema["paths"].items() for method in methods}
@@ -110,11 +179,16 @@ def _check(response, what):
 
 def test_every_route_answers_without_redis(world, redis_stopped, token_for, django_capture_on_commit_callbacks):
     from achilles.services import api_token_create
+    from hub.protocol import sync_agent_create
+    from knowledge.models import Record
 
     headers = token_for(world["admin"])
     token_id = api_token_create(user=world["admin"], name="to revoke")[0].pk
     calls = _calls(world, token_id)
-    assert set(calls) == _openapi_routes(), "a route of the OpenAPI is missing from this walk"
+    hub_steps = _hub_steps(world)
+    hub_routes = [(method, template) for method, template, _, _ in hub_steps]
+    assert len(set(hub_routes)) == len(hub_routes)
+    assert set(calls) | set(hub_routes) == _openapi_routes(), "a route of the OpenAPI is missing from this walk"
     client = Client(raise_request_exception=False)
     statuses = {}
     for (method, template), spec in calls.items():
@@ -123,6 +197,16 @@ def test_every_route_answers_without_redis(world, redis_stopped, token_for, djan
         with django_capture_on_commit_callbacks(execute=True):
             response = _check(client.generic(method, path, **kwargs, **headers), (method, path))
         statuses[(method, template)] = response.status_code
+    who = {"person": headers, "agent": {"HTTP_AUTHORIZATION": f"Bearer {sync_agent_create(name='onprem-1')[1]}"}}
+    state: dict = {}
+    for method, template, make, keep in hub_steps:
+        path, body, caller = make(state)
+        kwargs = {"data": json.dumps(body), "content_type": "application/json"} if body is not None else {}
+        with django_capture_on_commit_callbacks(execute=True):
+            response = _check(client.generic(method, path, **kwargs, **who[caller]), (method, path))
+        statuses[(method, template)] = response.status_code
+        if response.status_code < 300 and response.get("Content-Type", "").startswith("application/json"):
+            keep(state, response.json())
     # where Redis is not needed, the normal result
     assert statuses[("GET", "/api/me")] == 200
     assert statuses[("GET", "/api/agents")] == 200
@@ -131,6 +215,16 @@ def test_every_route_answers_without_redis(world, redis_stopped, token_for, djan
     assert statuses[("PATCH", "/api/agents/{agent_id}")] == 200
     # run-now: the run is stored queued (the scheduler tick re-sends it once the broker is back)
     assert statuses[("POST", "/api/agents/{agent_id}/run")] == 202
+    # the hub: its data lives in PostgreSQL; Redis only wakes waiters and queues the Knowledge Store feed
+    hub_normal = {("POST", "/api/hub/batches"): 201, ("POST", "/api/hub/refresh"): 201,
+                  ("POST", "/api/hub/commands/{command_id}/retry"): 201, ("POST", "/api/hub/publications"): 201,
+                  ("POST", "/api/hub/sync-agent/sync-runs"): 201}
+    for route in hub_routes:
+        assert statuses[route] == hub_normal.get(route, 200), (route, statuses[route])
+    assert [c["command"]["type"] for c in state["claim"]["commands"]] == ["ensure_fields"]
+    # the upload's Knowledge Store feed could not be queued: it ran inline instead of being lost
+    assert set(Record.objects.filter(source_system="jira").values_list("external_id", flat=True)) == {
+        "AURORA-1538", "AURORA-1540"}
 
 
 def test_run_now_without_a_broker_leaves_one_queued_run_for_the_redispatcher(world, redis_stopped, token_for,
@@ -168,3 +262,29 @@ def test_chat_answers_without_redis_as_a_stream_or_json(world, redis_stopped, to
         assert "internal_error" not in body, body[-300:]
     else:
         _check(response, "/api/chat")
+
+
+def test_batch_wait_without_redis_reads_the_batch_from_the_database(world, redis_stopped, token_for):
+    """Failed before the fix: the wait subscribed to Redis pub/sub first and answered 503 ``cache_unavailable``
+    even for a batch PostgreSQL already knew was finished. Now it polls the database until its timeout."""
+    import time
+
+    from hub import services
+
+    admin = world["admin"]
+    created = services.refresh(user=admin, keys=None, full=True, author="api")
+    headers = token_for(admin)
+    started = time.monotonic()
+    open_batch = Client(raise_request_exception=False).get(
+        f"/api/hub/batches/{created.id}/wait?timeout_minutes=0.02", **headers)
+    assert open_batch.status_code == 200, open_batch.content
+    assert (open_batch.json()["finished"], open_batch.json()["timed_out"]) == (False, True)
+    assert time.monotonic() - started >= 1.2  # it waited its timeout, it did not give up at once
+    assert services.batch_wait(user=admin, batch_id=created.id, timeout_minutes=0.01).timed_out is True
+
+    services.batch_cancel(user=admin, batch_id=created.id)
+    finished = Client(raise_request_exception=False).get(f"/api/hub/batches/{created.id}/wait?timeout_minutes=1",
+                                                         **headers)
+    assert finished.status_code == 200, finished.content
+    assert (finished.json()["finished"], finished.json()["timed_out"]) == (True, False)
+    assert services.batch_wait(user=admin, batch_id=created.id, timeout_minutes=1).finished is True

@@ -46,13 +46,11 @@ def test_production_refuses_to_start_with_demo_accounts_or_passwords(user_factor
     assert "achilles.E001" in check.stderr and "«ops»" in check.stderr and "demo" in check.stderr
     web = _run("-c", "import achilles.asgi")
     assert web.returncode != 0 and "ACHILLES_ENV=production refuses to start" in web.stderr
-    demo = _run("manage.py", "demo_data")
-    assert demo.returncode != 0 and "not with ACHILLES_ENV=production" in demo.stderr
 
 
 def test_make_run_creates_demo_data_only_in_development():
     script = (settings.BASE_DIR / "scripts" / "run.sh").read_text()
-    guarded = re.search(r'if \[ "\$\{ACHILLES_ENV:-dev\}" != "production" \]; then\s+"\$BIN/python" manage.py demo_data\s+fi',
+    guarded = re.search(r'\nif \[ "\$\{ACHILLES_ENV:-dev\}" != "production" \]; then\n\s+"\$BIN/python" manage.py demo_data\n',
                         script)
     assert guarded and script.count("demo_data") == 1
 
@@ -99,3 +97,15 @@ def test_cookies_are_http_only(client, user):
     page = client.get("/chat/")
     assert page.cookies.get("csrftoken") is None or page.cookies["csrftoken"]["httponly"]
     assert settings.CSRF_COOKIE_HTTPONLY and settings.SESSION_COOKIE_HTTPONLY
+
+
+@pytest.mark.django_db
+def test_demo_data_refuses_to_run_in_production(settings):
+    from django.core.management import CommandError, call_command
+
+    from achilles.models import User
+
+    settings.PRODUCTION = True
+    with pytest.raises(CommandError, match="not with ACHILLES_ENV=production"):
+        call_command("demo_data")
+    assert not User.objects.filter(username__in=["admin", "demo"]).exists()

@@ -8,7 +8,7 @@ import pytest
 
 from hub.emulator.jql import JqlError, parse, parse_date
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 def issue(**kw):

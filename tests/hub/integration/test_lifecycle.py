@@ -249,3 +249,21 @@ def test_outsiders_cannot_use_the_hub(outsider):
     with pytest.raises(PermissionDenied):
         selectors.issues_list(user=outsider, filters=selectors.IssueFilters())
     assert Batch.objects.count() == 0
+
+
+def test_command_retry_of_a_done_ensure_issue_queues_it_again(hub_user, sync_agent):
+    """Issue 13: `command_retry` of a done `ensure_issue` is how a person re-ensures it (Jira adopts the
+    existing issue). Failed before the fix: a done command was refused with 409 `command_done`."""
+    ensure = {"type": "ensure_issue", "project": "AURORA", "summary": "Отчёт за ноябрь", "labels": ["AWPCA"]}
+    services.batch_create(user=hub_user, title="отчёт", commands=[ensure])
+    claimed = _claim(sync_agent)["commands"][0]
+    _done(sync_agent, [claimed], result={"key": "AURORA-2001", "created": True, "changed": []})
+    assert Command.objects.get(pk=claimed["id"]).state == "done"
+
+    retry = services.command_retry(user=hub_user, command_id=claimed["id"], author="claude")
+
+    batch = Batch.objects.get(pk=retry.id)
+    assert batch.retry_of_id == claimed["id"] and retry.command_count == 2
+    commands = list(Command.objects.filter(batch=batch).order_by("seq"))
+    assert commands[0].payload == Command.objects.get(pk=claimed["id"]).payload and commands[0].state == "queued"
+    assert commands[1].payload == {"type": "refresh", "keys": ["$1"]} and commands[1].waits_for_batch

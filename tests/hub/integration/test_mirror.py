@@ -30,7 +30,7 @@ def test_the_same_page_twice_changes_nothing_and_older_is_stale(mirror):
     newest = issue_payload("AURORA-1", updated="2026-11-30T15:00:00.000+0000", summary="новое", links=[], comments=[])
     assert mirror(newest) == {"upserted": 1, "unchanged": 0, "stale": 0}
     issue = MirrorIssue.objects.get(key="AURORA-1")
-    assert issue.summary == "новое" and issue.updated == dt.datetime(2026, 11, 30, 15, tzinfo=dt.timezone.utc)
+    assert issue.summary == "новое" and issue.updated == dt.datetime(2026, 11, 30, 15, tzinfo=dt.UTC)
     assert not MirrorLink.objects.filter(issue=issue).exists() and not MirrorComment.objects.filter(issue=issue).exists()
 
 
@@ -80,7 +80,7 @@ def test_hub3_filters(mirror, hub_user):
     assert keys(overdue=True) == ["AURORA-1"]  # AURORA-2 is done
     assert keys(due_from=dt.date(2019, 1, 1), due_to=dt.date(2021, 1, 1)) == ["AURORA-1", "AURORA-2"]
     assert keys(text="шлюз") == ["AURORA-1"]
-    assert keys(updated_since=dt.datetime(2026, 11, 30, tzinfo=dt.timezone.utc)) == ["AURORA-1", "BOREAS-1"]
+    assert keys(updated_since=dt.datetime(2026, 11, 30, tzinfo=dt.UTC)) == ["AURORA-1", "BOREAS-1"]
     assert keys(project="AURORA", status="In Progress", assignee="anna") == ["AURORA-1"]
     assert len(selectors.issues_list(user=hub_user, filters=IssueFilters(), limit=1)) == 1
     row = selectors.issues_list(user=hub_user, filters=IssueFilters(fact_status="блокер"))[0]
@@ -98,3 +98,12 @@ def test_notes_take_any_subset_and_refuse_unknown_fields(mirror, hub_user):
     with pytest.raises(NotFound):
         services.notes_set(user=hub_user, key="AURORA-404", fields={"note": "x"})
     assert services.notes_set(user=hub_user, key="AURORA-1", fields={"owner": "b"}).note == "n1"
+
+
+def test_a_page_repeating_a_link_or_a_comment_id_keeps_one(mirror):
+    link = {"link_type": "Blocks", "direction": "outward", "other_key": "AURORA-2"}
+    comment = {"id": "7", "author": "a", "created": "2026-11-30T10:00:00.000+0000", "body": "b"}
+    assert mirror(issue_payload("AURORA-1", links=[link, link], comments=[comment, {**comment, "body": "c"}]))["upserted"] == 1
+    issue = MirrorIssue.objects.get(key="AURORA-1")
+    assert MirrorLink.objects.filter(issue=issue).count() == 1
+    assert list(MirrorComment.objects.filter(issue=issue).values_list("body", flat=True)) == ["c"]

@@ -9,8 +9,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import httpx
 
@@ -61,7 +62,7 @@ class Emulator:
         if count:
             args += ["--count", str(count)]
         self.proc = subprocess.Popen(args, cwd=REPO, env=python_env(PYTHONPATH=str(REPO)), stdout=subprocess.DEVNULL,
-                                     stderr=open(log, "w"))
+                                     stderr=open(log, "w"))  # noqa: SIM115 (the process owns it)
         wait_port(self.port, timeout=120 if count else 30)
         self.admin = httpx.Client(base_url=self.url, timeout=30)
         self.jira = httpx.Client(base_url=self.url, timeout=30, headers={"Authorization": "Bearer jdoe-pat"})

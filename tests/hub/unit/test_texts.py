@@ -5,14 +5,15 @@ import datetime as dt
 from hub.contracts import AgentStatus, PublicationView, ReissuedCommand
 from hub.texts import LAUNCHER_UNKNOWN, agent_status_lines, claimed_command_line, update_hint
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 def _status(**overrides) -> AgentStatus:
-    base = dict(online=True, has_contact=True, last_contact_at=dt.datetime(2026, 11, 30, 12, 0, tzinfo=UTC), version=6,
-                launcher_version=1, agent_reported=True, current_command=None, reissued=(), rate_limited_24h=0,
-                settings_version=3, agent_settings_version=3, publication=None, update_state=None, update_from=None,
-                update_to=None, update_error="", update_hint=None, poll_interval_seconds=10)
+    base = {"online": True, "has_contact": True, "last_contact_at": dt.datetime(2026, 11, 30, 12, 0, tzinfo=UTC),
+            "version": 6, "launcher_version": 1, "agent_reported": True, "current_command": None, "reissued": (),
+            "rate_limited_24h": 0, "settings_version": 3, "agent_settings_version": 3, "publication": None,
+            "update_state": None, "update_from": None, "update_to": None, "update_error": "", "update_hint": None,
+            "poll_interval_seconds": 10}
     base.update(overrides)
     return AgentStatus(**base)
 

@@ -61,11 +61,12 @@ def test_a_word_present_and_a_word_absent_get_the_same_answer(hr_corpus):
         assert _withheld(present, outsider) == _withheld(absent, outsider), present
 
 
-def test_the_semantic_side_does_not_discriminate_either(hr_corpus, model_factory, settings):
-    """With an embedding model whose floor is set, similarity counts, but only of the topical words."""
+@pytest.mark.parametrize("options", [{"dim": 384, "min_similarity": 0.05}, {"dim": 384}],
+                         ids=["configured-floor", "measured-default-floor"])
+def test_the_semantic_side_does_not_discriminate_either(hr_corpus, model_factory, settings, options):
+    """With an embedding model that has a floor, similarity counts, but only of the topical words."""
     settings.WITHHELD_HINTS_PER_HOUR = 10_000
-    model_factory(name="hash-floor", provider="hash", kind="embedding", is_default=True,
-                  options={"dim": 384, "min_similarity": 0.05})
+    model_factory(name="hash-floor", provider="hash", kind="embedding", is_default=True, options=options)
     # re-embed the corpus with the model (the fixture ran without one)
     from knowledge.models import Record
     from knowledge.services import record_upsert

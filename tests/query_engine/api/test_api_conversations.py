@@ -290,3 +290,24 @@ def test_an_answer_comes_with_its_markdown_rendered_and_sanitised(user, client_f
     assert "<table>" in html and "&lt;script&gt;" in html and "<script" not in html
     assert f'href="#src-{answer.pk}-1"' in html
     assert "закрыта" not in html and reply["content"].endswith(hint["text"]) and reply["withheld_hint"] == hint
+
+
+def test_a_withheld_hint_offers_request_access_by_mail_when_the_author_has_an_address(
+        user, user_factory, client_for, conversation_factory):
+    from urllib.parse import unquote
+
+    from conversations.models import Message
+
+    anna = user_factory(username="anna", email="anna@example.com", first_name="Анна")
+    boris = user_factory(username="boris", email="")
+    hint = {"text": "Есть закрытые материалы.", "sources": [
+        {"source_system": "hr", "contact": {"user_id": anna.pk, "username": "anna", "name": "Анна"}},
+        {"source_system": "finance", "contact": {"user_id": boris.pk, "username": "boris", "name": ""}},
+        {"source_system": "wiki"}]}
+    conversation = conversation_factory(user, [("user", "Какая зарплата?")])
+    Message.objects.create(conversation=conversation, role="assistant", model="fake-chat",
+                           content="Не нашёл.\n\n" + hint["text"], withheld_hint=hint)
+    sources = client_for(user).get(f"/api/conversations/{conversation.pk}").json()["messages"][1]["withheld_hint"]["sources"]
+    url = sources[0]["contact"]["request_access_url"]
+    assert url.startswith("mailto:anna@example.com?subject=") and "«hr»" in unquote(url)
+    assert "request_access_url" not in sources[1]["contact"] and "contact" not in sources[2]

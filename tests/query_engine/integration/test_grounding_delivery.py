@@ -14,10 +14,10 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 
 from achilles.llm import NOT_FOUND_TEXT
-from tests.llm_fake import answer
 from conversations.grounding import ONLY_WITHHELD_TEXT
 from conversations.models import Message, RetrievalTrace
 from knowledge.facade import Withheld
+from tests.llm_fake import answer
 from tests.query_engine import adversarial
 from tests.query_engine.conftest import EMPTY, candidate, result
 from tests.query_engine.http import bearer, chat

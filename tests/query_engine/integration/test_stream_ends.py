@@ -201,3 +201,27 @@ def test_a_question_still_in_its_window_keeps_the_thread_busy(engine, user, conv
     status, _, body = chat(bearer(user), {"content": "Ещё", "conversation_id": str(conversation.pk)})
 
     assert (status, body["code"]) == (409, "turn_in_progress")
+
+
+def test_the_sweep_gives_a_question_whose_turn_died_its_failed_answer(engine, user, conversation_factory):
+    """Failed before the fix: a question left by a killed web process stayed without an answer row
+    until someone wrote into that thread again (the fault suite's "no message without an answer")."""
+    from django.conf import settings
+
+    from conversations.services import unanswered_questions_close
+
+    dead = conversation_factory(user, [("user", "Вопрос, чей процесс убит")])
+    Message.objects.filter(conversation=dead).update(created_at=timezone.now() - timedelta(hours=1))
+    live = conversation_factory(user, [("user", "Вопрос, на который отвечают сейчас")])
+    answered = conversation_factory(user, [("user", "Вопрос"), ("assistant", "Ответ")])
+    Message.objects.filter(conversation=answered).update(created_at=timezone.now() - timedelta(hours=1))
+
+    assert unanswered_questions_close() == 1
+    assert unanswered_questions_close() == 0  # idempotent
+
+    assert list(Message.objects.filter(conversation=dead).values_list("role", "state", "content")) == [
+        ("user", "complete", "Вопрос, чей процесс убит"), ("assistant", "failed", "")]
+    assert Message.objects.filter(conversation=live).count() == 1
+    assert Message.objects.filter(conversation=answered).count() == 2
+    assert settings.PLATFORM_PERIODIC_JOBS["conversations.close_unanswered"]["task"] == \
+        "conversations.tasks.unanswered_questions_close_task"

@@ -67,6 +67,7 @@ def test_host_outside_allowed_hosts_is_refused(user):
     _, raw = api_token_create(user=user)
     response = _post({"Authorization": f"Bearer {raw}"}, host="evil.example")
     assert response.status_code == 400
+    assert response.json() == {"detail": "Invalid Host header.", "code": "bad_request"}
 
 
 def test_lists_the_fourteen_seed_tools_and_knowledge_search(user):

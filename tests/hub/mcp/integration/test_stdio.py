@@ -52,8 +52,9 @@ def test_hub_mcp_over_stdio_lists_the_tools_and_acts_as_the_token_owner(token, m
     batch = Batch.objects.get()
     assert text_of(created).splitlines()[0] == f"пакет #{batch.id} «из терминала» создан: 2 команды"
     assert batch.author == "claude" and batch.created_by.username == "olga"
-    assert missing.is_error and text_of(missing) == "issue AURORA-404 is not in the mirror"
-    assert revoked.is_error and text_of(revoked) == "Authentication credentials were not provided or are invalid."
+    assert missing.is_error and text_of(missing) == "not_found: issue AURORA-404 is not in the mirror"
+    assert revoked.is_error and text_of(revoked) == ("not_authenticated: Authentication credentials were not provided or "
+                                                      "are invalid.")
 
 
 @pytest.mark.parametrize("token_value", ["ach_unknown"])
@@ -63,3 +64,37 @@ def test_hub_mcp_without_a_valid_token_refuses_to_start_and_keeps_stdout_clean(d
     assert done.returncode == 1
     assert done.stdout == ""
     assert "ACHILLES_TOKEN" in done.stderr
+
+
+def test_hub_mcp_stdout_carries_only_the_protocol(token):
+    """Every line on stdout is a JSON-RPC message: start-up, Django and the embedded services log to stderr."""
+    import json
+
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+    ]
+    proc = subprocess.Popen([sys.executable, "manage.py", "hub_mcp"], cwd=settings.BASE_DIR, text=True,
+                            env=child_env(ACHILLES_TOKEN=token), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+    try:
+        proc.stdin.write("".join(json.dumps(m) + "\n" for m in messages))
+        proc.stdin.flush()
+        answers = []
+        while len(answers) < 2:   # the two answers; a stray line before them fails json.loads
+            line = proc.stdout.readline()
+            assert line, "hub_mcp closed stdout early"
+            answers.append(json.loads(line))
+        proc.stdin.close()   # EOF ends the server; nothing more may follow on stdout
+        rest = proc.stdout.read()
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+    assert [a.get("id") for a in answers] == [1, 2]
+    assert len(answers[1]["result"]["tools"]) == len(TOOL_NAMES)
+    assert rest.strip() == ""

@@ -7,40 +7,53 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from hub.contracts import (AgentStatus, BatchCancelResult, BatchCreated, BatchSummary, BatchView, CommandView,
-                           CommentView, IssueCard, IssueRow, LinkView, NotesView, PublicationView, ReissuedCommand,
-                           SyncRunView)
+from hub.contracts import (
+    AgentStatus,
+    BatchCancelResult,
+    BatchCreated,
+    BatchSummary,
+    BatchView,
+    CommandView,
+    CommentView,
+    IssueCard,
+    IssueRow,
+    LinkView,
+    NotesView,
+    PublicationView,
+    ReissuedCommand,
+    SyncRunView,
+)
 from hub.mcp import texts
 
 T0 = dt.datetime(2026, 11, 30, 9, 0, tzinfo=dt.UTC)
 
 
 def row(key="AURORA-1538", **kw) -> IssueRow:
-    base = dict(key=key, project="AURORA", summary="Починить экспорт", status="In Progress", issue_type="Task",
-                priority="High", assignee="jdoe", duedate=dt.date(2026, 12, 1), sprint="Спринт 2", labels=("AWPCA",),
-                updated=T0, fact_status="ждёт ревью")
+    base = {"key": key, "project": "AURORA", "summary": "Починить экспорт", "status": "In Progress", "issue_type": "Task",
+                "priority": "High", "assignee": "jdoe", "duedate": dt.date(2026, 12, 1), "sprint": "Спринт 2", "labels": ("AWPCA",),
+                "updated": T0, "fact_status": "ждёт ревью"}
     return IssueRow(**(base | kw))
 
 
 def command(id=40, state="done", **kw) -> CommandView:
-    base = dict(id=id, batch_id=9, seq=1, type="ensure_fields", key="AURORA-1538", state=state, claims=1,
-                author="claude", payload={}, result=None, error="", lease_expires_at=None, created_at=T0,
-                finished_at=None, force_cancelled=False)
+    base = {"id": id, "batch_id": 9, "seq": 1, "type": "ensure_fields", "key": "AURORA-1538", "state": state, "claims": 1,
+                "author": "claude", "payload": {}, "result": None, "error": "", "lease_expires_at": None, "created_at": T0,
+                "finished_at": None, "force_cancelled": False}
     return CommandView(**(base | kw))
 
 
 def batch(commands=(), state="running", finished=False, **kw) -> BatchView:
-    base = dict(id=9, title="1538 в спринт 2", author="claude", state=state, finished=finished,
-                counts={c.state: sum(1 for x in commands if x.state == c.state) for c in commands},
-                commands=tuple(commands), estimate_seconds=150, created_at=T0, finished_at=None)
+    base = {"id": 9, "title": "1538 в спринт 2", "author": "claude", "state": state, "finished": finished,
+                "counts": {c.state: sum(1 for x in commands if x.state == c.state) for c in commands},
+                "commands": tuple(commands), "estimate_seconds": 150, "created_at": T0, "finished_at": None}
     return BatchView(**(base | kw))
 
 
 def status(**kw) -> AgentStatus:
-    base = dict(online=True, has_contact=True, last_contact_at=T0, version=6, launcher_version=1, agent_reported=True,
-                current_command=None, reissued=(), rate_limited_24h=0, settings_version=4, agent_settings_version=4,
-                publication=None, update_state=None, update_from=None, update_to=None, update_error="",
-                update_hint=None, poll_interval_seconds=10)
+    base = {"online": True, "has_contact": True, "last_contact_at": T0, "version": 6, "launcher_version": 1, "agent_reported": True,
+                "current_command": None, "reissued": (), "rate_limited_24h": 0, "settings_version": 4, "agent_settings_version": 4,
+                "publication": None, "update_state": None, "update_from": None, "update_to": None, "update_error": "",
+                "update_hint": None, "poll_interval_seconds": 10}
     return AgentStatus(**(base | kw))
 
 
@@ -77,8 +90,8 @@ def test_issues_says_when_the_limit_cut_the_list_and_when_nothing_matched():
 
 
 def card(comments_total=0, comments=(), **kw) -> IssueCard:
-    base = dict(issue=row(), fields={}, description="", links=(), notes=None, recent_commands=(),
-                comments_total=comments_total, comments=tuple(comments))
+    base = {"issue": row(), "fields": {}, "description": "", "links": (), "notes": None, "recent_commands": (),
+                "comments_total": comments_total, "comments": tuple(comments)}
     return IssueCard(**(base | kw))
 
 
@@ -206,10 +219,14 @@ def test_agent_status_after_a_rollback():
 
 
 def test_agent_status_right_after_a_hub_restart_does_not_guess_the_launcher():
-    text = texts.agent_status_text(status(agent_reported=False, launcher_version=None, online=False,
-                                          update_hint="агент запущен без run.py и сам не обновится"))
+    text = texts.agent_status_text(status(agent_reported=False, launcher_version=None, online=False))
     assert "запускатель: неизвестно (агент ещё не выходил на связь после перезапуска хаба)" in text.splitlines()
-    assert "без запускателя" not in text and "агент запущен без run.py" not in text
+    assert "без запускателя" not in text
+
+
+def test_agent_status_times_in_the_callers_zone():
+    text = texts.agent_status_text(status(), tz=ZoneInfo("Asia/Vladivostok"))
+    assert text.splitlines()[0] == "агент онлайн (последний контакт: 30.11.2026 19:00)"
 
 
 def test_agent_status_without_launcher_publication_or_contact():

@@ -24,6 +24,17 @@ class Platform:
     staff: object
     person: object
     tmp: Path
+    daphne: object = None
+    port: int = 0
+
+    def hub_down(self) -> None:
+        stop(self.daphne)
+
+    def hub_up(self) -> None:
+        from tests.processes import start_daphne
+
+        self.daphne = start_daphne(self.tmp / "daphne-2.log", self.port)
+        wait_port(self.port, timeout=60)
 
     def mcp(self, tool: str, arguments: dict) -> str:
         from tests.hub.mcp.mcp_client import over_url, text_of
@@ -69,8 +80,9 @@ def platform(transactional_db, tmp_path):
     emulator = Emulator(tmp_path / "emulator.log")
     try:
         wait_port(port, timeout=60)
-        yield Platform(hub_url=f"http://127.0.0.1:{port}", sync_token=sync_token, person_token=person_token,
-                       emulator=emulator, staff=staff, person=person, tmp=tmp_path)
+        platform = Platform(hub_url=f"http://127.0.0.1:{port}", sync_token=sync_token, person_token=person_token,
+                            emulator=emulator, staff=staff, person=person, tmp=tmp_path, daphne=daphne, port=port)
+        yield platform
     finally:
         emulator.stop()
-        stop(daphne)
+        stop(platform.daphne if "platform" in locals() else daphne)

@@ -1,11 +1,13 @@
 """End to end with real processes: the hub under daphne, the Jira emulator, the sync agent under the
 launcher. An MCP client's batch lands in "Jira" exactly once per command, the mirror is refreshed,
-``batch_wait`` returns every command done, and the same batch again changes nothing in Jira."""
+``batch_wait`` returns every command done, and the same batch again (or ``command_retry`` of its done
+ensure_issue) changes nothing in Jira."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 
@@ -95,6 +97,20 @@ def test_batch_lands_in_jira_once_and_a_retry_changes_nothing(platform, launcher
     assert [s for _t, s, _r in states] == ["done"] * 7, states
     assert states[0][2]["key"] == key and states[0][2]["created"] is False
     assert all(r.get("changed") == [] for t, _s, r in states if t != "refresh"), states
+    assert platform.emulator.writes(since) == []
+    assert len(platform.emulator.search(f'project = AURORA AND summary ~ "{SUMMARY}"')) == 1
+
+    # `command_retry` of the done ensure_issue (issue 13): the issue is adopted, Jira is unchanged.
+    from hub.models import Command
+
+    ensure = Command.objects.get(batch_id=batch_id, seq=1)
+    since = platform.emulator.seq()
+    text = platform.mcp("command_retry", {"id": ensure.id})
+    retried = int(re.search(r"пакет #(\d+)", text).group(1))
+    platform.batch_wait(retried)
+    states = commands_of(retried)
+    assert [(t, s) for t, s, _r in states] == [("ensure_issue", "done"), ("refresh", "done")], states
+    assert states[0][2]["key"] == key and states[0][2]["created"] is False and states[0][2]["changed"] == [], states
     assert platform.emulator.writes(since) == []
     assert len(platform.emulator.search(f'project = AURORA AND summary ~ "{SUMMARY}"')) == 1
 

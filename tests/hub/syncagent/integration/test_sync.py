@@ -38,9 +38,12 @@ def test_incremental_sync_brings_jira_changes_and_settings_apply_live(platform):
     try:
         wait_until(lambda: SyncRun.objects.filter(kind="full", status="ok").exists(), 60, "the first full sync")
         assert [visible(i) for i in MirrorIssue.objects.order_by("key")] == before
-        wait_until(lambda: SyncRun.objects.filter(kind="incremental", status="ok").count() >= 2, 20, "incremental runs")
-        quiet = SyncRun.objects.filter(kind="incremental", status="ok").order_by("-id").first()
+        incremental = SyncRun.objects.filter(kind="incremental", status="ok").order_by("-id")
+        first = wait_until(lambda: incremental.first(), 20, "an incremental run")
+        # Two polls: an idle poll replaces the previous idle one in the log, so the latest id moves on.
+        quiet = wait_until(lambda: incremental.filter(id__gt=first.id).first(), 20, "a second incremental run")
         assert quiet.counts.get("issues") == 0, "the overlap re-read nothing new to upload"
+        assert not SyncRun.objects.filter(pk=first.id).exists(), "the idle poll before it left the log"
 
         resp = platform.emulator.admin.post("/_emulator/touch", json={"key": "AURORA-9010", "summary": "Изменено в Jira"})
         changed_at = time.monotonic()

@@ -11,7 +11,7 @@ from hub.syncagent.commands import body_hash
 from hub.syncagent.jiraclient import retry_after_seconds
 from hub.syncagent.sync import current_sprint, parse_sprint
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 def test_retry_after_seconds_and_http_date():

@@ -1,0 +1,205 @@
+"""`make fuzz`: schemathesis against /api/openapi.json of a real daphne, as an admin and as a user
+at once, while a racer deletes what the fuzzers (and itself) are changing. Bounded in time.
+
+A throwaway database (``achilles_fuzz``) with the demo data, its own cache namespace and queues
+(``ACHILLES_TESTING=1``, ``TEST_DATABASE_NAME=fuzz``), so a running `make run` is not touched.
+Reports the cases each fuzzer ran and every 5xx; exits 1 if there was any.
+
+    FUZZ_SECONDS=120 make fuzz      # the time budget of each fuzzer (they run in parallel)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = ROOT / ".venv" / "bin"
+DB_NAME = "achilles_fuzz"
+SECONDS = int(os.environ.get("FUZZ_SECONDS", "120"))
+REPORT_DIR = ROOT / "var" / "fuzz"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env() -> dict[str, str]:
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "achilles.settings")
+    from achilles.bootstrap import bootstrap
+
+    bootstrap()  # starts/joins the embedded services and exports their URLs
+    return {**os.environ, "ACHILLES_DB_NAME": DB_NAME, "ACHILLES_TESTING": "1", "TEST_DATABASE_NAME": "fuzz",
+            "ACHILLES_ENV": "development"}
+
+
+def _fresh_database(env: dict[str, str]) -> None:
+    import psycopg
+
+    from achilles.bootstrap import database_settings
+
+    db = database_settings(env["DATABASE_URL"])
+    with psycopg.connect(host=db["HOST"] or None, port=db.get("PORT") or None, user=db["USER"],
+                         password=db.get("PASSWORD") or None, dbname="postgres", autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {DB_NAME}")
+
+
+SEED = """
+from django.db import connection
+from achilles.models import User
+from achilles.services import api_token_create
+# Token ids far from the small integers a fuzzer tries first: a fuzzer must not revoke its own.
+with connection.cursor() as c:
+    c.execute("SELECT setval(pg_get_serial_sequence('api_tokens', 'id'), 900000000)")
+out = {}
+for name in ("admin", "demo"):
+    _, raw = api_token_create(user=User.objects.get(username=name))
+    out[name] = raw
+print("TOKENS=" + __import__("json").dumps(out))
+"""
+
+
+def _manage(env, *args, capture=False) -> str:
+    result = subprocess.run([str(BIN / "python"), "manage.py", *args], cwd=ROOT, env=env, check=True,
+                            capture_output=capture, text=True)
+    return result.stdout if capture else ""
+
+
+class Racer(threading.Thread):
+    """As the user: create an agent and a conversation, then PATCH/feedback/chat racing DELETE."""
+
+    def __init__(self, base: str, token: str, deadline: float):
+        super().__init__(daemon=True)
+        self.base, self.deadline = base, deadline
+        self.headers = {"Authorization": f"Bearer {token}"}
+        self.requests = 0
+        self.server_errors: list[str] = []
+
+    def _call(self, client, method, path, **kwargs):
+        response = client.request(method, path, headers=self.headers, **kwargs)
+        self.requests += 1
+        if response.status_code >= 500:
+            self.server_errors.append(f"{method} {path} → {response.status_code} {response.text[:200]}")
+        return response
+
+    def _together(self, *calls):
+        threads = [threading.Thread(target=call) for call in calls]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    def run(self):
+        with httpx.Client(base_url=self.base, timeout=30) as client:
+            while time.monotonic() < self.deadline:
+                created = self._call(client, "POST", "/api/agents", json={"name": f"гонка {random.random():.6f}"})
+                if created.status_code == 201:
+                    agent = f"/api/agents/{created.json()['id']}"
+                    self._together(lambda a=agent: self._call(client, "PATCH", a, json={"enabled": False}),
+                                   lambda a=agent: self._call(client, "POST", f"{a}/run"),
+                                   lambda a=agent: self._call(client, "DELETE", a))
+                chat = self._call(client, "POST", "/api/chat", json={"content": "Что такое отпуск?"})
+                conversation = chat.headers.get("x-conversation-id")
+                messages = re.findall(r'"message_id": (\d+)', chat.text)
+                if conversation:
+                    path = f"/api/conversations/{conversation}"
+                    feedback = f"/api/messages/{messages[0]}/feedback" if messages else None
+                    self._together(lambda p=path: self._call(client, "PATCH", p, json={"title": "новое"}),
+                                   lambda f=feedback: f and self._call(client, "PUT", f, json={"value": 1}),
+                                   lambda c=conversation: self._call(client, "POST", "/api/chat",
+                                                                     json={"content": "ещё", "conversation_id": c}),
+                                   lambda p=path: self._call(client, "DELETE", p))
+
+
+def _fuzz(name: str, url: str, token: str, env) -> subprocess.Popen:
+    log = open(REPORT_DIR / f"{name}.log", "w")  # noqa: SIM115 (the fuzzer's output for its whole life)
+    return subprocess.Popen(
+        [str(BIN / "schemathesis"), "run", f"{url}/api/openapi.json", "--header", f"Authorization: Bearer {token}",
+         "--checks", "not_a_server_error", "--max-time", str(SECONDS), "--workers", "2", "--no-color",
+         "--generation-database", "none", "--suppress-health-check", "all", "--request-timeout", "30",
+         "--continue-on-failure", "--report", "ndjson", "--report-ndjson-path", str(REPORT_DIR / f"{name}.ndjson")],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def _summary(name: str, returncode: int) -> tuple[int, list[str]]:
+    """(cases run, [5xx findings]) from the fuzzer's own report; a non-zero exit (schemathesis
+    exits 1 when a check failed) counts even if no line could be picked out."""
+    text = (REPORT_DIR / f"{name}.log").read_text()
+    cases = sum(int(n) for n in re.findall(r"(\d+) generated", text)) or sum(
+        int(n) for n in re.findall(r"Test cases:\s*(\d+)", text))
+    failures = []
+    for line in (REPORT_DIR / f"{name}.ndjson").read_text().splitlines():
+        if "not_a_server_error" in line and '"failure"' in line.lower():
+            failures.append(line[:300])
+    server_errors = sorted(set(re.findall(r"(Server error.*|\[5\d\d\].*)", text)))
+    found = server_errors or failures
+    if returncode != 0 and not found:
+        found = [f"schemathesis exited {returncode}; see var/fuzz/{name}.log"]
+    return cases, found
+
+
+def main() -> int:
+    REPORT_DIR.mkdir(parents=True, exist_ok=True)
+    env = _env()
+    print(f"fuzz: a fresh database {DB_NAME}, migrations and demo data…", flush=True)
+    _fresh_database(env)
+    _manage(env, "migrate", "--noinput", "-v0")
+    _manage(env, "demo_data")
+    tokens = json.loads(_manage(env, "shell", "-c", SEED, capture=True).split("TOKENS=", 1)[1])
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    web = subprocess.Popen([str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "achilles.asgi:application"],
+                           cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                           stderr=open(REPORT_DIR / "web.log", "w"))  # noqa: SIM115 (daphne's log while it runs)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{url}/api/openapi.json", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.5)
+        print(f"fuzz: schemathesis as admin and as user for {SECONDS}s each, with a delete racer…", flush=True)
+        fuzzers = {name: _fuzz(name, url, tokens[user], env) for name, user in (("admin", "admin"), ("user", "demo"))}
+        racer = Racer(url, tokens["demo"], time.monotonic() + SECONDS)
+        racer.start()
+        for proc in fuzzers.values():
+            proc.wait(timeout=SECONDS + 600)
+        racer.join(timeout=120)
+    finally:
+        web.send_signal(signal.SIGTERM)
+        try:
+            web.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            web.kill()
+    total_errors = 0
+    for name in ("admin", "user"):
+        cases, errors = _summary(name, fuzzers[name].returncode)
+        total_errors += len(errors)
+        print(f"fuzz [{name}]: {cases} cases, {len(errors)} server error(s)  (log: var/fuzz/{name}.log)")
+        for line in errors[:20]:
+            print("   ", line)
+    print(f"fuzz [racer]: {racer.requests} requests, {len(racer.server_errors)} server error(s)")
+    for line in racer.server_errors[:20]:
+        print("   ", line)
+    total_errors += len(racer.server_errors)
+    return 1 if total_errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
