@@ -120,6 +120,7 @@ class Handler(BaseHTTPRequestHandler):
     # ---- plumbing -----------------------------------------------------------------------------
     def _send(self, status: int, body: Any = None, headers: dict[str, str] | None = None) -> None:
         payload = b"" if body is None else json.dumps(body, ensure_ascii=False).encode()
+        self._record(status)  # logged before the client can see the answer (and act on it)
         self.send_response(status)
         if payload:
             self.send_header("Content-Type", "application/json;charset=UTF-8")
@@ -130,6 +131,13 @@ class Handler(BaseHTTPRequestHandler):
         if payload:
             self.wfile.write(payload)
         self._status = status
+
+    def _record(self, status: int) -> None:
+        if getattr(self, "_recorded", True):
+            return
+        self._recorded = True
+        method, path, query = self._request_line
+        self.server.record(method, path, status, self._user_name, query)
 
     def _body(self) -> Any:
         raw = self._raw
@@ -164,6 +172,10 @@ class Handler(BaseHTTPRequestHandler):
         query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
         self._status = 0
         user = None
+        # The request log entry is written before the answer leaves (see _send): a client that acts on
+        # an answer and then reads the log must find that request in it.
+        self._request_line, self._user_name = (method, path, query), None
+        self._recorded = path.startswith("/_emulator/")
         # Always drain the body first: an answer that skips it (a fault) must not desync keep-alive.
         length = int(self.headers.get("Content-Length") or 0)
         self._raw = self.rfile.read(length) if length else b""
@@ -174,7 +186,7 @@ class Handler(BaseHTTPRequestHandler):
             latency, rule = self.server.faults.take(method, path)
             if latency:
                 time.sleep(latency)
-            user = self._user()
+            user = self._user_name = self._user()
             if user is None:
                 self._send(401, {"errorMessages": ["You are not authenticated. Authentication required to perform this operation."], "errors": {}})
                 return
@@ -199,8 +211,7 @@ class Handler(BaseHTTPRequestHandler):
         except JqlError as exc:
             self._send(400, {"errorMessages": [str(exc)], "errors": {}})
         finally:
-            if not path.startswith("/_emulator/"):
-                self.server.record(method, path, self._status, user, query)
+            self._record(self._status)  # an answer that was never sent (a dropped one: -1)
 
     def _fault(self, rule: dict[str, Any]) -> None:
         kind = rule["kind"]
