@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import os
 import statistics
-import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+
+from bench._scratch import run_in_scratch_database
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_DB = "achilles_bench_hub"
@@ -31,25 +32,7 @@ PARTS = set(os.environ.get("BENCH_HUB_PARTS", "issues,claims,wait,upload").split
 
 
 def main() -> None:
-    import django
-
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "achilles.settings")
-    django.setup()
-    from django.db import connection
-
-    def admin_sql(sql: str) -> None:
-        with connection.cursor() as cursor:
-            cursor.execute(sql)
-
-    admin_sql(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
-    admin_sql(f"CREATE DATABASE {BENCH_DB}")
-    try:
-        env = {**os.environ, "ACHILLES_DB_NAME": BENCH_DB, "DJANGO_SETTINGS_MODULE": "achilles.settings"}
-        result = subprocess.run([sys.executable, "-m", "bench.hub"], cwd=ROOT, env=env)
-        if result.returncode:
-            raise RuntimeError(f"bench/hub child failed with {result.returncode}")
-    finally:
-        admin_sql(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+    run_in_scratch_database(module="bench.hub", database=BENCH_DB)
 
 
 # ----------------------------------------------------------------------------------- child

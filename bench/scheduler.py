@@ -20,11 +20,12 @@ from __future__ import annotations
 import contextlib
 import os
 import statistics
-import subprocess
 import sys
 import time
 from datetime import timedelta
 from pathlib import Path
+
+from bench._scratch import run_in_scratch_database
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_DB = "achilles_bench_scheduler"
@@ -39,25 +40,7 @@ INTERVALS = [5, 15, 30, 60, 240, 1440]
 
 def main() -> None:
     """Outer process: create the scratch database, run the measurement in a child bound to it."""
-    import django
-
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "achilles.settings")
-    django.setup()
-    from django.db import connection
-
-    def admin_sql(sql: str) -> None:
-        with connection.cursor() as cursor:
-            cursor.execute(sql)
-
-    admin_sql(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
-    admin_sql(f"CREATE DATABASE {BENCH_DB}")
-    try:
-        env = {**os.environ, "ACHILLES_DB_NAME": BENCH_DB, "DJANGO_SETTINGS_MODULE": "achilles.settings"}
-        result = subprocess.run([sys.executable, "-m", "bench.scheduler"], cwd=ROOT, env=env)
-        if result.returncode:
-            raise RuntimeError(f"bench/scheduler child failed with {result.returncode}")
-    finally:
-        admin_sql(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+    run_in_scratch_database(module="bench.scheduler", database=BENCH_DB)
 
 
 # ----------------------------------------------------------------------------------- child
@@ -79,7 +62,12 @@ def _schedule_sql(n: str) -> str:
 
 
 def _seed_ours(cursor, model_id: int) -> None:
+    from achilles.platform import platform_settings, platform_settings_update
+
     owners = max(1, AGENTS // 50)
+    # Each owner's 50 agents may all be due in one tick: the weekly budget must leave room for 50
+    # reserved runs (a start reserves one run's token cap), or the budget, not the tick, is measured.
+    platform_settings_update(weekly_token_budget=50 * platform_settings().agent_run_token_cap)
     zones = ", ".join("NULL" if z is None else f"'{z}'" for z in ZONES)
     cursor.execute(f"""
         INSERT INTO users (password, is_superuser, username, first_name, last_name, email, is_staff, is_active,
