@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from tests.factories import AgentModelFactory, UserFactory
+from tests.achilles.factories import AgentModelFactory, UserFactory
 
 _DB_FIXTURES = {"db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback", "live_server"}
 

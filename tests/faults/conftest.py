@@ -25,4 +25,4 @@ def _redis_back_after_the_test():
 
 
 # The chat engine's fixtures (a scripted model, a stub knowledge store), for the chat fault tests.
-from tests.query_engine.conftest import chat_model, engine, fake_cache, stub_ks  # noqa: E402, F401
+from tests.conversations.conftest import chat_model, engine, fake_cache, stub_ks  # noqa: E402, F401

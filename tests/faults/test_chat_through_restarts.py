@@ -9,10 +9,10 @@ import time
 import pytest
 
 from conversations.models import Message
+from tests.conversations.http import bearer
+from tests.conversations.integration.test_stream_ends import sse_events
 from tests.llm_fake import Delay, answer
 from tests.processes import database_reconnect, postgres_start, postgres_stop
-from tests.query_engine.http import bearer
-from tests.query_engine.integration.test_stream_ends import sse_events
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

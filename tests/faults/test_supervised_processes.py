@@ -17,8 +17,8 @@ from django.conf import settings
 
 from agents.models import AgentRun
 from agents.services import agent_create, agent_run_request
+from tests.achilles.factories import AgentModelFactory, UserFactory
 from tests.achilles.llm_stub_server import StubLLMServer, StubReply
-from tests.factories import AgentModelFactory, UserFactory
 from tests.faults.helpers import wait_for
 from tests.processes import child_env, database_reconnect, postgres_start, postgres_stop, redis_stop
 

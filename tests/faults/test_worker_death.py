@@ -14,8 +14,8 @@ from achilles.health import WORKER_DEAD_AFTER_SECONDS
 from achilles.platform import platform_settings_update
 from agents.models import AgentRun
 from agents.services import agent_create, agent_run_request, agent_runs_reap_stale
+from tests.achilles.factories import AgentModelFactory, UserFactory
 from tests.achilles.llm_stub_server import StubLLMServer, StubReply
-from tests.factories import AgentModelFactory, UserFactory
 from tests.faults.helpers import children, healthz, kill_all, wait_for
 from tests.processes import start_celery_worker, stop
 

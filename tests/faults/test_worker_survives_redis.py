@@ -9,8 +9,8 @@ from django.conf import settings
 
 from agents.models import AgentRun
 from agents.services import agent_create, agent_run_request
+from tests.achilles.factories import AgentModelFactory, UserFactory
 from tests.achilles.llm_stub_server import StubLLMServer, StubReply
-from tests.factories import AgentModelFactory, UserFactory
 from tests.faults.helpers import wait_for
 from tests.processes import redis_start, redis_stop, start_celery_worker, stop
 

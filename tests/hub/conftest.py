@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from tests.factories import UserFactory
+from tests.achilles.factories import UserFactory
 
 
 @pytest.fixture

@@ -39,7 +39,7 @@ def test_the_operator_command_is_the_actor_of_its_tokens(user):
 
 
 def test_admin_pause_and_resume_are_audited(client_for, admin_user, user):
-    from tests.agent_engine.conftest import AgentFactory
+    from tests.agents.conftest import AgentFactory
 
     agent = AgentFactory(owner=user, name="weekly")
     client = client_for(admin_user)
@@ -52,7 +52,7 @@ def test_admin_pause_and_resume_are_audited(client_for, admin_user, user):
 
 
 def test_admin_bulk_pause_is_audited(client_for, admin_user, user):
-    from tests.agent_engine.conftest import AgentFactory
+    from tests.agents.conftest import AgentFactory
 
     agents = [AgentFactory(owner=user, name=f"a{i}") for i in range(2)]
     response = client_for(admin_user).post("/admin/agents/agent/", {

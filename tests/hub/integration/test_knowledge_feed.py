@@ -6,7 +6,7 @@ from hub import services
 from hub.knowledge_feed import mirror_to_knowledge
 from hub.models import MirrorIssue
 from knowledge import facade
-from tests.factories import UserFactory
+from tests.achilles.factories import UserFactory
 from tests.hub.conftest import issue_payload
 
 pytestmark = pytest.mark.django_db

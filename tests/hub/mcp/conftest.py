@@ -12,7 +12,7 @@ from django.utils import timezone
 @pytest.fixture
 def hub_user(db):
     from hub.permissions import hub_group_ensure
-    from tests.factories import UserFactory
+    from tests.achilles.factories import UserFactory
 
     person = UserFactory(username="olga")
     person.groups.add(hub_group_ensure())
@@ -31,7 +31,7 @@ def token(hub_user) -> str:
 def staff_token(db) -> str:
     from achilles.services import api_token_create
     from hub.permissions import hub_group_ensure
-    from tests.factories import UserFactory
+    from tests.achilles.factories import UserFactory
 
     admin = UserFactory(username="boss", is_staff=True)
     admin.groups.add(hub_group_ensure())

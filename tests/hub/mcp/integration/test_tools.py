@@ -326,7 +326,7 @@ def test_shall_commands_from_mcp_are_authored_by_claude(token, mirror):
 
 def test_a_user_without_the_hub_permission_gets_the_rest_403_text(db):
     from achilles.services import api_token_create
-    from tests.factories import UserFactory
+    from tests.achilles.factories import UserFactory
 
     _, raw = api_token_create(user=UserFactory(username="outsider"))
     response = rest(raw, "get", "/api/hub/issues")

@@ -62,7 +62,7 @@ def platform(transactional_db, tmp_path):
     from hub.permissions import hub_group_ensure
     from hub.protocol import sync_agent_create
     from hub.services import settings_set
-    from tests.factories import UserFactory
+    from tests.achilles.factories import UserFactory
     from tests.processes import start_daphne
 
     HubState.objects.get_or_create(pk=1)  # a migration's row; an earlier transactional test's flush emptied it
