@@ -78,6 +78,45 @@ def audit_count(*, action: str, actor_id: int | None, since) -> int:
     return AuditEvent.objects.filter(action=action, actor_id=actor_id, created_at__gte=since).count()
 
 
+# The rate-capped append (one round trip): the advisory lock of the transaction first, then, in a
+# statement of its own (so its snapshot sees every event committed by whoever held the lock
+# before), the count and the insert of either the action or its over-the-limit twin.
+_CAPPED_SQL = """
+SELECT pg_advisory_xact_lock(%(lock_space)s, %(lock_key)s);
+WITH a AS (SELECT u.id, left(u.username, 150) AS name FROM (SELECT 1) AS one
+           LEFT JOIN users u ON u.id = %(user_id)s),
+used AS (SELECT count(*) AS n FROM audit_events e
+         WHERE e.action = %(action)s AND {actor} AND e.created_at >= %(since)s)
+INSERT INTO audit_events (created_at, actor_id, actor, action, target, details, request_id)
+SELECT now(), a.id, coalesce(a.name, 'anonymous'),
+       CASE WHEN used.n >= %(limit)s THEN %(over_action)s ELSE %(action)s END, %(target)s,
+       CASE WHEN used.n >= %(limit)s THEN %(over_details)s::jsonb ELSE %(details)s::jsonb END, %(request_id)s
+FROM a, used
+RETURNING action
+"""
+
+
+def audit_record_capped(*, user_id: int | None, action: str, over_action: str, limit: int, since,
+                        lock: tuple[int, int], target: str = "", details: dict | None = None,
+                        over_details: dict | None = None) -> bool:
+    """Append ``action`` for the user ``user_id`` (None: anonymous) unless they already have
+    ``limit`` such events since ``since``; then append ``over_action`` (with ``over_details``)
+    instead. ``lock`` (an advisory lock key pair) serialises concurrent callers for one user.
+    Returns True when ``action`` was recorded. One round trip, inside the caller's transaction if any.
+    """
+    def dumped(value: dict | None) -> str:
+        return json.dumps(value or {}, cls=DjangoJSONEncoder, default=str)
+
+    actor = "e.actor_id IS NULL" if user_id is None else "e.actor_id = %(user_id)s"
+    with connection.cursor() as cursor:
+        cursor.execute(_CAPPED_SQL.format(actor=actor), {
+            "lock_space": lock[0], "lock_key": lock[1], "user_id": user_id, "action": action, "since": since,
+            "limit": limit, "over_action": over_action, "target": str(target)[:MAX_TARGET],
+            "details": dumped(details), "over_details": dumped(over_details), "request_id": _request_id()[:100]})
+        cursor.nextset()
+        return cursor.fetchone()[0] == action
+
+
 def audit_prune(*, older_than_days: int) -> int:
     """Delete events older than ``older_than_days`` (≥ 1); the retention job. Returns the count.
 

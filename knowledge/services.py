@@ -314,25 +314,19 @@ def withheld_release(*, query: str, identity: Identity, result):
 
     if not result.withheld:
         return result
-    user = None
-    if identity.user_id is not None:
-        from achilles.models import User
-
-        user = User.objects.filter(pk=identity.user_id).only("id", "username").first()
-    actor_id = user.pk if user is not None else None
     coordinates = [{"source_system": w.source_system, "author_principal_id": w.author_principal_id}
                    for w in result.withheld]
     details = {"query": query[:500], "withheld": coordinates}
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_HINT_LOCK_SPACE, (actor_id or 0) % 2**31])
-        used = audit.audit_count(action=audit.WITHHELD_HINT, actor_id=actor_id,
-                                 since=timezone.now() - timedelta(hours=1))
-        if used >= settings.WITHHELD_HINTS_PER_HOUR:
-            audit.audit_record(actor=user, action=audit.WITHHELD_HINT_SUPPRESSED, target="knowledge.search",
-                               details={**details, "limit_per_hour": settings.WITHHELD_HINTS_PER_HOUR})
-            logger.warning("withheld hints over the hourly limit for user %s: left out", actor_id)
-            return replace(result, withheld=())
-        audit.audit_record(actor=user, action=audit.WITHHELD_HINT, target="knowledge.search", details=details)
+    limit = settings.WITHHELD_HINTS_PER_HOUR
+    # one round trip: lock, count and insert (the lock before the count, so the rate is exact)
+    released = audit.audit_record_capped(
+        user_id=identity.user_id, action=audit.WITHHELD_HINT, over_action=audit.WITHHELD_HINT_SUPPRESSED,
+        limit=limit, since=timezone.now() - timedelta(hours=1), target="knowledge.search",
+        lock=(_HINT_LOCK_SPACE, (identity.user_id or 0) % 2**31), details=details,
+        over_details={**details, "limit_per_hour": limit})
+    if not released:
+        logger.warning("withheld hints over the hourly limit for user %s: left out", identity.user_id)
+        return replace(result, withheld=())
     return result
 
 
