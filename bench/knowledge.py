@@ -322,9 +322,9 @@ class Sides:
         self.peer_ef: int | None = None
 
     def set_ours_ef(self, ef: int) -> None:
-        from knowledge import selectors
+        from knowledge.search import vector
 
-        selectors.HNSW_EF_SEARCH = ef
+        vector.HNSW_EF_SEARCH = ef
 
     def set_peer_ef(self, ef: int) -> None:
         # the peer's user sets it once for the session; ours sets its own per transaction
@@ -338,7 +338,7 @@ class Sides:
         return len(result.candidates)
 
     def bare(self, q: str, principals) -> int:
-        from knowledge.selectors import vector_literal
+        from knowledge.search.vector import vector_literal
 
         vector = self.embedder.embed([q])[0]
         with self.connection.cursor() as cursor:
@@ -347,7 +347,7 @@ class Sides:
             return len(cursor.fetchall())
 
     def complete(self, q: str, principals) -> int:
-        from knowledge.selectors import vector_literal
+        from knowledge.search.vector import vector_literal
 
         vector = vector_literal(self.embedder.embed([q])[0])
         params = {"embedding": vector, "query": q, "principals": sorted(principals), "k": 60, "limit": K}
@@ -372,17 +372,19 @@ class Sides:
         """Our vector list exactly as ``search`` builds it (HNSW candidates + lexical ids re-scored)."""
         from django.db import transaction
 
-        from knowledge.selectors import _lexical, _vector, candidate_depth
+        from knowledge.search.hybrid import candidate_depth
+        from knowledge.search.lexical import lexical_lists
+        from knowledge.search.vector import ef_search, vector_list
 
         depth = candidate_depth(K)
         vector = self.embedder.embed([q])[0]
         with transaction.atomic(), self.connection.cursor() as cursor:
-            lexical = _lexical(cursor, q, sorted(principals), depth, K)
-            return _vector(cursor, vector, sorted(principals), depth, -1.0,
-                           extra=lexical.visible if lexical else (), configured=lexical is not None)
+            lexical = lexical_lists(cursor, q, sorted(principals), depth, K, ef_search=ef_search(depth))
+            return vector_list(cursor, vector, sorted(principals), depth, -1.0,
+                               extra=lexical.visible if lexical else (), configured=lexical is not None)
 
     def peer_vector(self, q: str, principals) -> list[int]:
-        from knowledge.selectors import vector_literal
+        from knowledge.search.vector import vector_literal
 
         vector = self.embedder.embed([q])[0]
         with self.connection.cursor() as cursor:
@@ -392,7 +394,7 @@ class Sides:
     def exact(self, q: str, principals) -> list[int]:
         from django.db import transaction
 
-        from knowledge.selectors import vector_literal
+        from knowledge.search.vector import vector_literal
 
         vector = self.embedder.embed([q])[0]
         with transaction.atomic(), self.connection.cursor() as cursor:
@@ -506,13 +508,13 @@ def main() -> None:
 
 
 def _equal_recall(connection, embedder) -> dict:
-    from knowledge import selectors
+    from knowledge.search import vector as ks_vector
 
     sides = Sides(connection, embedder)
     total, visible = _visible_shares(connection)
     qs = queries(QUERIES)
     sweep_qs = qs[:SWEEP_QUERIES]
-    default_ef = selectors.HNSW_EF_SEARCH
+    default_ef = ks_vector.HNSW_EF_SEARCH
     print(f"\n{total} chunks, k={K}; recall@{RECALL_AT} of each side's vector list against exact search "
           f"({SWEEP_QUERIES} queries); sweep p95 over the same queries, the three sides interleaved; "
           f"ours' default hnsw.ef_search = {default_ef}")
@@ -556,7 +558,7 @@ def _equal_recall(connection, embedder) -> dict:
                 "complete_peer_p95_ms": round(p95["complete"], 2), "ours_ef": c["ours_ef"], "peer_ef": c["peer_ef"],
                 "ours_recall": round(c["ours_recall"], 3), "peer_recall": round(c["peer_recall"], 3)}
     finally:
-        selectors.HNSW_EF_SEARCH = default_ef
+        ks_vector.HNSW_EF_SEARCH = default_ef
     _print_targets(result, total)
     return result
 
