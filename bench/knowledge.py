@@ -374,14 +374,14 @@ class Sides:
 
         from knowledge.search.hybrid import candidate_depth
         from knowledge.search.lexical import lexical_lists
-        from knowledge.search.vector import ef_search, vector_list
+        from knowledge.search.vector import vector_list
 
         depth = candidate_depth(K)
         vector = self.embedder.embed([q])[0]
         with transaction.atomic(), self.connection.cursor() as cursor:
-            lexical = lexical_lists(cursor, q, sorted(principals), depth, K, ef_search=ef_search(depth))
+            lexical = lexical_lists(cursor, q, sorted(principals), depth, K)
             return vector_list(cursor, vector, sorted(principals), depth, -1.0,
-                               extra=lexical.visible if lexical else (), configured=lexical is not None)
+                               extra=lexical.visible if lexical else ())
 
     def peer_vector(self, q: str, principals) -> list[int]:
         from knowledge.search.vector import vector_literal

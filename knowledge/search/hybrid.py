@@ -9,15 +9,15 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 
 from achilles.errors import ValidationFailed
 from knowledge.contracts import MAX_K, MAX_QUERY_CHARS, Candidate, Identity, SearchResult, Withheld
 from knowledge.fusion import rrf, withheld_chunk_ids
 from knowledge.search.embedding import embed_query, search_embedding_config
-from knowledge.search.lexical import lexical_lists, query_lexemes, unfiltered_top
-from knowledge.search.vector import ef_search, vector_list
-from knowledge.search.withheld import query_topic, semantic_hidden
+from knowledge.search.lexical import LEXICAL_FIRST_SQL, lexical_first, lexical_levels, unfiltered_top
+from knowledge.search.vector import vector_lists
+from knowledge.search.withheld import WORDS_SQL, query_topic, query_words
 from knowledge.selectors import is_empty, principals_of
 
 DETAILS_SQL = """
@@ -57,17 +57,43 @@ def search(query: str, identity: Identity, k: int = 8) -> SearchResult:
     vector = embed_query(config, query) if config else None
     depth = candidate_depth(k)
     lists: list[list[int]] = []
-    with transaction.atomic(), connection.cursor() as cursor:
-        topic = query_topic(cursor, query, min_records=settings.WITHHELD_MIN_RECORDS)
-        lexemes = query_lexemes(cursor, query) if topic.lexemes else []
-        # When the topic is the whole query, the lexical statements yield the unfiltered top-k too.
+    words = query_words(query)
+    # Round trips: (1) the first lexical level, the query's lexemes and each word's lexemes; (2) the
+    # words' record counts, only those not cached for this content generation; (3) the lower
+    # lexical levels, only while a list is short; (4) the vector list and the semantic side of
+    # withheld in one message that carries its HNSW settings; (5) the details. No BEGIN/COMMIT.
+    with connection.cursor() as cursor:
+        first: dict[str, Any] = {"query": query, "principals": principals, "n_visible": depth, "n_all": k}
+        if words:
+            cursor.execute(LEXICAL_FIRST_SQL + ";" + WORDS_SQL, {**first, "words": words})
+            first_rows = cursor.fetchall()
+            cursor.nextset()
+            word_rows = cursor.fetchall()
+        else:
+            cursor.execute(LEXICAL_FIRST_SQL, first)
+            first_rows, word_rows = cursor.fetchall(), []
+        topic = query_topic(cursor, words, word_rows, min_records=settings.WITHHELD_MIN_RECORDS)
+        side, lexemes = lexical_first(first_rows)
+        # When the topic is the whole query, the lexical statements yield the unfiltered top-k too;
+        # otherwise the first level's unfiltered rows are dropped and withheld has its own lists.
         same = bool(topic.lexemes) and set(topic.lexemes) == set(lexemes)
-        lexical = lexical_lists(cursor, query, principals, depth, k if same else 0, ef_search=ef_search(depth))
+        if not same:
+            side.unfiltered, side.hidden = [], set()
+        lexical = lexical_levels(cursor, side, lexemes, principals, depth, k if same else 0) if lexemes else None
         if lexical is not None:
             lists.append(lexical.visible)
-        if config is not None and vector is not None:
-            lists.append(vector_list(cursor, vector, principals, depth, config.min_similarity,
-                                     extra=lexical.visible if lexical else (), configured=lexical is not None))
+        semantic = None
+        if topic.words and config is not None and config.hint_floor is not None:
+            topic_vector = vector if topic.all_words else embed_query(config, " ".join(topic.words))
+            if topic_vector is not None:
+                semantic = (topic_vector, k, config.hint_floor)
+        semantic_ids: list[int] = []
+        if (config is not None and vector is not None) or semantic is not None:
+            ranked, semantic_ids = vector_lists(cursor, vector, principals, depth,
+                                                config.min_similarity if config is not None else -1.0,
+                                                extra=lexical.visible if lexical else (), semantic=semantic)
+            if config is not None and vector is not None:
+                lists.append(ranked)
         fused = rrf(lists)[:k]
         hidden: list[int] = []
         if topic.lexemes:
@@ -76,11 +102,7 @@ def search(query: str, identity: Identity, k: int = 8) -> SearchResult:
             else:
                 unfiltered, hidden_ids = unfiltered_top(cursor, topic.lexemes, principals, k)
             hidden = withheld_chunk_ids(unfiltered=[unfiltered], hidden=hidden_ids, k=k)
-        if topic.words and config is not None and config.hint_floor is not None:
-            topic_vector = vector if topic.all_words else embed_query(config, " ".join(topic.words))
-            if topic_vector is not None:
-                hidden += [c for c in semantic_hidden(cursor, topic_vector, principals, k, config.hint_floor)
-                           if c not in hidden]
+        hidden += [c for c in semantic_ids if c not in hidden]
         ids = [chunk_id for chunk_id, _ in fused] + hidden
         details: dict[int, tuple[Any, ...]] = {}
         if ids:

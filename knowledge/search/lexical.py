@@ -26,7 +26,7 @@ LEXEMES_SQL = f"""
 SELECT lexeme FROM unnest(to_tsvector('{TEXT_SEARCH_CONFIG}', %s))
 ORDER BY positions[1], lexeme LIMIT {MAX_QUERY_TERMS}
 """
-# The first level (all lexemes: exactly plainto_tsquery) in the same round trip as the lexemes.
+# The first level (all lexemes: exactly plainto_tsquery) and the query's lexemes in one statement.
 LEXICAL_FIRST_SQL = f"""
 WITH q AS (SELECT plainto_tsquery('{TEXT_SEARCH_CONFIG}', %(query)s) AS query),
 m AS MATERIALIZED (
@@ -39,10 +39,7 @@ m AS MATERIALIZED (
 UNION ALL
 (SELECT false, id, visible, NULL FROM m ORDER BY score DESC, id LIMIT %(n_all)s)
 UNION ALL
--- the HNSW settings of this transaction ride along (one round trip less); the row always exists
-SELECT NULL, NULL,
-       set_config('hnsw.iterative_scan', 'relaxed_order', true) = 'relaxed_order'
-       AND set_config('hnsw.ef_search', %(ef_search)s, true) <> '',
+SELECT NULL, NULL, NULL,
        ARRAY(SELECT lexeme FROM unnest(to_tsvector('{TEXT_SEARCH_CONFIG}', %(query)s))
              ORDER BY positions[1], lexeme LIMIT {MAX_QUERY_TERMS})
 """
@@ -109,16 +106,22 @@ def query_lexemes(cursor: CursorWrapper, query: str) -> list[str]:
     return [row[0] for row in cursor.fetchall()]
 
 
-def lexical_lists(cursor: CursorWrapper, query: str, principals: list[str], depth: int, k: int, *,
-                  ef_search: int) -> SideLists | None:
+def lexical_lists(cursor: CursorWrapper, query: str, principals: list[str], depth: int, k: int) -> SideLists | None:
     """Visible top-``depth`` and unfiltered top-``k`` (for withheld), level by level; None when
-    the query has no lexemes. Sets the vector side's HNSW settings (``ef_search``) in the same
-    round trip as the first level."""
+    the query has no lexemes. (``search`` sends the first level with other statements: see
+    ``lexical_first`` and ``lexical_levels``.)"""
+    cursor.execute(LEXICAL_FIRST_SQL, {"query": query, "principals": principals, "n_visible": depth, "n_all": k})
+    side, lexemes = lexical_first(cursor.fetchall())
+    if not lexemes:
+        return None
+    return lexical_levels(cursor, side, lexemes, principals, depth, k)
+
+
+def lexical_first(rows: Sequence[tuple[Any, ...]]) -> tuple[SideLists, list[str]]:
+    """The first level's lists and the query's lexemes, from LEXICAL_FIRST_SQL's rows."""
     side = SideLists([], [], set())
-    cursor.execute(LEXICAL_FIRST_SQL, {"query": query, "principals": principals, "n_visible": depth, "n_all": k,
-                                       "ef_search": str(ef_search)})
     lexemes: list[str] = []
-    for filtered, chunk_id, visible, row_lexemes in cursor.fetchall():
+    for filtered, chunk_id, visible, row_lexemes in rows:
         if filtered is None:
             lexemes = list(row_lexemes or [])
         elif filtered:
@@ -127,9 +130,13 @@ def lexical_lists(cursor: CursorWrapper, query: str, principals: list[str], dept
             side.unfiltered.append(chunk_id)
             if not visible:
                 side.hidden.add(chunk_id)
-    if not lexemes:
-        return None
-    for level in coordination_levels(lexemes)[1:]:  # the all-lexemes level ran above
+    return side, lexemes
+
+
+def lexical_levels(cursor: CursorWrapper, side: SideLists, lexemes: Sequence[str], principals: list[str],
+                   depth: int, k: int) -> SideLists:
+    """The lower coordination levels after the first, each only while a list is still short."""
+    for level in coordination_levels(lexemes)[1:]:  # the all-lexemes level ran first
         need_visible, need_all = depth - len(side.visible), k - len(side.unfiltered)
         if need_visible <= 0 and need_all <= 0:
             break

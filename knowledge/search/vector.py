@@ -10,6 +10,7 @@ often has it (recall@10 +0.07–0.17 on the benchmark).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from django.db.backends.utils import CursorWrapper
 
@@ -27,6 +28,19 @@ SELECT id, 1 - (embedding <=> %(vec)s::vector)
 FROM knowledge_chunks
 WHERE id = ANY(%(extra)s) AND embedding IS NOT NULL AND acl && %(principals)s::text[]
 """
+# The semantic side of withheld: the nearest chunks to the topical words, visible or not.
+VECTOR_ALL_SQL = """
+SELECT id, 1 - (embedding <=> %(topic_vec)s::vector) AS similarity, acl && %(principals)s::text[] AS visible
+FROM knowledge_chunks
+WHERE embedding IS NOT NULL
+ORDER BY embedding <=> %(topic_vec)s::vector
+LIMIT %(topic_n)s
+"""
+# The HNSW settings, local to the transaction, sent in the same message as the vector statements:
+# the statements of one message run as one transaction (also in autocommit), so no BEGIN/COMMIT.
+HNSW_SETTINGS_SQL = """
+SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', %(ef_search)s, true)
+"""
 # Candidate list width of the HNSW scan (pgvector's default is 40). Hash embeddings of short
 # queries are a hard case for HNSW; bench/knowledge prints recall and latency for a sweep.
 HNSW_EF_SEARCH = 250
@@ -42,15 +56,36 @@ def ef_search(depth: int) -> int:
 
 
 def vector_list(cursor: CursorWrapper, vector: Sequence[float], principals: list[str], depth: int, floor: float,
-                extra: Sequence[int] = (), configured: bool = False) -> list[int]:
-    """The ``depth`` most similar visible chunks among the HNSW candidates and ``extra`` ids.
+                extra: Sequence[int] = ()) -> list[int]:
+    """The ``depth`` most similar visible chunks among the HNSW candidates and ``extra`` ids."""
+    return vector_lists(cursor, vector, principals, depth, floor, extra)[0]
 
-    ``configured``: the HNSW settings were already set in this transaction (by the lexical list)."""
-    if not configured:
-        cursor.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),"
-                       " set_config('hnsw.ef_search', %s, true)", [str(ef_search(depth))])
-    cursor.execute(VECTOR_SQL, {"vec": vector_literal(vector), "principals": principals, "n": depth,
-                                "extra": list(extra)})
-    # relaxed_order may return neighbours slightly out of order, and extras come unordered: sort
-    ranked = sorted((row for row in cursor.fetchall() if row[1] >= floor), key=lambda row: (-row[1], row[0]))
-    return [row[0] for row in ranked[:depth]]
+
+def vector_lists(cursor: CursorWrapper, vector: Sequence[float] | None, principals: list[str], depth: int,
+                 floor: float, extra: Sequence[int] = (),
+                 semantic: tuple[Sequence[float], int, float] | None = None) -> tuple[list[int], list[int]]:
+    """One message: the HNSW settings, the vector list (when ``vector``: the ``depth`` most similar
+    visible chunks among the HNSW candidates and ``extra`` ids, similarity ≥ ``floor``) and the
+    semantic side of withheld (when ``semantic`` = (topic vector, k, floor): the hidden chunks among
+    the k nearest, visible or not, whose similarity reaches that floor)."""
+    statements = [HNSW_SETTINGS_SQL]
+    params: dict[str, Any] = {"ef_search": str(ef_search(depth)), "principals": principals}
+    if vector is not None:
+        statements.append(VECTOR_SQL)
+        params.update(vec=vector_literal(vector), n=depth, extra=list(extra))
+    if semantic is not None:
+        statements.append(VECTOR_ALL_SQL)
+        params.update(topic_vec=vector_literal(semantic[0]), topic_n=semantic[1])
+    cursor.execute(";".join(statements), params)
+    ranked: list[int] = []
+    hidden: list[int] = []
+    if vector is not None:
+        cursor.nextset()
+        # relaxed_order may return neighbours slightly out of order, and extras come unordered: sort
+        rows = sorted((row for row in cursor.fetchall() if row[1] >= floor), key=lambda row: (-row[1], row[0]))
+        ranked = [row[0] for row in rows[:depth]]
+    if semantic is not None:
+        cursor.nextset()
+        hidden = [chunk_id for chunk_id, similarity, visible in cursor.fetchall()
+                  if not visible and similarity >= semantic[2]]
+    return ranked, hidden

@@ -15,44 +15,64 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from django.db.backends.utils import CursorWrapper
 
 from knowledge.models import TEXT_SEARCH_CONFIG
 from knowledge.search.lexical import MAX_QUERY_TERMS
-from knowledge.search.vector import vector_literal
 
 TOPIC_SCAN_CHUNKS = 200
 MAX_TOPIC_WORDS = 64
 _WORD = re.compile(r"\w+", re.UNICODE)
 
-TOPIC_SQL = f"""
-WITH w AS (
-    SELECT t.ord, ARRAY(SELECT lexeme FROM unnest(to_tsvector('{TEXT_SEARCH_CONFIG}', t.word))) AS lexemes
-    FROM unnest(%(words)s::text[]) WITH ORDINALITY AS t(word, ord)
-),
-l AS MATERIALIZED (
-    SELECT x.lexeme,
-           (SELECT count(DISTINCT s.record_id) FROM (
-                SELECT c.record_id FROM knowledge_chunks c
-                WHERE c.tsv @@ (chr(39) || x.lexeme || chr(39))::tsquery
-                LIMIT %(scan)s) s) AS records
-    FROM (SELECT DISTINCT y AS lexeme FROM w, unnest(w.lexemes) AS y
-          WHERE y !~ '[[:digit:]]' AND strpos(y, chr(39)) = 0 AND strpos(y, chr(92)) = 0) x
-)
-SELECT w.ord, w.lexemes,
-       ARRAY(SELECT l.lexeme FROM l WHERE l.lexeme = ANY(w.lexemes) AND l.records >= %(min_records)s)
-FROM w ORDER BY w.ord
+# Each word's lexemes, those of them whose record count decides (no digit, no quote or backslash),
+# and the version of the content generation row the counts are cached under: its number and the
+# transaction that wrote it (a rolled-back change can leave its number to be reused, never the
+# pair). It rides in the message of the first lexical level.
+WORDS_SQL = f"""
+SELECT t.ord, w.lexemes,
+       ARRAY(SELECT y FROM unnest(w.lexemes) AS y
+             WHERE y !~ '[[:digit:]]' AND strpos(y, chr(39)) = 0 AND strpos(y, chr(92)) = 0),
+       (SELECT n::text || ':' || xmin::text FROM knowledge_generation WHERE id = 1)
+FROM unnest(%(words)s::text[]) WITH ORDINALITY AS t(word, ord),
+     LATERAL (SELECT ARRAY(SELECT lexeme FROM unnest(to_tsvector('{TEXT_SEARCH_CONFIG}', t.word))) AS lexemes) w
+ORDER BY t.ord
 """
+# How many records contain each lexeme, counting the first TOPIC_SCAN_CHUNKS matching chunks.
+LEXEME_RECORDS_SQL = """
+SELECT x.lexeme,
+       (SELECT count(DISTINCT s.record_id) FROM (
+            SELECT c.record_id FROM knowledge_chunks c
+            WHERE c.tsv @@ (chr(39) || x.lexeme || chr(39))::tsquery
+            LIMIT %(scan)s) s)
+FROM unnest(%(lexemes)s::text[]) AS x(lexeme)
+"""
+# Those counts change only with the content, and the content generation moves (by trigger) on
+# every change of chunks: so they are kept per generation, and a word is counted in the index once
+# per generation per process instead of on every search. Bounded; a new generation starts afresh.
+LEXEME_RECORDS_CACHE_SIZE = 50_000
+_lexeme_records: dict[tuple[str, str], int] = {}
+_lexeme_records_generation = ""
 
-# The semantic side of withheld: the nearest chunks to the topical words, visible or not.
-VECTOR_ALL_SQL = """
-SELECT id, 1 - (embedding <=> %(vec)s::vector) AS similarity, acl && %(principals)s::text[] AS visible
-FROM knowledge_chunks
-WHERE embedding IS NOT NULL
-ORDER BY embedding <=> %(vec)s::vector
-LIMIT %(n)s
-"""
+
+def lexeme_records(cursor: CursorWrapper, lexemes: Sequence[str], generation: str) -> dict[str, int]:
+    """Record counts (see LEXEME_RECORDS_SQL) of ``lexemes`` at content ``generation``, cached."""
+    global _lexeme_records_generation
+    if not generation:  # no generation row: nothing to key a cache on
+        cursor.execute(LEXEME_RECORDS_SQL, {"lexemes": list(dict.fromkeys(lexemes)), "scan": TOPIC_SCAN_CHUNKS})
+        return {lexeme: int(records) for lexeme, records in cursor.fetchall()}
+    cache = _lexeme_records
+    if generation != _lexeme_records_generation or len(cache) > LEXEME_RECORDS_CACHE_SIZE:
+        cache.clear()
+        _lexeme_records_generation = generation
+    found = {lexeme: cache[(generation, lexeme)] for lexeme in lexemes if (generation, lexeme) in cache}
+    missing = [lexeme for lexeme in dict.fromkeys(lexemes) if lexeme not in found]
+    if missing:
+        cursor.execute(LEXEME_RECORDS_SQL, {"lexemes": missing, "scan": TOPIC_SCAN_CHUNKS})
+        for lexeme, records in cursor.fetchall():
+            found[lexeme] = cache[(generation, lexeme)] = int(records)
+    return found
 
 
 @dataclass(frozen=True)
@@ -68,29 +88,31 @@ def _has_digit(text: str) -> bool:
     return any(unicodedata.category(ch).startswith("N") for ch in text)
 
 
-def query_topic(cursor: CursorWrapper, query: str, *, min_records: int) -> Topic:
-    """The topical part of ``query`` (see TOPIC_SQL); one statement."""
-    words = _WORD.findall(query)[:MAX_TOPIC_WORDS]
+def query_words(query: str) -> list[str]:
+    """The words whose topic is weighed (WORDS_SQL's input)."""
+    return _WORD.findall(query)[:MAX_TOPIC_WORDS]
+
+
+def query_topic(cursor: CursorWrapper, words: Sequence[str], word_rows: Sequence[tuple[Any, ...]], *,
+                min_records: int) -> Topic:
+    """The topical part of a query from its ``words`` and their WORDS_SQL rows: a word is kept when
+    each of its lexemes holds no digit and is in at least ``min_records`` records."""
     if not words:
         return Topic((), (), True)
-    cursor.execute(TOPIC_SQL, {"words": words, "scan": TOPIC_SCAN_CHUNKS, "min_records": max(1, min_records)})
+    generation = str(word_rows[0][3] or "") if word_rows else ""
+    countable = [lexeme for _, _, candidates, _ in word_rows for lexeme in candidates or ()]
+    records = lexeme_records(cursor, countable, generation) if countable else {}
     lexemes: list[str] = []
     kept: list[str] = []
     dropped = False
-    for (_, word_lexemes, topical), word in zip(cursor.fetchall(), words, strict=True):
+    for (_, word_lexemes, candidates, _), word in zip(word_rows, words, strict=True):
         if not word_lexemes:  # a stop word: carries nothing either way
             continue
-        topical = {lexeme for lexeme in topical if not _has_digit(lexeme)}
+        topical = {lexeme for lexeme in candidates or ()
+                   if records.get(lexeme, 0) >= max(1, min_records) and not _has_digit(lexeme)}
         if set(word_lexemes) <= topical:
             kept.append(word)
             lexemes.extend(lexeme for lexeme in word_lexemes if lexeme not in lexemes)
         else:
             dropped = True
     return Topic(tuple(lexemes[:MAX_QUERY_TERMS]), tuple(kept), not dropped)
-
-
-def semantic_hidden(cursor: CursorWrapper, vector: Sequence[float], principals: list[str], k: int,
-                    floor: float) -> list[int]:
-    """Hidden chunks among the ``k`` nearest to ``vector`` (no ACL) whose similarity reaches ``floor``."""
-    cursor.execute(VECTOR_ALL_SQL, {"vec": vector_literal(vector), "principals": principals, "n": k})
-    return [chunk_id for chunk_id, similarity, visible in cursor.fetchall() if not visible and similarity >= floor]
