@@ -597,6 +597,10 @@ def _scale_table(efs: dict[str, tuple[int, int]]) -> None:
             cursor.execute("SELECT datname FROM pg_database WHERE datname = %s", [DB_NAME])
             template = cursor.fetchone() is not None and size >= CHUNKS
             if template:
+                # a template must have no other session (a pooled connection of this process, autovacuum)
+                cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                               "WHERE datname = %s AND pid <> pg_backend_pid()", [DB_NAME])
+                time.sleep(1)
                 cursor.execute(f"CREATE DATABASE {database} TEMPLATE {DB_NAME}")
             else:
                 cursor.execute(f"CREATE DATABASE {database}")
