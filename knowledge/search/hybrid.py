@@ -20,14 +20,19 @@ from knowledge.search.vector import vector_lists
 from knowledge.search.withheld import WORDS_SQL, query_topic, query_words
 from knowledge.selectors import is_empty, principals_of
 
-DETAILS_SQL = """
-SELECT c.id, c.record_id, r.source_system, r.author_principal_id,
-       (c.acl && %(principals)s::text[]) AS visible,
-       CASE WHEN c.acl && %(principals)s::text[] THEN r.title END,
-       CASE WHEN c.acl && %(principals)s::text[] THEN r.url END,
-       CASE WHEN c.acl && %(principals)s::text[] THEN c.text END,
-       r.never_hint OR EXISTS (SELECT 1 FROM knowledge_source_policies p
-                               WHERE p.source_system = r.source_system AND p.never_hint) AS never_hint
+# What a candidate is (title, url, text) and, for withheld, where it comes from (source, author,
+# opt-outs); the visible flag decides which. Over ``c`` the chunk and ``r`` its record.
+DETAIL_COLUMNS = """
+c.id, c.record_id, r.source_system, r.author_principal_id,
+(c.acl && %(principals)s::text[]) AS visible,
+CASE WHEN c.acl && %(principals)s::text[] THEN r.title END,
+CASE WHEN c.acl && %(principals)s::text[] THEN r.url END,
+CASE WHEN c.acl && %(principals)s::text[] THEN c.text END,
+r.never_hint OR EXISTS (SELECT 1 FROM knowledge_source_policies p
+                        WHERE p.source_system = r.source_system AND p.never_hint) AS never_hint
+"""
+DETAILS_SQL = f"""
+SELECT {DETAIL_COLUMNS}
 FROM knowledge_chunks c JOIN knowledge_records r ON r.id = c.record_id
 WHERE c.id = ANY(%(ids)s)
 """
@@ -60,8 +65,9 @@ def search(query: str, identity: Identity, k: int = 8) -> SearchResult:
     words = query_words(query)
     # Round trips: (1) the first lexical level, the query's lexemes and each word's lexemes; (2) the
     # words' record counts, only those not cached for this content generation; (3) the lower
-    # lexical levels, only while a list is short; (4) the vector list and the semantic side of
-    # withheld in one message that carries its HNSW settings; (5) the details. No BEGIN/COMMIT.
+    # lexical levels, only while a list is short; (4) one message with its HNSW settings: the vector
+    # list and the semantic side of withheld, each row with its details, and the details of the
+    # lexical candidates and withheld chunks. No BEGIN/COMMIT.
     with connection.cursor() as cursor:
         first: dict[str, Any] = {"query": query, "principals": principals, "n_visible": depth, "n_all": k}
         if words:
@@ -87,14 +93,7 @@ def search(query: str, identity: Identity, k: int = 8) -> SearchResult:
             topic_vector = vector if topic.all_words else embed_query(config, " ".join(topic.words))
             if topic_vector is not None:
                 semantic = (topic_vector, k, config.hint_floor)
-        semantic_ids: list[int] = []
-        if (config is not None and vector is not None) or semantic is not None:
-            ranked, semantic_ids = vector_lists(cursor, vector, principals, depth,
-                                                config.min_similarity if config is not None else -1.0,
-                                                extra=lexical.visible if lexical else (), semantic=semantic)
-            if config is not None and vector is not None:
-                lists.append(ranked)
-        fused = rrf(lists)[:k]
+        # withheld's lexical side first: the details of its chunks ride in the vector message
         hidden: list[int] = []
         if topic.lexemes:
             if same and lexical is not None:
@@ -102,12 +101,23 @@ def search(query: str, identity: Identity, k: int = 8) -> SearchResult:
             else:
                 unfiltered, hidden_ids = unfiltered_top(cursor, topic.lexemes, principals, k)
             hidden = withheld_chunk_ids(unfiltered=[unfiltered], hidden=hidden_ids, k=k)
-        hidden += [c for c in semantic_ids if c not in hidden]
-        ids = [chunk_id for chunk_id, _ in fused] + hidden
+        semantic_ids: list[int] = []
         details: dict[int, tuple[Any, ...]] = {}
-        if ids:
-            cursor.execute(DETAILS_SQL, {"principals": principals, "ids": ids})
-            details = {row[0]: row for row in cursor.fetchall()}
+        if (config is not None and vector is not None) or semantic is not None:
+            known = list(dict.fromkeys((lexical.visible if lexical else []) + hidden))
+            ranked, semantic_ids, details = vector_lists(
+                cursor, vector, principals, depth, config.min_similarity if config is not None else -1.0,
+                extra=lexical.visible if lexical else (), semantic=semantic, details=(DETAIL_COLUMNS, known))
+            if config is not None and vector is not None:
+                lists.append(ranked)
+        fused = rrf(lists)[:k]
+        hidden += [c for c in semantic_ids if c not in hidden]
+        # without the vector message (no embedding model), or a chunk deleted meanwhile: one more
+        missing = [chunk_id for chunk_id, _ in fused if chunk_id not in details]
+        missing += [chunk_id for chunk_id in hidden if chunk_id not in details]
+        if missing:
+            cursor.execute(DETAILS_SQL, {"principals": principals, "ids": missing})
+            details.update((row[0], row) for row in cursor.fetchall())
     # Nothing matched at all: only now is emptiness worth a query (KS-7: no cache, no restart).
     empty = is_empty() if not any(lists) and not hidden else False
 

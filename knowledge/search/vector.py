@@ -63,29 +63,58 @@ def vector_list(cursor: CursorWrapper, vector: Sequence[float], principals: list
 
 def vector_lists(cursor: CursorWrapper, vector: Sequence[float] | None, principals: list[str], depth: int,
                  floor: float, extra: Sequence[int] = (),
-                 semantic: tuple[Sequence[float], int, float] | None = None) -> tuple[list[int], list[int]]:
+                 semantic: tuple[Sequence[float], int, float] | None = None,
+                 details: tuple[str, Sequence[int]] | None = None,
+                 ) -> tuple[list[int], list[int], dict[int, tuple[Any, ...]]]:
     """One message: the HNSW settings, the vector list (when ``vector``: the ``depth`` most similar
     visible chunks among the HNSW candidates and ``extra`` ids, similarity ≥ ``floor``) and the
     semantic side of withheld (when ``semantic`` = (topic vector, k, floor): the hidden chunks among
-    the k nearest, visible or not, whose similarity reaches that floor)."""
+    the k nearest, visible or not, whose similarity reaches that floor).
+
+    ``details`` = (columns over ``c`` the chunk and ``r`` its record, starting with ``c.id``; more
+    ids): every row of both lists carries those columns, and a last statement fetches them for the
+    other ids — returned as {chunk id: columns}, so no round trip is needed for them afterwards."""
     statements = [HNSW_SETTINGS_SQL]
     params: dict[str, Any] = {"ef_search": str(ef_search(depth)), "principals": principals}
+    joined = ("SELECT s.similarity, {flag} {columns} FROM ({inner}) AS s JOIN knowledge_chunks c ON c.id = s.id "
+              "JOIN knowledge_records r ON r.id = c.record_id")
     if vector is not None:
-        statements.append(VECTOR_SQL)
+        statements.append(joined.format(flag="", columns=details[0], inner=VECTOR_SQL) if details else VECTOR_SQL)
         params.update(vec=vector_literal(vector), n=depth, extra=list(extra))
     if semantic is not None:
-        statements.append(VECTOR_ALL_SQL)
+        statements.append(joined.format(flag="s.visible,", columns=details[0], inner=VECTOR_ALL_SQL) if details else VECTOR_ALL_SQL)
         params.update(topic_vec=vector_literal(semantic[0]), topic_n=semantic[1])
+    if details:
+        statements.append(f"SELECT {details[0]} FROM knowledge_chunks c JOIN knowledge_records r "
+                          "ON r.id = c.record_id WHERE c.id = ANY(%(detail_ids)s)")
+        params["detail_ids"] = list(details[1])
     cursor.execute(";".join(statements), params)
     ranked: list[int] = []
     hidden: list[int] = []
+    found: dict[int, tuple[Any, ...]] = {}
     if vector is not None:
         cursor.nextset()
+        pairs = []  # (id, similarity)
+        for row in cursor.fetchall():
+            if details:
+                found[row[1]] = row[1:]
+                pairs.append((row[1], row[0]))
+            else:
+                pairs.append((row[0], row[1]))
         # relaxed_order may return neighbours slightly out of order, and extras come unordered: sort
-        rows = sorted((row for row in cursor.fetchall() if row[1] >= floor), key=lambda row: (-row[1], row[0]))
-        ranked = [row[0] for row in rows[:depth]]
+        ranked = [chunk_id for chunk_id, _ in sorted((p for p in pairs if p[1] >= floor),
+                                                       key=lambda p: (-p[1], p[0]))[:depth]]
     if semantic is not None:
         cursor.nextset()
-        hidden = [chunk_id for chunk_id, similarity, visible in cursor.fetchall()
-                  if not visible and similarity >= semantic[2]]
-    return ranked, hidden
+        for row in cursor.fetchall():
+            if details:
+                found[row[2]] = row[2:]
+                chunk_id, similarity, visible = row[2], row[0], row[1]
+            else:
+                chunk_id, similarity, visible = row
+            if not visible and similarity >= semantic[2]:
+                hidden.append(chunk_id)
+    if details:
+        cursor.nextset()
+        found.update((row[0], row) for row in cursor.fetchall())
+    return ranked, hidden, found
