@@ -106,14 +106,17 @@ def vector_lists(cursor: CursorWrapper, vector: Sequence[float] | None, principa
                                                        key=lambda p: (-p[1], p[0]))[:depth]]
     if semantic is not None:
         cursor.nextset()
+        nearest = []  # (id, similarity, visible)
         for row in cursor.fetchall():
             if details:
                 found[row[2]] = row[2:]
-                chunk_id, similarity, visible = row[2], row[0], row[1]
+                nearest.append((row[2], row[0], row[1]))
             else:
-                chunk_id, similarity, visible = row
-            if not visible and similarity >= semantic[2]:
-                hidden.append(chunk_id)
+                nearest.append((row[0], row[1], row[2]))
+        # in similarity order, ties by id: the relaxed-order scan and the graph's state (dead tuples
+        # of rolled-back rows stay in it until vacuum) must not decide the order of the hints
+        hidden = [chunk_id for chunk_id, similarity, visible in sorted(nearest, key=lambda r: (-r[1], r[0]))
+                  if not visible and similarity >= semantic[2]]
     if details:
         cursor.nextset()
         found.update((row[0], row) for row in cursor.fetchall())
