@@ -129,6 +129,22 @@ def django_db_setup(django_db_setup, django_db_blocker):
                 close_pool()
 
 
+def pytest_xdist_make_scheduler(config, log):
+    """Under pytest-xdist (`make test`): tests go to the workers one by one, except the browser
+    tests, which go to one worker as one unit, first (the largest unit leads), so they share one
+    daphne and one Chromium (tests/browser/conftest.py). (``--dist loadgroup`` would do this with an
+    ``xdist_group`` mark, but pytest-xdist 3.8 loses the groups under pytest 9.2's node ids.)"""
+    if config.getoption("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class BrowserTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "tests/browser/" if nodeid.startswith("tests/browser/") else nodeid
+
+    return BrowserTogether(config, log)
+
+
 def pytest_configure(config):
     """The test run's entry point: start or join the embedded services (or check the configured
     ones) and export their URLs for the workers and servers the tests start."""

@@ -6,7 +6,7 @@ its own data: ``live_url`` asks for ``transactional_db``, so what the test commi
 daphne and is flushed afterwards, and the suite's cache namespace is emptied before each test. Before
 a test ends, daphne is left idle (no request of the test still touching the database), so nothing of
 one test lands in the next. Under pytest-xdist the package's tests stay on one worker, one after the
-other (``xdist_group``): Playwright's sync API keeps an event loop running on the thread while it
+other (``tests/conftest.py``'s scheduler): Playwright's sync API keeps an event loop running on the thread while it
 lives, which no other test may see.
 """
 
@@ -27,12 +27,10 @@ CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-q
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if "/browser/" in str(item.path):
             item.add_marker(pytest.mark.browser)
-            item.add_marker(pytest.mark.xdist_group("browser"))
 
 
 @pytest.fixture(scope="session")
