@@ -129,20 +129,38 @@ def django_db_setup(django_db_setup, django_db_blocker):
                 close_pool()
 
 
+# Tests that share a server started once for a package or a module stay together under
+# pytest-xdist (`make test`), so the server starts once: a whole folder as one unit, or each module
+# of a folder as one unit. Every other test goes to the workers on its own.
+XDIST_FOLDER_UNITS = ("tests/browser/",)  # one daphne and one Chromium for the package
+XDIST_MODULE_UNITS = ("tests/hub/syncagent/integration/",)  # one hub daphne per module
+
+
+def xdist_unit(nodeid: str) -> str:
+    for folder in XDIST_FOLDER_UNITS:
+        if nodeid.startswith(folder):
+            return folder
+    for folder in XDIST_MODULE_UNITS:
+        if nodeid.startswith(folder):
+            return nodeid.split("::", 1)[0]
+    return nodeid
+
+
 def pytest_xdist_make_scheduler(config, log):
-    """Under pytest-xdist (`make test`): tests go to the workers one by one, except the browser
-    tests, which go to one worker as one unit, first (the largest unit leads), so they share one
-    daphne and one Chromium (tests/browser/conftest.py). (``--dist loadgroup`` would do this with an
-    ``xdist_group`` mark, but pytest-xdist 3.8 loses the groups under pytest 9.2's node ids.)"""
+    """The units above go to the workers whole, the largest first (the browser tests: a worker
+    takes them at the start while the other runs everything else). (``--dist loadgroup`` would do
+    this with ``xdist_group`` marks, but pytest-xdist 3.8 loses the groups under pytest 9.2's node
+    ids.) Playwright's sync API also needs the browser tests back to back: it keeps an event loop
+    running on the thread while it lives, which no other test may see."""
     if config.getoption("dist") != "load":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
-    class BrowserTogether(LoadScopeScheduling):
+    class SharedServersTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return "tests/browser/" if nodeid.startswith("tests/browser/") else nodeid
+            return xdist_unit(nodeid)
 
-    return BrowserTogether(config, log)
+    return SharedServersTogether(config, log)
 
 
 def pytest_configure(config):

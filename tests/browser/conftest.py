@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes import start_daphne, stop
+from tests.processes import start_daphne, stop, wait_database_idle
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -98,25 +98,6 @@ def _daphne(django_db_setup, tmp_path_factory):
     server.stop()
 
 
-def _wait_daphne_idle(timeout: float = 15) -> None:
-    """Until no session of another process is inside a query or a transaction on the test database
-    (daphne finishing what the test's last requests started), seen twice in a row."""
-    from django.db import connection
-
-    deadline = time.monotonic() + timeout
-    quiet = 0
-    while time.monotonic() < deadline:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                           "AND pid <> pg_backend_pid() AND backend_type = 'client backend' AND state <> 'idle'")
-            busy = cursor.fetchone()[0]
-        quiet = quiet + 1 if not busy else 0
-        if quiet >= 2:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"daphne still busy on the test database {timeout} s after the test")
-
-
 class DaphneLog:
     """What daphne logged while this test ran."""
 
@@ -141,7 +122,7 @@ def live_url(transactional_db, _daphne):
     _daphne.ensure()
     _daphne.test_log = DaphneLog(_daphne)
     yield _daphne.url
-    _wait_daphne_idle()
+    wait_database_idle()
 
 
 @pytest.fixture(scope="package")
