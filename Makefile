@@ -26,7 +26,7 @@ TEST_WORKERS ?= 2
 test: install
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) -m "not faults" $(PYTEST_ARGS); parallel=$$?; \
 	[ $$parallel -eq 5 ] && parallel=0; \
-	$(BIN)/python -m pytest -m faults $(PYTEST_ARGS); faults=$$?; \
+	$(BIN)/python -m pytest -m faults $(or $(PYTEST_ARGS),tests/faults); faults=$$?; \
 	[ $$faults -eq 5 ] && faults=0; \
 	[ $$parallel -eq 0 ] && [ $$faults -eq 0 ]
 

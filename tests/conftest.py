@@ -27,16 +27,22 @@ def pytest_collection_modifyitems(config, items):
 def _collected_static_files():
     """Pages and the admin are served with hashed static names from the manifest, as in production,
     so ``collectstatic`` runs before the suite — only when a source file is newer than the manifest
-    (a fresh clone: once, ~6 s)."""
+    (a fresh clone: once, ~6 s). Under pytest-xdist the workers take turns (a file lock): one
+    collects, the others find the manifest fresh."""
+    import fcntl
+
     from django.conf import settings
     from django.contrib.staticfiles import finders
     from django.core.management import call_command
 
     manifest = settings.STATIC_ROOT / "staticfiles.json"
-    newest = max(os.path.getmtime(storage.path(path))
-                 for finder in finders.get_finders() for path, storage in finder.list(None))
-    if not manifest.exists() or manifest.stat().st_mtime < newest:
-        call_command("collectstatic", interactive=False, verbosity=0)
+    settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
+    with open(settings.VAR_DIR / "collectstatic.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        newest = max(os.path.getmtime(storage.path(path))
+                     for finder in finders.get_finders() for path, storage in finder.list(None))
+        if not manifest.exists() or manifest.stat().st_mtime < newest:
+            call_command("collectstatic", interactive=False, verbosity=0)
     yield
 
 
