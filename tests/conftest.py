@@ -153,14 +153,17 @@ def xdist_unit(nodeid: str) -> str:
 
 
 def pytest_xdist_make_scheduler(config, log):
-    """The units above go to the workers whole, the largest first (the browser tests: a worker
-    takes them at the start while the other runs everything else). (``--dist loadgroup`` would do
+    """The units above go to the workers whole, in collection order. (``--dist loadgroup`` would do
     this with ``xdist_group`` marks, but pytest-xdist 3.8 loses the groups under pytest 9.2's node
     ids.) Playwright's sync API also needs the browser tests back to back: it keeps an event loop
-    running on the thread while it lives, which no other test may see."""
+    running on the thread while it lives, which no other test may see. Collection order, not the
+    largest unit first: pytest-django runs the ``db`` tests before the transactional ones, and some
+    read rows a migration seeded, which a transactional test's flush empties."""
     if config.getoption("dist") != "load":
         return None
     from xdist.scheduler import LoadScopeScheduling
+
+    config.option.loadscopereorder = False
 
     class SharedServersTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
