@@ -35,14 +35,20 @@ class TickResult:
 
 
 # NO KEY UPDATE, not UPDATE: a concurrent manual run's INSERT takes KEY SHARE on the agent row
-# (its FK check); with FOR UPDATE the two would deadlock on the partial UNIQUE.
+# (its FK check); with FOR UPDATE the two would deadlock on the partial UNIQUE. The rows are
+# locked first and joined to their owners after, in no particular order (every due row is claimed
+# before the tick ends anyway): joined and sorted, the planner read and sorted every due row with its
+# owner for each batch (100 ms a batch with 10 000 due among 1M agents).
 _CLAIM_SQL = """
-SELECT a.id, a.owner_id, a.schedule, a.next_run_at, u.timezone
-FROM agents a JOIN users u ON u.id = a.owner_id
-WHERE a.next_run_at <= %s
-ORDER BY a.next_run_at
-LIMIT %s
-FOR NO KEY UPDATE OF a SKIP LOCKED
+WITH claimed AS MATERIALIZED (
+    SELECT id, owner_id, schedule, next_run_at
+    FROM agents
+    WHERE next_run_at <= %s
+    LIMIT %s
+    FOR NO KEY UPDATE SKIP LOCKED
+)
+SELECT c.id, c.owner_id, c.schedule, c.next_run_at, u.timezone
+FROM claimed c JOIN users u ON u.id = c.owner_id
 """
 
 _BUDGET_SQL = """
@@ -53,12 +59,18 @@ JOIN agent_runs r ON r.agent_id = a.id AND r.finished_at >= o.week_start AND r.f
 GROUP BY o.owner_id
 """
 
-# Runs queued or running reserve one run's token cap each until they finish.
+# Runs queued or running reserve one run's token cap each until they finish. Owner by owner
+# (their agents by the owner index, each one's active run by the partial UNIQUE): as one join the
+# planner walked all agents (350 ms a batch at 1M agents).
 _ACTIVE_SQL = """
-SELECT a.owner_id, COUNT(*)
-FROM agent_runs r JOIN agents a ON a.id = r.agent_id
-WHERE a.owner_id = ANY(%s::bigint[]) AND r.state IN ('queued', 'running')
-GROUP BY a.owner_id
+SELECT o.owner_id, active.n
+FROM unnest(%s::bigint[]) AS o(owner_id)
+CROSS JOIN LATERAL (
+    SELECT COUNT(*) AS n
+    FROM agents a JOIN agent_runs r ON r.agent_id = a.id AND r.state IN ('queued', 'running')
+    WHERE a.owner_id = o.owner_id
+) active
+WHERE active.n > 0
 """
 
 _INSERT_QUEUED_SQL = """
