@@ -88,7 +88,8 @@ WHERE agents.id = v.id
 """
 
 
-def _tick_batch(now: datetime, batch_size: int, result: TickResult) -> int:
+def _tick_batch(now: datetime, batch_size: int, result: TickResult,
+                publisher: dispatch.BackgroundPublisher | None = None) -> int:
     """One transaction: claim due agents (SKIP LOCKED), write their runs, advance their slots."""
     org_tz = platform_settings().timezone
     budget = platform_settings().weekly_token_budget
@@ -138,7 +139,7 @@ def _tick_batch(now: datetime, batch_size: int, result: TickResult) -> int:
                                         owner_tz[owner_id], now=now, previous=slot)
                       for _, owner_id, schedule, slot, _ in rows]
         cursor.execute(_ADVANCE_SQL, [[r[0] for r in rows], next_slots])
-        dispatch.dispatch_on_commit(queued_ids)
+        dispatch.dispatch_on_commit(queued_ids, publisher)
     result.queued.extend(queued_ids)
     result.skipped_budget += sum(1 for s in skipped if s[1] == RunReason.BUDGET_EXCEEDED)
     result.skipped_already_running += sum(1 for s in skipped if s[1] == RunReason.ALREADY_RUNNING)
@@ -148,12 +149,17 @@ def _tick_batch(now: datetime, batch_size: int, result: TickResult) -> int:
 def scheduler_tick(*, now: datetime | None = None, batch_size: int = TICK_BATCH_SIZE,
                    redispatch: bool = True) -> TickResult:
     """The Beat job: every due agent gets a ``scheduled`` run (or a ``skipped`` row saying why),
-    its ``next_run_at`` moves to the next slot, and queued runs are enqueued after commit.
+    its ``next_run_at`` moves to the next slot, and queued runs are enqueued after commit (batch by
+batch on a publisher thread, while the next batch is written).
     Closed gates are not here at all: their ``next_run_at`` is NULL, so nothing piles up."""
     now = now or timezone.now()
     result = TickResult(queued=[])
-    while _tick_batch(now, batch_size, result) == batch_size:
-        pass
+    publisher = dispatch.BackgroundPublisher()
+    try:
+        while _tick_batch(now, batch_size, result, publisher) == batch_size:
+            pass
+    finally:
+        publisher.close()  # the tick ends when its runs are on the broker
     if redispatch:
         result.redispatched = len(agent_runs_redispatch(now=now))
     return result
