@@ -160,9 +160,11 @@ def test_an_idle_loop_sleeps_at_most_its_maximum(owner):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_beat_runs_the_loop_and_starts_it_again_when_its_thread_died(owner):
+def test_beat_runs_the_loop_and_starts_it_again_when_its_thread_died(owner, settings):
     from achilles.beat import HeartbeatDatabaseScheduler
     from achilles.celery_app import app
+
+    settings.AGENT_SCHEDULER_MAX_SLEEP_SECONDS = 0.3  # a stopped loop notices within one sleep
 
     scheduler = HeartbeatDatabaseScheduler(app=app, lazy=True)
     assert scheduler._agents_loop is None  # constructing a scheduler starts nothing
