@@ -54,6 +54,7 @@ from conversations.grounding import author_user_id, engine_answer, withheld_hint
 from conversations.packing import PackedSource, fit_history, pack_context
 from conversations.prompt import round_one_messages, system_prompt, tool_result_messages
 from conversations.ranking import order_and_cut
+from conversations.spans import OFF, Clock
 from conversations.support import GroundingGate
 from conversations.tools import ToolPlan, plan_tool_round, tool_set
 from conversations.trace import GroundingOutcome, TraceDraft
@@ -69,10 +70,11 @@ WEB_RESULTS_LIMIT = 5
 
 
 async def prepare_turn(*, user, content: str, conversation_id=None, identity: Identity | None = None,
-                       deps: EngineDeps | None = None) -> Turn:
+                       deps: EngineDeps | None = None, clock: Clock = OFF) -> Turn:
     """Validate and start a turn (raises ApplicationError: 404 foreign thread, 422 bad input).
 
     ``identity`` defaults to the session user's; it is never taken from anything the model says.
+    ``clock`` (bench only, ``conversations.spans``) charges the turn's CPU to its phases.
     """
     prepared_from = time.monotonic()
     deps = deps or engine_deps()
@@ -86,6 +88,7 @@ async def prepare_turn(*, user, content: str, conversation_id=None, identity: Id
         await asyncio.shield(_close_abandoned_start(starting, content, deps))
         raise
     turn = Turn(start=start, identity=identity, content=content.strip(), deps=deps)
+    turn.clock = clock
     turn.timings["prepare_ms"] = _ms(prepared_from)
     return turn
 
@@ -124,6 +127,7 @@ class Turn:
         self.message_id: int | None = None
         self._finalize_task: asyncio.Future | None = None
         self.timings: dict[str, float] = {}
+        self.clock: Clock = OFF
 
     # -- public --
 
@@ -137,7 +141,9 @@ class Turn:
         try:
             async with aclosing(self._run()) as run:
                 async for event in run:
+                    left = self.clock.switch("relay")
                     yield event
+                    self.clock.switch(left)
         except (asyncio.CancelledError, GeneratorExit):
             # The client is gone: finalize what was produced, whatever cancels us next.
             await asyncio.shield(self._finalize_interrupted())
@@ -161,6 +167,7 @@ class Turn:
             messages = round_one_messages(system=system.content, history=fit.kept, content=self.content)
 
             round_one = _Round()
+            self.clock.switch("model")
             # While the model may still call search_knowledge, its text is held: text beside a
             # search call is never shown nor stored (it is not grounded in anything).
             hold = any(t.name == "search_knowledge" for t in tools)
@@ -188,6 +195,7 @@ class Turn:
                         else:
                             yield step
             self.timings["total_ms"] = _ms(started)
+            self.clock.switch("finalize")
             message = await self._finalize(MessageState.COMPLETE, outcome)
         except ApplicationError as exc:
             logger.warning("chat turn failed: %s (%s)", exc.detail, exc.code)
@@ -237,6 +245,7 @@ class Turn:
         """Yields the answer's TokenEvents, then its GroundingOutcome (last)."""
         settings = self.start.settings
         t0 = time.monotonic()
+        self.clock.switch("ks")
         search_result, cache_hit, web_results = await self._run_tools(plan, web_provider)
         self.timings["tools_ms"] = _ms(t0)
         candidates = search_result.candidates if search_result else ()
@@ -273,6 +282,7 @@ class Turn:
                 calls=round_one.calls, search_call=plan.search, web_call=plan.web,
                 knowledge=knowledge_packed, web=web_packed)]
             round_two = _Round()
+            self.clock.switch("model")
             gate = GroundingGate(sources={s.marker: s.text for s in packed}, source_urls=[s.url for s in packed if s.url])
             timings = self.timings
             t1 = time.monotonic()
@@ -290,7 +300,9 @@ class Turn:
             async with aclosing(self._stream_round(provider, transcript, (), round_two, release=False)) as stream:
                 async for text in stream:
                     g0 = time.monotonic()
+                    self.clock.switch("gate")
                     pieces = gate.feed(text)
+                    self.clock.switch("model")
                     gate_seconds += time.monotonic() - g0
                     for event in released(pieces):
                         yield event

@@ -64,7 +64,9 @@ def turn_settings() -> TurnSettings:
 def conversation_model(conversation: Conversation | None) -> AgentModel:
     """Intent → the model to generate with: the thread's selection, else the default chat model."""
     selected = conversation.selected_model if conversation is not None and conversation.selected_model_id else None
-    return effective_model(selected, default_model(kind="chat"))
+    if selected is not None:  # the default is read only when it is what generates
+        return selected
+    return effective_model(None, default_model(kind="chat"))
 
 
 @transaction.atomic
@@ -153,10 +155,12 @@ def message_finalize(
 ) -> Message:
     """Write the assistant message, its citations and its trace in one transaction (never half-written).
 
-    The thread's row is locked first: a delete racing the answer either happened (404
-    ``conversation_deleted``, the question went with it) or waits for this commit and cascades it.
+    The thread's row is locked first — by the UPDATE that moves it to the top of the list (any
+    UPDATE bumps ``updated_at``, trigger), one statement for the lock and the bump: a delete racing
+    the answer either happened (404 ``conversation_deleted``, the question went with it) or waits
+    for this commit and cascades it.
     """
-    if not Conversation.objects.select_for_update().filter(pk=conversation_id).exists():
+    if not Conversation.objects.filter(pk=conversation_id).update(updated_at=Now()):
         raise NotFound("The conversation was deleted while its answer was being written.",
                        code="conversation_deleted")
     message = Message.objects.create(
@@ -171,8 +175,6 @@ def message_finalize(
     ])
     if trace is not None:
         RetrievalTrace.objects.create(message=message, **trace.columns())
-    # Any UPDATE bumps updated_at (trigger): the thread moves to the top of the list.
-    Conversation.objects.filter(pk=conversation_id).update(updated_at=Now())
     return message
 
 

@@ -238,6 +238,7 @@ def _opens_sentence(text: str, at: int) -> bool:
 # or at a line break followed by more text.
 _END = re.compile(r"[.!?…]+[\"»”')*_]*((?:[ \t]*\[\d{1,3}\])*)(?=[ \t]*\n|[ \t]+[^\s\[a-zа-яё])")
 _LINE = re.compile(r"\n(?=\s*\S)")
+_CUT_CHAR = re.compile(r"[.!?…\n]")  # every cut follows one of these (``_END``, ``_LINE``)
 _ABBREVIATION = re.compile(r"(?:^|[\s(«\"])[a-zа-яё]{1,2}$|(?:^|\n)[ \t]*\d{1,3}$")
 
 
@@ -248,9 +249,16 @@ class SentenceSplitter:
 
     def __init__(self) -> None:
         self.buffer = ""
+        self._armed = False  # the buffer holds a character a cut can follow (.!?… or a line break)
 
     def feed(self, text: str) -> list[str]:
         self.buffer += text
+        # Most deltas are words: without a possible end in the buffer there is nothing to scan
+        # (scanning the whole buffer on every token made the check cost grow with the sentence).
+        if not self._armed:
+            if not _CUT_CHAR.search(text):
+                return []
+            self._armed = True
         out = []
         while True:
             cut = self._next_cut()
@@ -258,9 +266,10 @@ class SentenceSplitter:
                 return out
             out.append(self.buffer[:cut])
             self.buffer = self.buffer[cut:]
+            self._armed = bool(_CUT_CHAR.search(self.buffer))
 
     def flush(self) -> list[str]:
-        rest, self.buffer = self.buffer, ""
+        rest, self.buffer, self._armed = self.buffer, "", False
         return [rest] if rest.strip() else []
 
     def _next_cut(self) -> int | None:
