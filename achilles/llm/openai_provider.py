@@ -382,9 +382,14 @@ class OpenAIChatProvider:
             # here as plain JSON: building the SDK's typed chunk models cost ~0.3 ms of event-loop
             # CPU per token (bench/chat, server CPU per turn).
             async with client.chat.completions.with_streaming_response.create(**request) as response:
+                done = False
                 async for data in sse_payloads(response.http_response.aiter_bytes()):
-                    if data == "[DONE]":
-                        break
+                    # Read on to the body's end (it follows [DONE] at once): a response left
+                    # unread cannot give its connection back to the pool, and every round would
+                    # open a new one (TCP, and TLS with a real provider).
+                    if done or data == "[DONE]":
+                        done = True
+                        continue
                     chunk = json.loads(data)
                     if not isinstance(chunk, dict):
                         raise ValueError(f"a stream chunk is not an object: {data[:100]!r}")
