@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from conversations.dbconn import db_step
-from knowledge.facade import Identity, SearchResult
+from knowledge.facade import AccessKind, Identity, SearchResult
 
 
 class KnowledgeClient(Protocol):
@@ -20,7 +20,7 @@ class KnowledgeClient(Protocol):
 
     async def visible_records(self, record_ids: list[int], identity: Identity) -> frozenset[int]: ...
 
-    async def register_access(self, record_id: int, identity: Identity, kind: str, message_id: str | None) -> None: ...
+    async def register_access(self, record_id: int, identity: Identity, kind: AccessKind, message_id: str | None) -> None: ...
 
 
 class FacadeKnowledgeClient:
@@ -44,7 +44,7 @@ class FacadeKnowledgeClient:
 
         return await db_step(facade.visible_records)(record_ids, identity)
 
-    async def register_access(self, record_id: int, identity: Identity, kind: str, message_id: str | None) -> None:
+    async def register_access(self, record_id: int, identity: Identity, kind: AccessKind, message_id: str | None) -> None:
         from knowledge import facade
 
         await db_step(facade.register_access)(record_id, identity, kind, message_id)

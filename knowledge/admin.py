@@ -9,8 +9,10 @@ from django.urls import path, reverse
 
 from achilles.errors import ApplicationError
 from knowledge import services
+from knowledge.contracts import MAX_K
 from knowledge.models import AccessSignal, Chunk, Record, RecordLink, SourcePolicy
-from knowledge.selectors import MAX_K, embedding_config, timed
+from knowledge.search.embedding import embedding_config
+from knowledge.selectors import timed
 
 
 def _search_mode_message(request) -> None:

@@ -12,7 +12,8 @@ from pydantic import Field, field_validator
 
 from achilles.errors import NotFound, PermissionDenied
 from knowledge import facade, services
-from knowledge.selectors import MAX_K, MAX_QUERY_CHARS, embedding_config
+from knowledge.contracts import MAX_K, MAX_QUERY_CHARS
+from knowledge.search.embedding import embedding_config
 
 router = Router(tags=["knowledge"])
 
