@@ -142,6 +142,14 @@ class _Cited:
         return any(_stems_match(stem, s) for s in self.by_prefix.get(stem[:2], ()))
 
 
+@lru_cache(maxsize=128)
+def _cited(text: str) -> _Cited:
+    """The cited text's index, built once per text: an answer's sentences mostly cite the same
+    sources, and indexing them again for every sentence was most of the check's cost. Callers
+    only read it."""
+    return _Cited.of(text)
+
+
 def _parts(word: str) -> list[str]:
     # «Wi-Fi», «achilles-guest»: every part must be found.
     return [p for p in re.split(r"[-'’]", _fold(word)) if p]
@@ -169,7 +177,7 @@ def check_sentence(sentence: str, sources: Mapping[int, str], *, source_urls: It
     cited_markers = [m for m in markers if m in sources] if markers else list(sources)
     if not cited_markers:
         return Verdict(sentence, "unknown_marker", markers)
-    cited = _Cited.of("\n".join(sources[m] for m in cited_markers))
+    cited = _cited("\n".join(sources[m] for m in cited_markers))
     body = _URL.sub(" ", _MARKER.sub(" ", sentence))  # an allowed link asserts nothing by itself
 
     missing_numbers = tuple(sorted(n for n in numbers_in(body) if n not in cited.numbers))
