@@ -1,21 +1,30 @@
-"""bench/chat: platform-added latency of a grounding chat turn over SSE, and disconnect hygiene.
+"""bench/chat: CPU of the web process per grounding chat turn, platform-added TTFT over SSE, and
+disconnect hygiene (issue 15).
 
-The model is a scripted OpenAI-compatible server (its own process): a fixed 300 ms time to first
-token and a steady token rate; a request offering tools gets a ``search_knowledge`` call, the
-next one gets the answer. Ours: ``POST /api/chat`` on daphne (its own process) → round 1 →
-KS search over the 100k-chunk corpus of bench/knowledge (database ``bench_knowledge``, built on
-first use) → round 2 streamed. The peer: the same two model rounds streamed directly by the same
-client, no platform in between. Reported at 1, 10 and 20 concurrent streams: time to the first
-answer token (p50/p95) for both and the difference (the platform-added TTFT), and the mean gap
-between tokens for both (the per-token overhead). A grounded answer is released a checked sentence
-at a time, so our first token is the first released sentence: it is also set against the model's
-first complete sentence, and the support check's own time per answer is read from the traces. Then 200 streams are dropped mid-answer: every
-upstream generation must be cancelled, every message finalized ``interrupted``, and the
-database connections back to baseline within 2 s.
+The model is a scripted OpenAI-compatible server (its own process; HTTP/1.1 keep-alive, chunked):
+a fixed 300 ms time to first token and a steady token rate; a request offering tools gets a
+``search_knowledge`` call, the next one the answer (``T<n> …`` questions get n tokens). Ours:
+``POST /api/chat`` on daphne (its own process) → round 1 → KS search over the bench/knowledge
+corpus (database ``bench_knowledge``, built on first use) → round 2, released sentence by sentence.
+The peer: the same two model rounds streamed directly by the same client.
+
+1. CPU (``/proc`` utime+stime of the server) before/after N turns at 1 stream for answers of
+   several lengths → fixed + per-token CPU by least squares, with the breakdown by phase the
+   server writes when ``ACHILLES_CHAT_SPANS`` is set (``conversations.spans``); the same fit at
+   10 streams.
+2. At 1, 10 and 20 streams: our first token (= the first released sentence) against the peer's
+   first token and the moment its first sentence is known complete (the added TTFT), server CPU
+   per turn and turns per CPU-second, and where the added TTFT goes (from the traces).
+3. 200 streams dropped mid-answer: every upstream generation cancelled, every message finalized
+   ``interrupted``, database connections back to baseline within 2 s.
+
+Ends with ``RESULT {"bench": "chat", "cpu_ms_fixed", "cpu_ms_per_token", "added_ttft_p50_ms",
+"added_ttft_p95_ms"}`` (1 stream).
 
     python -m bench chat
-    BENCH_CHAT_TOKENS=40 BENCH_CHAT_DISCONNECTS=100 python -m bench chat
+    BENCH_KS_CHUNKS=20000 BENCH_CHAT_LEVELS=1 BENCH_CHAT_DISCONNECTS=0 python -m bench chat
     BENCH_CHAT_SERVER_PROCESSES=2 python -m bench chat    # uvicorn with two worker processes
+    BENCH_CHAT_PROFILE=1 python -m bench chat             # py-spy over the longest answers
 """
 
 from __future__ import annotations
@@ -44,6 +53,8 @@ REQUESTS = {1: 20, 10: 30, 20: 60}
 # Answer lengths (model tokens) of the CPU fit, and turns per length.
 LENGTHS = tuple(int(x) for x in os.environ.get("BENCH_CHAT_LENGTHS", "13,40,160").split(","))
 CPU_TURNS = int(os.environ.get("BENCH_CHAT_CPU_TURNS", "10"))
+# The same fit under concurrent streams (no phase breakdown there: the phases are process-wide).
+FIT_STREAMS = tuple(int(x) for x in os.environ.get("BENCH_CHAT_FIT_STREAMS", "10").split(",") if x)
 SPANS_FILE = ROOT / "var" / "bench-chat-spans.jsonl"
 PROFILE = os.environ.get("BENCH_CHAT_PROFILE") == "1"
 PHASES = ("auth", "turn_start", "model", "ks", "gate", "relay", "finalize")
@@ -415,7 +426,8 @@ def main() -> None:
               f"{ANSWER_TOKENS} answer tokens; KS: {chunks} chunks; server: "
               + (f"uvicorn, {SERVER_PROCESSES} processes " if SERVER_PROCESSES > 1 else "daphne, 1 process ") +
               f"(log: {server_log.relative_to(ROOT)})\n")
-        asyncio.run(run_level(4, 8, ours))  # warm-up: imports, pool, HNSW pages
+        # warm-up: imports, pool, HNSW pages — of every worker process
+        asyncio.run(run_level(4, 8 * SERVER_PROCESSES, ours))
         asyncio.run(run_level(4, 4, peer))
 
         from conversations.models import RetrievalTrace
@@ -448,7 +460,21 @@ def main() -> None:
         print("  phases: auth (view: credentials, CSRF, body) | turn_start (thread, user message, history, settings, "
               "is_empty, prompt) | model (both rounds: request, stream parsing) | ks (cache gate, KS search, "
               "packing, hint) | gate (sentence support check) | relay (events → SSE frames → daphne) | "
-              "finalize (message, trace, citations, access signals) | outside (daphne/ASGI work outside the view)\n")
+              "finalize (message, trace, citations, access signals) | outside (daphne/ASGI work outside the view)")
+        for streams in FIT_STREAMS:
+            # The same fit with concurrent streams: one event-loop wake-up then serves several
+            # streams' tokens, so the per-token cost of a loaded process is lower than at 1 stream.
+            points = []
+            for length in LENGTHS:
+                turns = 3 * streams
+                before = _cpu_seconds(daphne.pid)
+                asyncio.run(run_level(streams, turns,
+                                      lambda client, i, length=length: ours(client, i, prefix=f"T{length} ")))
+                points.append((length, (_cpu_seconds(daphne.pid) - before) * 1000 / turns))
+            f_fixed, f_per_token = _fit(points)
+            print(f"  at {streams} streams: CPU per turn " + ", ".join(f"{cpu:.1f} ms ({n} tokens)" for n, cpu in points)
+                  + f" → {f_fixed:.1f} ms fixed + {f_per_token:.3f} ms per token", flush=True)
+        print()
 
         header = (f"{'streams':>7} {'ours TTFT p50':>13} {'p95':>7} {'peer TTFT p50':>13} {'p95':>7} "
                   f"{'added p50':>9} {'added p95':>9} {'ours gap':>8} {'peer gap':>8} {'+/token':>8} "
