@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from conversations.dbconn import db_step
+from knowledge import facade
 from knowledge.facade import AccessKind, Identity, SearchResult
 
 
@@ -25,26 +26,16 @@ class KnowledgeClient(Protocol):
 
 class FacadeKnowledgeClient:
     async def is_empty(self) -> bool:
-        from knowledge import facade
-
         return await db_step(facade.is_empty)()
 
     async def search(self, query: str, identity: Identity, k: int) -> SearchResult:
-        from knowledge import facade
-
         return await db_step(facade.search)(query, identity, k)
 
     async def generation(self) -> int:
-        from knowledge import facade
-
         return await db_step(facade.generation)()
 
     async def visible_records(self, record_ids: list[int], identity: Identity) -> frozenset[int]:
-        from knowledge import facade
-
         return await db_step(facade.visible_records)(record_ids, identity)
 
     async def register_access(self, record_id: int, identity: Identity, kind: AccessKind, message_id: str | None) -> None:
-        from knowledge import facade
-
         await db_step(facade.register_access)(record_id, identity, kind, message_id)

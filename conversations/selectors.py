@@ -6,24 +6,27 @@ import base64
 import binascii
 import json
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any, Generic, TypeVar
 
 from django.contrib.auth import get_user_model
 from django.db.models import Prefetch, Q
 
 from achilles.errors import NotFound, ValidationFailed
+from achilles.models import User
 from conversations.models import Citation, Conversation, Message
 
 
-def _as_uuid(value) -> uuid.UUID:
+def _as_uuid(value: object) -> uuid.UUID:
     try:
         return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
     except (ValueError, TypeError, AttributeError):
         raise NotFound("conversation not found") from None
 
 
-def conversation_get_for_user(*, user, conversation_id, with_model: bool = False,
+def conversation_get_for_user(*, user: User, conversation_id: uuid.UUID | str, with_model: bool = False,
                               for_update: bool = False) -> Conversation:
     """The user's own thread (404 otherwise); ``for_update`` locks its row until the transaction
     ends, so a concurrent delete either happened (404) or waits."""
@@ -36,7 +39,7 @@ def conversation_get_for_user(*, user, conversation_id, with_model: bool = False
     return conversation
 
 
-def message_get_for_user(*, user, message_id: int, for_update: bool = False) -> Message:
+def message_get_for_user(*, user: User, message_id: int, for_update: bool = False) -> Message:
     qs = Message.objects.filter(pk=message_id, conversation__user=user)
     message = (qs.select_for_update(of=("self",)) if for_update else qs).first()
     if message is None:
@@ -47,11 +50,11 @@ def message_get_for_user(*, user, message_id: int, for_update: bool = False) -> 
 # --- cursor pagination ----------------------------------------------------------------------
 
 
-def encode_cursor(payload: dict) -> str:
+def encode_cursor(payload: dict[str, Any]) -> str:
     return base64.urlsafe_b64encode(json.dumps(payload, separators=(",", ":")).encode()).decode().rstrip("=")
 
 
-def decode_cursor(cursor: str | None) -> dict | None:
+def decode_cursor(cursor: str | None) -> dict[str, Any] | None:
     if not cursor:
         return None
     try:
@@ -64,13 +67,18 @@ def decode_cursor(cursor: str | None) -> dict | None:
         raise ValidationFailed("invalid cursor", field="cursor") from None
 
 
+T = TypeVar("T")
+
+
 @dataclass(frozen=True)
-class Page:
-    items: list
+class Page(Generic[T]):
+    """One page of a keyset-paginated list and the cursor of the next (None: the last page)."""
+
+    items: list[T]
     next_cursor: str | None
 
 
-def conversation_list_for_user(*, user, cursor: str | None = None, limit: int = 20) -> Page:
+def conversation_list_for_user(*, user: User, cursor: str | None = None, limit: int = 20) -> Page[Conversation]:
     """Own conversations, most recently active first; keyset cursor on (updated_at, id)."""
     qs = Conversation.objects.filter(user=user).order_by("-updated_at", "-id")
     position = decode_cursor(cursor)
@@ -91,7 +99,7 @@ def conversation_list_for_user(*, user, cursor: str | None = None, limit: int = 
 
 
 def conversation_messages(*, conversation: Conversation, cursor: str | None = None, limit: int = 50,
-                          order: str = "asc") -> Page:
+                          order: str = "asc") -> Page[Message]:
     """Messages of a thread with their citations: two queries whatever the thread's length."""
     if order not in ("asc", "desc"):
         raise ValidationFailed("order is asc or desc", field="order")
@@ -111,7 +119,7 @@ def conversation_messages(*, conversation: Conversation, cursor: str | None = No
     return Page(items=rows, next_cursor=next_cursor)
 
 
-def withheld_contact_emails(*, messages) -> dict[int, str]:
+def withheld_contact_emails(*, messages: Iterable[Message]) -> dict[int, str]:
     """E-mail addresses of the authors named in the messages' withheld hints (active users with one)."""
     ids = {source["contact"]["user_id"] for m in messages for source in (m.withheld_hint or {}).get("sources", [])
            if isinstance(source.get("contact"), dict) and isinstance(source["contact"].get("user_id"), int)}

@@ -6,7 +6,7 @@ import datetime as dt
 from typing import Any
 
 from django.db import connection
-from django.db.models import Count, Q
+from django.db.models import Count, Q, QuerySet
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Upper
 from django.utils import timezone
@@ -50,7 +50,7 @@ from hub.models import (
     SyncRun,
 )
 from hub.notify import hub_booted_at
-from hub.permissions import hub_access_check
+from hub.permissions import HubCaller, hub_access_check
 from hub.texts import agent_status_lines, update_hint
 
 # Seconds a command of each type takes at the sync agent (Jira round trips incl. the read-before-write).
@@ -81,7 +81,7 @@ def settings_version_get() -> int:
     return version if version is not None else 1
 
 
-def settings_get(*, user, key: str | None = None) -> dict[str, Any]:
+def settings_get(*, user: HubCaller, key: str | None = None) -> dict[str, Any]:
     """``{key: value}`` for one key (unknown → 422) or every key."""
     hub_access_check(user)
     if key is None:
@@ -100,7 +100,7 @@ def _issue_row(issue: MirrorIssue, fact_status: str | None) -> IssueRow:
                     updated=issue.updated, fact_status=fact_status or "")
 
 
-def issues_queryset(filters: IssueFilters):
+def issues_queryset(filters: IssueFilters) -> QuerySet[MirrorIssue]:
     qs = MirrorIssue.objects.all()
     if filters.overdue is not None:
         qs = qs.alias(status_upper=Upper("status"))
@@ -132,7 +132,7 @@ def issues_queryset(filters: IssueFilters):
     return qs
 
 
-def issues_list(*, user, filters: IssueFilters, limit: int = 50) -> list[IssueRow]:
+def issues_list(*, user: HubCaller, filters: IssueFilters, limit: int = 50) -> list[IssueRow]:
     """HUB-3: mirrored issues matching every filter, most recently updated first."""
     hub_access_check(user)
     limit = max(1, min(int(limit), 500))
@@ -168,7 +168,7 @@ def command_view(command: Command) -> CommandView:
                        finished_at=command.finished_at, force_cancelled=command.force_cancelled)
 
 
-def issue_card(*, user, key: str, recent_commands: int = 10, comments: int = 5) -> IssueCard:
+def issue_card(*, user: HubCaller, key: str, recent_commands: int = 10, comments: int = 5) -> IssueCard:
     """HUB-4: fields, links of both sides, notes, recent commands, the newest comments."""
     hub_access_check(user)
     issue = MirrorIssue.objects.filter(key=key.strip().upper()).select_related("notes").first()
@@ -276,7 +276,7 @@ def batch_get(batch_id: int) -> Batch:
     return batch
 
 
-def batch_status(*, user, batch_id: int) -> BatchView:
+def batch_status(*, user: HubCaller, batch_id: int) -> BatchView:
     """HUB-8: every command's state and error, and the remaining estimate."""
     hub_access_check(user)
     return batch_view(batch_get(batch_id))
@@ -286,7 +286,7 @@ def batch_finished(batch_id: int) -> bool:
     return not Command.objects.filter(batch_id=batch_id, state__in=(QUEUED, CLAIMED)).exists()
 
 
-def batches_list(*, user, limit: int = 20) -> list[BatchSummary]:
+def batches_list(*, user: HubCaller, limit: int = 20) -> list[BatchSummary]:
     """HUB-9: the latest batches with their state."""
     hub_access_check(user)
     limit = max(1, min(int(limit), 200))
@@ -309,13 +309,13 @@ def publication_latest() -> PublicationView | None:
                            published_at=row.published_at)
 
 
-def publications_list(*, user, limit: int = 20) -> list[PublicationView]:
+def publications_list(*, user: HubCaller, limit: int = 20) -> list[PublicationView]:
     hub_access_check(user)
     return [PublicationView(version=p.version, sha256=p.sha256, size=p.size, notes=p.notes, published_at=p.published_at)
             for p in Publication.objects.defer("artifact").order_by("-version")[:limit]]
 
 
-def agent_status(*, user) -> AgentStatus:
+def agent_status(*, user: HubCaller) -> AgentStatus:
     """HUB-12: the sync agent as of its latest claim, with the seed's lines in ``lines``."""
     hub_access_check(user)
     now = timezone.now()
@@ -356,7 +356,7 @@ def agent_status(*, user) -> AgentStatus:
     return AgentStatus(**fields, lines=tuple(agent_status_lines(status, tz=platform_settings().timezone)))
 
 
-def sync_log(*, user, limit: int = 20) -> list[SyncRunView]:
+def sync_log(*, user: HubCaller, limit: int = 20) -> list[SyncRunView]:
     """HUB-14: the latest sync runs."""
     hub_access_check(user)
     limit = max(1, min(int(limit), 200))

@@ -12,7 +12,6 @@ The checker refuses ``set_config``/``current_setting``, so the query cannot chan
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import psycopg.errors
 from django.db import DatabaseError, connection, transaction
@@ -37,7 +36,7 @@ class _Rollback(Exception):
     pass
 
 
-def _plan_relations(node: Any) -> set[tuple[str, str]]:
+def _plan_relations(node: object) -> set[tuple[str, str]]:
     found: set[tuple[str, str]] = set()
     if isinstance(node, dict):
         if "Relation Name" in node:
