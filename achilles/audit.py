@@ -12,13 +12,19 @@ from __future__ import annotations
 import json
 import logging
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
 from django.utils import timezone
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+
 logger = logging.getLogger(__name__)
+
+# Who did it: a user (a request's, so possibly anonymous), None (anonymous) or a label such as "system".
+Actor: TypeAlias = "AbstractBaseUser | AnonymousUser | str | None"
 
 # Actions written by the platform (the hub adds its own names; any non-empty name is accepted).
 SIGNIN_FAILED = "signin_failed"
@@ -39,7 +45,7 @@ HUB_PUBLICATION_CREATED = "hub_publication_created"
 MAX_TARGET = 500
 
 
-def _actor_fields(actor: Any) -> tuple[int | None, str]:
+def _actor_fields(actor: Actor) -> tuple[int | None, str]:
     if actor is None:
         return None, "anonymous"
     if isinstance(actor, str):
@@ -56,7 +62,7 @@ def _request_id() -> str:
     return "" if rid == "-" else rid
 
 
-def audit_record(*, actor: Any, action: str, target: str = "", details: dict | None = None,
+def audit_record(*, actor: Actor, action: str, target: str = "", details: dict[str, Any] | None = None,
                  request_id: str | None = None) -> None:
     """Append one event. ``actor``: a user, None (anonymous) or a label such as ``"system"``.
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from django.core import signing
+from django.db import models
 from django.db.models import Model, Q, QuerySet
 from ninja import Schema
 from pydantic import Field
@@ -108,10 +109,16 @@ def cursor_decode(cursor: str, *, scope: str, model: type[Model], keys: Sequence
         raise _bad_cursor() from None
     if not isinstance(values, list) or len(values) != len(keys):
         raise _bad_cursor()
-    try:
-        return [model._meta.get_field(key.lstrip("-")).to_python(value) for key, value in zip(keys, values, strict=True)]
-    except Exception:  # a value the field cannot hold: only a forged cursor gets here
-        raise _bad_cursor() from None
+    typed = []
+    for key, value in zip(keys, values, strict=True):
+        column = model._meta.get_field(key.lstrip("-"))
+        if not isinstance(column, models.Field):  # a programming error: keys name concrete columns
+            raise TypeError(f"{model.__name__}.{key} is not a column")
+        try:
+            typed.append(column.to_python(value))
+        except Exception:  # a value the column cannot hold: only a forged cursor gets here
+            raise _bad_cursor() from None
+    return typed
 
 
 def cursor_encode(row: Model, *, scope: str, keys: Sequence[str]) -> str:

@@ -63,13 +63,13 @@ def effective_timezone(user_timezone: str | None, *, org_timezone: str | None = 
     return platform_settings().timezone
 
 
-def agent_model_page(*, kind: str = "chat", cursor: str | None = None, limit: int = DEFAULT_LIMIT) -> Window:
+def agent_model_page(*, kind: str = "chat", cursor: str | None = None, limit: int = DEFAULT_LIMIT) -> Window[AgentModel]:
     """The allow-list of one kind, the default first, then by name; keyset on (is_default, name)."""
     return keyset_page(AgentModel.objects.filter(kind=kind), scope=f"models:{kind}", keys=("-is_default", "name"),
                        cursor=cursor, limit=limit)
 
 
-def api_token_page_for_user(*, user: User, cursor: str | None = None, limit: int = DEFAULT_LIMIT) -> Window:
+def api_token_page_for_user(*, user: User, cursor: str | None = None, limit: int = DEFAULT_LIMIT) -> Window[ApiToken]:
     """The user's tokens (revoked ones too), newest first; keyset on (created_at, id)."""
     return keyset_page(ApiToken.objects.filter(user=user), scope="tokens", keys=("-created_at", "-id"),
                        cursor=cursor, limit=limit)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from typing import Any
 
 from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -11,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from achilles import audit, hooks
+from achilles.audit import Actor
 from achilles.errors import NotFound, ValidationFailed
 from achilles.models import AgentModel, ApiToken, User, validate_timezone
 from achilles.names import name_clean
@@ -24,7 +26,7 @@ def token_hash(raw: str) -> str:
 
 
 @transaction.atomic
-def api_token_create(*, user: User, name: str = "token", actor=None) -> tuple[ApiToken, str]:
+def api_token_create(*, user: User, name: str = "token", actor: Actor = None) -> tuple[ApiToken, str]:
     """Create a token; the raw secret is returned once and never stored. Audited (``actor``
     defaults to the owner; an operator command passes its own label)."""
     try:
@@ -57,7 +59,7 @@ def api_token_authenticate(raw: str) -> User | None:
 
 
 @transaction.atomic
-def api_token_revoke(*, user: User, token_id: int, actor=None) -> None:
+def api_token_revoke(*, user: User, token_id: int, actor: Actor = None) -> None:
     """Revoke one of ``user``'s tokens (the owner, or an admin passing ``actor``); audited."""
     updated = ApiToken.objects.filter(pk=token_id, user=user, revoked_at__isnull=True).update(revoked_at=timezone.now())
     if not updated:
@@ -114,7 +116,7 @@ def _allowed_models_changed(model: AgentModel) -> None:
 
 
 @transaction.atomic
-def allowed_model_create(*, actor=None, **fields) -> AgentModel:
+def allowed_model_create(*, actor: Actor = None, **fields: Any) -> AgentModel:
     """Add a model to the allow-list (commands, fixtures); validated like the admin's form. Audited
     when an ``actor`` is named (the admin's add goes through ``allowed_model_save``); the seeding
     of a fresh installation (``demo_data``) is not a change anyone made."""
@@ -129,7 +131,7 @@ def allowed_model_create(*, actor=None, **fields) -> AgentModel:
 
 
 @transaction.atomic
-def allowed_model_save(*, model: AgentModel, actor="system", changes: dict | None = None,
+def allowed_model_save(*, model: AgentModel, actor: Actor = "system", changes: dict[str, Any] | None = None,
                        created: bool = False) -> AgentModel:
     """Store an edited allow-list row (the admin's form has applied the fields); audited with
     ``changes`` (``{field: [before, after]}``)."""
@@ -142,7 +144,7 @@ def allowed_model_save(*, model: AgentModel, actor="system", changes: dict | Non
 
 
 @transaction.atomic
-def allowed_model_delete(*, model: AgentModel, actor="system") -> None:
+def allowed_model_delete(*, model: AgentModel, actor: Actor = "system") -> None:
     """Remove a model; agents using it lose it (``model_id`` NULL, by the database), no fallback."""
     audit.audit_record(actor=actor, action=audit.AGENT_MODEL_DELETED, target=f"agent_model:{model.name}",
                        details={"provider": model.provider, "kind": model.kind})

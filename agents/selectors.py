@@ -30,7 +30,7 @@ def agent_list_for_owner(*, user: User) -> QuerySet[Agent]:
     return Agent.objects.select_related("model", "owner").filter(owner=user).order_by("id")
 
 
-def agent_page_for_owner(*, user: User, cursor: str | None = None, limit: int = DEFAULT_LIMIT) -> Window:
+def agent_page_for_owner(*, user: User, cursor: str | None = None, limit: int = DEFAULT_LIMIT) -> Window[Agent]:
     """The owner's agents, oldest first; keyset on id."""
     return keyset_page(agent_list_for_owner(user=user), scope="agents", keys=("id",), cursor=cursor, limit=limit)
 
@@ -48,7 +48,7 @@ def agent_list_for_admin(*, owner: str | None = None, enabled: bool | None = Non
 
 
 def agent_page_for_admin(*, owner: str | None = None, enabled: bool | None = None, admin_paused: bool | None = None,
-                         cursor: str | None = None, limit: int = DEFAULT_LIMIT) -> Window:
+                         cursor: str | None = None, limit: int = DEFAULT_LIMIT) -> Window[Agent]:
     """The admin registry: every owner's agents matching the filters, oldest first; keyset on id."""
     qs = agent_list_for_admin(owner=owner, enabled=enabled, admin_paused=admin_paused)
     return keyset_page(qs, scope="admin-agents", keys=("id",), cursor=cursor, limit=limit)
@@ -60,7 +60,7 @@ def active_run_states(agent_ids: list[int]) -> dict[int, str]:
     return dict(rows)
 
 
-def agent_runs_page(*, agent: Agent, cursor: str | None = None, limit: int = DEFAULT_LIMIT) -> Window:
+def agent_runs_page(*, agent: Agent, cursor: str | None = None, limit: int = DEFAULT_LIMIT) -> Window[AgentRun]:
     """The agent's runs, newest first; keyset on id."""
     return keyset_page(AgentRun.objects.filter(agent=agent), scope="runs", keys=("-id",), cursor=cursor, limit=limit)
 

@@ -219,7 +219,8 @@ def main() -> None:
 
     from achilles.llm.builtin import HashEmbeddingProvider
     from achilles.models import AgentModel
-    from knowledge import facade, selectors
+    from knowledge import facade
+    from knowledge.search import vector as ks_vector
 
     settings_dict = connection.settings_dict
     settings_dict.setdefault("TEST", {})["NAME"] = "bench_knowledge"
@@ -248,10 +249,10 @@ def main() -> None:
                 visible[name] = cursor.fetchone()[0] / max(total, 1)
         print(f"\n{total} chunks, {len(qs)} queries per identity, k={K}; peer = pgvector-python hybrid RRF "
               f"(hnsw.ef_search 40, no iterative scan); ours at hnsw.ef_search = {', '.join(map(str, EF_SWEEP))}")
-        default_ef = selectors.HNSW_EF_SEARCH
+        default_ef = ks_vector.HNSW_EF_SEARCH
         try:
             for ef in EF_SWEEP:
-                selectors.HNSW_EF_SEARCH = ef
+                ks_vector.HNSW_EF_SEARCH = ef
                 print(f"\nours with hnsw.ef_search={ef}" + ("  (the default)" if ef == default_ef else ""))
                 print(f"{'identity':<10} {'visible':>8} {'ours p50':>9} {'ours p95':>9} {'peer p50':>9} {'peer p95':>9} "
                       f"{'ratio p95':>9} {'ours full k':>11} {'peer full k':>11} {'recall@10':>9}")
@@ -262,7 +263,7 @@ def main() -> None:
                           f"{row['peer_p50']:>7.1f}ms {row['peer_p95']:>7.1f}ms {row['ours_p95'] / row['peer_p95']:>8.2f}x "
                           f"{row['ours_full']:>10.1%} {row['peer_full']:>10.1%} {recall:>9.3f}", flush=True)
         finally:
-            selectors.HNSW_EF_SEARCH = default_ef
+            ks_vector.HNSW_EF_SEARCH = default_ef
     finally:
         connection.creation.destroy_test_db(old_name, verbosity=0, keepdb=True)
 
@@ -270,7 +271,7 @@ def main() -> None:
 def measure(connection, embedder, qs: list[str], principals) -> dict:
     """p50/p95 and full-k share of our search and of the peer, interleaved query by query."""
     from knowledge import facade
-    from knowledge.selectors import vector_literal
+    from knowledge.search.vector import vector_literal
 
     identity = facade.Identity(principals=principals)
     ours, peer, ours_full, peer_full = [], [], 0, 0
@@ -295,7 +296,9 @@ def vector_recall(connection, embedder, qs: list[str], principals) -> float:
     """recall@10 of our vector statement (as ``search`` runs it) against an exact scan."""
     from django.db import transaction
 
-    from knowledge.selectors import _lexical, _vector, candidate_depth, vector_literal
+    from knowledge.search.hybrid import candidate_depth
+    from knowledge.search.lexical import lexical_lists
+    from knowledge.search.vector import ef_search, vector_list, vector_literal
 
     hits = 0.0
     depth = candidate_depth(K)
@@ -303,8 +306,8 @@ def vector_recall(connection, embedder, qs: list[str], principals) -> float:
         vector = embedder.embed([q])[0]
         with transaction.atomic(), connection.cursor() as cursor:
             # exactly as search() builds its vector list: HNSW candidates + lexical candidates
-            lexical = _lexical(cursor, q, sorted(principals), depth, K)
-            ranked = _vector(cursor, vector, sorted(principals), depth, -1.0, extra=lexical.visible if lexical else ())
+            lexical = lexical_lists(cursor, q, sorted(principals), depth, K, ef_search=ef_search(depth))
+            ranked = vector_list(cursor, vector, sorted(principals), depth, -1.0, extra=lexical.visible if lexical else ())
             approx = set(ranked[:10])
             cursor.execute("SELECT set_config('enable_indexscan', 'off', true)")
             cursor.execute("SELECT id FROM knowledge_chunks WHERE embedding IS NOT NULL AND acl && %(p)s::text[] "

@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Protocol
 
 from conversations.dbconn import db_step
-from knowledge.facade import Identity, SearchResult
+from knowledge import facade
+from knowledge.facade import AccessKind, Identity, SearchResult
 
 
 class KnowledgeClient(Protocol):
@@ -20,31 +21,21 @@ class KnowledgeClient(Protocol):
 
     async def visible_records(self, record_ids: list[int], identity: Identity) -> frozenset[int]: ...
 
-    async def register_access(self, record_id: int, identity: Identity, kind: str, message_id: str | None) -> None: ...
+    async def register_access(self, record_id: int, identity: Identity, kind: AccessKind, message_id: str | None) -> None: ...
 
 
 class FacadeKnowledgeClient:
     async def is_empty(self) -> bool:
-        from knowledge import facade
-
         return await db_step(facade.is_empty)()
 
     async def search(self, query: str, identity: Identity, k: int) -> SearchResult:
-        from knowledge import facade
-
         return await db_step(facade.search)(query, identity, k)
 
     async def generation(self) -> int:
-        from knowledge import facade
-
         return await db_step(facade.generation)()
 
     async def visible_records(self, record_ids: list[int], identity: Identity) -> frozenset[int]:
-        from knowledge import facade
-
         return await db_step(facade.visible_records)(record_ids, identity)
 
-    async def register_access(self, record_id: int, identity: Identity, kind: str, message_id: str | None) -> None:
-        from knowledge import facade
-
+    async def register_access(self, record_id: int, identity: Identity, kind: AccessKind, message_id: str | None) -> None:
         await db_step(facade.register_access)(record_id, identity, kind, message_id)

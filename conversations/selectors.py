@@ -3,23 +3,25 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 
 from django.contrib.auth import get_user_model
 from django.db.models import Prefetch
 
 from achilles.errors import NotFound, ValidationFailed
+from achilles.models import User
 from achilles.pagination import DEFAULT_LIMIT, Window, keyset_page
 from conversations.models import Citation, Conversation, Message
 
 
-def _as_uuid(value) -> uuid.UUID:
+def _as_uuid(value: object) -> uuid.UUID:
     try:
         return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
     except (ValueError, TypeError, AttributeError):
         raise NotFound("conversation not found") from None
 
 
-def conversation_get_for_user(*, user, conversation_id, with_model: bool = False,
+def conversation_get_for_user(*, user: User, conversation_id: uuid.UUID | str, with_model: bool = False,
                               for_update: bool = False) -> Conversation:
     """The user's own thread (404 otherwise); ``for_update`` locks its row until the transaction
     ends, so a concurrent delete either happened (404) or waits."""
@@ -32,7 +34,7 @@ def conversation_get_for_user(*, user, conversation_id, with_model: bool = False
     return conversation
 
 
-def message_get_for_user(*, user, message_id: int, for_update: bool = False) -> Message:
+def message_get_for_user(*, user: User, message_id: int, for_update: bool = False) -> Message:
     qs = Message.objects.filter(pk=message_id, conversation__user=user)
     message = (qs.select_for_update(of=("self",)) if for_update else qs).first()
     if message is None:
@@ -43,14 +45,15 @@ def message_get_for_user(*, user, message_id: int, for_update: bool = False) -> 
 # --- lists (achilles.pagination: one keyset contract) -------------------------------------
 
 
-def conversation_list_for_user(*, user, cursor: str | None = None, limit: int = DEFAULT_LIMIT) -> Window:
+def conversation_list_for_user(*, user: User, cursor: str | None = None,
+                               limit: int = DEFAULT_LIMIT) -> Window[Conversation]:
     """Own conversations, most recently active first; keyset on (updated_at, id)."""
     return keyset_page(Conversation.objects.filter(user=user), scope="conversations",
                        keys=("-updated_at", "-id"), cursor=cursor, limit=limit)
 
 
 def conversation_messages(*, conversation: Conversation, cursor: str | None = None, limit: int = DEFAULT_LIMIT,
-                          order: str = "asc") -> Window:
+                          order: str = "asc") -> Window[Message]:
     """Messages of a thread with their citations: two queries whatever the thread's length."""
     if order not in ("asc", "desc"):
         raise ValidationFailed("order is asc or desc", field="order")
@@ -61,7 +64,7 @@ def conversation_messages(*, conversation: Conversation, cursor: str | None = No
                        cursor=cursor, limit=limit)
 
 
-def withheld_contact_emails(*, messages) -> dict[int, str]:
+def withheld_contact_emails(*, messages: Iterable[Message]) -> dict[int, str]:
     """E-mail addresses of the authors named in the messages' withheld hints (active users with one)."""
     ids = {source["contact"]["user_id"] for m in messages for source in (m.withheld_hint or {}).get("sources", [])
            if isinstance(source.get("contact"), dict) and isinstance(source["contact"].get("user_id"), int)}

@@ -5,9 +5,11 @@ Every function is sync and atomic; the async pipeline calls them through ``sync_
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import models, transaction
 from django.db.models import OuterRef, Subquery
@@ -67,7 +69,7 @@ def conversation_model(conversation: Conversation | None) -> AgentModel:
 
 
 @transaction.atomic
-def turn_start(*, user: User, content: str, conversation_id=None) -> TurnStart:
+def turn_start(*, user: User, content: str, conversation_id: uuid.UUID | str | None = None) -> TurnStart:
     """Resolve (or lazily create) the thread, store the user's message, load the history."""
     content = content.strip()
     if not content:
@@ -98,7 +100,9 @@ def turn_start(*, user: User, content: str, conversation_id=None) -> TurnStart:
         Message.objects.create(conversation=conversation, role=Role.ASSISTANT, content="", tokens_used=0,
                                state=MessageState.FAILED)
     # Failed turns with no text (and empty interrupted ones) carry nothing for the model.
-    history = tuple(LLMMessage(role, text) for role, text, _ in reversed(previous) if text)
+    # (only these two roles exist: conversations_message_role_valid)
+    history = tuple(LLMMessage("user" if role == Role.USER else "assistant", text)
+                    for role, text, _ in reversed(previous) if text)
     message = Message.objects.create(conversation=conversation, role=Role.USER, content=content)
     return TurnStart(conversation_id=str(conversation.pk), created=created, user_message_id=message.pk,
                      history=history, model=model.spec(), settings=turn_settings())
@@ -113,7 +117,7 @@ def _answer_window(model: AgentModel) -> timedelta:
 ORPHAN_SWEEP_LOOKBACK = timedelta(days=1)
 
 
-def unanswered_questions_close(*, now=None) -> int:
+def unanswered_questions_close(*, now: datetime | None = None) -> int:
     """Close with an empty ``failed`` answer every thread whose last message is a question older
     than the longest answer window of any chat model: its turn died with its process (a killed web
     process writes no answer row). The periodic sweep; ``turn_start`` does the same for one thread.
@@ -186,7 +190,7 @@ def contacts_for(user_ids: Iterable[int]) -> dict[int, Contact]:
 
 
 @transaction.atomic
-def conversation_update(*, user: User, conversation_id, fields: dict) -> Conversation:
+def conversation_update(*, user: User, conversation_id: uuid.UUID | str, fields: dict[str, Any]) -> Conversation:
     """Rename and/or switch the model (validated against the chat allow-list; NULL → default)."""
     conversation = conversation_get_for_user(user=user, conversation_id=conversation_id, for_update=True)
     update_fields = []
@@ -209,7 +213,7 @@ def conversation_update(*, user: User, conversation_id, fields: dict) -> Convers
 
 
 @transaction.atomic
-def conversation_delete(*, user: User, conversation_id) -> None:
+def conversation_delete(*, user: User, conversation_id: uuid.UUID | str) -> None:
     conversation = conversation_get_for_user(user=user, conversation_id=conversation_id)
     # One DELETE: messages, traces and citations go by ON DELETE CASCADE in the database.
     Conversation.objects.filter(pk=conversation.pk).delete()

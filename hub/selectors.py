@@ -6,7 +6,7 @@ import datetime as dt
 from typing import Any
 
 from django.db import connection
-from django.db.models import Count, Q
+from django.db.models import Count, Q, QuerySet
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Upper
 from django.utils import timezone
@@ -51,7 +51,7 @@ from hub.models import (
     SyncRun,
 )
 from hub.notify import hub_booted_at
-from hub.permissions import hub_access_check
+from hub.permissions import HubCaller, hub_access_check
 from hub.texts import agent_status_lines, update_hint
 
 # Seconds a command of each type takes at the sync agent (Jira round trips incl. the read-before-write).
@@ -82,7 +82,7 @@ def settings_version_get() -> int:
     return version if version is not None else 1
 
 
-def settings_get(*, user, key: str | None = None) -> dict[str, Any]:
+def settings_get(*, user: HubCaller, key: str | None = None) -> dict[str, Any]:
     """``{key: value}`` for one key (unknown → 422) or every key."""
     hub_access_check(user)
     if key is None:
@@ -101,7 +101,7 @@ def _issue_row(issue: MirrorIssue, fact_status: str | None) -> IssueRow:
                     updated=issue.updated, fact_status=fact_status or "")
 
 
-def issues_queryset(filters: IssueFilters):
+def issues_queryset(filters: IssueFilters) -> QuerySet[MirrorIssue]:
     qs = MirrorIssue.objects.all()
     if filters.overdue is not None:
         qs = qs.alias(status_upper=Upper("status"))
@@ -133,7 +133,7 @@ def issues_queryset(filters: IssueFilters):
     return qs
 
 
-def issues_page(*, user, filters: IssueFilters, cursor: str | None = None, limit: int = DEFAULT_LIMIT) -> Window:
+def issues_page(*, user: HubCaller, filters: IssueFilters, cursor: str | None = None, limit: int = DEFAULT_LIMIT) -> Window[IssueRow]:
     """HUB-3: mirrored issues matching every filter, most recently updated first; keyset on (updated, key)."""
     hub_access_check(user)
     qs = (issues_queryset(filters).select_related("notes")
@@ -150,7 +150,7 @@ def issues_page(*, user, filters: IssueFilters, cursor: str | None = None, limit
     return page.map(lambda issue: _issue_row(issue, getattr(getattr(issue, "notes", None), "fact_status", "")))
 
 
-def issues_list(*, user, filters: IssueFilters, limit: int = 50) -> list[IssueRow]:
+def issues_list(*, user: HubCaller, filters: IssueFilters, limit: int = 50) -> list[IssueRow]:
     """The first ``limit`` (≤ 500) rows of :func:`issues_page`: the MCP tool's table."""
     return issues_page(user=user, filters=filters, limit=max(1, min(int(limit), 500))).items
 
@@ -172,7 +172,7 @@ def command_view(command: Command) -> CommandView:
                        finished_at=command.finished_at, force_cancelled=command.force_cancelled)
 
 
-def issue_card(*, user, key: str, recent_commands: int = 10, comments: int = 5) -> IssueCard:
+def issue_card(*, user: HubCaller, key: str, recent_commands: int = 10, comments: int = 5) -> IssueCard:
     """HUB-4: fields, links of both sides, notes, recent commands, the newest comments."""
     hub_access_check(user)
     issue = MirrorIssue.objects.filter(key=key.strip().upper()).select_related("notes").first()
@@ -280,7 +280,7 @@ def batch_get(batch_id: int) -> Batch:
     return batch
 
 
-def batch_status(*, user, batch_id: int) -> BatchView:
+def batch_status(*, user: HubCaller, batch_id: int) -> BatchView:
     """HUB-8: every command's state and error, and the remaining estimate."""
     hub_access_check(user)
     return batch_view(batch_get(batch_id))
@@ -290,7 +290,7 @@ def batch_finished(batch_id: int) -> bool:
     return not Command.objects.filter(batch_id=batch_id, state__in=(QUEUED, CLAIMED)).exists()
 
 
-def batches_page(*, user, cursor: str | None = None, limit: int = DEFAULT_LIMIT) -> Window:
+def batches_page(*, user: HubCaller, cursor: str | None = None, limit: int = DEFAULT_LIMIT) -> Window[BatchSummary]:
     """HUB-9: batches with their state, newest first; keyset on id. Two queries per page."""
     hub_access_check(user)
     page = keyset_page(Batch.objects.all(), scope="hub-batches", keys=("-id",), cursor=cursor, limit=limit)
@@ -303,7 +303,7 @@ def batches_page(*, user, cursor: str | None = None, limit: int = DEFAULT_LIMIT)
         finished_at=b.finished_at))
 
 
-def batches_list(*, user, limit: int = 20) -> list[BatchSummary]:
+def batches_list(*, user: HubCaller, limit: int = 20) -> list[BatchSummary]:
     """The latest ``limit`` (≤ 200) batches: the MCP tool's table."""
     return batches_page(user=user, limit=max(1, min(int(limit), 200))).items
 
@@ -318,7 +318,8 @@ def publication_latest() -> PublicationView | None:
                            published_at=row.published_at)
 
 
-def publications_page(*, user, cursor: str | None = None, limit: int = DEFAULT_LIMIT) -> Window:
+def publications_page(*, user: HubCaller, cursor: str | None = None,
+                      limit: int = DEFAULT_LIMIT) -> Window[PublicationView]:
     """Published sync-agent versions, newest first; keyset on version."""
     hub_access_check(user)
     page = keyset_page(Publication.objects.defer("artifact"), scope="hub-publications", keys=("-version",),
@@ -327,7 +328,7 @@ def publications_page(*, user, cursor: str | None = None, limit: int = DEFAULT_L
                                               published_at=p.published_at))
 
 
-def agent_status(*, user) -> AgentStatus:
+def agent_status(*, user: HubCaller) -> AgentStatus:
     """HUB-12: the sync agent as of its latest claim, with the seed's lines in ``lines``."""
     hub_access_check(user)
     now = timezone.now()
@@ -368,7 +369,7 @@ def agent_status(*, user) -> AgentStatus:
     return AgentStatus(**fields, lines=tuple(agent_status_lines(status, tz=platform_settings().timezone)))
 
 
-def sync_log_page(*, user, cursor: str | None = None, limit: int = DEFAULT_LIMIT) -> Window:
+def sync_log_page(*, user: HubCaller, cursor: str | None = None, limit: int = DEFAULT_LIMIT) -> Window[SyncRunView]:
     """HUB-14: the sync runs, newest first; keyset on id."""
     hub_access_check(user)
     page = keyset_page(SyncRun.objects.all(), scope="hub-sync-log", keys=("-id",), cursor=cursor, limit=limit)
@@ -377,7 +378,7 @@ def sync_log_page(*, user, cursor: str | None = None, limit: int = DEFAULT_LIMIT
                                           errors=tuple(r.errors or ())))
 
 
-def sync_log(*, user, limit: int = 20) -> list[SyncRunView]:
+def sync_log(*, user: HubCaller, limit: int = 20) -> list[SyncRunView]:
     """The latest ``limit`` (≤ 200) sync runs: the MCP tool's table."""
     return sync_log_page(user=user, limit=max(1, min(int(limit), 200))).items
 

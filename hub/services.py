@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from achilles import audit
 from achilles.errors import Conflict, NotFound, ValidationFailed
+from achilles.models import User
 from hub import hub_settings, notify, selectors
 from hub.commands import REAL_KEY_RE, REF_RE, command_dump, commands_parse, references
 from hub.contracts import (
@@ -30,7 +31,7 @@ from hub.contracts import (
     NotesView,
 )
 from hub.models import Batch, Command, HubSetting, IssueNote, MirrorIssue
-from hub.permissions import hub_access_check
+from hub.permissions import HubCaller, hub_access_check
 from hub.texts import claimed_command_line
 
 AUTHOR_RE = re.compile(r"^[a-z0-9_.@-]{1,64}$")
@@ -47,9 +48,9 @@ NOTE_LIMITS = {"fact_status": 200, "note": 10000, "next_step": 10000, "owner": 2
 # ---------------------------------------------------------------- notes
 
 @transaction.atomic
-def notes_set(*, user, key: str, fields: dict[str, Any]) -> NotesView:
+def notes_set(*, user: HubCaller, key: str, fields: dict[str, Any]) -> NotesView:
     """HUB-2: set any subset of the notes; an unknown field or a non-string value is a 422."""
-    hub_access_check(user)
+    user = hub_access_check(user)
     if not isinstance(fields, dict) or not fields:
         raise ValidationFailed(f"give at least one of: {', '.join(NOTE_FIELDS)}")
     unknown = [name for name in fields if name not in NOTE_FIELDS]
@@ -108,7 +109,7 @@ def _touched_keys(parsed: list) -> list[str]:
     return keys
 
 
-def _batch_insert(*, user, title: str, author: str, payloads: list[dict], deps: list[list[int]],
+def _batch_insert(*, user: User, title: str, author: str, payloads: list[dict], deps: list[list[int]],
                   waits: list[bool], retry_of: Command | None = None) -> Batch:
     batch = Batch.objects.create(title=title, author=author, created_by=user if getattr(user, "pk", None) else None,
                                  retry_of=retry_of)
@@ -127,9 +128,9 @@ def _payload_keys(payload: dict) -> list[str]:
 
 
 @transaction.atomic
-def batch_create(*, user, title: str, commands: list[dict], author: str = "api") -> BatchCreated:
+def batch_create(*, user: HubCaller, title: str, commands: list[dict], author: str = "api") -> BatchCreated:
     """HUB-6: validate, store the commands in order, append one refresh of every touched key."""
-    hub_access_check(user)
+    user = hub_access_check(user)
     title = _title_check(title)
     author = _author_check(author)
     parsed = commands_parse(commands)
@@ -154,10 +155,10 @@ def _wait_seconds(timeout_minutes: Any) -> float:
     return float(timeout_minutes) * 60.0
 
 
-def batch_wait(*, user, batch_id: int, timeout_minutes: float) -> BatchView:
+def batch_wait(*, user: HubCaller, batch_id: int, timeout_minutes: float) -> BatchView:
     """HUB-8: block until the batch is finished (woken by pub/sub) or the timeout passes."""
     timeout = _wait_seconds(timeout_minutes)
-    hub_access_check(user)
+    user = hub_access_check(user)
     selectors.batch_get(batch_id)
     deadline = time.monotonic() + timeout
     pubsub = notify.redis_client().pubsub(ignore_subscribe_messages=True)
@@ -188,7 +189,7 @@ def batch_wait(*, user, batch_id: int, timeout_minutes: float) -> BatchView:
     return selectors.batch_view(batch, timed_out=time.monotonic() >= deadline)
 
 
-async def batch_wait_async(*, user, batch_id: int, timeout_minutes: float) -> BatchView:
+async def batch_wait_async(*, user: HubCaller, batch_id: int, timeout_minutes: float) -> BatchView:
     """The coroutine twin of ``batch_wait`` for async views and the MCP server."""
     timeout = _wait_seconds(timeout_minutes)
     await sync_to_async(hub_access_check)(user)
@@ -220,7 +221,7 @@ async def batch_wait_async(*, user, batch_id: int, timeout_minutes: float) -> Ba
         await pubsub.aclose()
         await client.aclose()
 
-    def _view():
+    def _view() -> BatchView:
         return selectors.batch_view(selectors.batch_get(batch_id), timed_out=time.monotonic() >= deadline)
 
     return await sync_to_async(_view)()
@@ -285,9 +286,9 @@ def _cancel_queued(commands: list[Command]) -> list[int]:
 
 
 @transaction.atomic
-def batch_cancel(*, user, batch_id: int) -> BatchCancelResult:
+def batch_cancel(*, user: HubCaller, batch_id: int) -> BatchCancelResult:
     """HUB-9: queued commands → cancelled; claimed ones stay with the sync agent (see the returned lines)."""
-    hub_access_check(user)
+    user = hub_access_check(user)
     batch = selectors.batch_get(batch_id)
     commands = list(Command.objects.select_for_update().filter(batch=batch).order_by("seq"))
     queued = [c for c in commands if c.state == QUEUED]
@@ -306,9 +307,9 @@ def batch_cancel_lines(result: BatchCancelResult) -> list[str]:
 
 
 @transaction.atomic
-def command_cancel(*, user, command_id: int, force: bool = False) -> CommandView:
+def command_cancel(*, user: HubCaller, command_id: int, force: bool = False) -> CommandView:
     """HUB-9: cancel one command; a claimed one needs ``force`` (the sync agent is told on its next claim)."""
-    hub_access_check(user)
+    user = hub_access_check(user)
     command = _command_for_update(command_id)
     if command.state in (CANCELLED, FAILED, "done"):
         raise Conflict(f"command {command_id} is already {command.state}", code="command_final")
@@ -325,13 +326,13 @@ def command_cancel(*, user, command_id: int, force: bool = False) -> CommandView
 
 
 @transaction.atomic
-def command_retry(*, user, command_id: int, author: str = "api") -> BatchCreated:
+def command_retry(*, user: HubCaller, command_id: int, author: str = "api") -> BatchCreated:
     """HUB-9: run a done, failed or cancelled command again, in a new batch (with its refresh).
 
     A done one too: every command is an idempotent ensure (an ensure_issue adopts the issue it made),
     so re-running it is how a person re-asserts it; the sync agent changes nothing that already holds.
     """
-    hub_access_check(user)
+    user = hub_access_check(user)
     author = _author_check(author)
     command = _command_for_update(command_id)
     if command.state in (QUEUED, CLAIMED):
@@ -359,7 +360,8 @@ def command_retry(*, user, command_id: int, author: str = "api") -> BatchCreated
         payload["keys"] = resolved
     parsed = commands_parse([payload])
     payloads = [command_dump(parsed[0])]
-    deps, waits = [[]], [False]
+    deps: list[list[int]] = [[]]
+    waits = [False]
     touched = _touched_keys(parsed)
     if touched:
         payloads.append({"type": "refresh", "keys": touched})
@@ -381,9 +383,9 @@ def _created_key(*, batch_id: int, seq: int, command_id: int) -> str:
 
 
 @transaction.atomic
-def refresh(*, user, keys: list[str] | None = None, full: bool = False, author: str = "api") -> BatchCreated:
+def refresh(*, user: HubCaller, keys: list[str] | None = None, full: bool = False, author: str = "api") -> BatchCreated:
     """HUB-10: a batch of one refresh (keys or full)."""
-    hub_access_check(user)
+    user = hub_access_check(user)
     author = _author_check(author)
     raw: dict[str, Any] = {"type": "refresh"}
     if keys:
@@ -404,9 +406,9 @@ def refresh(*, user, keys: list[str] | None = None, full: bool = False, author: 
 # ---------------------------------------------------------------- settings
 
 @transaction.atomic
-def settings_set(*, user, key: str, value: Any) -> int:
+def settings_set(*, user: HubCaller, key: str, value: Any) -> int:
     """HUB-15: validate and store; bump the one monotonic settings_version and return it (staff only)."""
-    hub_access_check(user, staff=True)
+    user = hub_access_check(user, staff=True)
     clean = hub_settings.setting_validate(key=key, value=value)
     HubSetting.objects.update_or_create(key=key, defaults={"value": clean, "updated_by": user,
                                                            "updated_at": timezone.now()})

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
+from django.db.models import Count
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
 from achilles.errors import ApplicationError
+from achilles.models import User
 from knowledge import services
+from knowledge.contracts import MAX_K
 from knowledge.models import AccessSignal, Chunk, Record, RecordLink, SourcePolicy
-from knowledge.selectors import MAX_K, embedding_config, timed
+from knowledge.search.embedding import embedding_config
+from knowledge.selectors import timed
 
 
 def _search_mode_message(request) -> None:
@@ -76,8 +80,6 @@ class RecordAdmin(admin.ModelAdmin):
     inlines = [LinkInline, ChunkInline]
 
     def get_queryset(self, request):
-        from django.db.models import Count
-
         return super().get_queryset(request).annotate(_chunks=Count("chunks"))
 
     @admin.display(description="ACL")
@@ -136,8 +138,6 @@ class SearchPreviewForm(forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        from achilles.models import User
-
         self.fields["user"].queryset = User.objects.filter(is_active=True).order_by("username")
 
 

@@ -11,8 +11,11 @@ from ninja import Router, Schema, Status
 from pydantic import Field, field_validator
 
 from achilles.errors import NotFound, PermissionDenied
+from achilles.models import User
 from knowledge import facade, services
-from knowledge.selectors import MAX_K, MAX_QUERY_CHARS, embedding_config
+from knowledge.contracts import MAX_K, MAX_QUERY_CHARS
+from knowledge.models import Chunk, Record
+from knowledge.search.embedding import embedding_config
 
 router = Router(tags=["knowledge"])
 
@@ -91,8 +94,6 @@ def knowledge_search(request: HttpRequest, payload: SearchIn):
         _require_admin(request)
         if not user.has_perm(services.SEARCH_AS_USER_PERMISSION):
             raise PermissionDenied("searching as another user needs the «search as user» permission")
-        from achilles.models import User
-
         target = User.objects.filter(pk=payload.as_user_id).first()
         if target is None:
             raise NotFound("user not found", code="user_not_found")
@@ -105,8 +106,6 @@ def knowledge_search(request: HttpRequest, payload: SearchIn):
 
 @router.get("/status", response=StatusOut)
 def knowledge_status(request: HttpRequest):
-    from knowledge.models import Chunk, Record
-
     config = embedding_config()
     return StatusOut(is_empty=facade.is_empty(), records=Record.objects.count(), chunks=Chunk.objects.count(),
                      embedding_model=config.name if config else None, vector_search=config is not None)

@@ -2,7 +2,7 @@ from django.apps import AppConfig
 
 
 def _forget_embedding_config(event) -> None:
-    from knowledge.selectors import forget_search_embedding_config
+    from knowledge.search.embedding import forget_search_embedding_config
 
     forget_search_embedding_config()
 

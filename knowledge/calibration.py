@@ -1,7 +1,7 @@
 """Calibrating the relevance floor of an embedding model over the corpus in the store.
 
 The floor (``agent_models.options.min_similarity`` of the default embedding model; without it the
-documented default of its provider, ``selectors.DEFAULT_MIN_SIMILARITY``) drops vector neighbours
+documented default of its provider, ``knowledge.search.embedding.DEFAULT_MIN_SIMILARITY``) drops vector neighbours
 below it. A question with no lexical match whose neighbours are all under the floor gets no
 candidates, so the Query Engine answers «не нашёл» itself, without a second model round.
 
@@ -19,7 +19,10 @@ from dataclasses import dataclass
 
 from django.db import connection
 
-from knowledge import selectors
+from knowledge.models import TEXT_SEARCH_CONFIG
+from knowledge.search.embedding import embed_query, embedding_config
+from knowledge.search.lexical import query_lexemes, tsquery_literal
+from knowledge.search.vector import vector_literal
 
 # Questions about the demo corpus (knowledge/demo_corpus) and general-knowledge questions it
 # cannot answer.
@@ -92,22 +95,22 @@ class Calibration:
 
 def relevance_calibrate(*, on_topic: Sequence[str] = ON_TOPIC, off_topic: Sequence[str] = OFF_TOPIC) -> Calibration:
     """Measure the questions against the store with the default embedding model (must exist)."""
-    config = selectors.embedding_config()
+    config = embedding_config()
     if config is None:
         raise ValueError("no default embedding model: the vector side (and its floor) is off")
     rows = []
     with connection.cursor() as cursor:
         for question, topical in [(q, True) for q in on_topic] + [(q, False) for q in off_topic]:
-            lexemes = selectors._query_lexemes(cursor, question)
+            lexemes = query_lexemes(cursor, question)
             lexical = False
             if lexemes:
-                cursor.execute(_ANY_LEXEME_SQL, {"config": selectors.TEXT_SEARCH_CONFIG,
-                                                 "q": " | ".join(selectors.tsquery_literal(x) for x in lexemes)})
+                cursor.execute(_ANY_LEXEME_SQL, {"config": TEXT_SEARCH_CONFIG,
+                                                 "q": " | ".join(tsquery_literal(x) for x in lexemes)})
                 lexical = bool(cursor.fetchone()[0])
-            vector = selectors.embed_query(config, question)
+            vector = embed_query(config, question)
             similarity = None
             if vector is not None:
-                cursor.execute(_BEST_SIMILARITY_SQL, {"vec": selectors.vector_literal(vector)})
+                cursor.execute(_BEST_SIMILARITY_SQL, {"vec": vector_literal(vector)})
                 value = cursor.fetchone()[0]
                 similarity = round(float(value), 4) if value is not None else None
             rows.append(CalibrationRow(question, topical, lexical, similarity))

@@ -1,115 +1,115 @@
 """The Knowledge Store's public interface: the only thing other apps may import from ``knowledge``.
 
-Frozen dataclasses in and out, never querysets (STYLE: PostHog-style facade). Every function
-takes the caller's :class:`Identity`; ACL is applied inside SQL, never after the fact.
-Errors are ``achilles.errors.ApplicationError`` subclasses with a ``code``
-(``sql_rejected``, ``sql_timeout``, ``not_found``, …).
+Frozen dataclasses in and out, never querysets (STYLE: PostHog-style facade); the dataclasses and
+constants live in ``knowledge.contracts`` and are re-exported here. Every function takes the
+caller's :class:`Identity`; ACL is applied inside SQL, never after the fact. Errors are
+``achilles.errors.ApplicationError`` subclasses with a ``code`` (``sql_rejected``, ``sql_timeout``,
+``record_not_found``, … — the table is in knowledge/README.md).
+
+Signatures are fixed: tests of other apps stand in for exactly these names.
 """
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Iterable, Sequence
 
-from achilles.identity import PUBLIC, principals_for
-
-
-@dataclass(frozen=True)
-class Identity:
-    """Whose rights a KS call runs under: a set of principals (SPEC PLAT-3)."""
-
-    principals: frozenset[str]
-    user_id: int | None = None
-
-    @classmethod
-    def for_user(cls, user) -> Identity:
-        principals = frozenset(principals_for(user))
-        user_id = user.pk if getattr(user, "is_authenticated", False) else None
-        return cls(principals=principals, user_id=user_id)
-
-    @classmethod
-    def anonymous(cls) -> Identity:
-        return cls(principals=frozenset({PUBLIC}), user_id=None)
-
-    def cache_key(self) -> str:
-        """A stable digest of the principal set (equal identities → equal keys)."""
-        return hashlib.sha256("\x1f".join(sorted(self.principals)).encode()).hexdigest()[:32]
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One retrieved chunk the identity may see, in RRF order (rank 1 = best)."""
-
-    record_id: int
-    chunk_id: int
-    title: str
-    url: str
-    source_system: str
-    text: str
-    score: float
-    rank: int
-
-
-@dataclass(frozen=True)
-class Withheld:
-    """A relevant record the identity may NOT see: coordinates only, never id/title/url/text."""
-
-    source_system: str
-    author_principal_id: str | None
-
-
-@dataclass(frozen=True)
-class SearchResult:
-    candidates: tuple[Candidate, ...]
-    withheld: tuple[Withheld, ...]
-    is_empty: bool
-
-
-@dataclass(frozen=True)
-class GraphNode:
-    record_id: int
-    title: str
-    url: str
-    source_system: str
-    depth: int
-    link_type: str
-    via_record_id: int
-    # Added: the link's direction as seen from ``via_record_id`` ("out": via → this node).
-    direction: Literal["out", "in"] = "out"
-
-
-@dataclass(frozen=True)
-class GraphResult:
-    root_record_id: int
-    nodes: tuple[GraphNode, ...]
-
-
-@dataclass(frozen=True)
-class SqlResult:
-    columns: tuple[str, ...]
-    rows: tuple[tuple, ...]
-    truncated: bool
-
-
-AccessKind = Literal["answer", "click"]
-
-# ``search`` refuses longer queries (``query_too_long``); callers that build queries clip to it.
-MAX_QUERY_CHARS = 2000
-
-# The implementation lives in knowledge/services.py and knowledge/selectors.py; these names
-# are the contract (signatures fixed; tests of other apps stub exactly these).
-# Added: the content generation, for caches of search results (the Query Engine's candidate cache).
-# Added: which records an identity may see now (stored citations are shown only for those).
-# Added: writes for apps that feed the store (the hub's Jira mirror → source_system="jira").
-from knowledge.store import (  # noqa: E402,F401  # noqa: E402,F401
-    delete_record,
-    generation,  # noqa: E402,F401
-    graph,
-    is_empty,
-    register_access,
-    search,
-    sql,
-    upsert_record,
-    visible_records,  # noqa: E402,F401
+from knowledge import selectors, services
+from knowledge.contracts import (
+    ACCESS_KINDS,
+    MAX_GRAPH_DEPTH,
+    MAX_K,
+    MAX_QUERY_CHARS,
+    AccessKind,
+    Candidate,
+    GraphNode,
+    GraphResult,
+    Identity,
+    SearchResult,
+    SqlResult,
+    Withheld,
 )
+from knowledge.graph import graph as _graph
+from knowledge.search.hybrid import search as _search
+from knowledge.sql import sql_run
+
+__all__ = [
+    "ACCESS_KINDS",
+    "MAX_GRAPH_DEPTH",
+    "MAX_K",
+    "MAX_QUERY_CHARS",
+    "AccessKind",
+    "Candidate",
+    "GraphNode",
+    "GraphResult",
+    "Identity",
+    "SearchResult",
+    "SqlResult",
+    "Withheld",
+    "delete_record",
+    "generation",
+    "graph",
+    "is_empty",
+    "register_access",
+    "search",
+    "sql",
+    "upsert_record",
+    "visible_records",
+]
+
+
+def search(query: str, identity: Identity, k: int = 8) -> SearchResult:
+    """Lexical + vector lists, ACL-filtered in SQL, fused by RRF (k=60); withheld after the hint policy."""
+    # Coordinates of hidden records reach a caller only through the hint policy (rate, audit).
+    return services.withheld_release(query=query, identity=identity, result=_search(query, identity, k))
+
+
+def graph(record_id: int, identity: Identity, depth: int = 1) -> GraphResult:
+    """Records linked to ``record_id`` up to ``depth`` (≤ 2) hops, ACL-filtered."""
+    return _graph(record_id, identity, depth)
+
+
+def sql(query: str, identity: Identity) -> SqlResult:
+    """One checked SELECT over the KS views under row-level security."""
+    return sql_run(query, identity)
+
+
+def is_empty() -> bool:
+    """True until the first chunk is accepted; cheap."""
+    return selectors.is_empty()
+
+
+def generation() -> int:
+    """A number that moves on every change of searchable content or ACLs (caches key on it)."""
+    return selectors.generation()
+
+
+def visible_records(record_ids: Sequence[int | None], identity: Identity) -> frozenset[int]:
+    """Those of ``record_ids`` that exist and the identity may see now."""
+    return selectors.visible_records(record_ids, identity)
+
+
+def register_access(record_id: int, identity: Identity, kind: AccessKind, message_id: str | None = None) -> None:
+    """Record an access signal (answer | click) for trust scoring; another kind → ``invalid_access_kind``."""
+    services.access_register(record_id=record_id, identity=identity, kind=kind, message_id=message_id)
+
+
+def upsert_record(*, source_system: str, external_id: str, title: str, text: str, acl: Iterable[str], url: str = "",
+                  author_principal_id: str | None = None, links: Iterable[tuple[str, str]] = (),
+                  never_hint: bool = False) -> int:
+    """Create or replace a record from another app (e.g. the hub's Jira mirror); returns its id.
+
+    ``links``: ``(to_external_id, link_type)`` pairs in the same source system; the record's
+    outgoing links become exactly these (targets not stored yet are skipped). ``never_hint``:
+    the record is never mentioned in a withheld hint.
+    """
+    pairs = sorted((str(to), str(kind)) for to, kind in links)
+    outcome = services.record_upsert(source_system=source_system, external_id=external_id, title=title, text=text,
+                                     acl=list(acl), url=url, author_principal_id=author_principal_id,
+                                     origin=f"app:{source_system}", links_fingerprint=pairs, never_hint=never_hint)
+    services.record_links_set(record_id=outcome.record_id, source_system=source_system, links=pairs)
+    return outcome.record_id
+
+
+def delete_record(*, source_system: str, external_id: str) -> None:
+    """Delete a record (chunks, links and signals go with it); unknown → ``record_not_found``."""
+    services.record_delete(source_system=source_system, external_id=external_id)

@@ -17,6 +17,7 @@ from django.db.models.functions import Now
 from pgvector.django import HnswIndex, VectorField
 
 from achilles.models import TimestampedModel
+from knowledge.contracts import ACCESS_KINDS
 
 EMBEDDING_DIM = 384
 # One text-search configuration for the whole store (why: knowledge/README.md). PostgreSQL's
@@ -151,16 +152,15 @@ class RecordLink(TimestampedModel):
         return f"{self.from_record_id} -{self.link_type}-> {self.to_record_id}"
 
 
-class AccessKind(models.TextChoices):
-    ANSWER = "answer", "cited in an answer"
-    CLICK = "click", "citation clicked"
+# The kinds themselves are the contract's (knowledge.contracts.ACCESS_KINDS); these are their labels.
+ACCESS_KIND_LABELS: dict[str, str] = {"answer": "cited in an answer", "click": "citation clicked"}
 
 
 class AccessSignal(models.Model):
     """One use of a record (KS-8): cited in an answer or clicked; feeds the trust decay job."""
 
     record = models.ForeignKey(Record, on_delete=models.DO_NOTHING, related_name="access_signals")
-    kind = models.CharField(max_length=16, choices=AccessKind.choices)
+    kind = models.CharField(max_length=16, choices=[(kind, ACCESS_KIND_LABELS[kind]) for kind in ACCESS_KINDS])
     principal = models.CharField(max_length=200, null=True, blank=True)
     message_id = models.CharField(max_length=64, null=True, blank=True)
     created_at = models.DateTimeField(db_default=Now(), editable=False)
@@ -169,7 +169,7 @@ class AccessSignal(models.Model):
         db_table = "knowledge_access_signals"
         ordering = ["-created_at"]
         constraints = [
-            models.CheckConstraint(condition=Q(kind__in=["answer", "click"]), name="knowledge_access_kind_valid"),
+            models.CheckConstraint(condition=Q(kind__in=list(ACCESS_KINDS)), name="knowledge_access_kind_valid"),
             # A cited record counts once per answer (QE-11): a retried register is a no-op.
             models.UniqueConstraint(fields=["record", "message_id"], condition=Q(kind="answer", message_id__isnull=False),
                                     name="knowledge_access_answer_once_per_message"),

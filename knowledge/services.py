@@ -10,18 +10,25 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
 
+from django.conf import settings
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Count, Q
 from django.utils import timezone
 
-from achilles.errors import NotFound, ServiceUnavailable, ValidationFailed
-from knowledge.chunking import HEADING_SEPARATOR, chunk_text
+from achilles import audit
+from achilles.errors import NotFound, PermissionDenied, ServiceUnavailable, ValidationFailed
+from achilles.models import User
+from knowledge.chunking import HEADING_SEPARATOR, ChunkDraft, chunk_text
+from knowledge.contracts import ACCESS_KINDS, AccessKind, Identity, SearchResult
 from knowledge.documents import DocumentError, validate_principal
-from knowledge.facade import Identity
-from knowledge.models import EMBEDDING_DIM, RECORD_URL_PATTERN, AccessKind, Chunk, Record, RecordLink
-from knowledge.selectors import EmbeddingConfig, embedding_config, principals_of
+from knowledge.models import EMBEDDING_DIM, RECORD_URL_PATTERN, Chunk, Record, RecordLink
+from knowledge.search.embedding import EmbeddingConfig, embedding_config
+from knowledge.search.hybrid import search
+from knowledge.selectors import principals_of
 
 logger = logging.getLogger(__name__)
 
@@ -45,8 +52,6 @@ class UpsertOutcome:
 
 def principal_resolve(value: str) -> str:
     """Canonical principal: ``user:<username>`` → ``user:<id>``; unknown user → ValidationFailed."""
-    from achilles.models import User
-
     try:
         value = validate_principal(value)
     except DocumentError as exc:
@@ -68,14 +73,15 @@ def acl_resolve(values: Iterable[str]) -> list[str]:
 
 # --------------------------------------------------------------------------- records
 
-def _content_hash(*, title: str, url: str, acl: Sequence[str], author: str | None, drafts, model: str | None,
+def _content_hash(*, title: str, url: str, acl: Sequence[str], author: str | None, drafts: Sequence[ChunkDraft],
+                  model: str | None,
                   extra: object = None) -> str:
     payload = json.dumps([title, url, list(acl), author, [(d.heading, d.text) for d in drafts], model, extra],
                          ensure_ascii=False, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
-def _embed(config: EmbeddingConfig, drafts) -> list[list[float]]:
+def _embed(config: EmbeddingConfig, drafts: Sequence[ChunkDraft | Chunk]) -> list[list[float]]:
     texts = [f"{d.heading}{HEADING_SEPARATOR}{d.text}" if d.heading else d.text for d in drafts]
     try:
         vectors = config.provider.embed(texts)
@@ -94,14 +100,13 @@ class ReembedReport:
     chunks: int
 
 
-def chunks_reembed(*, everything: bool = False, batch: int = 32, on_total=None, on_progress=None) -> ReembedReport:
+def chunks_reembed(*, everything: bool = False, batch: int = 32, on_total: Callable[[int], None] | None = None,
+                   on_progress: Callable[[int], None] | None = None) -> ReembedReport:
     """Embed again the chunks of the records not embedded with the default embedding model (all
     with ``everything``), record by record, each in its own transaction (a stopped run resumes).
 
     The record's content hash still names its former model, so the next ingest of an unchanged
     document rewrites it once (same text, same vectors)."""
-    from django.db.models import Count, Q
-
     config = embedding_config()
     if config is None:
         raise ValueError("no default embedding model")
@@ -167,7 +172,7 @@ def record_upsert(*, source_system: str, external_id: str, title: str, text: str
     existing = Record.objects.filter(source_system=source_system, external_id=external_id).only("id", "content_hash").first()
     if existing is not None and existing.content_hash == digest:
         return UpsertOutcome(existing.pk, "unchanged", len(drafts), tuple(warnings))
-    vectors = _embed(config, drafts) if config else [None] * len(drafts)
+    vectors: list[list[float] | None] = list(_embed(config, drafts)) if config else [None] * len(drafts)
     fields = {"title": title, "url": url or "", "acl": acl, "author_principal_id": author, "origin": origin,
               "content_hash": digest, "embedding_model": model, "never_hint": bool(never_hint)}
     with transaction.atomic():
@@ -253,12 +258,12 @@ def record_link_delete(*, link_id: int) -> None:
 
 # --------------------------------------------------------------------------- access signals and trust
 
-def access_register(*, record_id: int, identity: Identity, kind: str, message_id: str | None = None) -> None:
+def access_register(*, record_id: int, identity: Identity, kind: AccessKind, message_id: str | None = None) -> None:
     """Record one use of a record (KS-8). The identity must see the record (else NotFound);
     an ``answer`` signal counts once per message (a repeat is a no-op)."""
     principals = principals_of(identity)
-    if kind not in AccessKind.values:
-        raise ValidationFailed(f"kind must be one of {', '.join(AccessKind.values)}", code="invalid_access_kind")
+    if kind not in ACCESS_KINDS:
+        raise ValidationFailed(f"kind must be one of {', '.join(ACCESS_KINDS)}", code="invalid_access_kind")
     message = str(message_id)[:64] if message_id is not None else None
     principal = f"user:{identity.user_id}" if identity.user_id is not None else None
     with transaction.atomic(), connection.cursor() as cursor:
@@ -298,26 +303,17 @@ def trust_decay(*, half_life_days: float = TRUST_HALF_LIFE_DAYS, floor: float = 
 _HINT_LOCK_SPACE = 0x6B73  # "ks"
 
 
-def withheld_release(*, query: str, identity: Identity, result):
+def withheld_release(*, query: str, identity: Identity, result: SearchResult) -> SearchResult:
     """The hint policy on a search result: per-user rate, and every hint in the audit trail.
 
     A user (or, for identities without one, the anonymous bucket) gets withheld coordinates in at
     most ``WITHHELD_HINTS_PER_HOUR`` searches per hour; beyond that the coordinates are left out
     (and the suppression is recorded). The audit event carries the query and the coordinates.
     """
-    from dataclasses import replace
-    from datetime import timedelta
-
-    from django.conf import settings
-
-    from achilles import audit
-
     if not result.withheld:
         return result
     user = None
     if identity.user_id is not None:
-        from achilles.models import User
-
         user = User.objects.filter(pk=identity.user_id).only("id", "username").first()
     actor_id = user.pk if user is not None else None
     coordinates = [{"source_system": w.source_system, "author_principal_id": w.author_principal_id}
@@ -339,17 +335,13 @@ def withheld_release(*, query: str, identity: Identity, result):
 SEARCH_AS_USER_PERMISSION = "knowledge.search_as_user"
 
 
-def search_as_user(*, actor, user, query: str, k: int = 8):
+def search_as_user(*, actor: User, user: User | None, query: str, k: int = 8) -> SearchResult:
     """What ``user`` (None: anonymous) would get for ``query``, for an admin's preview.
 
     Needs the dedicated permission ``knowledge.search_as_user`` (superusers have it) and leaves
     an audit event. The preview shows the withheld coordinates as computed, outside the user's
     hint rate (the previewer is not the user).
     """
-    from achilles import audit
-    from achilles.errors import PermissionDenied
-    from knowledge.selectors import search
-
     if not actor.has_perm(SEARCH_AS_USER_PERMISSION):
         raise PermissionDenied("searching as another user needs the «search as user» permission")
     identity = Identity.for_user(user) if user is not None else Identity.anonymous()

@@ -11,11 +11,14 @@ The checker refuses ``set_config``/``current_setting``, so the query cannot chan
 
 from __future__ import annotations
 
+import json
+
 import psycopg.errors
 from django.db import DatabaseError, connection, transaction
+from django.db.backends.utils import CursorWrapper
 
 from achilles.errors import ValidationFailed
-from knowledge.facade import Identity, SqlResult
+from knowledge.contracts import Identity, SqlResult
 from knowledge.selectors import principals_of
 from knowledge.sqlcheck import sql_check
 
@@ -33,7 +36,7 @@ class _Rollback(Exception):
     pass
 
 
-def _plan_relations(node) -> set[tuple[str, str]]:
+def _plan_relations(node: object) -> set[tuple[str, str]]:
     found: set[tuple[str, str]] = set()
     if isinstance(node, dict):
         if "Relation Name" in node:
@@ -46,7 +49,7 @@ def _plan_relations(node) -> set[tuple[str, str]]:
     return found
 
 
-def _check_plan(cursor, statement: str) -> None:
+def _check_plan(cursor: CursorWrapper, statement: str) -> None:
     """The database's own account of what the statement reads (EXPLAIN, not run): any relation
     outside the three tables behind the views — a catalog, a statistics view — is refused, whatever
     the static check believed. PostgreSQL grants catalog reads to PUBLIC, so no role can be shut
@@ -54,8 +57,6 @@ def _check_plan(cursor, statement: str) -> None:
     cursor.execute(f"EXPLAIN (FORMAT JSON, VERBOSE) {statement}")
     plan = cursor.fetchone()[0]
     if isinstance(plan, str):
-        import json
-
         plan = json.loads(plan)
     outside = sorted(f"{schema}.{name}" if schema else name for schema, name in _plan_relations(plan)
                      if name not in PLAN_RELATIONS or schema in ("pg_catalog", "information_schema"))

@@ -48,7 +48,7 @@ def _isolated_cache(request):
         return
 
     _clear_cache_namespace()
-    from knowledge.selectors import forget_search_embedding_config
+    from knowledge.search.embedding import forget_search_embedding_config
 
     forget_search_embedding_config()  # a rolled-back test's model rows leave no signal behind
     yield

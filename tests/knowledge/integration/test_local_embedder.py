@@ -10,7 +10,7 @@ from django.db import connection
 from achilles.llm import ModelSpec
 from achilles.llm.registry import get_embedding_provider
 from knowledge.models import Chunk, Record
-from knowledge.selectors import forget_search_embedding_config
+from knowledge.search.embedding import forget_search_embedding_config
 from knowledge.services import record_upsert
 
 DOCS = {

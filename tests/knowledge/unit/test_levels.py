@@ -1,6 +1,6 @@
 """Coordination levels of the lexical query: all terms, all but one, …, any one."""
 
-from knowledge.selectors import coordination_levels, tsquery_literal
+from knowledge.search.lexical import coordination_levels, tsquery_literal
 
 
 def test_three_terms_give_and_pairs_or():
