@@ -13,7 +13,7 @@ from django.http import HttpRequest
 from ninja import Query, Router, Schema, Status
 from pydantic import Field
 
-from achilles.errors import NotFound
+from achilles.errors import NotFound, ValidationFailed
 from achilles.models import AgentModel
 from achilles.pagination import ListParams, Page
 from conversations import selectors, services
@@ -41,6 +41,9 @@ class ThreadParams(Schema):
 
     limit: int = ListParams.model_fields["limit"]
     order: str = MessageListParams.model_fields["order"]
+    # refused when given: a client paging the thread itself would get its first page again and again
+    cursor: str | None = Field(default=None, description="Not taken here: pass `messages.next_cursor` to "
+                                                          "GET /conversations/{id}/messages.")
 
 
 def _conversation_out(conversation) -> ConversationOut:
@@ -125,6 +128,9 @@ def _messages_page(request: HttpRequest, conversation, *, cursor: str | None, li
 @router.get("/conversations/{conversation_id}", response=ConversationDetailOut)
 def conversations_read(request: HttpRequest, conversation_id: str, params: Query[ThreadParams]):
     """The thread with its first page of messages (``messages``: the list envelope)."""
+    if params.cursor is not None:
+        raise ValidationFailed("the thread's next pages come from GET /conversations/{id}/messages?cursor=…",
+                               field="cursor")
     conversation = selectors.conversation_get_for_user(user=request.auth, conversation_id=conversation_id,
                                                        with_model=True)
     page = _messages_page(request, conversation, cursor=None, limit=params.limit, order=params.order)

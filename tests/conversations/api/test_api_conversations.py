@@ -91,6 +91,8 @@ def test_history_under_the_common_list_contract(asgi_client, user, conversation_
     asc_cursor = client.get(messages, params={"limit": 2}).json()["next_cursor"]
     refused = client.get(messages, params={"order": "desc", "cursor": asc_cursor})
     assert refused.status_code == 422 and refused.json()["code"] == "bad_cursor"
+    # the thread itself takes no cursor: its next pages are the messages list's
+    assert client.get(f"/api/conversations/{thread.pk}", params={"cursor": asc_cursor}).status_code == 422
     for path in (f"/api/conversations/{thread.pk}", messages):
         assert client.get(path, params={"limit": 0}).status_code == 422
         assert client.get(path, params={"order": "sideways"}).status_code == 422
