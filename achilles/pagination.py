@@ -35,6 +35,7 @@ from achilles.errors import ValidationFailed
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
+MAX_CURSOR_LENGTH = 1000
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -43,8 +44,7 @@ U = TypeVar("U")
 class ListParams(Schema):
     """The query parameters of every list route."""
 
-    cursor: str | None = Field(default=None, max_length=1000,
-                               description="`next_cursor` of the previous page; omit for the first page.")
+    cursor: str | None = Field(default=None, description="`next_cursor` of the previous page; omit for the first page.")
     limit: int = Field(default=DEFAULT_LIMIT, ge=1, le=MAX_LIMIT,
                        description=f"Items per page, 1–{MAX_LIMIT} (default {DEFAULT_LIMIT}).")
 
@@ -103,6 +103,8 @@ def _bad_cursor() -> BadCursor:
 
 def cursor_decode(cursor: str, *, scope: str, model: type[Model], keys: Sequence[str]) -> list[Any]:
     """The keyset values a cursor of list ``scope`` carries, typed by ``model``'s fields; 422 otherwise."""
+    if len(cursor) > MAX_CURSOR_LENGTH:  # longer than any keyset this module signs
+        raise _bad_cursor()
     try:
         values = _signer(scope).unsign_object(cursor, serializer=_KeysetSerializer)
     except (signing.BadSignature, ValueError, TypeError, UnicodeDecodeError):

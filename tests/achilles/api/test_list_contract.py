@@ -302,7 +302,7 @@ def _bad_cursors(seeded: Seeded, client) -> dict[str, str]:
 
     foreign = cursor_encode(ApiToken.objects.first(), scope="elsewhere", keys=("-id",))
     return {"garbage": "not-a-cursor", "tampered": f"{flipped}.{signature}", "unsigned": payload,
-            "another list's": foreign, "empty signature": f"{payload}."}
+            "another list's": foreign, "empty signature": f"{payload}.", "overlong": real * 50}
 
 
 @pytest.mark.parametrize("route", ROUTES, ids=str)

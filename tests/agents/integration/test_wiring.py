@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import random
 
 import pytest
 import redis
@@ -62,18 +63,23 @@ def test_a_run_sent_through_the_real_broker_lands_on_the_agents_queue():
     from agents.tasks import agent_run_task
 
     client = redis.Redis.from_url(settings.REDIS_URL)
-    run_id = 987_654_321  # no such row: the message is what is checked, and it is removed below
-    before = {m["headers"]["id"] for m in _queued_messages(client, settings.AGENT_RUN_QUEUE)}
+    # no such rows: the messages are what is checked, and they are removed below (only these)
+    ours = [[random.randrange(10**9, 2 * 10**9)], []]
+    ours[1] = [ours[0][0] + 1]
+
+    def mine(queue: str) -> list[dict]:
+        return [m for m in _queued_messages(client, queue) if m["headers"].get("task") == "agents.tasks.agent_run_task"
+                and _args(m) in ours]
+
     try:
-        sent = agent_run_task.apply_async(args=[run_id], retry=False)
-        assert runs_dispatch([run_id + 1]) == [run_id + 1]
-        landed = [m for m in _queued_messages(client, settings.AGENT_RUN_QUEUE) if m["headers"]["id"] not in before]
-        assert sorted((m["headers"]["task"], _args(m)) for m in landed) == [
-            ("agents.tasks.agent_run_task", [run_id]), ("agents.tasks.agent_run_task", [run_id + 1])]
+        sent = agent_run_task.apply_async(args=ours[0], retry=False)
+        assert runs_dispatch(ours[1]) == ours[1]
+        landed = mine(settings.AGENT_RUN_QUEUE)
+        assert sorted(_args(m) for m in landed) == ours
         assert sent.id in {m["headers"]["id"] for m in landed}
-        assert not [m for m in _queued_messages(client, settings.CELERY_TASK_DEFAULT_QUEUE)
-                    if m["headers"].get("task") == "agents.tasks.agent_run_task"]
+        assert mine(settings.CELERY_TASK_DEFAULT_QUEUE) == []
     finally:
         for raw in client.lrange(settings.AGENT_RUN_QUEUE, 0, -1):
-            if json.loads(raw)["headers"]["id"] not in before:
+            message = json.loads(raw)
+            if message["headers"].get("task") == "agents.tasks.agent_run_task" and _args(message) in ours:
                 client.lrem(settings.AGENT_RUN_QUEUE, 0, raw)
