@@ -18,8 +18,17 @@ install: $(BIN)/.installed
 run: install
 	HOST=$(HOST) PORT=$(PORT) bash scripts/run.sh
 
+# Two parts: everything but the fault suite on TEST_WORKERS pytest-xdist workers (each with its own
+# test database and namespace; the browser tests stay together on one worker, sharing one daphne and
+# one Chromium), then the fault suite alone, since it stops and restarts the PostgreSQL and Redis
+# every worker uses. Exit code 5 (nothing selected, e.g. PYTEST_ARGS=tests/browser) is not a failure.
+TEST_WORKERS ?= 2
 test: install
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) -m "not faults" $(PYTEST_ARGS); parallel=$$?; \
+	[ $$parallel -eq 5 ] && parallel=0; \
+	$(BIN)/python -m pytest -m faults $(or $(PYTEST_ARGS),tests/faults); faults=$$?; \
+	[ $$faults -eq 5 ] && faults=0; \
+	[ $$parallel -eq 0 ] && [ $$faults -eq 0 ]
 
 # schemathesis against /api/openapi.json as an admin and a user, with a delete racer (FUZZ_SECONDS=120)
 fuzz: install

@@ -237,8 +237,9 @@ CELERY_TASK_ROUTES = {"agents.tasks.agent_run_task": {"queue": AGENT_RUN_QUEUE, 
 # django-celery-beat's schedule after every migrate (none of them is per user).
 PLATFORM_PERIODIC_JOBS: dict[str, dict] = {
     "platform.worker_heartbeat": {"task": "achilles.tasks.platform_heartbeat_task", "every_seconds": 15},
-    # Agent Engine: the due scan is one indexed query, so a short period keeps the due-to-enqueued lag low.
-    "agents.scheduler_tick": {"task": "agents.tasks.agents_scheduler_tick_task", "every_seconds": 2},
+    # Agent Engine: Beat's own wake-up loop ticks when an agent is due (below); this job is the safety
+    # net behind it (a stuck loop) and re-sends runs whose enqueue was lost.
+    "agents.scheduler_tick": {"task": "agents.tasks.agents_scheduler_tick_task", "every_seconds": 10},
     "agents.reap_stale_runs": {"task": "agents.tasks.agent_runs_reap_stale_task", "every_seconds": 10},
     # Knowledge Store: trust decay from content age and access signals (one UPDATE).
     "knowledge.trust_decay": {"task": "knowledge.tasks.trust_decay_task", "every_seconds": 3600},
@@ -251,6 +252,14 @@ PLATFORM_PERIODIC_JOBS: dict[str, dict] = {
     # The audit trail's retention: events older than AUDIT_RETENTION_DAYS are deleted.
     "platform.audit_retention": {"task": "achilles.tasks.audit_retention_task", "every_seconds": 86400},
 }
+
+# The agent scheduler's wake-up loop (agents/scheduler_loop.py, a thread of the beat process): it ticks
+# at the earliest next_run_at or when a NOTIFY says one moved earlier, with ticks at least COALESCE
+# apart (the most it adds to the due-to-enqueued lag) and a sleep of at most MAX_SLEEP.
+AGENT_SCHEDULER_COALESCE_SECONDS = _read("AGENT_SCHEDULER_COALESCE_SECONDS", env.float, 0.25)
+AGENT_SCHEDULER_MAX_SLEEP_SECONDS = _read("AGENT_SCHEDULER_MAX_SLEEP_SECONDS", env.float, 5.0)
+if not 0 <= AGENT_SCHEDULER_COALESCE_SECONDS <= 60 or not 0 < AGENT_SCHEDULER_MAX_SLEEP_SECONDS <= 60:
+    _fail("AGENT_SCHEDULER_COALESCE_SECONDS must be within 0..60 and AGENT_SCHEDULER_MAX_SLEEP_SECONDS within (0, 60]")
 
 # Workers and beat write every 5 s: three missed beats and /healthz says so.
 HEARTBEAT_MAX_AGE_SECONDS = _read("HEARTBEAT_MAX_AGE_SECONDS", env.int, 15)

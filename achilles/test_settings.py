@@ -1,13 +1,27 @@
 """The test suite's settings (pytest.ini names this module): the platform's settings with
 ``ACHILLES_TESTING`` on, so a test run keeps its cache keys and Celery queues apart from a running
 ``make run`` (and the workers and daphne a test starts inherit the switch through the environment).
+
+Under pytest-xdist (`make test` runs two workers) each worker is a test run of its own: its own
+namespace (cache keys, heartbeats, Celery queues: ``test_gw0``, ``test_gw1``) and its own database
+(pytest-django names it ``test_achilles_gw0``), so the workers and servers one worker's tests start
+never take another worker's tasks or read its rows.
 """
 
 import os
 
 os.environ["ACHILLES_TESTING"] = "1"
 
+_XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+_WORKER_NAMESPACE = bool(_XDIST_WORKER) and not os.environ.get("TEST_DATABASE_NAME")
+if _WORKER_NAMESPACE:
+    os.environ["TEST_DATABASE_NAME"] = f"test_{_XDIST_WORKER}"
+
 from achilles.settings import *  # noqa: E402,F403
+
+if _WORKER_NAMESPACE:
+    # The namespace only: pytest-django gives each worker's database its own suffix (_gw0, _gw1).
+    DATABASES["default"].pop("TEST", None)  # noqa: F405
 
 # `demo_data` seeds no local embedding model in tests unless the environment asks for one (the
 # suite's conftest exports the same default to the processes it starts).

@@ -18,7 +18,8 @@ from agents.choices import AgentStatus, RunReason, RunState, RunTrigger
 class Agent(TimestampedModel):
     """An employee's agent: instructions run on a schedule or on demand, within the owner's budget."""
 
-    owner = models.ForeignKey(User, on_delete=models.DO_NOTHING, related_name="agents")
+    # db_index=False: agents_agent_owner_idx below is the owner index (a second one cost every write).
+    owner = models.ForeignKey(User, on_delete=models.DO_NOTHING, related_name="agents", db_index=False)
     name = models.CharField(max_length=200)
     instructions = models.TextField(blank=True, default="")
     model = models.ForeignKey(AgentModel, on_delete=models.DO_NOTHING, null=True, blank=True, related_name="agents")
@@ -75,7 +76,8 @@ class Agent(TimestampedModel):
 class AgentRun(TimestampedModel):
     """One run of an agent: queued → running → succeeded | failed, or skipped (never started)."""
 
-    agent = models.ForeignKey(Agent, on_delete=models.DO_NOTHING, related_name="runs")
+    # db_index=False: agents_agentrun_agent_idx (agent, -id) leads with it (a second one cost every write).
+    agent = models.ForeignKey(Agent, on_delete=models.DO_NOTHING, related_name="runs", db_index=False)
     trigger = models.CharField(max_length=16, choices=RunTrigger.choices)
     state = models.CharField(max_length=16, choices=RunState.choices, default=RunState.QUEUED)
     reason = models.CharField(max_length=32, choices=RunReason.choices, blank=True, default="")

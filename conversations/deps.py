@@ -18,7 +18,9 @@ from conversations import services
 from conversations.cache import CandidateCache, RedisCandidateCache
 from conversations.citations import CitationOut
 from conversations.dbconn import db_step
+from conversations.grounding import WithheldHint
 from conversations.knowledge_client import FacadeKnowledgeClient, KnowledgeClient
+from conversations.trace import TraceDraft
 from conversations.websearch import SearxngWebSearch, WebSearchProvider
 from knowledge.facade import Identity
 
@@ -45,8 +47,8 @@ class TurnStore(Protocol):
                     identity: Identity | None) -> tuple[services.TurnStart, Identity]: ...
 
     async def finalize(self, *, conversation_id: str, content: str, model_name: str, tokens_used: int,
-                       state: str, citations: Sequence[CitationOut], trace: dict | None,
-                       withheld_hint: dict | None, release: bool) -> Finalized: ...
+                       state: str, citations: Sequence[CitationOut], trace: TraceDraft | None,
+                       withheld_hint: WithheldHint | None) -> Finalized: ...
 
     async def contacts(self, user_ids: set[int]) -> dict: ...
 
@@ -58,7 +60,7 @@ class DatabaseTurnStore:
     async def start(self, *, user, content, conversation_id, identity):
         return await db_step(_start)(user=user, content=content, conversation_id=conversation_id, identity=identity)
 
-    async def finalize(self, *, release: bool, **fields) -> Finalized:
+    async def finalize(self, **fields) -> Finalized:
         # The answer row is what unlocks the thread (one turn at a time): a database restart
         # mid-turn must not lose it, so the write is retried until the database is back or
         # FINALIZE_RETRY_SECONDS have passed (the transaction is atomic: a retry never doubles it).

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from achilles.llm import NOT_FOUND_TEXT
 from knowledge.facade import Withheld
 
-__all__ = ["NOT_FOUND_TEXT", "ONLY_WITHHELD_TEXT", "Contact", "author_user_id", "withheld_hint",
-           "engine_answer"]
+__all__ = ["NOT_FOUND_TEXT", "ONLY_WITHHELD_TEXT", "Contact", "HintSource", "WithheldHint", "author_user_id",
+           "withheld_hint", "engine_answer"]
 
 ONLY_WITHHELD_TEXT = "Среди доступных вам материалов ответа нет, но релевантные документы есть — они закрыты правами доступа."
 HINT_LEAD = "Есть и релевантные материалы, закрытые для вас правами доступа"
@@ -36,8 +36,35 @@ def author_user_id(principal: str | None) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def withheld_hint(withheld: Sequence[Withheld], contacts: Mapping[int, Contact]) -> dict | None:
-    """``{"text", "sources": [{"source_system", "contact"?}]}`` or None when nothing is withheld.
+@dataclass(frozen=True)
+class HintSource:
+    """One source system holding withheld records; ``contact`` only for an existing author."""
+
+    source_system: str
+    contact: Contact | None = None
+
+    def as_dict(self) -> dict:
+        entry: dict = {"source_system": self.source_system}
+        if self.contact is not None:
+            entry["contact"] = {"user_id": self.contact.user_id, "username": self.contact.username,
+                                "name": self.contact.name}
+        return entry
+
+
+@dataclass(frozen=True)
+class WithheldHint:
+    """The hint appended to an answer when relevant records were withheld (coordinates only)."""
+
+    text: str
+    sources: tuple[HintSource, ...]
+
+    def as_dict(self) -> dict:
+        """The wire and storage form: ``{"text", "sources": [{"source_system", "contact"?}]}``."""
+        return {"text": self.text, "sources": [s.as_dict() for s in self.sources]}
+
+
+def withheld_hint(withheld: Sequence[Withheld], contacts: Mapping[int, Contact]) -> WithheldHint | None:
+    """The hint, or None when nothing is withheld.
 
     ``contacts`` maps user ids of existing users; an author that maps to none is left out.
     """
@@ -50,15 +77,13 @@ def withheld_hint(withheld: Sequence[Withheld], contacts: Mapping[int, Contact])
     sources = []
     parts = []
     for system, user_id in sorted(groups, key=lambda g: (g[0], g[1] or 0)):
-        entry: dict = {"source_system": system}
+        contact = contacts[user_id] if user_id is not None else None
         part = f"источник «{system}»"
-        if user_id is not None:
-            contact = contacts[user_id]
-            entry["contact"] = {"user_id": contact.user_id, "username": contact.username, "name": contact.name}
+        if contact is not None:
             part += f", автор — {contact.name or contact.username} (можно запросить доступ)"
-        sources.append(entry)
+        sources.append(HintSource(source_system=system, contact=contact))
         parts.append(part)
-    return {"text": f"{HINT_LEAD}: " + "; ".join(parts) + ".", "sources": sources}
+    return WithheldHint(text=f"{HINT_LEAD}: " + "; ".join(parts) + ".", sources=tuple(sources))
 
 
 def engine_answer(*, packed_any: bool, withheld: Sequence[Withheld]) -> str | None:

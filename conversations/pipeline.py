@@ -23,7 +23,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from achilles.errors import INTERNAL_ERROR_DETAIL, ApplicationError
 from achilles.llm import (
@@ -54,8 +54,10 @@ from conversations.grounding import author_user_id, engine_answer, withheld_hint
 from conversations.packing import PackedSource, fit_history, pack_context
 from conversations.prompt import round_one_messages, system_prompt, tool_result_messages
 from conversations.ranking import order_and_cut
+from conversations.spans import OFF, Clock
 from conversations.support import GroundingGate
 from conversations.tools import ToolPlan, plan_tool_round, tool_set
+from conversations.trace import GroundingOutcome, TraceDraft
 from conversations.websearch import WebResult, WebSearchProvider
 from knowledge.facade import Identity, SearchResult
 
@@ -68,10 +70,11 @@ WEB_RESULTS_LIMIT = 5
 
 
 async def prepare_turn(*, user, content: str, conversation_id=None, identity: Identity | None = None,
-                       deps: EngineDeps | None = None) -> Turn:
+                       deps: EngineDeps | None = None, clock: Clock = OFF) -> Turn:
     """Validate and start a turn (raises ApplicationError: 404 foreign thread, 422 bad input).
 
     ``identity`` defaults to the session user's; it is never taken from anything the model says.
+    ``clock`` (bench only, ``conversations.spans``) charges the turn's CPU to its phases.
     """
     prepared_from = time.monotonic()
     deps = deps or engine_deps()
@@ -85,6 +88,7 @@ async def prepare_turn(*, user, content: str, conversation_id=None, identity: Id
         await asyncio.shield(_close_abandoned_start(starting, content, deps))
         raise
     turn = Turn(start=start, identity=identity, content=content.strip(), deps=deps)
+    turn.clock = clock
     turn.timings["prepare_ms"] = _ms(prepared_from)
     return turn
 
@@ -117,12 +121,13 @@ class Turn:
         self.conversation_id = start.conversation_id
         self.parts: list[str] = []
         self.rounds: list[_Round] = []
-        self.trace: dict | None = None
+        self.trace: TraceDraft | None = None
         self.finalized = False
         self.started = False  # events() began: from then on it finalizes the turn itself
         self.message_id: int | None = None
         self._finalize_task: asyncio.Future | None = None
         self.timings: dict[str, float] = {}
+        self.clock: Clock = OFF
 
     # -- public --
 
@@ -136,7 +141,9 @@ class Turn:
         try:
             async with aclosing(self._run()) as run:
                 async for event in run:
+                    left = self.clock.switch("relay")
                     yield event
+                    self.clock.switch(left)
         except (asyncio.CancelledError, GeneratorExit):
             # The client is gone: finalize what was produced, whatever cancels us next.
             await asyncio.shield(self._finalize_interrupted())
@@ -160,6 +167,7 @@ class Turn:
             messages = round_one_messages(system=system.content, history=fit.kept, content=self.content)
 
             round_one = _Round()
+            self.clock.switch("model")
             # While the model may still call search_knowledge, its text is held: text beside a
             # search call is never shown nor stored (it is not grounded in anything).
             hold = any(t.name == "search_knowledge" for t in tools)
@@ -177,19 +185,18 @@ class Turn:
                     yield TokenEvent(text)
             elif hold and round_one.text:
                 self.timings["round1_text_dropped_chars"] = len("".join(round_one.text))
-            citations: list[CitationOut] = []
-            hint = None
+            outcome = GroundingOutcome()
             if plan.is_grounding:
-                citations, hint = [], None
                 grounding = self._grounding(provider, messages, round_one, plan, fit.remaining, web_provider)
                 async with aclosing(grounding) as steps:
-                    async for event in steps:
-                        if isinstance(event, TokenEvent):
-                            yield event
+                    async for step in steps:
+                        if isinstance(step, GroundingOutcome):
+                            outcome = step
                         else:
-                            citations, hint = event
+                            yield step
             self.timings["total_ms"] = _ms(started)
-            message = await self._finalize(MessageState.COMPLETE, citations=citations, hint=hint)
+            self.clock.switch("finalize")
+            message = await self._finalize(MessageState.COMPLETE, outcome)
         except ApplicationError as exc:
             logger.warning("chat turn failed: %s (%s)", exc.detail, exc.code)
             detail, code = exc.detail, exc.code
@@ -199,9 +206,10 @@ class Turn:
             logger.exception("chat turn crashed")
             detail, code = INTERNAL_ERROR_DETAIL, "internal_error"
         else:
-            await self._signal_access(citations, message.id)
+            await self._signal_access(outcome.citations, message.id)
+            hint = outcome.hint.as_dict() if outcome.hint is not None else None
             yield DoneEvent(message_id=message.id, conversation_id=self.conversation_id,
-                            citations=[c.as_dict() for c in citations], withheld_hint=hint,
+                            citations=[c.as_dict() for c in outcome.citations], withheld_hint=hint,
                             tokens_used=message.tokens_used, model=spec.name)
             return
         # Every failure ends with an error event, whether or not the answer row could be written
@@ -233,10 +241,11 @@ class Turn:
                     sink.usage = event
 
     async def _grounding(self, provider, messages, round_one: _Round, plan: ToolPlan, available: int,
-                         web_provider: WebSearchProvider | None):
-        """Yields TokenEvents, then one (citations, hint) tuple."""
+                         web_provider: WebSearchProvider | None) -> AsyncIterator[TokenEvent | GroundingOutcome]:
+        """Yields the answer's TokenEvents, then its GroundingOutcome (last)."""
         settings = self.start.settings
         t0 = time.monotonic()
+        self.clock.switch("ks")
         search_result, cache_hit, web_results = await self._run_tools(plan, web_provider)
         self.timings["tools_ms"] = _ms(t0)
         candidates = search_result.candidates if search_result else ()
@@ -260,19 +269,11 @@ class Turn:
             contacts = await self.deps.store.contacts(authors)
         hint = withheld_hint(withheld, contacts)
 
-        self.trace = {
-            "standalone_query": plan.search_query or plan.web_query or "",
-            "identity": {"principals": sorted(self.identity.principals), "user_id": self.identity.user_id},
-            "candidates": [_candidate_row(c) for c in candidates],
-            "packed": [{"marker": s.marker, "record_id": s.record_id, "chunk_id": s.chunk_id, "rank": s.rank,
-                        "source_system": s.source_system, "url": s.url} for s in packed],
-            "withheld": [{"source_system": w.source_system, "author_principal_id": w.author_principal_id}
-                         for w in withheld],
-            "web_results": [{"title": w.title, "url": w.url} for w in web_results],
-            "cache_hit": cache_hit,
-            "timings": {**self.timings, "cut_by_top_k": len(cut_by_k), "cut_by_budget": len(cut_by_budget)},
-            "ungrounded_sentences": [],
-        }
+        self.timings["cut_by_top_k"] = len(cut_by_k)
+        self.timings["cut_by_budget"] = len(cut_by_budget)
+        self.trace = TraceDraft(standalone_query=plan.search_query or plan.web_query or "", identity=self.identity,
+                                candidates=tuple(candidates), packed=tuple(packed), withheld=tuple(withheld),
+                                web_results=tuple(web_results), cache_hit=cache_hit)
 
         own = engine_answer(packed_any=bool(packed), withheld=withheld)
         answer = ""
@@ -281,8 +282,9 @@ class Turn:
                 calls=round_one.calls, search_call=plan.search, web_call=plan.web,
                 knowledge=knowledge_packed, web=web_packed)]
             round_two = _Round()
+            self.clock.switch("model")
             gate = GroundingGate(sources={s.marker: s.text for s in packed}, source_urls=[s.url for s in packed if s.url])
-            timings = self.trace["timings"]
+            timings = self.timings
             t1 = time.monotonic()
             gate_seconds = 0.0
 
@@ -298,7 +300,9 @@ class Turn:
             async with aclosing(self._stream_round(provider, transcript, (), round_two, release=False)) as stream:
                 async for text in stream:
                     g0 = time.monotonic()
+                    self.clock.switch("gate")
                     pieces = gate.feed(text)
+                    self.clock.switch("model")
                     gate_seconds += time.monotonic() - g0
                     for event in released(pieces):
                         yield event
@@ -310,7 +314,7 @@ class Turn:
             timings["round2_ms"] = _ms(t1)
             timings["round2_first_token_ms"] = round_two.first_event_ms
             timings["gate_ms"] = round(gate_seconds * 1000, 2)
-            self.trace["ungrounded_sentences"] = [v.as_trace() for v in gate.rejected]
+            self.trace = replace(self.trace, ungrounded=tuple(gate.rejected))
             answer = gate.text
             if not answer:
                 # Nothing the model wrote is supported by the packed context: the engine's own answer.
@@ -321,10 +325,10 @@ class Turn:
             yield TokenEvent(own)
         citations = build_citations(packed, answer) if own is None else []
         if hint is not None:
-            tail = "\n\n" + hint["text"]
+            tail = "\n\n" + hint.text
             self.parts.append(tail)
             yield TokenEvent(tail)
-        yield citations, hint
+        yield GroundingOutcome(citations=tuple(citations), hint=hint)
 
     async def _run_tools(self, plan: ToolPlan, web_provider: WebSearchProvider | None):
         settings = self.start.settings
@@ -365,15 +369,17 @@ class Turn:
                 total += r.input_estimate + estimate_tokens("".join(r.text))
         return total
 
-    def _finalize_fields(self, state: str, citations: Sequence[CitationOut], hint: dict | None) -> dict:
+    def _finalize_fields(self, state: str, outcome: GroundingOutcome) -> dict:
+        # The trace takes the turn's timings as they stand (an interrupted turn's too).
+        trace = replace(self.trace, timings=dict(self.timings)) if self.trace is not None else None
         return {"conversation_id": self.conversation_id, "content": "".join(self.parts),
                 "model_name": self.start.model.name, "tokens_used": self._tokens_used(), "state": state,
-                "citations": list(citations), "trace": self.trace, "withheld_hint": hint}
+                "citations": outcome.citations, "trace": trace, "withheld_hint": outcome.hint}
 
-    async def _finalize(self, state: str, *, citations: Sequence[CitationOut] = (), hint: dict | None = None):
+    async def _finalize(self, state: str, outcome: GroundingOutcome | None = None):
         # Shielded and remembered: a client leaving mid-write must not cause a second finalize.
         self._finalize_task = asyncio.ensure_future(
-            self.deps.store.finalize(release=False, **self._finalize_fields(state, citations, hint)))
+            self.deps.store.finalize(**self._finalize_fields(state, outcome or GroundingOutcome())))
         message = await asyncio.shield(self._finalize_task)
         self.finalized = True
         self.message_id = message.id
@@ -399,7 +405,7 @@ class Turn:
         try:
             if self._finalize_task is None:
                 self._finalize_task = asyncio.ensure_future(self.deps.store.finalize(
-                    release=True, **self._finalize_fields(MessageState.INTERRUPTED, (), None)))
+                    **self._finalize_fields(MessageState.INTERRUPTED, GroundingOutcome())))
             message = await self._finalize_task
             self.finalized = True
             self.message_id = message.id
@@ -415,11 +421,6 @@ class Turn:
                 await self.deps.knowledge.register_access(record_id, self.identity, "answer", str(message_id))
             except Exception:
                 logger.exception("access signal for record %s failed", record_id)
-
-
-def _candidate_row(c) -> dict:
-    return {"record_id": c.record_id, "chunk_id": c.chunk_id, "source_system": c.source_system,
-            "score": c.score, "rank": c.rank}
 
 
 def _tools_tokens(tools: Sequence[ToolSpec]) -> int:

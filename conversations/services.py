@@ -25,10 +25,11 @@ from achilles.platform import platform_settings
 from achilles.selectors import allowed_model_get, default_model
 from conversations.choices import MessageState, Role
 from conversations.citations import CitationOut
-from conversations.grounding import Contact
+from conversations.grounding import Contact, WithheldHint
 from conversations.models import Citation, Conversation, Message, RetrievalTrace
 from conversations.rules import effective_model, feedback_update
 from conversations.selectors import conversation_get_for_user, message_get_for_user
+from conversations.trace import TraceDraft
 
 HISTORY_LIMIT = 200  # older messages could never fit a window anyway
 TITLE_LENGTH = 80
@@ -65,7 +66,9 @@ def turn_settings() -> TurnSettings:
 def conversation_model(conversation: Conversation | None) -> AgentModel:
     """Intent → the model to generate with: the thread's selection, else the default chat model."""
     selected = conversation.selected_model if conversation is not None and conversation.selected_model_id else None
-    return effective_model(selected, default_model(kind="chat"))
+    if selected is not None:  # the default is read only when it is what generates
+        return selected
+    return effective_model(None, default_model(kind="chat"))
 
 
 @transaction.atomic
@@ -152,19 +155,22 @@ def _title(content: str) -> str:
 @transaction.atomic
 def message_finalize(
     *, conversation_id: str, content: str, model_name: str, tokens_used: int, state: str,
-    citations: Sequence[CitationOut] = (), trace: dict | None = None, withheld_hint: dict | None = None,
+    citations: Sequence[CitationOut] = (), trace: TraceDraft | None = None, withheld_hint: WithheldHint | None = None,
 ) -> Message:
     """Write the assistant message, its citations and its trace in one transaction (never half-written).
 
-    The thread's row is locked first: a delete racing the answer either happened (404
-    ``conversation_deleted``, the question went with it) or waits for this commit and cascades it.
+    The thread's row is locked first — by the UPDATE that moves it to the top of the list (any
+    UPDATE bumps ``updated_at``, trigger), one statement for the lock and the bump: a delete racing
+    the answer either happened (404 ``conversation_deleted``, the question went with it) or waits
+    for this commit and cascades it.
     """
-    if not Conversation.objects.select_for_update().filter(pk=conversation_id).exists():
+    if not Conversation.objects.filter(pk=conversation_id).update(updated_at=Now()):
         raise NotFound("The conversation was deleted while its answer was being written.",
                        code="conversation_deleted")
     message = Message.objects.create(
         conversation_id=conversation_id, role=Role.ASSISTANT, content=content, model=model_name,
-        tokens_used=max(0, int(tokens_used)), state=state, withheld_hint=withheld_hint,
+        tokens_used=max(0, int(tokens_used)), state=state,
+        withheld_hint=withheld_hint.as_dict() if withheld_hint is not None else None,
     )
     Citation.objects.bulk_create([
         Citation(message=message, record_id=c.record_id, chunk_id=c.chunk_id, title=c.title[:500], url=c.url,
@@ -172,9 +178,7 @@ def message_finalize(
         for c in citations
     ])
     if trace is not None:
-        RetrievalTrace.objects.create(message=message, **trace)
-    # Any UPDATE bumps updated_at (trigger): the thread moves to the top of the list.
-    Conversation.objects.filter(pk=conversation_id).update(updated_at=Now())
+        RetrievalTrace.objects.create(message=message, **trace.columns())
     return message
 
 

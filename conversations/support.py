@@ -142,6 +142,14 @@ class _Cited:
         return any(_stems_match(stem, s) for s in self.by_prefix.get(stem[:2], ()))
 
 
+@lru_cache(maxsize=128)
+def _cited(text: str) -> _Cited:
+    """The cited text's index, built once per text: an answer's sentences mostly cite the same
+    sources, and indexing them again for every sentence was most of the check's cost. Callers
+    only read it."""
+    return _Cited.of(text)
+
+
 def _parts(word: str) -> list[str]:
     # «Wi-Fi», «achilles-guest»: every part must be found.
     return [p for p in re.split(r"[-'’]", _fold(word)) if p]
@@ -169,7 +177,7 @@ def check_sentence(sentence: str, sources: Mapping[int, str], *, source_urls: It
     cited_markers = [m for m in markers if m in sources] if markers else list(sources)
     if not cited_markers:
         return Verdict(sentence, "unknown_marker", markers)
-    cited = _Cited.of("\n".join(sources[m] for m in cited_markers))
+    cited = _cited("\n".join(sources[m] for m in cited_markers))
     body = _URL.sub(" ", _MARKER.sub(" ", sentence))  # an allowed link asserts nothing by itself
 
     missing_numbers = tuple(sorted(n for n in numbers_in(body) if n not in cited.numbers))
@@ -238,6 +246,7 @@ def _opens_sentence(text: str, at: int) -> bool:
 # or at a line break followed by more text.
 _END = re.compile(r"[.!?…]+[\"»”')*_]*((?:[ \t]*\[\d{1,3}\])*)(?=[ \t]*\n|[ \t]+[^\s\[a-zа-яё])")
 _LINE = re.compile(r"\n(?=\s*\S)")
+_CUT_CHAR = re.compile(r"[.!?…\n]")  # every cut follows one of these (``_END``, ``_LINE``)
 _ABBREVIATION = re.compile(r"(?:^|[\s(«\"])[a-zа-яё]{1,2}$|(?:^|\n)[ \t]*\d{1,3}$")
 
 
@@ -248,9 +257,16 @@ class SentenceSplitter:
 
     def __init__(self) -> None:
         self.buffer = ""
+        self._armed = False  # the buffer holds a character a cut can follow (.!?… or a line break)
 
     def feed(self, text: str) -> list[str]:
         self.buffer += text
+        # Most deltas are words: without a possible end in the buffer there is nothing to scan
+        # (scanning the whole buffer on every token made the check cost grow with the sentence).
+        if not self._armed:
+            if not _CUT_CHAR.search(text):
+                return []
+            self._armed = True
         out = []
         while True:
             cut = self._next_cut()
@@ -258,9 +274,10 @@ class SentenceSplitter:
                 return out
             out.append(self.buffer[:cut])
             self.buffer = self.buffer[cut:]
+            self._armed = bool(_CUT_CHAR.search(self.buffer))
 
     def flush(self) -> list[str]:
-        rest, self.buffer = self.buffer, ""
+        rest, self.buffer, self._armed = self.buffer, "", False
         return [rest] if rest.strip() else []
 
     def _next_cut(self) -> int | None:

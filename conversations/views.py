@@ -23,6 +23,7 @@ from achilles.auth import authenticate_request
 from conversations.dbconn import db_step
 from conversations.pipeline import Event, prepare_turn
 from conversations.schemas import ChatIn
+from conversations.spans import turn_clock
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +78,7 @@ async def chat_sse(request):
 
 
 async def _chat_sse(request):
+    clock = turn_clock()
     if request.method != "POST":
         return _error(errors.ApplicationError("Use POST.", code="method_not_allowed", status=405))
     # Released at once: a stream must not pin a database connection for its whole life.
@@ -92,7 +94,9 @@ async def _chat_sse(request):
     except ValidationError as exc:
         return _error(errors.ValidationFailed(errors.field_errors(exc.errors())))
     try:
-        turn = await prepare_turn(user=user, content=body.content, conversation_id=body.conversation_id)
+        clock.switch("turn_start")
+        turn = await prepare_turn(user=user, content=body.content, conversation_id=body.conversation_id,
+                                  clock=clock)
     except errors.ApplicationError as exc:
         return _error(exc)
     except DatabaseError:  # the turn could not start (nothing was stored): say so, in JSON
@@ -103,6 +107,7 @@ async def _chat_sse(request):
     async def stream():
         async for event in turn.events():
             yield sse(event)
+        clock.finish()
 
     response = TurnStreamingResponse(turn, stream(), content_type="text/event-stream; charset=utf-8")
     response["Cache-Control"] = "no-cache"

@@ -27,16 +27,22 @@ def pytest_collection_modifyitems(config, items):
 def _collected_static_files():
     """Pages and the admin are served with hashed static names from the manifest, as in production,
     so ``collectstatic`` runs before the suite — only when a source file is newer than the manifest
-    (a fresh clone: once, ~6 s)."""
+    (a fresh clone: once, ~6 s). Under pytest-xdist the workers take turns (a file lock): one
+    collects, the others find the manifest fresh."""
+    import fcntl
+
     from django.conf import settings
     from django.contrib.staticfiles import finders
     from django.core.management import call_command
 
     manifest = settings.STATIC_ROOT / "staticfiles.json"
-    newest = max(os.path.getmtime(storage.path(path))
-                 for finder in finders.get_finders() for path, storage in finder.list(None))
-    if not manifest.exists() or manifest.stat().st_mtime < newest:
-        call_command("collectstatic", interactive=False, verbosity=0)
+    settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
+    with open(settings.VAR_DIR / "collectstatic.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        newest = max(os.path.getmtime(storage.path(path))
+                     for finder in finders.get_finders() for path, storage in finder.list(None))
+        if not manifest.exists() or manifest.stat().st_mtime < newest:
+            call_command("collectstatic", interactive=False, verbosity=0)
     yield
 
 
@@ -206,6 +212,43 @@ def django_db_setup(django_db_setup, django_db_blocker):
             close_pool = getattr(connection, "close_pool", None)
             if close_pool is not None:
                 close_pool()
+
+
+# Tests that share a server started once for a package or a module stay together under
+# pytest-xdist (`make test`), so the server starts once: a whole folder as one unit, or each module
+# of a folder as one unit. Every other test goes to the workers on its own.
+XDIST_FOLDER_UNITS = ("tests/browser/",)  # one daphne and one Chromium for the package
+XDIST_MODULE_UNITS = ("tests/hub/syncagent/integration/",)  # one hub daphne per module
+
+
+def xdist_unit(nodeid: str) -> str:
+    for folder in XDIST_FOLDER_UNITS:
+        if nodeid.startswith(folder):
+            return folder
+    for folder in XDIST_MODULE_UNITS:
+        if nodeid.startswith(folder):
+            return nodeid.split("::", 1)[0]
+    return nodeid
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """The units above go to the workers whole, in collection order. (``--dist loadgroup`` would do
+    this with ``xdist_group`` marks, but pytest-xdist 3.8 loses the groups under pytest 9.2's node
+    ids.) Playwright's sync API also needs the browser tests back to back: it keeps an event loop
+    running on the thread while it lives, which no other test may see. Collection order, not the
+    largest unit first: pytest-django runs the ``db`` tests before the transactional ones, and some
+    read rows a migration seeded, which a transactional test's flush empties."""
+    if config.getoption("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    config.option.loadscopereorder = False
+
+    class SharedServersTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_unit(nodeid)
+
+    return SharedServersTogether(config, log)
 
 
 def pytest_configure(config):

@@ -46,6 +46,26 @@ def start_daphne(log: Path, port: int) -> subprocess.Popen:
     return _spawn(["daphne", "-b", "127.0.0.1", "-p", str(port), "achilles.asgi:application"], log)
 
 
+def wait_database_idle(timeout: float = 15) -> None:
+    """Until no session of another process is inside a query or a transaction on the test database,
+    seen twice in a row: a server shared by several tests (tests/browser, the sync-agent end-to-end
+    tests) has finished what one test's requests started before the test's data is flushed."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    quiet = 0
+    while time.monotonic() < deadline:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                           "AND pid <> pg_backend_pid() AND backend_type = 'client backend' AND state <> 'idle'")
+            busy = cursor.fetchone()[0]
+        quiet = quiet + 1 if not busy else 0
+        if quiet >= 2:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"another process is still busy on the test database {timeout} s after the test")
+
+
 def stop(proc: subprocess.Popen, timeout: float = 15) -> None:
     proc.terminate()
     try:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+import queue
+import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from celery.utils import uuid
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from agents.choices import RunState
@@ -86,6 +88,46 @@ def runs_dispatch(run_ids: Iterable[int]) -> list[int]:
     return sent
 
 
-def dispatch_on_commit(run_ids: list[int]) -> None:
+def dispatch_on_commit(run_ids: list[int], publisher: BackgroundPublisher | None = None) -> None:
     if run_ids:
-        transaction.on_commit(lambda: runs_dispatch(run_ids))
+        if publisher is None:
+            transaction.on_commit(lambda: runs_dispatch(run_ids))
+        else:
+            transaction.on_commit(lambda: publisher.submit(run_ids))
+
+
+class BackgroundPublisher:
+    """Publishes committed batches on a thread of its own while the caller writes the next batch.
+
+    A busy tick is half database round trips (the caller waits on PostgreSQL) and half building
+    and sending broker messages (Python): overlapped, one 10 000-run tick costs about the larger of
+    the two instead of their sum. ``close()`` waits for everything submitted; after it, a late
+    ``submit`` (an on-commit callback run later, as tests do) publishes in the caller's thread.
+    """
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[list[int] | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def submit(self, run_ids: list[int]) -> None:
+        if self._closed:
+            runs_dispatch(run_ids)
+            return
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="agent-runs-publisher", daemon=True)
+            self._thread.start()
+        self._queue.put(run_ids)
+
+    def _run(self) -> None:
+        try:
+            while (run_ids := self._queue.get()) is not None:
+                runs_dispatch(run_ids)  # never raises: failures are left to the re-dispatcher
+        finally:
+            connection.close()  # this thread's own (the enqueued_at stamps)
+
+    def close(self) -> None:
+        self._closed = True
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()

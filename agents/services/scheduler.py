@@ -35,30 +35,36 @@ class TickResult:
 
 
 # NO KEY UPDATE, not UPDATE: a concurrent manual run's INSERT takes KEY SHARE on the agent row
-# (its FK check); with FOR UPDATE the two would deadlock on the partial UNIQUE.
+# (its FK check); with FOR UPDATE the two would deadlock on the partial UNIQUE. The rows are
+# locked first and joined to their owners after, in no particular order (every due row is claimed
+# before the tick ends anyway): joined and sorted, the planner read and sorted every due row with its
+# owner for each batch (100 ms a batch with 10 000 due among 1M agents).
 _CLAIM_SQL = """
-SELECT a.id, a.owner_id, a.schedule, a.next_run_at, u.timezone
-FROM agents a JOIN users u ON u.id = a.owner_id
-WHERE a.next_run_at <= %s
-ORDER BY a.next_run_at
-LIMIT %s
-FOR NO KEY UPDATE OF a SKIP LOCKED
+WITH claimed AS MATERIALIZED (
+    SELECT id, owner_id, schedule, next_run_at
+    FROM agents
+    WHERE next_run_at <= %s
+    LIMIT %s
+    FOR NO KEY UPDATE SKIP LOCKED
+)
+SELECT c.id, c.owner_id, c.schedule, c.next_run_at, u.timezone
+FROM claimed c JOIN users u ON u.id = c.owner_id
 """
 
 _BUDGET_SQL = """
 SELECT o.owner_id, COALESCE(SUM(r.tokens_used), 0)
 FROM unnest(%s::bigint[], %s::timestamptz[], %s::timestamptz[]) AS o(owner_id, week_start, week_end)
-JOIN agents a ON a.owner_id = o.owner_id
-JOIN agent_runs r ON r.agent_id = a.id AND r.finished_at >= o.week_start AND r.finished_at < o.week_end
+JOIN agent_runs r ON r.owner_id = o.owner_id AND r.finished_at >= o.week_start AND r.finished_at < o.week_end
 GROUP BY o.owner_id
 """
 
-# Runs queued or running reserve one run's token cap each until they finish.
+# Runs queued or running reserve one run's token cap each until they finish. The run carries its
+# owner (migration 0006), so this is one probe per owner of a small partial index.
 _ACTIVE_SQL = """
-SELECT a.owner_id, COUNT(*)
-FROM agent_runs r JOIN agents a ON a.id = r.agent_id
-WHERE a.owner_id = ANY(%s::bigint[]) AND r.state IN ('queued', 'running')
-GROUP BY a.owner_id
+SELECT owner_id, COUNT(*)
+FROM agent_runs
+WHERE owner_id = ANY(%s::bigint[]) AND state IN ('queued', 'running')
+GROUP BY owner_id
 """
 
 _INSERT_QUEUED_SQL = """
@@ -82,7 +88,8 @@ WHERE agents.id = v.id
 """
 
 
-def _tick_batch(now: datetime, batch_size: int, result: TickResult) -> int:
+def _tick_batch(now: datetime, batch_size: int, result: TickResult,
+                publisher: dispatch.BackgroundPublisher | None = None) -> int:
     """One transaction: claim due agents (SKIP LOCKED), write their runs, advance their slots."""
     org_tz = platform_settings().timezone
     budget = platform_settings().weekly_token_budget
@@ -132,7 +139,7 @@ def _tick_batch(now: datetime, batch_size: int, result: TickResult) -> int:
                                         owner_tz[owner_id], now=now, previous=slot)
                       for _, owner_id, schedule, slot, _ in rows]
         cursor.execute(_ADVANCE_SQL, [[r[0] for r in rows], next_slots])
-        dispatch.dispatch_on_commit(queued_ids)
+        dispatch.dispatch_on_commit(queued_ids, publisher)
     result.queued.extend(queued_ids)
     result.skipped_budget += sum(1 for s in skipped if s[1] == RunReason.BUDGET_EXCEEDED)
     result.skipped_already_running += sum(1 for s in skipped if s[1] == RunReason.ALREADY_RUNNING)
@@ -142,12 +149,17 @@ def _tick_batch(now: datetime, batch_size: int, result: TickResult) -> int:
 def scheduler_tick(*, now: datetime | None = None, batch_size: int = TICK_BATCH_SIZE,
                    redispatch: bool = True) -> TickResult:
     """The Beat job: every due agent gets a ``scheduled`` run (or a ``skipped`` row saying why),
-    its ``next_run_at`` moves to the next slot, and queued runs are enqueued after commit.
+    its ``next_run_at`` moves to the next slot, and queued runs are enqueued after commit (batch by
+batch on a publisher thread, while the next batch is written).
     Closed gates are not here at all: their ``next_run_at`` is NULL, so nothing piles up."""
     now = now or timezone.now()
     result = TickResult(queued=[])
-    while _tick_batch(now, batch_size, result) == batch_size:
-        pass
+    publisher = dispatch.BackgroundPublisher()
+    try:
+        while _tick_batch(now, batch_size, result, publisher) == batch_size:
+            pass
+    finally:
+        publisher.close()  # the tick ends when its runs are on the broker
     if redispatch:
         result.redispatched = len(agent_runs_redispatch(now=now))
     return result

@@ -1,4 +1,14 @@
-"""A real daphne serving the test database, driven by Debian's headless Chromium (Playwright)."""
+"""A real daphne serving the test database, driven by Debian's headless Chromium (Playwright).
+
+One daphne and one Chromium serve every test of this package (starting them took ~10 s a test on the
+shared machine); each test gets a fresh browser context (cookies, storage, permissions, routes) and
+its own data: ``live_url`` asks for ``transactional_db``, so what the test commits is visible to
+daphne and is flushed afterwards, and the suite's cache namespace is emptied before each test. Before
+a test ends, daphne is left idle (no request of the test still touching the database), so nothing of
+one test lands in the next. Under pytest-xdist the package's tests stay on one worker, one after the
+other (``tests/conftest.py``'s scheduler): Playwright's sync API keeps an event loop running on the thread while it
+lives, which no other test may see.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +16,11 @@ import os
 import shutil
 import socket
 import time
+from pathlib import Path
 
 import pytest
 
-from tests.processes import start_daphne, stop
+from tests.processes import start_daphne, stop, wait_database_idle
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -37,54 +48,120 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture
-def live_url(transactional_db, tmp_path):
-    """Start daphne on the test database (committed data is visible to it) and yield its URL."""
-    import httpx
+class Daphne:
+    """The package's daphne on the test database; started again if it ever died."""
 
-    port = _free_port()
-    proc = start_daphne(tmp_path / "daphne.log", port)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+    def __init__(self, directory: Path):
+        self.dir = directory
+        self.log = directory / "daphne.log"
+        self.proc = None
+        self.url = ""
+
+    def answers(self) -> bool:
+        import httpx
+
         try:
-            httpx.get(url + "/healthz", timeout=1)
-            break
+            return httpx.get(self.url + "/healthz", timeout=2).status_code in (200, 503)
         except httpx.HTTPError:
-            if proc.poll() is not None:
+            return False
+
+    def ensure(self) -> None:
+        if self.proc is not None and self.proc.poll() is None and self.answers():
+            return
+        if self.proc is not None:
+            stop(self.proc)
+        port = _free_port()
+        self.proc = start_daphne(self.log, port)
+        self.url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.answers():
+                return
+            if self.proc.poll() is not None:
                 break
-            time.sleep(0.2)
-    else:
-        proc.kill()
-        pytest.fail("daphne did not start: " + (tmp_path / "daphne.log").read_text()[-2000:])
-    try:
-        yield url
-    finally:
-        stop(proc)
+            time.sleep(0.1)
+        self.proc.kill()
+        pytest.fail("daphne did not start: " + self.log.read_text()[-2000:])
+
+    def log_size(self) -> int:
+        return self.log.stat().st_size if self.log.exists() else 0
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop(self.proc)
+
+
+@pytest.fixture(scope="package")
+def _daphne(django_db_setup, tmp_path_factory):
+    server = Daphne(tmp_path_factory.mktemp("daphne"))
+    yield server
+    server.stop()
+
+
+class DaphneLog:
+    """What daphne logged while this test ran."""
+
+    def __init__(self, server: Daphne):
+        self.server = server
+        self.start = server.log_size()
+
+    def read_text(self) -> str:
+        with open(self.server.log, encoding="utf-8", errors="replace") as log:
+            log.seek(self.start)
+            return log.read()
 
 
 @pytest.fixture
-def page(chromium_path):
+def daphne_log(live_url, _daphne) -> DaphneLog:
+    return _daphne.test_log
+
+
+@pytest.fixture
+def live_url(transactional_db, _daphne):
+    """The package's daphne on the test database (committed data is visible to it): its URL."""
+    _daphne.ensure()
+    _daphne.test_log = DaphneLog(_daphne)
+    yield _daphne.url
+    wait_database_idle()
+
+
+@pytest.fixture(scope="package")
+def _browser(chromium_path):
     from playwright.sync_api import sync_playwright
 
-    # Playwright's sync API keeps an event loop on this thread; the test's own ORM calls
-    # are still plain synchronous calls, so Django's async-safety guard is lifted for them.
+    # Playwright's sync API keeps an event loop on this thread while it lives; the tests' own ORM
+    # calls (and their fixtures' flushes) are still plain synchronous calls, so Django's
+    # async-safety guard is lifted for them.
+    before = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    with sync_playwright() as playwright:
+    playwright = sync_playwright().start()
+    try:
         browser = playwright.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
-        context = browser.new_context(locale="ru-RU")
-        page = context.new_page()
-        page.set_default_timeout(20_000)
-        # The pages run under the real Content-Security-Policy: any violation fails the test.
-        violations: list[str] = []
-        page.on("console", lambda message: violations.append(message.text)
-                if "Content Security Policy" in message.text else None)
-        try:
-            yield page
-            assert not violations, f"CSP violations: {violations}"
-        finally:
-            browser.close()
+        yield browser
+        browser.close()
+    finally:
+        playwright.stop()
+        if before is None:
             os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = before
+
+
+@pytest.fixture
+def page(_browser):
+    """A page in a fresh browser context (nothing kept from another test)."""
+    context = _browser.new_context(locale="ru-RU")
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    # The pages run under the real Content-Security-Policy: any violation fails the test.
+    violations: list[str] = []
+    page.on("console", lambda message: violations.append(message.text)
+            if "Content Security Policy" in message.text else None)
+    try:
+        yield page
+        assert not violations, f"CSP violations: {violations}"
+    finally:
+        context.close()
 
 
 def sign_in(page, live_url: str, username: str, password: str = "pass-word-123") -> None:

@@ -85,7 +85,8 @@ def wait_socket_open(page) -> None:
     page.wait_for_selector("body[data-socket=open]", state="attached")
 
 
-def test_an_idle_socket_stays_open_for_60_s_and_a_20_s_answer_arrives_whole(live_url, page, model, user_factory, tmp_path):
+def test_an_idle_socket_stays_open_for_60_s_and_a_20_s_answer_arrives_whole(live_url, page, model, user_factory,
+                                                                           daphne_log):
     """Issue 9: the socket closed with 1011 every ~5.5 s and a long answer froze half-written (the
     channel-layer test in tests/achilles reproduced it). Two tabs at once, so the waits overlap:
     one stays idle 60 s, the other streams a 20 s answer."""
@@ -120,7 +121,7 @@ def test_an_idle_socket_stays_open_for_60_s_and_a_20_s_answer_arrives_whole(live
     wait_answers(idle, 1)
     assert "28 календарных дней" in idle.locator(".msg.assistant .text").last.text_content()
     assert len(sockets["idle"]) == 1
-    assert "TimeoutError" not in (tmp_path / "daphne.log").read_text()
+    assert "TimeoutError" not in daphne_log.read_text()
 
 
 def test_markdown_renders_and_a_hostile_answer_is_inert(live_url, page, model, user_factory):

@@ -315,7 +315,7 @@ class MemoryTurnStore:
 
         self.conversations[str(conversation_id)]["selected_model"] = resolve_selected_model(name, self.models)
 
-    async def finalize(self, *, release, **fields):
+    async def finalize(self, **fields):
         from conversations.pipeline import Finalized
 
         message_id = next(self._ids)
@@ -334,7 +334,7 @@ class MemoryTurnStore:
 
     @property
     def traces(self) -> list[dict]:
-        return [m["trace"] for m in self.assistant if m.get("trace") is not None]
+        return [m["trace"].columns() for m in self.assistant if m.get("trace") is not None]
 
 
 @pytest.fixture

@@ -97,6 +97,24 @@ def test_splitter_is_the_same_fed_one_character_at_a_time():
     assert SentenceSplitter().feed("Факт. [") == []
 
 
+def test_splitter_cuts_the_same_whatever_the_deltas():
+    """The splitter scans only when a delta may end a sentence (issue 15: no re-scan per token);
+    any cutting of the stream into deltas gives the same sentences as the whole text."""
+    import random
+
+    text = ("Отпуск 28 дней. [1] В г. Москва офис [2]. Т. е. всё.\n\n## Итог\n1. Пункт [2]\n"
+            "Сумма 1,35 млн! [3] Правда? [1]… Конец [2]")
+    expected = split_sentences(text)
+    rng = random.Random(15)
+    for _ in range(200):
+        splitter, pieces, at = SentenceSplitter(), [], 0
+        while at < len(text):
+            step = rng.randint(1, 12)
+            pieces += splitter.feed(text[at:at + step])
+            at += step
+        assert pieces + splitter.flush() == expected
+
+
 def test_gate_releases_supported_and_keeps_the_rest_with_why():
     gate = GroundingGate(sources=SOURCES)
     out = gate.feed("Из моей памяти: отпуск 31 день. Отпуск составляет 28 календарных дней [1]. ")

@@ -1,5 +1,10 @@
 """The platform for the sync-agent end-to-end tests: the hub as ``make run`` serves it (daphne on the
-test database), the Jira emulator process, and a sync-agent token; short poll interval and lease."""
+test database), the Jira emulator process, and a sync-agent token; short poll interval and lease.
+
+One daphne serves every test of a module (starting it took 5-20 s a test on the shared machine);
+each test still gets its own data (``transactional_db``: flushed afterwards, once daphne is idle), a
+fresh hub boot marker (as if the hub had just started), its own Jira emulator and its own sync agent.
+"""
 
 from __future__ import annotations
 
@@ -24,17 +29,14 @@ class Platform:
     staff: object
     person: object
     tmp: Path
-    daphne: object = None
-    port: int = 0
+
+    hub: HubServer | None = None
 
     def hub_down(self) -> None:
-        stop(self.daphne)
+        self.hub.down()
 
     def hub_up(self) -> None:
-        from tests.processes import start_daphne
-
-        self.daphne = start_daphne(self.tmp / "daphne-2.log", self.port)
-        wait_port(self.port, timeout=60)
+        self.hub.up()
 
     def mcp(self, tool: str, arguments: dict) -> str:
         from tests.hub.mcp.mcp_client import over_url, text_of
@@ -55,15 +57,51 @@ class Platform:
         return self.mcp("batch_wait", {"id": batch_id, "timeout_minutes": minutes})
 
 
+class HubServer:
+    """The module's daphne on the test database, on one port for its whole life (a test may stop it
+    and start it again: the sync agent must find the hub where it was)."""
+
+    def __init__(self, directory: Path):
+        self.dir = directory
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = None
+        self.starts = 0
+
+    def up(self) -> None:
+        from tests.processes import start_daphne
+
+        self.starts += 1
+        self.proc = start_daphne(self.dir / f"daphne-{self.starts}.log", self.port)
+        wait_port(self.port, timeout=60)
+
+    def down(self) -> None:
+        if self.proc is not None:
+            stop(self.proc)
+        self.proc = None
+
+    def ensure(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            self.up()
+
+
+@pytest.fixture(scope="module")
+def _hub_server(django_db_setup, tmp_path_factory):
+    server = HubServer(tmp_path_factory.mktemp("hub"))
+    yield server
+    server.down()
+
+
 @pytest.fixture
-def platform(transactional_db, tmp_path):
+def platform(transactional_db, tmp_path, _hub_server):
     from achilles.services import api_token_create
     from hub.models import HubState
+    from hub.notify import hub_boot_mark
     from hub.permissions import hub_group_ensure
     from hub.protocol import sync_agent_create
     from hub.services import settings_set
     from tests.achilles.factories import UserFactory
-    from tests.processes import start_daphne
+    from tests.processes import wait_database_idle
 
     HubState.objects.get_or_create(pk=1)  # a migration's row; an earlier transactional test's flush emptied it
     staff = UserFactory(username="hubadmin", is_staff=True)
@@ -75,14 +113,13 @@ def platform(transactional_db, tmp_path):
     settings_set(user=staff, key="lease_seconds", value=LEASE_SECONDS)
     _agent, sync_token = sync_agent_create(name="onprem-test")
 
-    port = free_port()
-    daphne = start_daphne(tmp_path / "daphne.log", port)
+    _hub_server.ensure()
+    hub_boot_mark()  # the marker a hub start leaves (this test's cache namespace started empty)
     emulator = Emulator(tmp_path / "emulator.log")
     try:
-        wait_port(port, timeout=60)
-        platform = Platform(hub_url=f"http://127.0.0.1:{port}", sync_token=sync_token, person_token=person_token,
-                            emulator=emulator, staff=staff, person=person, tmp=tmp_path, daphne=daphne, port=port)
-        yield platform
+        yield Platform(hub_url=_hub_server.url, sync_token=sync_token, person_token=person_token, emulator=emulator,
+                       staff=staff, person=person, tmp=tmp_path, hub=_hub_server)
     finally:
         emulator.stop()
-        stop(platform.daphne if "platform" in locals() else daphne)
+    _hub_server.ensure()  # a test that stopped the hub and failed before starting it again
+    wait_database_idle()
