@@ -5,13 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.http import HttpRequest
-from ninja import Router, Schema, Status
+from ninja import Query, Router, Schema, Status
 from pydantic import Field, field_validator
 
-from achilles import services
+from achilles import selectors, services
 from achilles.identity import principals_for
-from achilles.models import AgentModel, ApiToken
 from achilles.names import name_clean
+from achilles.pagination import ListParams, Page
 
 router = Router(tags=["me"])
 
@@ -63,15 +63,20 @@ class ModelOut(Schema):
     is_default: bool
 
 
-@router.get("/models", response=list[ModelOut], tags=["models"])
-def models_list(request: HttpRequest, kind: str = "chat"):
-    """The allow-list: the models conversations and agents may select (chat by default)."""
-    return list(AgentModel.objects.filter(kind=kind).order_by("-is_default", "name"))
+class ModelListParams(ListParams):
+    kind: str = "chat"
 
 
-@router.get("/tokens", response=list[TokenOut], tags=["tokens"])
-def tokens_list(request: HttpRequest):
-    return list(ApiToken.objects.filter(user=request.auth))
+@router.get("/models", response=Page[ModelOut], tags=["models"])
+def models_list(request: HttpRequest, params: Query[ModelListParams]):
+    """The allow-list: the models conversations and agents may select (chat by default), the default first."""
+    return selectors.agent_model_page(kind=params.kind, cursor=params.cursor, limit=params.limit)
+
+
+@router.get("/tokens", response=Page[TokenOut], tags=["tokens"])
+def tokens_list(request: HttpRequest, params: Query[ListParams]):
+    """Your tokens, newest first (revoked ones too, with ``revoked_at``)."""
+    return selectors.api_token_page_for_user(user=request.auth, cursor=params.cursor, limit=params.limit)
 
 
 @router.post("/tokens", response={201: TokenCreatedOut}, tags=["tokens"])

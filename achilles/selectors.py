@@ -16,7 +16,8 @@ from __future__ import annotations
 from typing import Protocol, TypeVar
 
 from achilles.errors import ValidationFailed
-from achilles.models import AgentModel
+from achilles.models import AgentModel, ApiToken, User
+from achilles.pagination import DEFAULT_LIMIT, Window, keyset_page
 from achilles.platform import platform_settings
 
 
@@ -60,3 +61,15 @@ def effective_timezone(user_timezone: str | None, *, org_timezone: str | None = 
     if org_timezone is not None:
         return org_timezone
     return platform_settings().timezone
+
+
+def agent_model_page(*, kind: str = "chat", cursor: str | None = None, limit: int = DEFAULT_LIMIT) -> Window[AgentModel]:
+    """The allow-list of one kind, the default first, then by name; keyset on (is_default, name)."""
+    return keyset_page(AgentModel.objects.filter(kind=kind), scope=f"models:{kind}", keys=("-is_default", "name"),
+                       cursor=cursor, limit=limit)
+
+
+def api_token_page_for_user(*, user: User, cursor: str | None = None, limit: int = DEFAULT_LIMIT) -> Window[ApiToken]:
+    """The user's tokens (revoked ones too), newest first; keyset on (created_at, id)."""
+    return keyset_page(ApiToken.objects.filter(user=user), scope="tokens", keys=("-created_at", "-id"),
+                       cursor=cursor, limit=limit)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Query, Router, Schema, Status
-from pydantic import Field
 
 from achilles.errors import NotFound, PermissionDenied, ValidationFailed
 from achilles.models import AgentModel
+from achilles.pagination import ListParams, Page
 from achilles.selectors import allowed_model_check
 from agents import schedule as sched
 from agents import selectors, services
@@ -19,7 +19,7 @@ router = Router(tags=["agents"])
 
 
 def _out(agent: Agent, active: dict[int, str], *, admin: bool = False, budget: dict[int, bool] | None = None) -> dict:
-    """``budget``: owner id → over budget, shared across one list's agents (one query per owner)."""
+    """``budget``: owner id → over budget, computed once for a list page (``owners_over_budget``)."""
     tz = agent.owner.effective_timezone()
     budget = budget if budget is not None else {}
     if agent.owner_id not in budget:
@@ -72,12 +72,12 @@ def _require_staff(request: HttpRequest) -> None:
         raise PermissionDenied("platform admins only", code="admin_only")
 
 
-@router.get("/agents", response=list[AgentOut])
-def agents_list(request: HttpRequest):
-    agents = list(selectors.agent_list_for_owner(user=request.auth))
-    active = selectors.active_run_states([a.pk for a in agents])
-    budget: dict[int, bool] = {}
-    return [_out(a, active, budget=budget) for a in agents]
+@router.get("/agents", response=Page[AgentOut])
+def agents_list(request: HttpRequest, params: Query[ListParams]):
+    page = selectors.agent_page_for_owner(user=request.auth, cursor=params.cursor, limit=params.limit)
+    active = selectors.active_run_states([a.pk for a in page.items])
+    budget = selectors.owners_over_budget(owners=[a.owner for a in page.items], now=timezone.now())
+    return page.map(lambda a: _out(a, active, budget=budget))
 
 
 @router.post("/agents", response={201: AgentOut})
@@ -133,37 +133,29 @@ def agents_run(request: HttpRequest, agent_id: int):
     return Status(202, {"run_id": run.pk, "agent_id": agent.pk, "state": run.state, "trigger": run.trigger})
 
 
-class RunsQuery(Schema):
-    limit: int = Field(default=50, ge=1, le=200)
-    before_id: int | None = Field(default=None, ge=1)
-
-
-@router.get("/agents/{int:agent_id}/runs", response=list[RunOut])
-def agents_runs(request: HttpRequest, agent_id: int, query: Query[RunsQuery]):
+@router.get("/agents/{int:agent_id}/runs", response=Page[RunOut])
+def agents_runs(request: HttpRequest, agent_id: int, params: Query[ListParams]):
+    """The agent's runs, newest first."""
     agent = selectors.agent_get_for_owner(agent_id=agent_id, user=request.auth)
-    return selectors.agent_runs_list(agent=agent, limit=query.limit, before_id=query.before_id)
+    return selectors.agent_runs_page(agent=agent, cursor=params.cursor, limit=params.limit)
 
 
 # ------------------------------------------------------------------ admin registry
 
-class AdminAgentsQuery(Schema):
+class AdminAgentsQuery(ListParams):
     owner: str | None = None
     enabled: bool | None = None
     admin_paused: bool | None = None
-    limit: int = Field(default=100, ge=1, le=500)
-    after_id: int | None = Field(default=None, ge=0, description="Keyset cursor: the last id of the previous page")
 
 
-@router.get("/admin/agents", response=list[AgentAdminOut], tags=["admin"])
+@router.get("/admin/agents", response=Page[AgentAdminOut], tags=["admin"])
 def admin_agents_list(request: HttpRequest, query: Query[AdminAgentsQuery]):
     _require_staff(request)
-    qs = selectors.agent_list_for_admin(owner=query.owner, enabled=query.enabled, admin_paused=query.admin_paused)
-    if query.after_id is not None:
-        qs = qs.filter(id__gt=query.after_id)
-    agents = list(qs[:query.limit])
-    active = selectors.active_run_states([a.pk for a in agents])
-    budget: dict[int, bool] = {}
-    return [_out(a, active, admin=True, budget=budget) for a in agents]
+    page = selectors.agent_page_for_admin(owner=query.owner, enabled=query.enabled, admin_paused=query.admin_paused,
+                                          cursor=query.cursor, limit=query.limit)
+    active = selectors.active_run_states([a.pk for a in page.items])
+    budget = selectors.owners_over_budget(owners=[a.owner for a in page.items], now=timezone.now())
+    return page.map(lambda a: _out(a, active, admin=True, budget=budget))
 
 
 @router.post("/admin/agents/{int:agent_id}/pause", response=AgentAdminOut, tags=["admin"])

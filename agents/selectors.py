@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.db.models import QuerySet, Sum
+from django.db.models import Count, Q, QuerySet, Sum
 
 from achilles.errors import NotFound
 from achilles.models import User
+from achilles.pagination import DEFAULT_LIMIT, Window, keyset_page
 from achilles.platform import platform_settings
 from agents.choices import ACTIVE_STATES
 from agents.models import Agent, AgentRun
@@ -29,6 +30,11 @@ def agent_list_for_owner(*, user: User) -> QuerySet[Agent]:
     return Agent.objects.select_related("model", "owner").filter(owner=user).order_by("id")
 
 
+def agent_page_for_owner(*, user: User, cursor: str | None = None, limit: int = DEFAULT_LIMIT) -> Window[Agent]:
+    """The owner's agents, oldest first; keyset on id."""
+    return keyset_page(agent_list_for_owner(user=user), scope="agents", keys=("id",), cursor=cursor, limit=limit)
+
+
 def agent_list_for_admin(*, owner: str | None = None, enabled: bool | None = None,
                          admin_paused: bool | None = None) -> QuerySet[Agent]:
     qs = Agent.objects.select_related("model", "owner").order_by("id")
@@ -41,17 +47,22 @@ def agent_list_for_admin(*, owner: str | None = None, enabled: bool | None = Non
     return qs
 
 
+def agent_page_for_admin(*, owner: str | None = None, enabled: bool | None = None, admin_paused: bool | None = None,
+                         cursor: str | None = None, limit: int = DEFAULT_LIMIT) -> Window[Agent]:
+    """The admin registry: every owner's agents matching the filters, oldest first; keyset on id."""
+    qs = agent_list_for_admin(owner=owner, enabled=enabled, admin_paused=admin_paused)
+    return keyset_page(qs, scope="admin-agents", keys=("id",), cursor=cursor, limit=limit)
+
+
 def active_run_states(agent_ids: list[int]) -> dict[int, str]:
     """agent id → state of its one queued/running run, if any."""
     rows = AgentRun.objects.filter(agent_id__in=agent_ids, state__in=ACTIVE_STATES).values_list("agent_id", "state")
     return dict(rows)
 
 
-def agent_runs_list(*, agent: Agent, limit: int = 50, before_id: int | None = None) -> list[AgentRun]:
-    qs = AgentRun.objects.filter(agent=agent).order_by("-id")
-    if before_id is not None:
-        qs = qs.filter(id__lt=before_id)
-    return list(qs[:limit])
+def agent_runs_page(*, agent: Agent, cursor: str | None = None, limit: int = DEFAULT_LIMIT) -> Window[AgentRun]:
+    """The agent's runs, newest first; keyset on id."""
+    return keyset_page(AgentRun.objects.filter(agent=agent), scope="runs", keys=("-id",), cursor=cursor, limit=limit)
 
 
 def owner_tokens_this_week(*, owner: User, now: datetime) -> int:
@@ -77,6 +88,26 @@ def owner_over_budget(*, owner: User, now: datetime) -> bool:
     active = AgentRun.objects.filter(agent__owner=owner, state__in=ACTIVE_STATES).count()
     return budget_room(spent=owner_tokens_this_week(owner=owner, now=now), active=active,
                        budget=row.weekly_token_budget, run_cap=row.agent_run_token_cap) == 0
+
+
+def owners_over_budget(*, owners: list[User], now: datetime) -> dict[int, bool]:
+    """:func:`owner_over_budget` for many owners in two queries (a list page names many owners)."""
+    if not owners:
+        return {}
+    row = platform_settings()
+    weeks: dict[tuple[datetime, datetime], list[int]] = {}
+    for owner in {o.pk: o for o in owners}.values():
+        weeks.setdefault(week_bounds(owner.effective_timezone(), now), []).append(owner.pk)
+    in_week = Q(pk__in=[])
+    for (start, end), ids in weeks.items():
+        in_week |= Q(agent__owner_id__in=ids, finished_at__gte=start, finished_at__lt=end)
+    spent = dict(AgentRun.objects.filter(in_week).values("agent__owner_id").annotate(total=Sum("tokens_used"))
+                 .values_list("agent__owner_id", "total"))
+    ids = [pk for group in weeks.values() for pk in group]
+    active = dict(AgentRun.objects.filter(agent__owner_id__in=ids, state__in=ACTIVE_STATES)
+                  .values("agent__owner_id").annotate(n=Count("id")).values_list("agent__owner_id", "n"))
+    return {pk: budget_room(spent=int(spent.get(pk) or 0), active=active.get(pk, 0), budget=row.weekly_token_budget,
+                            run_cap=row.agent_run_token_cap) == 0 for pk in ids}
 
 
 def agent_run_blocker(*, agent: Agent, active_state: str | None, over_budget: bool) -> str | None:

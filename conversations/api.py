@@ -13,15 +13,15 @@ from django.http import HttpRequest
 from ninja import Query, Router, Schema, Status
 from pydantic import Field
 
-from achilles.errors import NotFound
+from achilles.errors import NotFound, ValidationFailed
 from achilles.models import AgentModel
+from achilles.pagination import ListParams, Page
 from conversations import selectors, services
 from conversations.pipeline import engine_deps
 from conversations.rendering import markdown_render
 from conversations.schemas import (
     ConversationDetailOut,
     ConversationOut,
-    ConversationPageOut,
     ConversationPatchIn,
     FeedbackIn,
     FeedbackOut,
@@ -32,15 +32,18 @@ from knowledge.facade import Identity
 router = Router(tags=["conversations"])
 
 
-class ListParams(Schema):
-    cursor: str | None = None
-    limit: int = Field(default=20, ge=1, le=100)
+class MessageListParams(ListParams):
+    order: str = Field(default="asc", pattern="^(asc|desc)$", description="asc: oldest first (the default).")
 
 
-class MessageParams(Schema):
-    cursor: str | None = None
-    limit: int = Field(default=50, ge=1, le=200)
-    order: str = Field(default="asc", pattern="^(asc|desc)$")
+class ThreadParams(Schema):
+    """The thread's first page of messages: the list contract's ``limit`` and the messages' ``order``."""
+
+    limit: int = ListParams.model_fields["limit"]
+    order: str = MessageListParams.model_fields["order"]
+    # refused when given: a client paging the thread itself would get its first page again and again
+    cursor: str | None = Field(default=None, description="Not taken here: pass `messages.next_cursor` to "
+                                                          "GET /conversations/{id}/messages.")
 
 
 def _conversation_out(conversation) -> ConversationOut:
@@ -104,31 +107,41 @@ def _visible_cited_records(user, messages) -> frozenset[int]:
     return async_to_sync(engine_deps().knowledge.visible_records)(cited, Identity.for_user(user))
 
 
-@router.get("/conversations", response=ConversationPageOut)
+@router.get("/conversations", response=Page[ConversationOut])
 def conversations_list(request: HttpRequest, params: Query[ListParams]):
     page = selectors.conversation_list_for_user(user=request.auth, cursor=params.cursor, limit=params.limit)
     selected = {c.selected_model_id for c in page.items if c.selected_model_id}
     names = {}
     if selected:
         names = dict(AgentModel.objects.filter(pk__in=selected).values_list("pk", "name"))
-    return ConversationPageOut(
-        items=[ConversationOut(id=c.id, title=c.title, selected_model=names.get(c.selected_model_id),
-                               created_at=c.created_at, updated_at=c.updated_at) for c in page.items],
-        next_cursor=page.next_cursor,
-    )
+    return page.map(lambda c: ConversationOut(id=c.id, title=c.title, selected_model=names.get(c.selected_model_id),
+                                              created_at=c.created_at, updated_at=c.updated_at))
+
+
+def _messages_page(request: HttpRequest, conversation, *, cursor: str | None, limit: int, order: str):
+    page = selectors.conversation_messages(conversation=conversation, cursor=cursor, limit=limit, order=order)
+    visible = _visible_cited_records(request.auth, page.items)
+    emails = selectors.withheld_contact_emails(messages=page.items)
+    return page.map(lambda m: _message_out(m, visible, emails))
 
 
 @router.get("/conversations/{conversation_id}", response=ConversationDetailOut)
-def conversations_read(request: HttpRequest, conversation_id: str, params: Query[MessageParams]):
+def conversations_read(request: HttpRequest, conversation_id: str, params: Query[ThreadParams]):
+    """The thread with its first page of messages (``messages``: the list envelope)."""
+    if params.cursor is not None:
+        raise ValidationFailed("the thread's next pages come from GET /conversations/{id}/messages?cursor=…",
+                               field="cursor")
     conversation = selectors.conversation_get_for_user(user=request.auth, conversation_id=conversation_id,
                                                        with_model=True)
-    page = selectors.conversation_messages(conversation=conversation, cursor=params.cursor, limit=params.limit,
-                                           order=params.order)
-    visible = _visible_cited_records(request.auth, page.items)
-    emails = selectors.withheld_contact_emails(messages=page.items)
-    return ConversationDetailOut(**_conversation_out(conversation).dict(),
-                                 messages=[_message_out(m, visible, emails) for m in page.items],
-                                 next_cursor=page.next_cursor)
+    page = _messages_page(request, conversation, cursor=None, limit=params.limit, order=params.order)
+    return ConversationDetailOut(**_conversation_out(conversation).dict(), messages=page)
+
+
+@router.get("/conversations/{conversation_id}/messages", response=Page[MessageOut])
+def conversations_messages(request: HttpRequest, conversation_id: str, params: Query[MessageListParams]):
+    """A thread's messages, page by page (``order``: asc = oldest first)."""
+    conversation = selectors.conversation_get_for_user(user=request.auth, conversation_id=conversation_id)
+    return _messages_page(request, conversation, cursor=params.cursor, limit=params.limit, order=params.order)
 
 
 @router.patch("/conversations/{conversation_id}", response=ConversationOut)

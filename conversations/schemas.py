@@ -10,6 +10,7 @@ from ninja import Schema
 from pydantic import Field, field_validator
 
 from achilles.names import name_clean
+from achilles.pagination import Page
 from conversations.services import MAX_CONTENT_LENGTH
 
 
@@ -65,14 +66,10 @@ class ConversationOut(Schema):
     updated_at: datetime
 
 
-class ConversationPageOut(Schema):
-    items: list[ConversationOut]
-    next_cursor: str | None
-
-
 class ConversationDetailOut(ConversationOut):
-    messages: list[MessageOut]
-    next_cursor: str | None
+    # the thread's first page of messages in the one list envelope; the next pages come from
+    # GET /conversations/{id}/messages?cursor=<messages.next_cursor>
+    messages: Page[MessageOut]
 
 
 class ConversationPatchIn(Schema):

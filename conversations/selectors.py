@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, Generic, TypeVar
 
 from django.contrib.auth import get_user_model
-from django.db.models import Prefetch, Q
+from django.db.models import Prefetch
 
 from achilles.errors import NotFound, ValidationFailed
 from achilles.models import User
+from achilles.pagination import DEFAULT_LIMIT, Window, keyset_page
 from conversations.models import Citation, Conversation, Message
 
 
@@ -47,76 +42,26 @@ def message_get_for_user(*, user: User, message_id: int, for_update: bool = Fals
     return message
 
 
-# --- cursor pagination ----------------------------------------------------------------------
+# --- lists (achilles.pagination: one keyset contract) -------------------------------------
 
 
-def encode_cursor(payload: dict[str, Any]) -> str:
-    return base64.urlsafe_b64encode(json.dumps(payload, separators=(",", ":")).encode()).decode().rstrip("=")
+def conversation_list_for_user(*, user: User, cursor: str | None = None,
+                               limit: int = DEFAULT_LIMIT) -> Window[Conversation]:
+    """Own conversations, most recently active first; keyset on (updated_at, id)."""
+    return keyset_page(Conversation.objects.filter(user=user), scope="conversations",
+                       keys=("-updated_at", "-id"), cursor=cursor, limit=limit)
 
 
-def decode_cursor(cursor: str | None) -> dict[str, Any] | None:
-    if not cursor:
-        return None
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        payload = json.loads(base64.urlsafe_b64decode(padded.encode()).decode())
-        if not isinstance(payload, dict):
-            raise ValueError
-        return payload
-    except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise ValidationFailed("invalid cursor", field="cursor") from None
-
-
-T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Page(Generic[T]):
-    """One page of a keyset-paginated list and the cursor of the next (None: the last page)."""
-
-    items: list[T]
-    next_cursor: str | None
-
-
-def conversation_list_for_user(*, user: User, cursor: str | None = None, limit: int = 20) -> Page[Conversation]:
-    """Own conversations, most recently active first; keyset cursor on (updated_at, id)."""
-    qs = Conversation.objects.filter(user=user).order_by("-updated_at", "-id")
-    position = decode_cursor(cursor)
-    if position is not None:
-        try:
-            at = datetime.fromisoformat(position["u"])
-            last_id = uuid.UUID(position["i"])
-        except (KeyError, ValueError, TypeError):
-            raise ValidationFailed("invalid cursor", field="cursor") from None
-        qs = qs.filter(Q(updated_at__lt=at) | Q(updated_at=at, id__lt=last_id))
-    rows = list(qs[: limit + 1])
-    next_cursor = None
-    if len(rows) > limit:
-        rows = rows[:limit]
-        last = rows[-1]
-        next_cursor = encode_cursor({"u": last.updated_at.isoformat(), "i": str(last.id)})
-    return Page(items=rows, next_cursor=next_cursor)
-
-
-def conversation_messages(*, conversation: Conversation, cursor: str | None = None, limit: int = 50,
-                          order: str = "asc") -> Page[Message]:
+def conversation_messages(*, conversation: Conversation, cursor: str | None = None, limit: int = DEFAULT_LIMIT,
+                          order: str = "asc") -> Window[Message]:
     """Messages of a thread with their citations: two queries whatever the thread's length."""
     if order not in ("asc", "desc"):
         raise ValidationFailed("order is asc or desc", field="order")
-    qs = Message.objects.filter(conversation=conversation).order_by("id" if order == "asc" else "-id")
-    position = decode_cursor(cursor)
-    if position is not None:
-        last_id = position.get("i")
-        if not isinstance(last_id, int):
-            raise ValidationFailed("invalid cursor", field="cursor")
-        qs = qs.filter(id__gt=last_id) if order == "asc" else qs.filter(id__lt=last_id)
-    qs = qs.prefetch_related(Prefetch("citations", queryset=Citation.objects.order_by("rank")))
-    rows = list(qs[: limit + 1])
-    next_cursor = None
-    if len(rows) > limit:
-        rows = rows[:limit]
-        next_cursor = encode_cursor({"i": rows[-1].id})
-    return Page(items=rows, next_cursor=next_cursor)
+    qs = (Message.objects.filter(conversation=conversation)
+          .prefetch_related(Prefetch("citations", queryset=Citation.objects.order_by("rank"))))
+    # The order is part of the list: an ascending walk's cursor is refused on a descending one.
+    return keyset_page(qs, scope=f"messages:{order}", keys=("id",) if order == "asc" else ("-id",),
+                       cursor=cursor, limit=limit)
 
 
 def withheld_contact_emails(*, messages: Iterable[Message]) -> dict[int, str]:

@@ -9,12 +9,13 @@ import datetime as dt
 from typing import Annotated
 
 from django.http import HttpRequest, HttpResponse
-from ninja import Body, Query, Router, Schema, Status
+from ninja import Body, Query, Router, Status
 from ninja.errors import AuthorizationError
 from ninja.security import HttpBearer
 from pydantic import Field
 
 from achilles.auth import SessionCookieAuth
+from achilles.pagination import ListParams, Page
 from achilles.services import api_token_authenticate
 from hub import protocol, selectors, services
 from hub.contracts import (
@@ -102,7 +103,7 @@ def _d(value):
 
 # ---------------------------------------------------------------- issues and notes
 
-class IssueFiltersIn(Schema):
+class IssueFiltersIn(ListParams):
     project: str | None = None
     status: str | None = None
     assignee: str | None = None
@@ -114,14 +115,14 @@ class IssueFiltersIn(Schema):
     overdue: bool | None = None
     text: str | None = Field(default=None, max_length=200)
     updated_since: dt.datetime | None = None
-    limit: int = Field(default=50, ge=1, le=500)
 
 
-@router.get("/issues", response=list[IssueRow], summary="Mirrored issues (HUB-3 filters)")
+@router.get("/issues", response=Page[IssueRow], summary="Mirrored issues (HUB-3 filters), most recently updated first")
 def issues(request: HttpRequest, filters: Query[IssueFiltersIn]):
     data = filters.model_dump()
-    limit = data.pop("limit")
-    return selectors.issues_list(user=request.auth, filters=IssueFilters(**data), limit=limit)
+    cursor, limit = data.pop("cursor"), data.pop("limit")
+    # The filters are not in the cursor: a walk sends the same ones with each page.
+    return selectors.issues_page(user=request.auth, filters=IssueFilters(**data), cursor=cursor, limit=limit)
 
 
 @router.get("/issues/{key}", response=IssueCard, summary="Issue card: fields, links, notes, commands, comments")
@@ -143,9 +144,9 @@ def batch_create(request: HttpRequest, payload: BatchIn):
     return Status(201, _d(created))
 
 
-@router.get("/batches", response=list[BatchSummary], summary="The latest batches")
-def batches(request: HttpRequest, limit: int = Query(20, ge=1, le=200)):
-    return selectors.batches_list(user=request.auth, limit=limit)
+@router.get("/batches", response=Page[BatchSummary], summary="Batches, newest first")
+def batches(request: HttpRequest, params: Query[ListParams]):
+    return selectors.batches_page(user=request.auth, cursor=params.cursor, limit=params.limit)
 
 
 @router.get("/batches/{batch_id}", response=BatchView, summary="Batch status (HUB-8)")
@@ -192,9 +193,9 @@ def agent_status(request: HttpRequest):
     return selectors.agent_status(user=request.auth)
 
 
-@router.get("/sync-log", response=list[SyncRunView], summary="The latest sync runs (HUB-14)")
-def sync_log(request: HttpRequest, limit: int = Query(20, ge=1, le=200)):
-    return selectors.sync_log(user=request.auth, limit=limit)
+@router.get("/sync-log", response=Page[SyncRunView], summary="Sync runs, newest first (HUB-14)")
+def sync_log(request: HttpRequest, params: Query[ListParams]):
+    return selectors.sync_log_page(user=request.auth, cursor=params.cursor, limit=params.limit)
 
 
 @router.get("/settings", response=dict, summary="Every hub setting (HUB-15)")
@@ -214,9 +215,9 @@ def setting_set(request: HttpRequest, key: str, payload: SettingIn):
 
 # ---------------------------------------------------------------- publications (staff)
 
-@router.get("/publications", response=list[PublicationView], summary="Published sync-agent versions, newest first")
-def publications(request: HttpRequest):
-    return selectors.publications_list(user=request.auth)
+@router.get("/publications", response=Page[PublicationView], summary="Published sync-agent versions, newest first")
+def publications(request: HttpRequest, params: Query[ListParams]):
+    return selectors.publications_page(user=request.auth, cursor=params.cursor, limit=params.limit)
 
 
 @router.post("/publications", response={201: PublicationView}, summary="Publish sync-agent version N (staff)")

@@ -7,14 +7,19 @@ platform's errors (``achilles.errors``): ``PermissionDenied`` 403, ``NotFound`` 
 ``ValidationFailed`` 422 whose ``detail`` is the human validation text (a ``str``) — the same text the
 REST 422 carries and the MCP tool returns as its error result.
 
-Selectors (``hub/selectors.py``, reads)::
+Selectors (``hub/selectors.py``, reads; ``*_page`` are the REST lists' keyset pages, see
+``achilles.pagination``)::
 
-    issues_list(*, user, filters: IssueFilters, limit: int = 50) -> list[IssueRow]
+    issues_page(*, user, filters: IssueFilters, cursor: str | None = None, limit: int = 50) -> Window[IssueRow]
+    issues_list(*, user, filters: IssueFilters, limit: int = 50) -> list[IssueRow]      # first page (MCP)
     issue_card(*, user, key: str, recent_commands: int = 10, comments: int = 5) -> IssueCard
     batch_status(*, user, batch_id: int) -> BatchView
-    batches_list(*, user, limit: int = 20) -> list[BatchSummary]
+    batches_page(*, user, cursor: str | None = None, limit: int = 50) -> Window[BatchSummary]
+    batches_list(*, user, limit: int = 20) -> list[BatchSummary]                        # first page (MCP)
     agent_status(*, user) -> AgentStatus
-    sync_log(*, user, limit: int = 20) -> list[SyncRunView]
+    sync_log_page(*, user, cursor: str | None = None, limit: int = 50) -> Window[SyncRunView]
+    sync_log(*, user, limit: int = 20) -> list[SyncRunView]                             # first page (MCP)
+    publications_page(*, user, cursor: str | None = None, limit: int = 50) -> Window[PublicationView]
     settings_get(*, user, key: str | None = None) -> dict[str, Any]      # None → every key
     settings_version_get() -> int
 

@@ -12,6 +12,7 @@ from django.db.models.functions import Upper
 from django.utils import timezone
 
 from achilles.errors import NotFound, ValidationFailed
+from achilles.pagination import DEFAULT_LIMIT, Window, keyset_page
 from achilles.platform import platform_settings
 from hub import hub_settings
 from hub.contracts import (
@@ -132,23 +133,26 @@ def issues_queryset(filters: IssueFilters) -> QuerySet[MirrorIssue]:
     return qs
 
 
-def issues_list(*, user: HubCaller, filters: IssueFilters, limit: int = 50) -> list[IssueRow]:
-    """HUB-3: mirrored issues matching every filter, most recently updated first."""
+def issues_page(*, user: HubCaller, filters: IssueFilters, cursor: str | None = None, limit: int = DEFAULT_LIMIT) -> Window[IssueRow]:
+    """HUB-3: mirrored issues matching every filter, most recently updated first; keyset on (updated, key)."""
     hub_access_check(user)
-    limit = max(1, min(int(limit), 500))
     qs = (issues_queryset(filters).select_related("notes")
           .only("key", "project", "summary", "status", "issue_type", "priority", "assignee", "duedate", "sprint",
                 "labels", "updated", "notes__fact_status"))
+    ordering = None
     selective = {name for name, value in vars(filters).items() if value not in (None, "")} - {"project", "updated_since"}
     if selective:
         # With a selective filter the matches are few: sort them. Ordering by the bare column would let
         # the planner walk the `updated` index over every issue hoping to meet 50 matches early — a
-        # full scan when they are rare (the p95 of bench/hub).
-        qs = qs.order_by(RawSQL("hub_issues.updated + interval '0 seconds'", []).desc(), "key")
-    else:
-        qs = qs.order_by("-updated", "key")
-    rows = qs[:limit]
-    return [_issue_row(issue, getattr(getattr(issue, "notes", None), "fact_status", "")) for issue in rows]
+        # full scan when they are rare (the p95 of bench/hub). Same order, so the same keyset.
+        ordering = (RawSQL("hub_issues.updated + interval '0 seconds'", []).desc(), "key")
+    page = keyset_page(qs, scope="hub-issues", keys=("-updated", "key"), cursor=cursor, limit=limit, ordering=ordering)
+    return page.map(lambda issue: _issue_row(issue, getattr(getattr(issue, "notes", None), "fact_status", "")))
+
+
+def issues_list(*, user: HubCaller, filters: IssueFilters, limit: int = 50) -> list[IssueRow]:
+    """The first ``limit`` (≤ 500) rows of :func:`issues_page`: the MCP tool's table."""
+    return issues_page(user=user, filters=filters, limit=max(1, min(int(limit), 500))).items
 
 
 def _notes_view(key: str, note: IssueNote | None) -> NotesView | None:
@@ -286,17 +290,22 @@ def batch_finished(batch_id: int) -> bool:
     return not Command.objects.filter(batch_id=batch_id, state__in=(QUEUED, CLAIMED)).exists()
 
 
-def batches_list(*, user: HubCaller, limit: int = 20) -> list[BatchSummary]:
-    """HUB-9: the latest batches with their state."""
+def batches_page(*, user: HubCaller, cursor: str | None = None, limit: int = DEFAULT_LIMIT) -> Window[BatchSummary]:
+    """HUB-9: batches with their state, newest first; keyset on id. Two queries per page."""
     hub_access_check(user)
-    limit = max(1, min(int(limit), 200))
-    batches = list(Batch.objects.order_by("-id")[:limit])
-    counts: dict[int, dict[str, int]] = {b.id: {} for b in batches}
+    page = keyset_page(Batch.objects.all(), scope="hub-batches", keys=("-id",), cursor=cursor, limit=limit)
+    counts: dict[int, dict[str, int]] = {b.id: {} for b in page.items}
     for row in (Command.objects.filter(batch_id__in=counts).values("batch_id", "state").annotate(n=Count("id"))):
         counts[row["batch_id"]][row["state"]] = row["n"]
-    return [BatchSummary(id=b.id, title=b.title, author=b.author, state=_batch_state(counts[b.id], sum(counts[b.id].values())),
-                         counts=counts[b.id], command_count=sum(counts[b.id].values()), created_at=b.created_at,
-                         finished_at=b.finished_at) for b in batches]
+    return page.map(lambda b: BatchSummary(
+        id=b.id, title=b.title, author=b.author, state=_batch_state(counts[b.id], sum(counts[b.id].values())),
+        counts=counts[b.id], command_count=sum(counts[b.id].values()), created_at=b.created_at,
+        finished_at=b.finished_at))
+
+
+def batches_list(*, user: HubCaller, limit: int = 20) -> list[BatchSummary]:
+    """The latest ``limit`` (≤ 200) batches: the MCP tool's table."""
+    return batches_page(user=user, limit=max(1, min(int(limit), 200))).items
 
 
 # ---------------------------------------------------------------- sync agent
@@ -309,10 +318,14 @@ def publication_latest() -> PublicationView | None:
                            published_at=row.published_at)
 
 
-def publications_list(*, user: HubCaller, limit: int = 20) -> list[PublicationView]:
+def publications_page(*, user: HubCaller, cursor: str | None = None,
+                      limit: int = DEFAULT_LIMIT) -> Window[PublicationView]:
+    """Published sync-agent versions, newest first; keyset on version."""
     hub_access_check(user)
-    return [PublicationView(version=p.version, sha256=p.sha256, size=p.size, notes=p.notes, published_at=p.published_at)
-            for p in Publication.objects.defer("artifact").order_by("-version")[:limit]]
+    page = keyset_page(Publication.objects.defer("artifact"), scope="hub-publications", keys=("-version",),
+                       cursor=cursor, limit=limit)
+    return page.map(lambda p: PublicationView(version=p.version, sha256=p.sha256, size=p.size, notes=p.notes,
+                                              published_at=p.published_at))
 
 
 def agent_status(*, user: HubCaller) -> AgentStatus:
@@ -356,11 +369,16 @@ def agent_status(*, user: HubCaller) -> AgentStatus:
     return AgentStatus(**fields, lines=tuple(agent_status_lines(status, tz=platform_settings().timezone)))
 
 
-def sync_log(*, user: HubCaller, limit: int = 20) -> list[SyncRunView]:
-    """HUB-14: the latest sync runs."""
+def sync_log_page(*, user: HubCaller, cursor: str | None = None, limit: int = DEFAULT_LIMIT) -> Window[SyncRunView]:
+    """HUB-14: the sync runs, newest first; keyset on id."""
     hub_access_check(user)
-    limit = max(1, min(int(limit), 200))
-    return [SyncRunView(id=r.id, kind=r.kind, status=r.status, started_at=r.started_at, finished_at=r.finished_at,
-                        counts=dict(r.counts or {}), errors=tuple(r.errors or ()))
-            for r in SyncRun.objects.order_by("-id")[:limit]]
+    page = keyset_page(SyncRun.objects.all(), scope="hub-sync-log", keys=("-id",), cursor=cursor, limit=limit)
+    return page.map(lambda r: SyncRunView(id=r.id, kind=r.kind, status=r.status, started_at=r.started_at,
+                                          finished_at=r.finished_at, counts=dict(r.counts or {}),
+                                          errors=tuple(r.errors or ())))
+
+
+def sync_log(*, user: HubCaller, limit: int = 20) -> list[SyncRunView]:
+    """The latest ``limit`` (≤ 200) sync runs: the MCP tool's table."""
+    return sync_log_page(user=user, limit=max(1, min(int(limit), 200))).items
 

@@ -116,6 +116,85 @@ def token_for(db):
     return make
 
 
+class AsgiClient:
+    """Requests through the ASGI application in-process — ``httpx.AsyncClient`` over
+    ``httpx.ASGITransport(app=achilles.asgi.application)``, the seed's «HTTP-контракт на
+    ASGI-приложении»: the whole stack (MCP router, middleware, ninja) as daphne serves it.
+
+    Called from a sync test: ``async_to_sync`` makes the app's ``sync_to_async`` ORM calls run on
+    this thread, on the test's connection and inside its transaction — rows the test made are
+    visible, the request's writes are rolled back with the test. As Django's test client does,
+    the request signals do not close that connection mid-test."""
+
+    def __init__(self, headers: dict[str, str] | None = None):
+        self.headers = dict(headers or {})
+
+    def request(self, method: str, path: str, *, json=None, params=None, headers=None, content=None):
+        import httpx
+        from asgiref.sync import async_to_sync
+        from django.core.signals import request_finished, request_started
+        from django.db import close_old_connections
+
+        from achilles.asgi import application
+
+        async def go():
+            transport = httpx.ASGITransport(app=application)
+            async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+                return await client.request(method, path, json=json, params=params, content=content,
+                                            headers={**self.headers, **(headers or {})})
+
+        request_started.disconnect(close_old_connections)
+        request_finished.disconnect(close_old_connections)
+        try:
+            return async_to_sync(go)()
+        finally:
+            request_started.connect(close_old_connections)
+            request_finished.connect(close_old_connections)
+
+    def get(self, path: str, **kwargs):
+        return self.request("GET", path, **kwargs)
+
+    def post(self, path: str, **kwargs):
+        return self.request("POST", path, **kwargs)
+
+    def put(self, path: str, **kwargs):
+        return self.request("PUT", path, **kwargs)
+
+    def patch(self, path: str, **kwargs):
+        return self.request("PATCH", path, **kwargs)
+
+    def delete(self, path: str, **kwargs):
+        return self.request("DELETE", path, **kwargs)
+
+
+@pytest.fixture
+def asgi_client(db):
+    """``asgi_client(user)`` → an :class:`AsgiClient` authenticated with a fresh personal Bearer
+    token of ``user`` (``session=True``: signed in with a session cookie and the CSRF token instead);
+    ``asgi_client()`` → an anonymous one."""
+    from django.conf import settings
+
+    from achilles.services import api_token_create
+
+    def make(user=None, *, session: bool = False, headers: dict[str, str] | None = None) -> AsgiClient:
+        auth = {}
+        if user is not None and session:
+            # a signed-in browser: the session cookie, and the CSRF cookie with its header (as a page sends it)
+            from django.test import Client
+
+            browser = Client()
+            browser.force_login(user)
+            csrf = "c" * 32
+            auth = {"Cookie": f"{settings.SESSION_COOKIE_NAME}={browser.cookies[settings.SESSION_COOKIE_NAME].value}; "
+                              f"{settings.CSRF_COOKIE_NAME}={csrf}", "X-CSRFToken": csrf}
+        elif user is not None:
+            _, raw = api_token_create(user=user)
+            auth = {"Authorization": f"Bearer {raw}"}
+        return AsgiClient({**auth, **(headers or {})})
+
+    return make
+
+
 @pytest.fixture(scope="session")
 def django_db_setup(django_db_setup, django_db_blocker):
     """Before the test database is dropped: end the sessions that subprocesses (daphne, Celery

@@ -1,7 +1,7 @@
 // The agents page: create/edit with the schedule form (times like 9:30 accepted, in the owner's
 // zone, shown beside it), run now — disabled with the reason when a run cannot start — and history.
 document.addEventListener("DOMContentLoaded", () => {
-  const {api, el, formatDate, plural} = window.achilles;
+  const {api, apiAll, el, formatDate, plural} = window.achilles;
   const $ = id => document.getElementById(id);
   const labels = JSON.parse($("agent-labels").textContent);
   const overBudget = $("agents-page").dataset.overBudget === "true";
@@ -76,7 +76,7 @@ document.addEventListener("DOMContentLoaded", () => {
 
   async function runs(agent, box) {
     const r = await api(`/agents/${agent.id}/runs?limit=10`); if (!r.ok) return;
-    const list = await r.json(); box.textContent = "";
+    const list = (await r.json()).items; box.textContent = "";
     if (!list.length) { box.append(el("div", "muted", "запусков ещё не было")); return; }
     const table = el("table");
     list.forEach(run => {
@@ -135,12 +135,12 @@ document.addEventListener("DOMContentLoaded", () => {
     });
   }
 
-  async function load() { const r = await api("/agents"); agents = r.ok ? await r.json() : []; render(); }
+  async function load() { agents = (await apiAll("/agents")) || []; render(); }
 
   (async () => {
-    const [modelsResponse, me] = await Promise.all([api("/models"), api("/me")]);
+    const [allModels, me] = await Promise.all([apiAll("/models"), api("/me")]);
     if (me.ok) { myZone = (await me.json()).timezone; $("schedule-type").onchange(); }
-    const models = modelsResponse.ok ? await modelsResponse.json() : [];
+    const models = allModels || [];
     const select = $("model"); select.append(el("option", null, "по умолчанию")); select.lastChild.value = "";
     models.forEach(m => { const o = el("option", null, m.name + (m.is_default ? " (по умолчанию)" : "")); o.value = m.name; select.append(o); });
     load();

@@ -16,6 +16,20 @@ window.achilles = (() => {
     if (response.status === 401) signIn();
     return response;
   };
+  // Every list route answers {items, next_cursor} (the API's one list contract): all the pages'
+  // items, or null when a page fails. `first` is a page already fetched (e.g. a thread's messages).
+  const apiAll = async (path, first) => {
+    const sep = path.includes("?") ? "&" : "?";
+    let page = first;
+    if (!page) { const r = await api(path + sep + "limit=200"); if (!r.ok) return null; page = await r.json(); }
+    const items = [...page.items];
+    while (page.next_cursor) {
+      const r = await api(path + sep + "limit=200&cursor=" + encodeURIComponent(page.next_cursor));
+      if (!r.ok) return null;
+      page = await r.json(); items.push(...page.items);
+    }
+    return items;
+  };
   const el = (tag, cls, text) => {
     const e = document.createElement(tag); if (cls) e.className = cls;
     if (text !== undefined && text !== null) e.textContent = text; return e;
@@ -40,7 +54,7 @@ window.achilles = (() => {
     const path = document.createElementNS("http://www.w3.org/2000/svg", "path"); path.setAttribute("d", ICONS[name]);
     svg.append(path); return svg;
   };
-  return {api, el, signIn, formatDate, plural, icon};
+  return {api, apiAll, el, signIn, formatDate, plural, icon};
 })();
 document.addEventListener("DOMContentLoaded", () => {
   // the current page's link in the header

@@ -3,7 +3,7 @@
 // (content_html: Markdown sanitised there), source cards, stop/regenerate/copy/edit, the
 // conversation list (rename, delete, search), the model picker and human error messages.
 (() => {
-  const {api, el, formatDate, plural, icon} = window.achilles;
+  const {api, apiAll, el, formatDate, plural, icon} = window.achilles;
   const $ = id => document.getElementById(id);
   const log = $("log"), statusEl = $("status"), banner = $("banner"), input = $("q");
   const errorBox = $("error"), errorText = $("error-text"), retryButton = $("error-retry");
@@ -227,16 +227,20 @@
     const r = await api(`/conversations/${id}?limit=200`);
     if (r.status === 401) return null;  // on the way to the sign-in form
     if (!r.ok) { renderThread([]); if (r.status === 404) showError(ERRORS.not_found, null); loadThreads(); return null; }
-    const body = await r.json(); st.conversation = body;
+    const thread = await r.json();
+    // the first page of messages comes with the thread; a longer thread's next pages follow its cursor
+    const messages = (await apiAll(`/conversations/${id}/messages`, thread.messages)) || thread.messages.items;
+    if (st.conversationId !== id) return null;  // another thread was opened meanwhile
+    const body = {...thread, messages}; st.conversation = body;
     $("thread-title").textContent = body.title || "Без названия";
-    renderThread(body.messages); selectModel(body.selected_model); loadThreads();
+    renderThread(messages); selectModel(body.selected_model); loadThreads();
     return body;
   }
 
   // ------------------------------------------------------------------ models
   async function loadModels() {
-    const r = await api("/models"); if (!r.ok) return;
-    st.models = await r.json(); const select = $("model"); select.textContent = "";
+    const models = await apiAll("/models"); if (!models) return;
+    st.models = models; const select = $("model"); select.textContent = "";
     st.models.forEach(m => { const o = el("option", null, m.name + (m.is_default ? " (по умолчанию)" : "")); o.value = m.is_default ? "" : m.name; select.append(o); });
     select.closest("label").hidden = st.models.length < 2;
     selectModel(st.conversation ? st.conversation.selected_model : st.pendingModel);

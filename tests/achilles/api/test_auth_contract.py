@@ -78,7 +78,7 @@ def test_tokens_are_stored_hashed_and_shown_once(user, client_for):
     raw = created.json()["token"]
     stored = ApiToken.objects.get()
     assert raw not in (stored.key_hash, stored.prefix) and stored.key_hash != raw
-    listed = client.get("/api/tokens").json()
+    listed = client.get("/api/tokens").json()["items"]
     assert listed and "token" not in listed[0]
     assert Client().get("/api/me", HTTP_AUTHORIZATION=f"Bearer {raw}").status_code == 200
 
@@ -112,7 +112,7 @@ def test_models_lists_the_chat_allow_list_default_first(user, client_for, model_
     model_factory(name="b-model")
     model_factory(name="z-default", is_default=True)
     model_factory(name="emb", kind="embedding")
-    names = [m["name"] for m in client_for(user).get("/api/models").json()]
+    names = [m["name"] for m in client_for(user).get("/api/models").json()["items"]]
     assert names == ["z-default", "b-model"]
 
 

@@ -84,6 +84,7 @@ def _calls(world, token_id):
         ("POST", "/api/admin/agents/{agent_id}/resume"): (f"/api/admin/agents/{agent}/resume", None),
         ("GET", "/api/conversations"): None,
         ("GET", "/api/conversations/{conversation_id}"): (f"/api/conversations/{conversation}", None),
+        ("GET", "/api/conversations/{conversation_id}/messages"): (f"/api/conversations/{conversation}/messages", None),
         ("PATCH", "/api/conversations/{conversation_id}"): (f"/api/conversations/{conversation}", {"title": "новое"}),
         ("PUT", "/api/messages/{message_id}/feedback"): (f"/api/messages/{message}/feedback", {"value": 1}),
         ("POST", "/api/messages/{message_id}/citations/{record_id}/click"): (

@@ -1,4 +1,5 @@
-"""The admin registry: API and Django admin; the admin lock and the owner's switch stay separate."""
+"""The admin registry: API (through the ASGI application) and Django admin; the admin lock and the
+owner's switch stay separate."""
 
 from __future__ import annotations
 
@@ -19,25 +20,27 @@ def agents(owner, user_factory, chat_model):
 
 @pytest.mark.p0
 def test_admin_registry_lists_every_agent_with_owner_enabled_readonly_admin_paused_and_summary_status(
-        admin_user, client_for, agents):
-    response = client_for(admin_user).get("/api/admin/agents")
+        admin_user, asgi_client, agents):
+    client = asgi_client(admin_user)
+    response = client.get("/api/admin/agents")
     assert response.status_code == 200
-    rows = {r["name"]: r for r in response.json()}
+    rows = {r["name"]: r for r in response.json()["items"]}
     assert set(rows) == {"mine", "off"}
     assert (rows["mine"]["owner"], rows["mine"]["enabled"], rows["mine"]["admin_paused"], rows["mine"]["status"]) == \
         ("owner", True, False, "scheduled")
     assert (rows["off"]["owner"], rows["off"]["enabled"], rows["off"]["status"]) == ("bob", False, "disabled")
-    assert client_for(admin_user).get("/api/admin/agents?enabled=false").json()[0]["name"] == "off"
-    # keyset pages
-    first = client_for(admin_user).get("/api/admin/agents?limit=1").json()
-    second = client_for(admin_user).get(f"/api/admin/agents?limit=1&after_id={first[0]['id']}").json()
-    assert [r["name"] for r in first + second] == ["mine", "off"]
+    assert [r["name"] for r in client.get("/api/admin/agents?enabled=false").json()["items"]] == ["off"]
+    # keyset pages (the one list contract; tests/achilles/api/test_list_contract.py walks it in full)
+    first = client.get("/api/admin/agents?limit=1").json()
+    second = client.get("/api/admin/agents", params={"limit": 1, "cursor": first["next_cursor"]}).json()
+    assert [r["name"] for r in first["items"] + second["items"]] == ["mine", "off"]
+    assert second["next_cursor"] is None
 
 
 @pytest.mark.p0
-def test_admin_sets_admin_paused_on_any_agent_without_touching_the_owner_enabled_switch(admin_user, client_for, agents):
+def test_admin_sets_admin_paused_on_any_agent_without_touching_the_owner_enabled_switch(admin_user, asgi_client, agents):
     mine, off = agents
-    client = client_for(admin_user)
+    client = asgi_client(admin_user)
     for agent in (mine, off):
         body = client.post(f"/api/admin/agents/{agent.pk}/pause").json()
         assert body["admin_paused"] is True and body["status"] == "paused_by_admin"
@@ -50,13 +53,13 @@ def test_admin_sets_admin_paused_on_any_agent_without_touching_the_owner_enabled
 
 
 @pytest.mark.p0
-def test_owner_setting_admin_paused_is_403_and_the_flag_is_unchanged(owner, client_for, agents):
+def test_owner_setting_admin_paused_is_403_and_the_flag_is_unchanged(owner, asgi_client, agents):
     mine, _ = agents
-    client = client_for(owner)
+    client = asgi_client(owner)
     for value in (True, False):
-        response = client.patch(f"/api/agents/{mine.pk}", {"admin_paused": value}, content_type="application/json")
+        response = client.patch(f"/api/agents/{mine.pk}", json={"admin_paused": value})
         assert response.status_code == 403 and response.json()["code"] == "admin_only"
-    response = client.post("/api/agents", {"name": "sneaky", "admin_paused": False}, content_type="application/json")
+    response = client.post("/api/agents", json={"name": "sneaky", "admin_paused": False})
     assert response.status_code == 403
     mine.refresh_from_db()
     assert mine.admin_paused is False and not Agent.objects.filter(name="sneaky").exists()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 
 import pytest
@@ -17,12 +16,12 @@ pytestmark = [pytest.mark.api, pytest.mark.django_db]
 
 
 @pytest.fixture
-def api(owner, client_for):
-    client = client_for(owner)
+def api(owner, asgi_client):
+    """The owner's calls through the ASGI application (httpx), with their Bearer token."""
+    client = asgi_client(owner)
 
     def call(method, path, body=None):
-        data = json.dumps(body) if body is not None else None
-        return client.generic(method, f"/api{path}", data=data or "", content_type="application/json")
+        return client.request(method, f"/api{path}", json=body)
 
     return call
 
@@ -40,7 +39,7 @@ def test_owner_crud_on_own_agents(api, chat_model):
     assert created["model"] == chat_model.name and created["enabled"] is True and created["admin_paused"] is False
     assert created["status"] == "scheduled" and len(created["next_runs"]) == 5
     agent_id = created["id"]
-    assert [a["id"] for a in api("GET", "/agents").json()] == [agent_id]
+    assert [a["id"] for a in api("GET", "/agents").json()["items"]] == [agent_id]
     assert api("GET", f"/agents/{agent_id}").json()["name"] == "Сводка"
     patched = api("PATCH", f"/agents/{agent_id}", {"name": "Новое имя", "schedule": None, "enabled": False}).json()
     assert (patched["name"], patched["schedule"], patched["enabled"], patched["next_run_at"]) == ("Новое имя", None, False, None)
@@ -192,13 +191,16 @@ def test_runs_list_shows_output_tokens_used_and_outcome_skipped_with_reason_dist
                             finished_at=now)
     response = api("GET", f"/agents/{agent_id}/runs")
     assert response.status_code == 200
-    runs = response.json()
+    runs = response.json()["items"]
     assert [(r["state"], r["reason"]) for r in runs] == [("skipped", "already_running"), ("failed", "iteration_cap"),
                                                          ("succeeded", "")]
     assert runs[2]["output"] == "отчёт" and runs[2]["tokens_used"] == 321
     assert runs[0]["started_at"] is None and runs[1]["started_at"] is not None
     assert runs[1]["error"]
-    assert [r["id"] for r in api("GET", f"/agents/{agent_id}/runs?limit=1&before_id={runs[0]['id']}").json()] == [runs[1]["id"]]
+    first = api("GET", f"/agents/{agent_id}/runs?limit=1").json()
+    assert [r["id"] for r in first["items"]] == [runs[0]["id"]]
+    second = api("GET", f"/agents/{agent_id}/runs?limit=1&cursor={first['next_cursor']}").json()
+    assert [r["id"] for r in second["items"]] == [runs[1]["id"]]
 
 
 @pytest.mark.p1
@@ -269,7 +271,7 @@ def test_the_representation_says_whether_a_run_can_start_now_and_why_not(api, ow
     AgentRun.objects.create(agent_id=agent["id"], trigger="manual", state="succeeded", tokens_used=1000,
                             started_at=timezone.now() - timedelta(minutes=2), finished_at=timezone.now())
     assert state(agent["id"]) == (False, "budget_exceeded")
-    assert [a["cannot_run_reason"] for a in api("GET", "/agents").json()] == ["budget_exceeded"]
+    assert [a["cannot_run_reason"] for a in api("GET", "/agents").json()["items"]] == ["budget_exceeded"]
     platform_settings_update(weekly_token_budget=1_000_000)
     # a closed gate → its code
     api("PATCH", f"/agents/{agent['id']}", {"enabled": False})

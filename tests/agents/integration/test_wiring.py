@@ -1,9 +1,15 @@
 """How agent runs and the platform jobs reach their workers: the Celery route of an agent run and
-Beat's schedule of the platform jobs, each pinned by a test (issue 14)."""
+Beat's schedule of the platform jobs, each pinned by a test (issue 14); a run sent through the real
+Redis broker is read back from the agents queue."""
 
 from __future__ import annotations
 
+import base64
+import json
+import random
+
 import pytest
+import redis
 from django.conf import settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.p1]
@@ -37,3 +43,43 @@ def test_beat_schedules_every_platform_job_at_its_declared_period(db):
         assert entry.task == job["task"]
         assert entry.schedule.run_every.total_seconds() == job["every_seconds"]
     assert settings.PLATFORM_PERIODIC_JOBS["agents.scheduler_tick"]["task"] == "agents.tasks.agents_scheduler_tick_task"
+
+
+def _args(message: dict) -> list:
+    assert message["properties"]["body_encoding"] == "base64"
+    return json.loads(base64.b64decode(message["body"]))[0]  # protocol 2: [args, kwargs, embed]
+
+
+def _queued_messages(client, queue: str) -> list[dict]:
+    return [json.loads(raw) for raw in client.lrange(queue, 0, -1)]
+
+
+@pytest.mark.django_db
+def test_a_run_sent_through_the_real_broker_lands_on_the_agents_queue():
+    """``apply_async`` (run now) and the tick's batched publish (``runs_dispatch``, which bypasses
+    Celery's per-call routing) both put the run into the agents queue in Redis — never the default
+    queue the platform jobs share."""
+    from agents.services.dispatch import runs_dispatch
+    from agents.tasks import agent_run_task
+
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    # no such rows: the messages are what is checked, and they are removed below (only these)
+    ours = [[random.randrange(10**9, 2 * 10**9)], []]
+    ours[1] = [ours[0][0] + 1]
+
+    def mine(queue: str) -> list[dict]:
+        return [m for m in _queued_messages(client, queue) if m["headers"].get("task") == "agents.tasks.agent_run_task"
+                and _args(m) in ours]
+
+    try:
+        sent = agent_run_task.apply_async(args=ours[0], retry=False)
+        assert runs_dispatch(ours[1]) == ours[1]
+        landed = mine(settings.AGENT_RUN_QUEUE)
+        assert sorted(_args(m) for m in landed) == ours
+        assert sent.id in {m["headers"]["id"] for m in landed}
+        assert mine(settings.CELERY_TASK_DEFAULT_QUEUE) == []
+    finally:
+        for raw in client.lrange(settings.AGENT_RUN_QUEUE, 0, -1):
+            message = json.loads(raw)
+            if message["headers"].get("task") == "agents.tasks.agent_run_task" and _args(message) in ours:
+                client.lrem(settings.AGENT_RUN_QUEUE, 0, raw)

@@ -1,6 +1,7 @@
 """Чтение треда — тело · владение · 404 (seed: test_api_conversations.py, API · P1), plus the rest
 of the conversations API (QE-17): list, rename / switch model, delete, feedback, citation click,
-the 401 of /api/chat."""
+the 401 of /api/chat. The API is called through the ASGI application (``asgi_client``: httpx);
+only the chat page's HTML is fetched with Django's client."""
 
 import re
 import uuid
@@ -21,7 +22,7 @@ def _cite(message, record_id, rank=1):
                                    markers=[rank, rank + 2])
 
 
-def test_read_thread(client_for, user, conversation_factory):
+def test_read_thread(asgi_client, user, conversation_factory):
     """чтение треда: GET своей беседы → 200; сообщения user+assistant по порядку, цитаты у своих assistant."""
     thread = conversation_factory(user, [("user", "В1"), ("assistant", "О1"), ("user", "В2"), ("assistant", "О2")])
     first_answer, second_answer = thread.messages.filter(role="assistant").order_by("id")
@@ -29,61 +30,72 @@ def test_read_thread(client_for, user, conversation_factory):
     _cite(second_answer, 8)
     _cite(second_answer, 9, rank=2)
 
-    response = client_for(user).get(f"/api/conversations/{thread.pk}")
+    response = asgi_client(user).get(f"/api/conversations/{thread.pk}")
 
     assert response.status_code == 200
     body = response.json()
     assert body["id"] == str(thread.pk) and body["title"] == thread.title
-    assert [(m["role"], m["content"]) for m in body["messages"]] == [
+    messages = body["messages"]["items"]
+    assert body["messages"]["next_cursor"] is None
+    assert [(m["role"], m["content"]) for m in messages] == [
         ("user", "В1"), ("assistant", "О1"), ("user", "В2"), ("assistant", "О2")]
-    assert [[c["record_id"] for c in m["citations"]] for m in body["messages"]] == [[], [7], [], [8, 9]]
-    assert [c["markers"] for c in body["messages"][3]["citations"]] == [[1, 3], [2, 4]]
-    assert body["messages"][1]["model"] == "fake-chat" and body["messages"][0]["model"] is None
+    assert [[c["record_id"] for c in m["citations"]] for m in messages] == [[], [7], [], [8, 9]]
+    assert [c["markers"] for c in messages[3]["citations"]] == [[1, 3], [2, 4]]
+    assert messages[1]["model"] == "fake-chat" and messages[0]["model"] is None
 
 
-def test_unknown_thread_404(client_for, user):
+def test_unknown_thread_404(asgi_client, user):
     """несуществующий тред → 404: неизвестный {id} → 404, не 500."""
-    client = client_for(user)
+    client = asgi_client(user)
     for unknown in (uuid.uuid4(), "not-a-uuid", "1"):
         response = client.get(f"/api/conversations/{unknown}")
         assert response.status_code == 404, unknown
         assert response.json()["code"] == "not_found"
 
 
-def test_foreign_thread_404(client_for, user_factory, conversation_factory):
+def test_foreign_thread_404(asgi_client, user_factory, conversation_factory):
     """чужой тред → 404, не 403 (anti-IDOR); запрос без сессии → 401."""
     alice, mallory = user_factory(username="alice"), user_factory(username="mallory")
     thread = conversation_factory(alice, [("user", "секрет")])
 
-    assert client_for(mallory).get(f"/api/conversations/{thread.pk}").status_code == 404
-    assert client_for(mallory).patch(f"/api/conversations/{thread.pk}", data={"title": "x"},
-                                     content_type="application/json").status_code == 404
-    assert client_for(mallory).delete(f"/api/conversations/{thread.pk}").status_code == 404
-    anonymous = Client().get(f"/api/conversations/{thread.pk}")
+    assert asgi_client(mallory).get(f"/api/conversations/{thread.pk}").status_code == 404
+    assert asgi_client(mallory).patch(f"/api/conversations/{thread.pk}", json={"title": "x"}).status_code == 404
+    assert asgi_client(mallory).delete(f"/api/conversations/{thread.pk}").status_code == 404
+    anonymous = asgi_client().get(f"/api/conversations/{thread.pk}")
     assert anonymous.status_code == 401 and anonymous.json()["code"] == "not_authenticated"
     assert Conversation.objects.filter(pk=thread.pk).exists()
 
 
-def test_history_under_the_common_list_contract(client_for, user, conversation_factory):
-    """история под единым контрактом: пагинация сообщений — курсор · лимит · порядок."""
+def test_history_under_the_common_list_contract(asgi_client, user, conversation_factory):
+    """история под единым контрактом: пагинация сообщений — курсор · лимит · порядок. The thread
+    carries its first page in the one envelope; the next pages come from its messages list, the
+    API's common list contract (conformance: tests/achilles/api/test_list_contract.py)."""
     thread = conversation_factory(user, [("user" if i % 2 == 0 else "assistant", f"m{i}") for i in range(5)])
-    client = client_for(user)
+    client = asgi_client(user)
 
     def walk(order):
-        seen, cursor = [], None
-        while True:
-            params = {"limit": 2, "order": order, **({"cursor": cursor} if cursor else {})}
-            body = client.get(f"/api/conversations/{thread.pk}", params).json()
-            seen.append([m["content"] for m in body["messages"]])
-            cursor = body["next_cursor"]
-            if cursor is None:
-                return seen
+        body = client.get(f"/api/conversations/{thread.pk}", params={"limit": 2, "order": order}).json()
+        page = body["messages"]
+        seen = [[m["content"] for m in page["items"]]]
+        while page["next_cursor"] is not None:
+            page = client.get(f"/api/conversations/{thread.pk}/messages",
+                              params={"limit": 2, "order": order, "cursor": page["next_cursor"]}).json()
+            seen.append([m["content"] for m in page["items"]])
+        return seen
 
     assert walk("asc") == [["m0", "m1"], ["m2", "m3"], ["m4"]]
     assert walk("desc") == [["m4", "m3"], ["m2", "m1"], ["m0"]]
-    assert client.get(f"/api/conversations/{thread.pk}", {"cursor": "%%%"}).status_code == 422
-    assert client.get(f"/api/conversations/{thread.pk}", {"limit": 0}).status_code == 422
-    assert client.get(f"/api/conversations/{thread.pk}", {"order": "sideways"}).status_code == 422
+    messages = f"/api/conversations/{thread.pk}/messages"
+    assert client.get(messages, params={"cursor": "%%%"}).status_code == 422
+    # an ascending walk's cursor does not continue a descending one
+    asc_cursor = client.get(messages, params={"limit": 2}).json()["next_cursor"]
+    refused = client.get(messages, params={"order": "desc", "cursor": asc_cursor})
+    assert refused.status_code == 422 and refused.json()["code"] == "bad_cursor"
+    # the thread itself takes no cursor: its next pages are the messages list's
+    assert client.get(f"/api/conversations/{thread.pk}", params={"cursor": asc_cursor}).status_code == 422
+    for path in (f"/api/conversations/{thread.pk}", messages):
+        assert client.get(path, params={"limit": 0}).status_code == 422
+        assert client.get(path, params={"order": "sideways"}).status_code == 422
 
 
 @pytest.mark.django_db(transaction=True)
@@ -112,14 +124,14 @@ def _methods(path):
 # --- the rest of QE-17 ----------------------------------------------------------------------------
 
 
-def test_list_own_conversations_cursor_paginated(client_for, user_factory, conversation_factory):
+def test_list_own_conversations_cursor_paginated(asgi_client, user_factory, conversation_factory):
     alice, bob = user_factory(username="alice"), user_factory(username="bob")
     own = [conversation_factory(alice, [("user", f"q{i}")]) for i in range(3)]
     conversation_factory(bob, [("user", "чужое")])
-    client = client_for(alice)
+    client = asgi_client(alice)
 
-    first = client.get("/api/conversations", {"limit": 2}).json()
-    second = client.get("/api/conversations", {"limit": 2, "cursor": first["next_cursor"]}).json()
+    first = client.get("/api/conversations", params={"limit": 2}).json()
+    second = client.get("/api/conversations", params={"limit": 2, "cursor": first["next_cursor"]}).json()
 
     ids = [c["id"] for c in first["items"] + second["items"]]
     assert sorted(ids) == sorted(str(c.pk) for c in own)
@@ -127,92 +139,86 @@ def test_list_own_conversations_cursor_paginated(client_for, user_factory, conve
 
 
 @pytest.mark.parametrize("length", [2, 40])
-def test_reading_a_thread_costs_constant_queries(client_for, user, conversation_factory, django_assert_num_queries,
+def test_reading_a_thread_costs_constant_queries(asgi_client, user, conversation_factory, django_assert_num_queries,
                                                  length):
     thread = conversation_factory(user, [("user" if i % 2 == 0 else "assistant", f"m{i}") for i in range(length)])
     for message in thread.messages.filter(role="assistant"):
         _cite(message, message.pk)
-    client = client_for(user)
+    client = asgi_client(user)
 
-    # session + user (auth), the conversation, its messages, their citations, the reader's groups and
+    # the token and its user (auth), the conversation, its messages, their citations, the reader's groups and
     # which cited records they may still see — whatever the length.
     with django_assert_num_queries(7):
-        response = client.get(f"/api/conversations/{thread.pk}", {"limit": 200})
+        response = client.get(f"/api/conversations/{thread.pk}", params={"limit": 200})
 
-    assert len(response.json()["messages"]) == length
+    assert len(response.json()["messages"]["items"]) == length
 
 
-def test_patch_selected_model_validated_and_sticky(client_for, user, conversation_factory, model_factory, chat_model):
+def test_patch_selected_model_validated_and_sticky(asgi_client, user, conversation_factory, model_factory, chat_model):
     model_factory(name="big-chat", provider="builtin")
     model_factory(name="embedder", provider="hash", kind="embedding")
     thread = conversation_factory(user, [("user", "q"), ("assistant", "a")])
-    client = client_for(user)
+    client = asgi_client(user)
 
     for bad in ("gpt-unlisted", "embedder"):
-        refused = client.patch(f"/api/conversations/{thread.pk}", data={"selected_model": bad},
-                               content_type="application/json")
+        refused = client.patch(f"/api/conversations/{thread.pk}", json={"selected_model": bad})
         assert refused.status_code == 422, bad
     assert Conversation.objects.get(pk=thread.pk).selected_model_id is None
 
-    switched = client.patch(f"/api/conversations/{thread.pk}", data={"selected_model": "big-chat", "title": "Новое"},
-                            content_type="application/json")
+    switched = client.patch(f"/api/conversations/{thread.pk}", json={"selected_model": "big-chat", "title": "Новое"})
     assert switched.status_code == 200
     assert switched.json()["selected_model"] == "big-chat" and switched.json()["title"] == "Новое"
     assert Message.objects.get(conversation=thread, role="assistant").model == "fake-chat"
 
-    cleared = client.patch(f"/api/conversations/{thread.pk}", data={"selected_model": None},
-                           content_type="application/json")
+    cleared = client.patch(f"/api/conversations/{thread.pk}", json={"selected_model": None})
     assert cleared.json()["selected_model"] is None
-    assert client.patch(f"/api/conversations/{thread.pk}", data={"title": ""},
-                        content_type="application/json").status_code == 422
-    assert client.patch(f"/api/conversations/{thread.pk}", data={"owner": 1},
-                        content_type="application/json").status_code == 422
+    assert client.patch(f"/api/conversations/{thread.pk}", json={"title": ""}).status_code == 422
+    assert client.patch(f"/api/conversations/{thread.pk}", json={"owner": 1}).status_code == 422
 
 
-def test_delete_conversation(client_for, user, conversation_factory):
+def test_delete_conversation(asgi_client, user, conversation_factory):
     thread = conversation_factory(user, [("user", "q"), ("assistant", "a")])
-    client = client_for(user)
+    client = asgi_client(user)
 
     assert client.delete(f"/api/conversations/{thread.pk}").status_code == 204
     assert client.get(f"/api/conversations/{thread.pk}").status_code == 404
     assert not Message.objects.exists()
 
 
-def test_feedback_put(client_for, user, user_factory, conversation_factory):
+def test_feedback_put(asgi_client, user, user_factory, conversation_factory):
     thread = conversation_factory(user, [("user", "q"), ("assistant", "a")])
     question, reply = thread.messages.order_by("id")
-    client = client_for(user)
+    client = asgi_client(user)
 
     def put(message, value):
-        return client.put(f"/api/messages/{message.pk}/feedback", data={"value": value}, content_type="application/json")
+        return client.put(f"/api/messages/{message.pk}/feedback", json={"value": value})
 
     assert put(reply, 1).json() == {"id": reply.pk, "feedback": 1}
     assert put(reply, -1).json()["feedback"] == -1
     assert put(reply, None).json()["feedback"] is None
     assert put(reply, 2).status_code == 422
     assert put(question, 1).status_code == 422
-    assert client_for(user_factory(username="eve")).put(
-        f"/api/messages/{reply.pk}/feedback", data={"value": 1}, content_type="application/json").status_code == 404
-    assert client.put("/api/messages/999999/feedback", data={"value": 1},
-                      content_type="application/json").status_code == 404
+    assert asgi_client(user_factory(username="eve")).put(
+        f"/api/messages/{reply.pk}/feedback", json={"value": 1}).status_code == 404
+    assert client.put("/api/messages/999999/feedback", json={"value": 1}).status_code == 404
 
 
-def test_citation_click_registers_access(engine, client_for, user, user_factory, conversation_factory):
+def test_citation_click_registers_access(engine, asgi_client, user, user_factory, conversation_factory):
     thread = conversation_factory(user, [("user", "q"), ("assistant", "a")])
     reply = thread.messages.get(role="assistant")
     _cite(reply, 42)
-    client = client_for(user)
+    client = asgi_client(user)
 
     assert client.post(f"/api/messages/{reply.pk}/citations/42/click").status_code == 204
     assert client.post(f"/api/messages/{reply.pk}/citations/43/click").status_code == 404
-    assert client_for(user_factory(username="eve")).post(f"/api/messages/{reply.pk}/citations/42/click").status_code == 404
+    assert asgi_client(user_factory(username="eve")).post(f"/api/messages/{reply.pk}/citations/42/click").status_code == 404
 
     [(record_id, identity, kind, message_id)] = engine.ks.accesses
     assert (record_id, kind, message_id) == (42, "click", str(reply.pk))
     assert identity.user_id == user.pk
 
 
-def test_a_citation_closed_to_the_reader_since_keeps_its_place_but_not_its_text(engine, client_for, user,
+def test_a_citation_closed_to_the_reader_since_keeps_its_place_but_not_its_text(engine, asgi_client, user,
                                                                                conversation_factory):
     # given an answer citing records 42 and 43; 43 was since deleted or closed to this reader
     thread = conversation_factory(user, [("user", "q"), ("assistant", "a")])
@@ -220,10 +226,11 @@ def test_a_citation_closed_to_the_reader_since_keeps_its_place_but_not_its_text(
     _cite(reply, 42)
     _cite(reply, 43, rank=2)
     engine.ks.closed_records = {43}
-    client = client_for(user)
+    client = asgi_client(user)
 
     # when the thread is read, the stored copy of 43 is withheld; 42 shows as before
-    [answer] = [m for m in client.get(f"/api/conversations/{thread.pk}").json()["messages"] if m["role"] == "assistant"]
+    [answer] = [m for m in client.get(f"/api/conversations/{thread.pk}").json()["messages"]["items"]
+                if m["role"] == "assistant"]
     open_, closed = answer["citations"]
     assert (open_["record_id"], open_["available"], open_["title"], open_["chunk_text"]) == (42, True, "Док 42", "опора")
     assert (closed["record_id"], closed["available"], closed["title"], closed["url"], closed["chunk_text"]) == (
@@ -253,12 +260,13 @@ def test_chat_endpoint_auth_and_validation(engine, user, user_factory, conversat
     assert engine.model.calls == []
 
 
-def test_chat_endpoint_session_needs_csrf(engine, user):
-    client = Client(enforce_csrf_checks=True)
-    client.force_login(user)
-    response = client.post("/api/chat", data={"content": "Привет"}, content_type="application/json")
+def test_chat_endpoint_session_needs_csrf(engine, user, asgi_client):
+    client = asgi_client(user, session=True)
+    del client.headers["X-CSRFToken"]  # the session and the CSRF cookie, but no token in the request
+    response = client.post("/api/chat", json={"content": "Привет"})
     assert response.status_code == 403
-    assert Client().get("/api/chat").status_code == 405
+    assert engine.model.calls == []
+    assert asgi_client().get("/api/chat").status_code == 405
 
 
 def test_chat_page_needs_sign_in(client_for, user):
@@ -271,7 +279,7 @@ def test_chat_page_needs_sign_in(client_for, user):
     assert b"/ws/chat/" in b"".join(client.get(script).streaming_content)
 
 
-def test_an_answer_comes_with_its_markdown_rendered_and_sanitised(user, client_for, conversation_factory):
+def test_an_answer_comes_with_its_markdown_rendered_and_sanitised(user, asgi_client, conversation_factory):
     """``content_html``: the answer's Markdown rendered on the server, raw HTML inert, [N] linked to
     the source card; the withheld hint is left to its own notice; questions stay plain text."""
     from conversations.models import Message
@@ -283,8 +291,8 @@ def test_an_answer_comes_with_its_markdown_rendered_and_sanitised(user, client_f
                                             + hint["text"], withheld_hint=hint)
     answer.citations.create(record_id=None, chunk_id=None, title="Политика", url="https://kb.example/1",
                             source_system="files", chunk_text="28 дней", rank=1, markers=[1])
-    body = client_for(user).get(f"/api/conversations/{conversation.pk}").json()
-    question, reply = body["messages"]
+    body = asgi_client(user).get(f"/api/conversations/{conversation.pk}").json()
+    question, reply = body["messages"]["items"]
     assert question["content_html"] is None
     html = reply["content_html"]
     assert "<table>" in html and "&lt;script&gt;" in html and "<script" not in html
@@ -293,7 +301,7 @@ def test_an_answer_comes_with_its_markdown_rendered_and_sanitised(user, client_f
 
 
 def test_a_withheld_hint_offers_request_access_by_mail_when_the_author_has_an_address(
-        user, user_factory, client_for, conversation_factory):
+        user, user_factory, asgi_client, conversation_factory):
     from urllib.parse import unquote
 
     from conversations.models import Message
@@ -307,7 +315,7 @@ def test_a_withheld_hint_offers_request_access_by_mail_when_the_author_has_an_ad
     conversation = conversation_factory(user, [("user", "Какая зарплата?")])
     Message.objects.create(conversation=conversation, role="assistant", model="fake-chat",
                            content="Не нашёл.\n\n" + hint["text"], withheld_hint=hint)
-    sources = client_for(user).get(f"/api/conversations/{conversation.pk}").json()["messages"][1]["withheld_hint"]["sources"]
+    sources = asgi_client(user).get(f"/api/conversations/{conversation.pk}").json()["messages"]["items"][1]["withheld_hint"]["sources"]
     url = sources[0]["contact"]["request_access_url"]
     assert url.startswith("mailto:anna@example.com?subject=") and "«hr»" in unquote(url)
     assert "request_access_url" not in sources[1]["contact"] and "contact" not in sources[2]

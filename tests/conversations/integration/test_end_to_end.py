@@ -98,7 +98,7 @@ def test_a_revoked_document_is_not_served_from_the_candidate_cache(demo_knowledg
     client = Client()
     client.force_login(employee)
     thread = client.get(f"/api/conversations/{first.conversation_id}").json()
-    [old] = [c for c in thread["messages"][1]["citations"] if c["record_id"] == vacation.pk]
+    [old] = [c for c in thread["messages"]["items"][1]["citations"] if c["record_id"] == vacation.pk]
     assert (old["available"], old["title"], old["chunk_text"]) == (False, "", "")
     assert client.post(f"/api/messages/{first.done.message_id}/citations/{vacation.pk}/click").status_code == 404
 

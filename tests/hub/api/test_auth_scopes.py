@@ -56,7 +56,7 @@ def test_rest_author_defaults_to_api_and_can_be_given(client, hub_user, token_fo
     two = client.post("/api/hub/batches", {"title": "t", "commands": [{"type": "refresh", "full": True}], "author": "ci-bot"},
                       content_type=J, **headers).json()
     assert Batch.objects.get(pk=one["id"]).author == "api" and Batch.objects.get(pk=two["id"]).author == "ci-bot"
-    listed = client.get("/api/hub/batches", **headers).json()
+    listed = client.get("/api/hub/batches", **headers).json()["items"]
     assert [b["id"] for b in listed] == [two["id"], one["id"]] and listed[0]["state"] == "queued"
 
 

@@ -173,7 +173,7 @@ def test_sync_runs_upload_and_publication_download(client, sync_agent, sync_head
     _error(_post(client, f"/api/hub/sync-agent/sync-runs/{run_id}/finish", {"status": "failed"}, sync_headers), 409)
     _error(_post(client, "/api/hub/sync-agent/upload", {"sync_run_id": run_id, "issues": [issue_payload("AURORA-2")]},
                  sync_headers), 409)
-    log = client.get("/api/hub/sync-log", **token_for(hub_user)).json()
+    log = client.get("/api/hub/sync-log", **token_for(hub_user)).json()["items"]
     assert log[0]["kind"] == "full" and log[0]["status"] == "ok" and log[0]["counts"] == {"issues": 1}
     protocol.publication_create(version=3, artifact=b"tarball-bytes", notes="n")
     download = client.get("/api/hub/sync-agent/publications/3", **sync_headers)
@@ -201,4 +201,4 @@ def test_publications_over_rest_are_staff_only(client, person, hub_staff, token_
     _error(upload(staff, 0), 422)
     _error(client.post("/api/hub/publications", {"version": 6, "artifact_base64": "%%%"}, content_type=J, **staff), 422)
     assert Publication.objects.count() == 1
-    assert [p["version"] for p in client.get("/api/hub/publications", **person).json()] == [5]
+    assert [p["version"] for p in client.get("/api/hub/publications", **person).json()["items"]] == [5]
