@@ -8,7 +8,7 @@ from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 
 from achilles import services
-from achilles.models import AgentModel, ApiToken, AuditEvent, PlatformSettings, User
+from achilles.models import AllowedModel, ApiToken, AuditEvent, PlatformSettings, User
 from achilles.names import name_clean
 from achilles.platform import platform_settings_update
 
@@ -49,7 +49,7 @@ def _changes(form) -> dict:
 
 class AgentModelForm(forms.ModelForm):
     class Meta:
-        model = AgentModel
+        model = AllowedModel
         fields = ("name", "provider", "kind", "context_window", "is_default", "options")
 
     def clean_name(self):
@@ -60,8 +60,8 @@ class AgentModelForm(forms.ModelForm):
             raise forms.ValidationError(f"The name {exc}.") from exc
 
 
-@admin.register(AgentModel)
-class AgentModelAdmin(admin.ModelAdmin):
+@admin.register(AllowedModel)
+class AllowedModelAdmin(admin.ModelAdmin):
     form = AgentModelForm
     list_display = ("name", "provider", "kind", "context_window", "is_default")
     list_filter = ("kind", "provider", "is_default")

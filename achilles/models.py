@@ -89,7 +89,7 @@ class ModelKind(models.TextChoices):
     EMBEDDING = "embedding", "embedding"
 
 
-class AgentModel(TimestampedModel):
+class AllowedModel(TimestampedModel):
     """A model on the allow-list (PLAT-5): what agents and conversations may use."""
 
     name = models.CharField(max_length=100, unique=True)

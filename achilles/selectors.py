@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Protocol, TypeVar
 
 from achilles.errors import ValidationFailed
-from achilles.models import AgentModel, ApiToken, User
+from achilles.models import AllowedModel, ApiToken, User
 from achilles.pagination import DEFAULT_LIMIT, Window, keyset_page
 from achilles.platform import platform_settings
 
@@ -38,12 +38,12 @@ def allowed_model_check(name: str, model: M | None, *, kind: str = "chat", field
     return model
 
 
-def default_model(*, kind: str = "chat") -> AgentModel | None:
+def default_model(*, kind: str = "chat") -> AllowedModel | None:
     """The allow-list's default of ``kind`` (at most one: a partial UNIQUE index), or None."""
-    return AgentModel.objects.filter(kind=kind, is_default=True).first()
+    return AllowedModel.objects.filter(kind=kind, is_default=True).first()
 
 
-def allowed_model_get(*, name: str | None, kind: str = "chat", field: str | None = None) -> AgentModel:
+def allowed_model_get(*, name: str | None, kind: str = "chat", field: str | None = None) -> AllowedModel:
     """The allow-list's model named ``name`` for ``kind``; no name → the default of that kind."""
     if name is None:
         model = default_model(kind=kind)
@@ -51,7 +51,7 @@ def allowed_model_get(*, name: str | None, kind: str = "chat", field: str | None
             raise ValidationFailed(f"no default {kind} model is configured; name one", code="no_default_model",
                                    field=field)
         return model
-    return allowed_model_check(name, AgentModel.objects.filter(name=name).first(), kind=kind, field=field)
+    return allowed_model_check(name, AllowedModel.objects.filter(name=name).first(), kind=kind, field=field)
 
 
 def effective_timezone(user_timezone: str | None, *, org_timezone: str | None = None) -> str:
@@ -63,9 +63,9 @@ def effective_timezone(user_timezone: str | None, *, org_timezone: str | None = 
     return platform_settings().timezone
 
 
-def agent_model_page(*, kind: str = "chat", cursor: str | None = None, limit: int = DEFAULT_LIMIT) -> Window[AgentModel]:
+def agent_model_page(*, kind: str = "chat", cursor: str | None = None, limit: int = DEFAULT_LIMIT) -> Window[AllowedModel]:
     """The allow-list of one kind, the default first, then by name; keyset on (is_default, name)."""
-    return keyset_page(AgentModel.objects.filter(kind=kind), scope=f"models:{kind}", keys=("-is_default", "name"),
+    return keyset_page(AllowedModel.objects.filter(kind=kind), scope=f"models:{kind}", keys=("-is_default", "name"),
                        cursor=cursor, limit=limit)
 
 

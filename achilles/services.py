@@ -14,7 +14,7 @@ from django.utils import timezone
 from achilles import audit, hooks
 from achilles.audit import Actor
 from achilles.errors import NotFound, ValidationFailed
-from achilles.models import AgentModel, ApiToken, User, validate_timezone
+from achilles.models import AllowedModel, ApiToken, User, validate_timezone
 from achilles.names import name_clean
 
 TOKEN_PREFIX = "ach_"
@@ -111,16 +111,16 @@ def user_timezone_set(*, user: User, timezone: str | None) -> User:
 ALLOWED_MODEL_FIELDS = ("name", "provider", "kind", "context_window", "is_default", "options")
 
 
-def _allowed_models_changed(model: AgentModel) -> None:
+def _allowed_models_changed(model: AllowedModel) -> None:
     hooks.allowed_models_changed.fire(hooks.AllowedModelsChanged(name=model.name, kind=model.kind))
 
 
 @transaction.atomic
-def allowed_model_create(*, actor: Actor = None, **fields: Any) -> AgentModel:
+def allowed_model_create(*, actor: Actor = None, **fields: Any) -> AllowedModel:
     """Add a model to the allow-list (commands, fixtures); validated like the admin's form. Audited
     when an ``actor`` is named (the admin's add goes through ``allowed_model_save``); the seeding
     of a fresh installation (``demo_data``) is not a change anyone made."""
-    model = AgentModel(**fields)
+    model = AllowedModel(**fields)
     model.full_clean()
     model.save()
     if actor is not None:  # the allow-list decides what may answer and where data goes
@@ -131,8 +131,8 @@ def allowed_model_create(*, actor: Actor = None, **fields: Any) -> AgentModel:
 
 
 @transaction.atomic
-def allowed_model_save(*, model: AgentModel, actor: Actor = "system", changes: dict[str, Any] | None = None,
-                       created: bool = False) -> AgentModel:
+def allowed_model_save(*, model: AllowedModel, actor: Actor = "system", changes: dict[str, Any] | None = None,
+                       created: bool = False) -> AllowedModel:
     """Store an edited allow-list row (the admin's form has applied the fields); audited with
     ``changes`` (``{field: [before, after]}``)."""
     model.full_clean()
@@ -144,7 +144,7 @@ def allowed_model_save(*, model: AgentModel, actor: Actor = "system", changes: d
 
 
 @transaction.atomic
-def allowed_model_delete(*, model: AgentModel, actor: Actor = "system") -> None:
+def allowed_model_delete(*, model: AllowedModel, actor: Actor = "system") -> None:
     """Remove a model; agents using it lose it (``model_id`` NULL, by the database), no fallback."""
     audit.audit_record(actor=actor, action=audit.AGENT_MODEL_DELETED, target=f"agent_model:{model.name}",
                        details={"provider": model.provider, "kind": model.kind})

@@ -11,7 +11,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
-from achilles.models import AgentModel, TimestampedModel, User
+from achilles.models import AllowedModel, TimestampedModel, User
 from agents.choices import AgentStatus, RunReason, RunState, RunTrigger
 
 
@@ -22,7 +22,7 @@ class Agent(TimestampedModel):
     owner = models.ForeignKey(User, on_delete=models.DO_NOTHING, related_name="agents", db_index=False)
     name = models.CharField(max_length=200)
     instructions = models.TextField(blank=True, default="")
-    model = models.ForeignKey(AgentModel, on_delete=models.DO_NOTHING, null=True, blank=True, related_name="agents")
+    model = models.ForeignKey(AllowedModel, on_delete=models.DO_NOTHING, null=True, blank=True, related_name="agents")
     schedule = models.JSONField(null=True, blank=True,
                                 help_text='null | {"type": "interval", "every_minutes": N} | '
                                           '{"type": "calendar", "weekday": 0-6, "time": "HH:MM"}')

@@ -288,7 +288,7 @@ def _prepare_database(stub_base: str):
     django.setup()
     from django.db import connection
 
-    from achilles.models import AgentModel
+    from achilles.models import AllowedModel
     from achilles.services import api_token_create, user_ensure
 
     settings_dict = connection.settings_dict
@@ -297,7 +297,7 @@ def _prepare_database(stub_base: str):
     from achilles.llm.builtin import HashEmbeddingProvider
     from bench import knowledge as ks_bench
 
-    AgentModel.objects.update_or_create(name="bench-hash-384", defaults={
+    AllowedModel.objects.update_or_create(name="bench-hash-384", defaults={
         "provider": "hash", "kind": "embedding", "is_default": True, "options": {"dim": 384}})
     with connection.cursor() as cursor:
         cursor.execute("SELECT to_regclass('bench_meta') IS NOT NULL")
@@ -311,8 +311,8 @@ def _prepare_database(stub_base: str):
             ks_bench.build(cursor, HashEmbeddingProvider(dim=384))
         cursor.execute("SELECT count(*) FROM knowledge_chunks")
         chunks = cursor.fetchone()[0]
-    AgentModel.objects.filter(kind="chat", is_default=True).exclude(name="bench-stub").update(is_default=False)
-    AgentModel.objects.update_or_create(name="bench-stub", defaults={
+    AllowedModel.objects.filter(kind="chat", is_default=True).exclude(name="bench-stub").update(is_default=False)
+    AllowedModel.objects.update_or_create(name="bench-stub", defaults={
         "provider": "openai", "kind": "chat", "is_default": True, "context_window": 16000,
         "options": {"base_url": stub_base, "api_key": "bench", "model": "stub", "timeout": 60}})
     _clear_candidate_cache()

@@ -454,14 +454,14 @@ def _setup_database(embedder):
     django.setup()
     from django.db import connection
 
-    from achilles.models import AgentModel
+    from achilles.models import AllowedModel
 
     # the hint policy logs every search over its hourly limit: the bench's identities are always over
     logging.getLogger("knowledge.services").setLevel(logging.ERROR)
     settings_dict = connection.settings_dict
     settings_dict.setdefault("TEST", {})["NAME"] = DB_NAME
     old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=True, serialize=False)
-    AgentModel.objects.update_or_create(name="bench-hash-384", defaults={
+    AllowedModel.objects.update_or_create(name="bench-hash-384", defaults={
         "provider": "hash", "kind": "embedding", "is_default": True, "options": {"dim": 384}})
     with connection.cursor() as cursor:
         if not dataset_fresh(cursor):
@@ -644,7 +644,7 @@ def _scale_child() -> None:
     from django.db import connection
 
     from achilles.llm.builtin import HashEmbeddingProvider
-    from achilles.models import AgentModel
+    from achilles.models import AllowedModel
 
     logging.getLogger("knowledge.services").setLevel(logging.ERROR)  # see _setup_database
     spec = json.loads(os.environ["BENCH_KS_SCALE_CHILD"])
@@ -652,7 +652,7 @@ def _scale_child() -> None:
     embedder = HashEmbeddingProvider(dim=384)
     if not spec["template"]:
         call_command("migrate", verbosity=0)
-    AgentModel.objects.update_or_create(name="bench-hash-384", defaults={
+    AllowedModel.objects.update_or_create(name="bench-hash-384", defaults={
         "provider": "hash", "kind": "embedding", "is_default": True, "options": {"dim": 384}})
     print(f"{size} chunks:", flush=True)
     with connection.cursor() as cursor:

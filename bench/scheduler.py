@@ -275,13 +275,13 @@ def child() -> None:
     from django.core.management import call_command
     from django.db import connection
 
-    from achilles.models import AgentModel
+    from achilles.models import AllowedModel
 
     for noisy in ("celery.beat", "django_celery_beat", "agents"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     started = time.perf_counter()
     call_command("migrate", verbosity=0)
-    model = AgentModel.objects.create(name="bench-builtin", provider="builtin", kind="chat")
+    model = AllowedModel.objects.create(name="bench-builtin", provider="builtin", kind="chat")
     with connection.cursor() as cursor:
         _seed_ours(cursor, model.pk)
     print(f"  scratch database {BENCH_DB}: migrated and seeded {AGENTS:,} agents in {time.perf_counter() - started:.1f}s",

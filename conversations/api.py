@@ -14,7 +14,7 @@ from ninja import Query, Router, Schema, Status
 from pydantic import Field
 
 from achilles.errors import NotFound, ValidationFailed
-from achilles.models import AgentModel
+from achilles.models import AllowedModel
 from achilles.pagination import ListParams, Page
 from conversations import selectors, services
 from conversations.pipeline import engine_deps
@@ -113,7 +113,7 @@ def conversations_list(request: HttpRequest, params: Query[ListParams]):
     selected = {c.selected_model_id for c in page.items if c.selected_model_id}
     names = {}
     if selected:
-        names = dict(AgentModel.objects.filter(pk__in=selected).values_list("pk", "name"))
+        names = dict(AllowedModel.objects.filter(pk__in=selected).values_list("pk", "name"))
     return page.map(lambda c: ConversationOut(id=c.id, title=c.title, selected_model=names.get(c.selected_model_id),
                                               created_at=c.created_at, updated_at=c.updated_at))
 

@@ -24,7 +24,7 @@ class Conversation(TimestampedModel):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.DO_NOTHING, related_name="conversations")
     title = models.CharField(max_length=200, blank=True, default="")
     # Intent: what to generate with next (NULL → the default chat model). The fact is messages.model.
-    selected_model = models.ForeignKey("achilles.AgentModel", null=True, blank=True, on_delete=models.DO_NOTHING,
+    selected_model = models.ForeignKey("achilles.AllowedModel", null=True, blank=True, on_delete=models.DO_NOTHING,
                                        related_name="+")
 
     class Meta:

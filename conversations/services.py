@@ -19,7 +19,7 @@ from django.utils import timezone
 from achilles.errors import Conflict, NotFound, ValidationFailed
 from achilles.llm import Message as LLMMessage
 from achilles.llm import ModelSpec, Timeouts
-from achilles.models import AgentModel, ModelKind, User
+from achilles.models import AllowedModel, ModelKind, User
 from achilles.names import name_clean
 from achilles.platform import platform_settings
 from achilles.selectors import allowed_model_get, default_model
@@ -63,7 +63,7 @@ def turn_settings() -> TurnSettings:
                         retrieval_top_k=row.retrieval_top_k, cache_ttl_seconds=row.cache_ttl_seconds)
 
 
-def conversation_model(conversation: Conversation | None) -> AgentModel:
+def conversation_model(conversation: Conversation | None) -> AllowedModel:
     """Intent → the model to generate with: the thread's selection, else the default chat model."""
     selected = conversation.selected_model if conversation is not None and conversation.selected_model_id else None
     if selected is not None:  # the default is read only when it is what generates
@@ -111,7 +111,7 @@ def turn_start(*, user: User, content: str, conversation_id: uuid.UUID | str | N
                      history=history, model=model.spec(), settings=turn_settings())
 
 
-def _answer_window(model: AgentModel) -> timedelta:
+def _answer_window(model: AllowedModel) -> timedelta:
     """How long a question may wait for its reply row before its turn counts as dead (a process
     killed mid-turn writes none): two model rounds at their total timeout, and a margin."""
     return timedelta(seconds=2 * Timeouts.from_spec(model.spec()).total + 30)
@@ -126,7 +126,7 @@ def unanswered_questions_close(*, now: datetime | None = None) -> int:
     process writes no answer row). The periodic sweep; ``turn_start`` does the same for one thread.
     Each thread is locked and checked again, so a live turn's own answer is never doubled."""
     now = now or timezone.now()
-    windows = [_answer_window(m) for m in AgentModel.objects.filter(kind=ModelKind.CHAT)]
+    windows = [_answer_window(m) for m in AllowedModel.objects.filter(kind=ModelKind.CHAT)]
     cutoff = now - max(windows, default=timedelta(seconds=2 * Timeouts().total + 30))
     latest = Message.objects.filter(conversation=OuterRef("conversation")).order_by("-id").values("id")[:1]
     candidates = list(Message.objects.filter(role=Role.USER, created_at__lt=cutoff,

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from tests.achilles.factories import AgentModelFactory, UserFactory
+from tests.achilles.factories import AllowedModelFactory, UserFactory
 
 _DB_FIXTURES = {"db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback", "live_server"}
 
@@ -78,7 +78,7 @@ def user_factory(db):
 
 @pytest.fixture
 def model_factory(db):
-    return AgentModelFactory
+    return AllowedModelFactory
 
 
 @pytest.fixture

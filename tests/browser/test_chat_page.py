@@ -9,7 +9,7 @@ import time
 import pytest
 from playwright.sync_api import expect
 
-from achilles.models import AgentModel
+from achilles.models import AllowedModel
 from conversations.models import Conversation, Message
 from knowledge.services import record_upsert
 from tests.achilles.llm_stub_server import StubLLMServer, StubReply, StubToolCall
@@ -60,7 +60,7 @@ def grounded(sentences: list[str]) -> str:
 @pytest.fixture
 def model(transactional_db):
     with StubLLMServer() as stub:
-        AgentModel.objects.create(name="stub-a", provider="openai", kind="chat", context_window=16000, is_default=True,
+        AllowedModel.objects.create(name="stub-a", provider="openai", kind="chat", context_window=16000, is_default=True,
                                   options={"base_url": stub.base_url, "timeout": 90, "idle_timeout": 30})
         record_upsert(source_system="files", external_id="vacation", title="Политика отпусков",
                       text=POLICY,
@@ -214,7 +214,7 @@ def test_rename_delete_and_search_conversations(live_url, page, user_factory):
 
 
 def test_the_model_picker_chooses_the_model_of_later_answers(live_url, page, model, user_factory):
-    AgentModel.objects.create(name="stub-b", provider="openai", kind="chat", context_window=16000,
+    AllowedModel.objects.create(name="stub-b", provider="openai", kind="chat", context_window=16000,
                               options={"base_url": model.stub.base_url, "timeout": 30})
     user = user_factory(username="browser-models")
     sign_in(page, live_url, user.username)

@@ -17,7 +17,7 @@ from django.conf import settings
 
 from agents.models import AgentRun
 from agents.services import agent_create, agent_run_request
-from tests.achilles.factories import AgentModelFactory, UserFactory
+from tests.achilles.factories import AllowedModelFactory, UserFactory
 from tests.achilles.llm_stub_server import StubLLMServer, StubReply
 from tests.faults.helpers import wait_for
 from tests.processes import child_env, database_reconnect, postgres_start, postgres_stop, redis_stop
@@ -108,7 +108,7 @@ def test_make_run_keeps_every_process_alive_through_kills_and_service_restarts(t
     supervisor = Supervisor(tmp_path)
     try:
         with StubLLMServer(replies=[StubReply(text="Не дождётся.", ttft=90)]) as llm:
-            AgentModelFactory(name="stub-late", provider="openai", is_default=True,
+            AllowedModelFactory(name="stub-late", provider="openai", is_default=True,
                               options={"base_url": llm.base_url, "timeout": 120, "idle_timeout": 100})
             agent = agent_create(owner=UserFactory(username="supervised"), name="late", instructions="Отчёт.")
 

@@ -14,7 +14,7 @@ from achilles.health import WORKER_DEAD_AFTER_SECONDS
 from achilles.platform import platform_settings_update
 from agents.models import AgentRun
 from agents.services import agent_create, agent_run_request, agent_runs_reap_stale
-from tests.achilles.factories import AgentModelFactory, UserFactory
+from tests.achilles.factories import AllowedModelFactory, UserFactory
 from tests.achilles.llm_stub_server import StubLLMServer, StubReply
 from tests.faults.helpers import children, healthz, kill_all, wait_for
 from tests.processes import start_celery_worker, stop
@@ -27,7 +27,7 @@ def slow_run(tmp_path):
     """A prefork agents worker (as `make run` starts it) running an agent whose model answers late."""
     log = tmp_path / "agents.log"
     with StubLLMServer(replies=[StubReply(text="Поздний ответ.", ttft=60)]) as llm:
-        AgentModelFactory(name="stub-late", provider="openai", is_default=True,
+        AllowedModelFactory(name="stub-late", provider="openai", is_default=True,
                           options={"base_url": llm.base_url, "timeout": 120, "idle_timeout": 90})
         platform_settings_update(agent_stale_after_seconds=300)
         agent = agent_create(owner=UserFactory(username="death-owner"), name="late", instructions="Отчёт.")

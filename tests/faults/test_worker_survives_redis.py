@@ -9,7 +9,7 @@ from django.conf import settings
 
 from agents.models import AgentRun
 from agents.services import agent_create, agent_run_request
-from tests.achilles.factories import AgentModelFactory, UserFactory
+from tests.achilles.factories import AllowedModelFactory, UserFactory
 from tests.achilles.llm_stub_server import StubLLMServer, StubReply
 from tests.faults.helpers import wait_for
 from tests.processes import redis_start, redis_stop, start_celery_worker, stop
@@ -28,7 +28,7 @@ def test_the_agents_worker_survives_redis_stopped_mid_run_and_the_run_finishes_o
     while Redis is down (Redis comes back only after that) and its late ack meets the dead channel too."""
     log = tmp_path / "agents.log"
     with StubLLMServer(replies=[StubReply(text="Итог прогона.", ttft=8)]) as llm:
-        AgentModelFactory(name="stub-slow", provider="openai", is_default=True,
+        AllowedModelFactory(name="stub-slow", provider="openai", is_default=True,
                           options={"base_url": llm.base_url, "timeout": 90, "idle_timeout": 60})
         agent = agent_create(owner=UserFactory(username="blip-owner"), name="blip", instructions="Отчёт.")
         worker = start_celery_worker(log, "agents-blip", queues=[settings.AGENT_RUN_QUEUE], pool="prefork",

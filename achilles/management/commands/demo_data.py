@@ -5,7 +5,7 @@ from django.core.management import call_command, get_commands
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from achilles.models import AgentModel
+from achilles.models import AllowedModel
 from achilles.security import DEMO_ACCOUNTS
 from achilles.services import allowed_model_create, user_ensure
 
@@ -25,7 +25,7 @@ class Command(BaseCommand):
             admin, admin_created = user_ensure(username=DEMO_ADMIN[0], password=DEMO_ADMIN[1], superuser=True,
                                                groups=["it", "finance"])
             user, user_created = user_ensure(username=DEMO_USER[0], password=DEMO_USER[1], groups=["it"])
-            if not AgentModel.objects.filter(kind="chat").exists():
+            if not AllowedModel.objects.filter(kind="chat").exists():
                 if settings.LLM_BASE_URL:
                     allowed_model_create(
                         name=settings.LLM_MODEL, provider="openai", kind="chat", is_default=True,
@@ -34,7 +34,7 @@ class Command(BaseCommand):
                     )
                 allowed_model_create(name="builtin-extractive", provider="builtin", kind="chat",
                                      is_default=not settings.LLM_BASE_URL, context_window=8192)
-            if not AgentModel.objects.filter(kind="embedding").exists():
+            if not AllowedModel.objects.filter(kind="embedding").exists():
                 if settings.EMBEDDING_BASE_URL and settings.EMBEDDING_MODEL:
                     allowed_model_create(
                         name=settings.EMBEDDING_MODEL, provider="openai", kind="embedding", is_default=True,

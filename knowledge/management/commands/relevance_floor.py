@@ -3,7 +3,7 @@
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from achilles.models import AgentModel
+from achilles.models import AllowedModel
 from knowledge.calibration import relevance_calibrate
 
 
@@ -38,7 +38,7 @@ class Command(BaseCommand):
         self.stdout.write(self.style.SUCCESS(f"suggested floor: {suggested}"))
         if apply:
             with transaction.atomic():
-                row = AgentModel.objects.select_for_update().get(kind="embedding", is_default=True)
+                row = AllowedModel.objects.select_for_update().get(kind="embedding", is_default=True)
                 row.options = {**row.options, "min_similarity": suggested}
                 row.save(update_fields=["options"])
             self.stdout.write(f"stored as options.min_similarity of {row.name}")

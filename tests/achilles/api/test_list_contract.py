@@ -73,12 +73,12 @@ def _hub_user():
 
 
 def _seed_models() -> Seeded:
-    from achilles.models import AgentModel
+    from achilles.models import AllowedModel
 
-    AgentModel.objects.bulk_create([AgentModel(name=f"list-model-{i:03}", provider="builtin") for i in range(N)])
+    AllowedModel.objects.bulk_create([AllowedModel(name=f"list-model-{i:03}", provider="builtin") for i in range(N)])
     counter = iter(range(N, 10**6))
     return Seeded(actor=_user("lister"), url="/api/models", created=[f"list-model-{i:03}" for i in range(N)],
-                  insert=lambda: AgentModel.objects.create(name=f"list-model-{next(counter):03}",
+                  insert=lambda: AllowedModel.objects.create(name=f"list-model-{next(counter):03}",
                                                            provider="builtin").name)
 
 

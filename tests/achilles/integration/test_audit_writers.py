@@ -83,14 +83,14 @@ def test_platform_settings_changes_are_audited(client_for, admin_user):
 
 
 def test_model_allow_list_changes_are_audited(client_for, admin_user):
-    from achilles.models import AgentModel
+    from achilles.models import AllowedModel
 
     client = client_for(admin_user)
-    response = client.post("/admin/achilles/agentmodel/add/", {
+    response = client.post("/admin/achilles/allowedmodel/add/", {
         "name": "gpt-x", "provider": "openai", "kind": "chat", "context_window": 8192, "options": "{}"})
     assert response.status_code == 302, response.content[:2000]
-    model = AgentModel.objects.get(name="gpt-x")
-    response = client.post(f"/admin/achilles/agentmodel/{model.pk}/delete/", {"post": "yes"})
+    model = AllowedModel.objects.get(name="gpt-x")
+    response = client.post(f"/admin/achilles/allowedmodel/{model.pk}/delete/", {"post": "yes"})
     assert response.status_code == 302
     [changed] = _events("agent_model_changed")
     [deleted] = _events("agent_model_deleted")

@@ -33,6 +33,6 @@ def test_demo_data_is_created_once():
     call_command("demo_data", stdout=io.StringIO())
     call_command("demo_data", stdout=io.StringIO())
     assert User.objects.filter(username__in=["admin", "demo"]).count() == 2
-    from achilles.models import AgentModel
+    from achilles.models import AllowedModel
 
-    assert AgentModel.objects.filter(kind="chat", is_default=True).count() == 1
+    assert AllowedModel.objects.filter(kind="chat", is_default=True).count() == 1

@@ -13,7 +13,7 @@ from django.contrib.admin.sites import site
 
 from achilles import hooks
 from achilles.errors import ValidationFailed
-from achilles.models import AgentModel, ApiToken, PlatformSettings, User
+from achilles.models import AllowedModel, ApiToken, PlatformSettings, User
 from achilles.platform import platform_settings
 from achilles.services import allowed_model_create, allowed_model_delete, api_token_create, user_timezone_set
 
@@ -88,7 +88,7 @@ def test_allow_list_actions_announce_the_change(db):
     finally:
         hooks.allowed_models_changed._subscribers.remove(seen.append)
     assert [e.name for e in seen] == ["hash-1", "hash-1"]
-    assert not AgentModel.objects.filter(name="hash-1").exists()
+    assert not AllowedModel.objects.filter(name="hash-1").exists()
 
 
 def test_reading_the_settings_never_writes(db, django_assert_num_queries):

@@ -3,7 +3,7 @@
 import pytest
 from django.db import IntegrityError, connection, transaction
 
-from achilles.models import AgentModel, ApiToken, PlatformSettings
+from achilles.models import AllowedModel, ApiToken, PlatformSettings
 from achilles.services import api_token_create
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
@@ -20,14 +20,14 @@ def test_second_default_chat_model_is_refused_by_the_database(model_factory):
     with pytest.raises(IntegrityError, match="achilles_agentmodel_one_default_per_kind"), transaction.atomic():
         _raw("INSERT INTO agent_models (name, provider, kind, context_window, is_default, options) "
              "VALUES ('second', 'builtin', 'chat', 8192, true, '{}')")
-    assert AgentModel.objects.filter(is_default=True, kind="chat").count() == 1
+    assert AllowedModel.objects.filter(is_default=True, kind="chat").count() == 1
 
 
 def test_a_default_embedding_model_coexists_with_the_default_chat_model(model_factory):
     model_factory(name="chat", is_default=True)
     _raw("INSERT INTO agent_models (name, provider, kind, context_window, is_default, options) "
          "VALUES ('emb', 'hash', 'embedding', 8192, true, '{}')")
-    assert AgentModel.objects.filter(is_default=True).count() == 2
+    assert AllowedModel.objects.filter(is_default=True).count() == 2
 
 
 def test_unknown_model_kind_is_refused_by_the_database():

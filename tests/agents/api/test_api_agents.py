@@ -10,7 +10,7 @@ from django.utils import timezone
 from achilles.platform import platform_settings_update
 from achilles.services import user_timezone_set
 from agents.models import Agent, AgentRun
-from tests.achilles.factories import AgentModelFactory
+from tests.achilles.factories import AllowedModelFactory
 
 pytestmark = [pytest.mark.api, pytest.mark.django_db]
 
@@ -54,7 +54,7 @@ def test_model_from_allow_list_is_saved_and_used_in_the_run_default_preset_on_cr
     # on create without `model` the list's default is set
     assert _create(api)["model"] == chat_model.name
     # a named chat model from the allow-list is saved …
-    chosen = AgentModelFactory(name="chosen-model", provider=chat_model.provider)
+    chosen = AllowedModelFactory(name="chosen-model", provider=chat_model.provider)
     created = _create(api, model="chosen-model")
     assert created["model"] == "chosen-model"
     assert Agent.objects.get(pk=created["id"]).model_id == chosen.pk
@@ -77,7 +77,7 @@ def test_model_from_allow_list_is_saved_and_used_in_the_run_default_preset_on_cr
 @pytest.mark.p0
 @pytest.mark.parametrize("model", ["not-on-the-list", "embedder"])
 def test_model_outside_agent_models_or_embedding_kind_is_422_not_500(api, chat_model, model):
-    AgentModelFactory(name="embedder", kind="embedding", provider="hash")
+    AllowedModelFactory(name="embedder", kind="embedding", provider="hash")
     response = api("POST", "/agents", {"name": "x", "model": model})
     assert response.status_code == 422
     assert response.json()["code"] in {"unknown_model", "wrong_model_kind"}
@@ -216,7 +216,7 @@ def test_agent_representation_carries_next_five_runs_in_the_owner_timezone(api, 
 def test_the_model_is_accepted_by_id_as_the_seed_names_it_and_returned_both_ways(api, chat_model):
     """The seed's field is ``model_id`` (an id from the allow-list); the name stays accepted.
     Failed before the fix: ``model_id`` was an unknown field (422) and the answer had no id."""
-    other = AgentModelFactory(name="other-chat")
+    other = AllowedModelFactory(name="other-chat")
     created = _create(api, model_id=other.pk)
     assert (created["model"], created["model_id"]) == ("other-chat", other.pk)
     by_name = _create(api, model=chat_model.name)
@@ -241,10 +241,10 @@ def test_a_bad_model_id_is_422_and_nothing_is_written(api, chat_model, body, cod
 
 @pytest.mark.p1
 def test_model_and_model_id_that_disagree_are_422(api, chat_model):
-    other = AgentModelFactory(name="other-chat")
+    other = AllowedModelFactory(name="other-chat")
     response = api("POST", "/agents", {"name": "x", "model": chat_model.name, "model_id": other.pk})
     assert response.status_code == 422 and response.json()["code"] == "model_mismatch"
-    embedding = AgentModelFactory(name="emb", kind="embedding")
+    embedding = AllowedModelFactory(name="emb", kind="embedding")
     response = api("POST", "/agents", {"name": "x", "model_id": embedding.pk})
     assert response.status_code == 422 and response.json()["code"] == "wrong_model_kind"
     assert not Agent.objects.exists()

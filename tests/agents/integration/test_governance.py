@@ -8,11 +8,11 @@ import pytest
 from django.db import IntegrityError, connection, transaction
 
 from achilles.errors import Conflict, PermissionDenied
-from achilles.models import AgentModel, User
+from achilles.models import AllowedModel, User
 from achilles.platform import platform_settings_update
 from agents.models import Agent, AgentRun
 from agents.services import agent_create, agent_run_request, agent_set_admin_paused, agent_update, scheduler_tick
-from tests.achilles.factories import AgentModelFactory
+from tests.achilles.factories import AllowedModelFactory
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
@@ -102,11 +102,11 @@ def test_agent_runs_only_when_enabled_not_admin_paused_budget_within_and_model_p
 def test_model_removed_from_agent_models_sets_null_agent_out_of_scan_no_run_no_skipped_no_fallback_to_default(
         owner, chat_model, dispatched):
     # given an agent on a non-default model
-    special = AgentModelFactory(name="special-model", provider=chat_model.provider)
+    special = AllowedModelFactory(name="special-model", provider=chat_model.provider)
     agent = _scheduled(owner, model_name="special-model")
     assert agent.next_run_at is not None
     # when the admin removes the model from the allow-list (one DELETE; the database does SET NULL)
-    AgentModel.objects.filter(pk=special.pk).delete()
+    AllowedModel.objects.filter(pk=special.pk).delete()
     # then the agent has no model and no next run — no fallback to the default chat model
     agent.refresh_from_db()
     assert agent.model_id is None and agent.next_run_at is None
@@ -117,7 +117,7 @@ def test_model_removed_from_agent_models_sets_null_agent_out_of_scan_no_run_no_s
     assert caught.value.code == "model_missing"
     assert AgentRun.objects.filter(agent=agent).count() == 0
     # the same holds when the row goes by raw SQL
-    other = AgentModelFactory(name="other-model", provider=chat_model.provider)
+    other = AllowedModelFactory(name="other-model", provider=chat_model.provider)
     second = _scheduled(owner, name="second", model_name="other-model")
     with connection.cursor() as cursor:
         cursor.execute("DELETE FROM agent_models WHERE id = %s", [other.pk])

@@ -17,7 +17,7 @@ from django.utils import timezone
 from achilles.platform import platform_settings_update
 from agents.models import AgentRun
 from agents.services import agent_create, agent_run_request, agent_runs_reap_stale
-from tests.achilles.factories import AgentModelFactory, UserFactory
+from tests.achilles.factories import AllowedModelFactory, UserFactory
 from tests.processes import start_celery_worker
 
 pytestmark = [pytest.mark.integration, pytest.mark.p0]
@@ -44,7 +44,7 @@ def _wait_for(run_id: int, states: set[str], timeout: float, seen: list[str], lo
 def test_real_worker_runs_then_kill_9_mid_run_is_reaped_stale_and_the_agent_runs_again(tmp_path):
     # given the offline builtin model, slowed down so a run lasts a few seconds
     owner = UserFactory(username="worker-owner")
-    AgentModelFactory(name="builtin-slow", provider="builtin", is_default=True, options={"delay": 0.4})
+    AllowedModelFactory(name="builtin-slow", provider="builtin", is_default=True, options={"delay": 0.4})
     platform_settings_update(agent_stale_after_seconds=30)
     agent = agent_create(owner=owner, name="real", instructions="Что делать дежурному при инциденте?")
     worker = _start_worker(tmp_path, "first")

@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 from django.test import Client
 
-from tests.achilles.factories import AgentModelFactory, UserFactory
+from tests.achilles.factories import AllowedModelFactory, UserFactory
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -52,7 +52,7 @@ def owner():
 def test_patch_racing_delete_of_an_agent_is_404_never_500(owner):
     """Failed before the fix: the update re-read a row the delete had removed (DoesNotExist → 500)."""
     user, client = owner
-    AgentModelFactory(name="race-chat", is_default=True)
+    AllowedModelFactory(name="race-chat", is_default=True)
     for i in range(ROUNDS):
         agent_id = client.post("/api/agents", {"name": f"гонка {i}"}, content_type="application/json").json()["id"]
         statuses = race(

@@ -196,7 +196,7 @@ def test_a_chunk_with_all_query_words_outranks_one_repeating_a_single_word(make_
 
 def test_search_reads_the_embedding_model_once_per_window_and_sees_a_change_at_once(
         model_factory, make_record, django_assert_num_queries, monkeypatch):
-    from achilles.models import AgentModel
+    from achilles.models import AllowedModel
     from knowledge.search import embedding
 
     make_record("a.md", "Документ про отпуск.")
@@ -207,7 +207,7 @@ def test_search_reads_the_embedding_model_once_per_window_and_sees_a_change_at_o
     model_factory(name="hash-now", provider="hash", kind="embedding", is_default=True, options={"dim": 384})
     assert embedding.search_embedding_config().name == "hash-now"
     # a change that sends no signal (a raw UPDATE, another process) shows after the window
-    AgentModel.objects.filter(name="hash-now").update(is_default=False)
+    AllowedModel.objects.filter(name="hash-now").update(is_default=False)
     assert embedding.search_embedding_config().name == "hash-now"
     monkeypatch.setattr(embedding, "SEARCH_CONFIG_SECONDS", 0.0)
     assert embedding.search_embedding_config() is None
