@@ -30,7 +30,14 @@ class UserAdmin(BaseUserAdmin):
 
 @admin.register(PlatformSettings)
 class PlatformSettingsAdmin(admin.ModelAdmin):
-    list_display = ("__str__", "timezone", "weekly_token_budget", "agent_iteration_cap", "web_search_enabled", "updated_at")
+    list_display = (
+        "__str__",
+        "timezone",
+        "weekly_token_budget",
+        "agent_iteration_cap",
+        "web_search_enabled",
+        "updated_at",
+    )
 
     def has_add_permission(self, request):
         return False  # the one row comes from a data migration

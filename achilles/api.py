@@ -59,8 +59,9 @@ def _pydantic_error(request, exc: PydanticValidationError):
 
 @api.exception_handler(AuthenticationError)
 def _unauthenticated(request, exc):
-    return rest_error_response(request, errors.NotAuthenticated(
-        "Authentication credentials were not provided or are invalid."))
+    return rest_error_response(
+        request, errors.NotAuthenticated("Authentication credentials were not provided or are invalid.")
+    )
 
 
 @api.exception_handler(AuthorizationError)
@@ -73,9 +74,17 @@ def _not_found(request, exc):
     return rest_error_response(request, errors.NotFound("Not found."))
 
 
-_HTTP_ERROR_CODES = {400: "bad_request", 401: "not_authenticated", 403: "permission_denied", 404: "not_found",
-                     405: "method_not_allowed", 409: "conflict", 413: "payload_too_large",
-                     415: "unsupported_media_type", 422: "validation_error"}
+_HTTP_ERROR_CODES = {
+    400: "bad_request",
+    401: "not_authenticated",
+    403: "permission_denied",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    422: "validation_error",
+}
 
 
 def http_error(status: int, message: str) -> errors.ApplicationError:

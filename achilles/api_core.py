@@ -50,9 +50,14 @@ class TokenCreatedOut(TokenOut):
 @router.get("/me", response=MeOut)
 def me(request: HttpRequest):
     user = request.auth
-    return MeOut(id=user.pk, username=user.username, timezone=user.effective_timezone(),
-                 timezone_is_default=user.timezone is None, principals=principals_for(user),
-                 is_staff=user.is_staff)
+    return MeOut(
+        id=user.pk,
+        username=user.username,
+        timezone=user.effective_timezone(),
+        timezone_is_default=user.timezone is None,
+        principals=principals_for(user),
+        is_staff=user.is_staff,
+    )
 
 
 class ModelOut(Schema):

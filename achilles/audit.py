@@ -62,8 +62,9 @@ def _request_id() -> str:
     return "" if rid == "-" else rid
 
 
-def audit_record(*, actor: Actor, action: str, target: str = "", details: dict[str, Any] | None = None,
-                 request_id: str | None = None) -> None:
+def audit_record(
+    *, actor: Actor, action: str, target: str = "", details: dict[str, Any] | None = None, request_id: str | None = None
+) -> None:
     """Append one event. ``actor``: a user, None (anonymous) or a label such as ``"system"``.
 
     ``request_id`` defaults to the current request's (the ``X-Request-ID`` of the log lines).
@@ -73,8 +74,14 @@ def audit_record(*, actor: Actor, action: str, target: str = "", details: dict[s
     actor_id, actor_name = _actor_fields(actor)
     # Dates, decimals, UUIDs in details are stored as the JSON text Django would write for them.
     safe = json.loads(json.dumps(details or {}, cls=DjangoJSONEncoder, default=str))
-    AuditEvent.objects.create(actor_id=actor_id, actor=actor_name, action=action, target=str(target)[:MAX_TARGET],
-                              details=safe, request_id=(request_id if request_id is not None else _request_id())[:100])
+    AuditEvent.objects.create(
+        actor_id=actor_id,
+        actor=actor_name,
+        action=action,
+        target=str(target)[:MAX_TARGET],
+        details=safe,
+        request_id=(request_id if request_id is not None else _request_id())[:100],
+    )
 
 
 def audit_count(*, action: str, actor_id: int | None, since) -> int:
@@ -103,23 +110,45 @@ RETURNING action
 """
 
 
-def audit_record_capped(*, user_id: int | None, action: str, over_action: str, limit: int, since,
-                        lock: tuple[int, int], target: str = "", details: dict | None = None,
-                        over_details: dict | None = None) -> bool:
+def audit_record_capped(
+    *,
+    user_id: int | None,
+    action: str,
+    over_action: str,
+    limit: int,
+    since,
+    lock: tuple[int, int],
+    target: str = "",
+    details: dict | None = None,
+    over_details: dict | None = None,
+) -> bool:
     """Append ``action`` for the user ``user_id`` (None: anonymous) unless they already have
     ``limit`` such events since ``since``; then append ``over_action`` (with ``over_details``)
     instead. ``lock`` (an advisory lock key pair) serialises concurrent callers for one user.
     Returns True when ``action`` was recorded. One round trip, inside the caller's transaction if any.
     """
+
     def dumped(value: dict | None) -> str:
         return json.dumps(value or {}, cls=DjangoJSONEncoder, default=str)
 
     actor = "e.actor_id IS NULL" if user_id is None else "e.actor_id = %(user_id)s"
     with connection.cursor() as cursor:
-        cursor.execute(_CAPPED_SQL.format(actor=actor), {
-            "lock_space": lock[0], "lock_key": lock[1], "user_id": user_id, "action": action, "since": since,
-            "limit": limit, "over_action": over_action, "target": str(target)[:MAX_TARGET],
-            "details": dumped(details), "over_details": dumped(over_details), "request_id": _request_id()[:100]})
+        cursor.execute(
+            _CAPPED_SQL.format(actor=actor),
+            {
+                "lock_space": lock[0],
+                "lock_key": lock[1],
+                "user_id": user_id,
+                "action": action,
+                "since": since,
+                "limit": limit,
+                "over_action": over_action,
+                "target": str(target)[:MAX_TARGET],
+                "details": dumped(details),
+                "over_details": dumped(over_details),
+                "request_id": _request_id()[:100],
+            },
+        )
         cursor.nextset()
         return cursor.fetchone()[0] == action
 

@@ -94,13 +94,18 @@ def bootstrap() -> None:
         os.environ["DATABASE_URL"] = embedded_database_url(var)
     if embedded_redis:
         os.environ["REDIS_URL"] = embedded.ensure_redis(var)
-    os.environ[EMBEDDED_MARK] = ",".join(name for name, used in (("postgres", embedded_postgres),
-                                                                  ("redis", embedded_redis)) if used)
+    os.environ[EMBEDDED_MARK] = ",".join(
+        name for name, used in (("postgres", embedded_postgres), ("redis", embedded_redis)) if used
+    )
     if os.environ.get("ACHILLES_SKIP_SERVICE_CHECK", "").strip().lower() not in {"1", "true", "yes", "on"}:
         from achilles.checks import require_services
 
-        problem = require_services(database_settings(os.environ["DATABASE_URL"]), os.environ["REDIS_URL"],
-                                   database_from_env=not embedded_postgres, redis_from_env=not embedded_redis)
+        problem = require_services(
+            database_settings(os.environ["DATABASE_URL"]),
+            os.environ["REDIS_URL"],
+            database_from_env=not embedded_postgres,
+            redis_from_env=not embedded_redis,
+        )
         if problem:
             _fail(problem)
     _done = True

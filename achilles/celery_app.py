@@ -56,8 +56,11 @@ def served_roles(consumer) -> tuple[str, ...]:
     from django.conf import settings
 
     consumed = {queue.name for queue in consumer.task_consumer.queues} if consumer.task_consumer else set()
-    return tuple(role for role, queue in (("worker", settings.CELERY_TASK_DEFAULT_QUEUE),
-                                          ("agents_worker", settings.AGENT_RUN_QUEUE)) if queue in consumed)
+    return tuple(
+        role
+        for role, queue in (("worker", settings.CELERY_TASK_DEFAULT_QUEUE), ("agents_worker", settings.AGENT_RUN_QUEUE))
+        if queue in consumed
+    )
 
 
 class ConsumerHeartbeat(bootsteps.StartStopStep):
@@ -83,8 +86,7 @@ class ConsumerHeartbeat(bootsteps.StartStopStep):
             return
         instance = worker_instance(parent.hostname)
         self._beat(instance)
-        self.timer_entry = parent.timer.call_repeatedly(WORKER_HEARTBEAT_SECONDS, self._beat, (instance,),
-                                                        priority=10)
+        self.timer_entry = parent.timer.call_repeatedly(WORKER_HEARTBEAT_SECONDS, self._beat, (instance,), priority=10)
 
     def _beat(self, instance: str) -> None:
         from achilles.health import heartbeat_write

@@ -17,9 +17,12 @@ def require_services(database: dict, redis_url: str, *, database_from_env: bool,
     if database_from_env:
         try:
             psycopg.connect(
-                dbname=database["NAME"], user=database.get("USER") or None,
-                password=database.get("PASSWORD") or None, host=database.get("HOST") or None,
-                port=database.get("PORT") or None, connect_timeout=5,
+                dbname=database["NAME"],
+                user=database.get("USER") or None,
+                password=database.get("PASSWORD") or None,
+                host=database.get("HOST") or None,
+                port=database.get("PORT") or None,
+                connect_timeout=5,
             ).close()
         except Exception as exc:
             return f"DATABASE_URL does not answer ({exc.__class__.__name__}: {str(exc).strip()[:200]})"

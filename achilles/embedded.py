@@ -103,15 +103,24 @@ def ensure_redis(var_dir: Path) -> str:
         subprocess.run(
             [
                 str(executable),
-                "--port", "0",
-                "--unixsocket", str(socket_path),
-                "--unixsocketperm", "700",
-                "--dir", str(redis_dir),
-                "--pidfile", str(redis_dir / "redis.pid"),
-                "--logfile", str(redis_dir / "redis.log"),
-                "--save", "",
-                "--appendonly", "no",
-                "--daemonize", "yes",
+                "--port",
+                "0",
+                "--unixsocket",
+                str(socket_path),
+                "--unixsocketperm",
+                "700",
+                "--dir",
+                str(redis_dir),
+                "--pidfile",
+                str(redis_dir / "redis.pid"),
+                "--logfile",
+                str(redis_dir / "redis.log"),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--daemonize",
+                "yes",
             ],
             check=True,
             stdin=subprocess.DEVNULL,
@@ -201,8 +210,9 @@ if __name__ == "__main__":
     elif sys.argv[1:] == ["watch"]:
         from achilles.bootstrap import embedded_database_url, embedded_redis_url
 
-        if os.environ.get("DATABASE_URL", embedded_database_url(var)) != embedded_database_url(var) or \
-                os.environ.get("REDIS_URL", embedded_redis_url(var)) != embedded_redis_url(var):
+        if os.environ.get("DATABASE_URL", embedded_database_url(var)) != embedded_database_url(var) or os.environ.get(
+            "REDIS_URL", embedded_redis_url(var)
+        ) != embedded_redis_url(var):
             sys.exit(0)  # configured services are someone else's to keep running
         logging.basicConfig(level=logging.INFO, format="%(asctime)s embedded %(levelname)s %(message)s")
         watch(var)

@@ -39,8 +39,15 @@ class ApplicationError(Exception):
     status: int = 400
     code: str = "error"
 
-    def __init__(self, message: Any = None, *, code: str | None = None, field: str | None = None,
-                 extra: dict | None = None, status: int | None = None):
+    def __init__(
+        self,
+        message: Any = None,
+        *,
+        code: str | None = None,
+        field: str | None = None,
+        extra: dict | None = None,
+        status: int | None = None,
+    ):
         if code is not None:
             self.code = code
         if status is not None:  # only for errors that mirror a bare transport status (see achilles.api)

@@ -7,12 +7,14 @@ from __future__ import annotations
 import logging
 
 # Periodic tasks whose "received" / "succeeded: 0" lines say nothing (their work is logged apart).
-QUIET_TASKS = frozenset({
-    "agents.tasks.agents_scheduler_tick_task",
-    "agents.tasks.agent_runs_reap_stale_task",
-    "achilles.tasks.platform_heartbeat_task",
-    "hub.tasks.commands_requeue_expired_task",
-})
+QUIET_TASKS = frozenset(
+    {
+        "agents.tasks.agents_scheduler_tick_task",
+        "agents.tasks.agent_runs_reap_stale_task",
+        "achilles.tasks.platform_heartbeat_task",
+        "hub.tasks.commands_requeue_expired_task",
+    }
+)
 _NOTHING_DONE = {"0", "None", "[]", "{}", ""}
 
 

@@ -58,7 +58,10 @@ class PlatformSettings(TimestampedModel):
     weekly_token_budget = models.PositiveIntegerField(default=200_000, help_text="Per agent owner, per week.")
     agent_iteration_cap = models.PositiveSmallIntegerField(default=8)
     agent_run_token_cap = models.PositiveIntegerField(
-        default=20_000, db_default=20_000, help_text="Most tokens one agent run may spend; a start reserves this much of the weekly budget.")
+        default=20_000,
+        db_default=20_000,
+        help_text="Most tokens one agent run may spend; a start reserves this much of the weekly budget.",
+    )
     agent_stale_after_seconds = models.PositiveIntegerField(default=300)
     platform_prompt = models.TextField(blank=True, default="", help_text="Empty → the built-in default prompt.")
     web_search_enabled = models.BooleanField(default=False)
@@ -72,12 +75,20 @@ class PlatformSettings(TimestampedModel):
         verbose_name = "platform settings"
         verbose_name_plural = "platform settings"
         constraints = [
-            models.CheckConstraint(condition=Q(id=1), name="achilles_platformsettings_singleton",
-                                   violation_error_message="There is only one platform settings row."),
-            models.CheckConstraint(condition=Q(agent_iteration_cap__gte=1), name="achilles_platformsettings_iteration_cap_positive"),
-            models.CheckConstraint(condition=Q(retrieval_top_k__gte=1), name="achilles_platformsettings_top_k_positive"),
-            models.CheckConstraint(condition=Q(agent_run_token_cap__gte=1),
-                                   name="achilles_platformsettings_run_token_cap_positive"),
+            models.CheckConstraint(
+                condition=Q(id=1),
+                name="achilles_platformsettings_singleton",
+                violation_error_message="There is only one platform settings row.",
+            ),
+            models.CheckConstraint(
+                condition=Q(agent_iteration_cap__gte=1), name="achilles_platformsettings_iteration_cap_positive"
+            ),
+            models.CheckConstraint(
+                condition=Q(retrieval_top_k__gte=1), name="achilles_platformsettings_top_k_positive"
+            ),
+            models.CheckConstraint(
+                condition=Q(agent_run_token_cap__gte=1), name="achilles_platformsettings_run_token_cap_positive"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -97,16 +108,22 @@ class AllowedModel(TimestampedModel):
     kind = models.CharField(max_length=16, choices=ModelKind.choices, default=ModelKind.CHAT)
     context_window = models.PositiveIntegerField(default=8192)
     is_default = models.BooleanField(default=False)
-    options = models.JSONField(default=dict, blank=True,
-                               help_text='e.g. {"base_url": "...", "model": "...", "api_key_env": "LLM_API_KEY", "timeout": 60}')
+    options = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='e.g. {"base_url": "...", "model": "...", "api_key_env": "LLM_API_KEY", "timeout": 60}',
+    )
 
     class Meta:
         db_table = "agent_models"
         ordering = ["name"]
         constraints = [
-            models.UniqueConstraint(fields=["kind"], condition=Q(is_default=True),
-                                    name="achilles_agentmodel_one_default_per_kind",
-                                    violation_error_message="Only one default model per kind."),
+            models.UniqueConstraint(
+                fields=["kind"],
+                condition=Q(is_default=True),
+                name="achilles_agentmodel_one_default_per_kind",
+                violation_error_message="Only one default model per kind.",
+            ),
             models.CheckConstraint(condition=Q(kind__in=["chat", "embedding"]), name="achilles_agentmodel_kind_valid"),
             models.CheckConstraint(condition=Q(context_window__gte=256), name="achilles_agentmodel_context_window_min"),
             models.CheckConstraint(condition=~Q(name=""), name="achilles_agentmodel_name_not_empty"),
@@ -119,8 +136,13 @@ class AllowedModel(TimestampedModel):
         """The provider layer's view of this row."""
         from achilles.llm.types import ModelSpec
 
-        return ModelSpec(name=self.name, provider=self.provider, kind=self.kind,
-                         context_window=self.context_window, options=dict(self.options or {}))
+        return ModelSpec(
+            name=self.name,
+            provider=self.provider,
+            kind=self.kind,
+            context_window=self.context_window,
+            options=dict(self.options or {}),
+        )
 
 
 class ApiToken(TimestampedModel):
@@ -153,8 +175,9 @@ class AuditEvent(models.Model):
 
     created_at = models.DateTimeField(db_default=Now(), editable=False, db_index=True)
     actor_id = models.BigIntegerField(null=True, blank=True, help_text="users.id at the time (no FK).")
-    actor = models.CharField(max_length=150, blank=True, default="",
-                             help_text="The username at the time, or «system» / «anonymous».")
+    actor = models.CharField(
+        max_length=150, blank=True, default="", help_text="The username at the time, or «system» / «anonymous»."
+    )
     action = models.CharField(max_length=64)
     target = models.CharField(max_length=500, blank=True, default="")
     details = models.JSONField(default=dict, blank=True)

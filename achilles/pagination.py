@@ -45,8 +45,12 @@ class ListParams(Schema):
     """The query parameters of every list route."""
 
     cursor: str | None = Field(default=None, description="`next_cursor` of the previous page; omit for the first page.")
-    limit: int = Field(default=DEFAULT_LIMIT, ge=1, le=MAX_LIMIT,
-                       description=f"Items per page, 1–{MAX_LIMIT} (default {DEFAULT_LIMIT}).")
+    limit: int = Field(
+        default=DEFAULT_LIMIT,
+        ge=1,
+        le=MAX_LIMIT,
+        description=f"Items per page, 1–{MAX_LIMIT} (default {DEFAULT_LIMIT}).",
+    )
 
 
 class Page(Schema, Generic[T]):
@@ -139,8 +143,15 @@ def _after(keys: Sequence[str], values: Sequence[Any]) -> Q:
     return after
 
 
-def keyset_page(queryset: QuerySet, *, scope: str, keys: Sequence[str], cursor: str | None, limit: int,
-                ordering: Sequence[Any] | None = None) -> Window:
+def keyset_page(
+    queryset: QuerySet,
+    *,
+    scope: str,
+    keys: Sequence[str],
+    cursor: str | None,
+    limit: int,
+    ordering: Sequence[Any] | None = None,
+) -> Window:
     """One page of ``queryset`` in the order ``keys`` (model field names, ``-`` for descending; the last
     one unique and non-null), after ``cursor``. ``ordering`` replaces the ORDER BY with equivalent
     expressions when the planner needs them (same order, other plan). One query: LIMIT n + 1 tells

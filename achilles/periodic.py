@@ -14,9 +14,13 @@ def periodic_jobs_sync() -> list[str]:
     """Idempotent: creates or updates the declared jobs, removes managed jobs no longer declared."""
     names = []
     for key, job in settings.PLATFORM_PERIODIC_JOBS.items():
-        schedule, _ = IntervalSchedule.objects.get_or_create(every=job["every_seconds"], period=IntervalSchedule.SECONDS)
+        schedule, _ = IntervalSchedule.objects.get_or_create(
+            every=job["every_seconds"], period=IntervalSchedule.SECONDS
+        )
         name = f"{MANAGED_PREFIX}{key}"
-        task, created = PeriodicTask.objects.get_or_create(name=name, defaults={"task": job["task"], "interval": schedule})
+        task, created = PeriodicTask.objects.get_or_create(
+            name=name, defaults={"task": job["task"], "interval": schedule}
+        )
         if not created and (task.task != job["task"] or task.interval_id != schedule.id or not task.enabled):
             task.task, task.interval, task.enabled = job["task"], schedule, True
             task.save()

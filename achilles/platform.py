@@ -54,5 +54,9 @@ def platform_settings_update(*, actor="system", **fields):
 def platform_settings_changed(*, actor, changes: dict) -> None:
     """Audit a change of the platform settings: ``changes`` maps a field to ``[before, after]``."""
     if changes:
-        audit.audit_record(actor=actor, action=audit.PLATFORM_SETTINGS_CHANGED, target="platform_settings",
-                           details={"changes": changes})
+        audit.audit_record(
+            actor=actor,
+            action=audit.PLATFORM_SETTINGS_CHANGED,
+            target="platform_settings",
+            details={"changes": changes},
+        )

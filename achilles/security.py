@@ -34,8 +34,9 @@ def production_problems() -> list[str]:
     try:
         if User.objects.filter(username__in=DEMO_ONLY_USERNAMES).exists():
             problems.append(f"the demo account(s) {', '.join(sorted(DEMO_ONLY_USERNAMES))} exist: delete them")
-        suspects = User.objects.filter(Q(username__in=DEMO_ACCOUNTS) | Q(is_staff=True) | Q(is_superuser=True),
-                                       is_active=True)
+        suspects = User.objects.filter(
+            Q(username__in=DEMO_ACCOUNTS) | Q(is_staff=True) | Q(is_superuser=True), is_active=True
+        )
         for user in suspects.only("id", "username", "password"):
             if any(user.check_password(password) for password in set(DEMO_ACCOUNTS.values())):
                 problems.append(f"the account «{user.username}» has a published demo password: change it")
@@ -53,15 +54,24 @@ def production_guard() -> None:
 
 # ------------------------------------------------------------------ sign-in audit (django-axes)
 
+
 def on_signin_failed(sender, credentials, request=None, **kwargs) -> None:
     username = str((credentials or {}).get("username") or "")[:150]
-    audit.audit_record(actor=None, action=audit.SIGNIN_FAILED, target=f"user:{username}",
-                       details={"ip": _client_ip(request), "path": getattr(request, "path", "")})
+    audit.audit_record(
+        actor=None,
+        action=audit.SIGNIN_FAILED,
+        target=f"user:{username}",
+        details={"ip": _client_ip(request), "path": getattr(request, "path", "")},
+    )
 
 
 def on_signin_locked_out(sender, request=None, username=None, ip_address=None, **kwargs) -> None:
-    audit.audit_record(actor=None, action=audit.SIGNIN_LOCKED_OUT, target=f"user:{username or ''}"[:500],
-                       details={"ip": ip_address, "path": getattr(request, "path", "")})
+    audit.audit_record(
+        actor=None,
+        action=audit.SIGNIN_LOCKED_OUT,
+        target=f"user:{username or ''}"[:500],
+        details={"ip": ip_address, "path": getattr(request, "path", "")},
+    )
 
 
 def _client_ip(request) -> str | None:

@@ -33,8 +33,9 @@ def allowed_model_check(name: str, model: M | None, *, kind: str = "chat", field
     if model is None:
         raise ValidationFailed(f"model {name!r} is not on the allow-list", code="unknown_model", field=field)
     if model.kind != kind:
-        raise ValidationFailed(f"model {name!r} is an {model.kind} model, not a {kind} model",
-                               code="wrong_model_kind", field=field)
+        raise ValidationFailed(
+            f"model {name!r} is an {model.kind} model, not a {kind} model", code="wrong_model_kind", field=field
+        )
     return model
 
 
@@ -48,8 +49,9 @@ def allowed_model_get(*, name: str | None, kind: str = "chat", field: str | None
     if name is None:
         model = default_model(kind=kind)
         if model is None:
-            raise ValidationFailed(f"no default {kind} model is configured; name one", code="no_default_model",
-                                   field=field)
+            raise ValidationFailed(
+                f"no default {kind} model is configured; name one", code="no_default_model", field=field
+            )
         return model
     return allowed_model_check(name, AllowedModel.objects.filter(name=name).first(), kind=kind, field=field)
 
@@ -63,13 +65,21 @@ def effective_timezone(user_timezone: str | None, *, org_timezone: str | None = 
     return platform_settings().timezone
 
 
-def agent_model_page(*, kind: str = "chat", cursor: str | None = None, limit: int = DEFAULT_LIMIT) -> Window[AllowedModel]:
+def agent_model_page(
+    *, kind: str = "chat", cursor: str | None = None, limit: int = DEFAULT_LIMIT
+) -> Window[AllowedModel]:
     """The allow-list of one kind, the default first, then by name; keyset on (is_default, name)."""
-    return keyset_page(AllowedModel.objects.filter(kind=kind), scope=f"models:{kind}", keys=("-is_default", "name"),
-                       cursor=cursor, limit=limit)
+    return keyset_page(
+        AllowedModel.objects.filter(kind=kind),
+        scope=f"models:{kind}",
+        keys=("-is_default", "name"),
+        cursor=cursor,
+        limit=limit,
+    )
 
 
 def api_token_page_for_user(*, user: User, cursor: str | None = None, limit: int = DEFAULT_LIMIT) -> Window[ApiToken]:
     """The user's tokens (revoked ones too), newest first; keyset on (created_at, id)."""
-    return keyset_page(ApiToken.objects.filter(user=user), scope="tokens", keys=("-created_at", "-id"),
-                       cursor=cursor, limit=limit)
+    return keyset_page(
+        ApiToken.objects.filter(user=user), scope="tokens", keys=("-created_at", "-id"), cursor=cursor, limit=limit
+    )

@@ -37,9 +37,12 @@ def api_token_create(*, user: User, name: str = "token", actor: Actor = None) ->
     prefix = secrets.token_hex(4)
     raw = f"{TOKEN_PREFIX}{prefix}_{secret}"
     token = ApiToken.objects.create(user=user, name=name, prefix=prefix, key_hash=token_hash(raw))
-    audit.audit_record(actor=actor if actor is not None else user, action=audit.TOKEN_CREATED,
-                       target=f"token:{token.pk}", details={"owner": user.get_username(), "name": token.name,
-                                                            "prefix": prefix})
+    audit.audit_record(
+        actor=actor if actor is not None else user,
+        action=audit.TOKEN_CREATED,
+        target=f"token:{token.pk}",
+        details={"owner": user.get_username(), "name": token.name, "prefix": prefix},
+    )
     return token, raw
 
 
@@ -47,8 +50,7 @@ def api_token_authenticate(raw: str) -> User | None:
     """The active user owning an unrevoked token, or None."""
     if not raw or not raw.startswith(TOKEN_PREFIX) or len(raw) > 200:
         return None
-    token = (ApiToken.objects.select_related("user")
-             .filter(key_hash=token_hash(raw), revoked_at__isnull=True).first())
+    token = ApiToken.objects.select_related("user").filter(key_hash=token_hash(raw), revoked_at__isnull=True).first()
     if token is None or not token.user.is_active:
         return None
     now = timezone.now()
@@ -64,16 +66,24 @@ def api_token_revoke(*, user: User, token_id: int, actor: Actor = None) -> None:
     updated = ApiToken.objects.filter(pk=token_id, user=user, revoked_at__isnull=True).update(revoked_at=timezone.now())
     if not updated:
         raise NotFound("token not found")
-    audit.audit_record(actor=actor if actor is not None else user, action=audit.TOKEN_REVOKED,
-                       target=f"token:{token_id}")
+    audit.audit_record(
+        actor=actor if actor is not None else user, action=audit.TOKEN_REVOKED, target=f"token:{token_id}"
+    )
 
 
 @transaction.atomic
-def user_ensure(*, username: str, staff: bool = False, groups: list[str] | tuple[str, ...] = (),
-                password: str | None = None, superuser: bool = False) -> tuple[User, bool]:
+def user_ensure(
+    *,
+    username: str,
+    staff: bool = False,
+    groups: list[str] | tuple[str, ...] = (),
+    password: str | None = None,
+    superuser: bool = False,
+) -> tuple[User, bool]:
     """Create the user if missing; add the groups. Returns (user, created)."""
-    user, created = User.objects.get_or_create(username=username, defaults={"is_staff": staff or superuser,
-                                                                            "is_superuser": superuser})
+    user, created = User.objects.get_or_create(
+        username=username, defaults={"is_staff": staff or superuser, "is_superuser": superuser}
+    )
     if created:
         if password:
             user.set_password(password)
@@ -124,21 +134,30 @@ def allowed_model_create(*, actor: Actor = None, **fields: Any) -> AllowedModel:
     model.full_clean()
     model.save()
     if actor is not None:  # the allow-list decides what may answer and where data goes
-        audit.audit_record(actor=actor, action=audit.AGENT_MODEL_CHANGED, target=f"agent_model:{model.name}",
-                           details={"created": True, "changes": {}})
+        audit.audit_record(
+            actor=actor,
+            action=audit.AGENT_MODEL_CHANGED,
+            target=f"agent_model:{model.name}",
+            details={"created": True, "changes": {}},
+        )
     _allowed_models_changed(model)
     return model
 
 
 @transaction.atomic
-def allowed_model_save(*, model: AllowedModel, actor: Actor = "system", changes: dict[str, Any] | None = None,
-                       created: bool = False) -> AllowedModel:
+def allowed_model_save(
+    *, model: AllowedModel, actor: Actor = "system", changes: dict[str, Any] | None = None, created: bool = False
+) -> AllowedModel:
     """Store an edited allow-list row (the admin's form has applied the fields); audited with
     ``changes`` (``{field: [before, after]}``)."""
     model.full_clean()
     model.save()
-    audit.audit_record(actor=actor, action=audit.AGENT_MODEL_CHANGED, target=f"agent_model:{model.name}",
-                       details={"created": created, "changes": changes or {}})
+    audit.audit_record(
+        actor=actor,
+        action=audit.AGENT_MODEL_CHANGED,
+        target=f"agent_model:{model.name}",
+        details={"created": created, "changes": changes or {}},
+    )
     _allowed_models_changed(model)
     return model
 
@@ -146,7 +165,11 @@ def allowed_model_save(*, model: AllowedModel, actor: Actor = "system", changes:
 @transaction.atomic
 def allowed_model_delete(*, model: AllowedModel, actor: Actor = "system") -> None:
     """Remove a model; agents using it lose it (``model_id`` NULL, by the database), no fallback."""
-    audit.audit_record(actor=actor, action=audit.AGENT_MODEL_DELETED, target=f"agent_model:{model.name}",
-                       details={"provider": model.provider, "kind": model.kind})
+    audit.audit_record(
+        actor=actor,
+        action=audit.AGENT_MODEL_DELETED,
+        target=f"agent_model:{model.name}",
+        details={"provider": model.provider, "kind": model.kind},
+    )
     model.delete()
     _allowed_models_changed(model)

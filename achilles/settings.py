@@ -179,7 +179,6 @@ CACHES = {
 }
 
 
-
 def channel_layer_config(redis_url: str) -> dict:
     """The Channels layer over ``redis_url`` (unix socket or TCP alike).
 
@@ -194,13 +193,17 @@ def channel_layer_config(redis_url: str) -> dict:
 
     return {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [{
-            "address": redis_url,
-            "socket_timeout": RedisChannelLayer.brpop_timeout + 10,
-            "socket_connect_timeout": 5,
-            # a connection idle this long is PINGed before use (a restarted Redis is seen at once)
-            "health_check_interval": 30,
-        }]},
+        "CONFIG": {
+            "hosts": [
+                {
+                    "address": redis_url,
+                    "socket_timeout": RedisChannelLayer.brpop_timeout + 10,
+                    "socket_connect_timeout": 5,
+                    # a connection idle this long is PINGed before use (a restarted Redis is seen at once)
+                    "health_check_interval": 30,
+                }
+            ]
+        },
     }
 
 
@@ -244,8 +247,10 @@ PLATFORM_PERIODIC_JOBS: dict[str, dict] = {
     # Knowledge Store: trust decay from content age and access signals (one UPDATE).
     "knowledge.trust_decay": {"task": "knowledge.tasks.trust_decay_task", "every_seconds": 3600},
     # Query Engine: a question whose turn died with its process (web killed) gets a failed answer row.
-    "conversations.close_unanswered": {"task": "conversations.tasks.unanswered_questions_close_task",
-                                       "every_seconds": 60},
+    "conversations.close_unanswered": {
+        "task": "conversations.tasks.unanswered_questions_close_task",
+        "every_seconds": 60,
+    },
     # Hub: a claimed command whose lease expired goes back to the queue («довыдача»); the claim
     # also takes expired leases itself, so this only keeps agent_status and batch_status truthful.
     "hub.requeue_expired_leases": {"task": "hub.tasks.commands_requeue_expired_task", "every_seconds": 5},
@@ -349,8 +354,10 @@ LOG_LEVEL = env("LOG_LEVEL", default="INFO")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"request_id": {"()": "achilles.middleware.RequestIdLogFilter"},
-                "quiet_periodic": {"()": "achilles.logfilters.QuietPeriodicJobs"}},
+    "filters": {
+        "request_id": {"()": "achilles.middleware.RequestIdLogFilter"},
+        "quiet_periodic": {"()": "achilles.logfilters.QuietPeriodicJobs"},
+    },
     "formatters": {
         "structured": {
             "format": "%(asctime)s level=%(levelname)s logger=%(name)s request_id=%(request_id)s %(message)s",

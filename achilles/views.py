@@ -29,11 +29,15 @@ def home(request):
     conversations = conversation_list_for_user(user=request.user, limit=5).items
     agents = list(agent_list_for_owner(user=request.user)[:5])
     active = active_run_states([a.pk for a in agents])
-    return render(request, "home.html", {
-        "conversations": conversations,
-        "agents": [{"agent": a, "status": AGENT_STATUS_RU.get(a.status(active.get(a.pk)), "")} for a in agents],
-        "user_timezone": request.user.effective_timezone(),
-    })
+    return render(
+        request,
+        "home.html",
+        {
+            "conversations": conversations,
+            "agents": [{"agent": a, "status": AGENT_STATUS_RU.get(a.status(active.get(a.pk)), "")} for a in agents],
+            "user_timezone": request.user.effective_timezone(),
+        },
+    )
 
 
 @login_required
@@ -54,5 +58,8 @@ def tokens_page(request):
         except ApplicationError:  # empty, or only invisible characters
             messages.error(request, "Укажите название токена (видимыми символами).")
     tokens = ApiToken.objects.filter(user=request.user)
-    return render(request, "tokens.html", {"tokens": tokens, "created_secret": created_secret,
-                                           "user_timezone": request.user.effective_timezone()})
+    return render(
+        request,
+        "tokens.html",
+        {"tokens": tokens, "created_secret": created_secret, "user_timezone": request.user.effective_timezone()},
+    )

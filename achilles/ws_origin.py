@@ -33,8 +33,14 @@ def origin_parse(value: str) -> Origin | None:
     except ValueError:
         return None
     scheme = parts.scheme.lower()
-    if scheme not in DEFAULT_PORTS or not parts.hostname or parts.path or parts.query or parts.fragment \
-            or parts.username is not None:
+    if (
+        scheme not in DEFAULT_PORTS
+        or not parts.hostname
+        or parts.path
+        or parts.query
+        or parts.fragment
+        or parts.username is not None
+    ):
         return None
     return scheme, parts.hostname, port or DEFAULT_PORTS[scheme]
 
@@ -102,7 +108,10 @@ class SameOriginValidator:
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "websocket" and not origin_allowed(scope):
-            logger.warning("websocket refused: origin %r is not this site's (host %r)",
-                           _headers(scope).get("origin"), _headers(scope).get("host"))
+            logger.warning(
+                "websocket refused: origin %r is not this site's (host %r)",
+                _headers(scope).get("origin"),
+                _headers(scope).get("host"),
+            )
             return await WebsocketDenier()(scope, receive, send)
         return await self.application(scope, receive, send)

@@ -35,11 +35,30 @@ class AgentAdmin(admin.ModelAdmin):
     search_fields = ("name", "owner__username")
     list_select_related = ("owner", "model")
     actions = ("pause_selected", "resume_selected")
-    fields = ("name", "owner", "enabled", "admin_paused", "model", "schedule", "next_run_at", "instructions",
-              "created_at", "updated_at")
+    fields = (
+        "name",
+        "owner",
+        "enabled",
+        "admin_paused",
+        "model",
+        "schedule",
+        "next_run_at",
+        "instructions",
+        "created_at",
+        "updated_at",
+    )
     # The admin holds one lever: admin_paused. Everything else is the owner's.
-    readonly_fields = ("name", "owner", "enabled", "model", "schedule", "next_run_at", "instructions",
-                       "created_at", "updated_at")
+    readonly_fields = (
+        "name",
+        "owner",
+        "enabled",
+        "model",
+        "schedule",
+        "next_run_at",
+        "instructions",
+        "created_at",
+        "updated_at",
+    )
     inlines = [AgentRunInline]
 
     def has_add_permission(self, request):
@@ -71,12 +90,16 @@ class AgentAdmin(admin.ModelAdmin):
 
     @admin.action(description="Pause selected agents (admin lock)")
     def pause_selected(self, request, queryset):
-        changed = services.agents_set_admin_paused(agent_ids=list(queryset.values_list("pk", flat=True)), paused=True, actor=request.user)
+        changed = services.agents_set_admin_paused(
+            agent_ids=list(queryset.values_list("pk", flat=True)), paused=True, actor=request.user
+        )
         self.message_user(request, f"Paused {changed} agent(s).", messages.SUCCESS)
 
     @admin.action(description="Resume selected agents (lift the admin lock)")
     def resume_selected(self, request, queryset):
-        changed = services.agents_set_admin_paused(agent_ids=list(queryset.values_list("pk", flat=True)), paused=False, actor=request.user)
+        changed = services.agents_set_admin_paused(
+            agent_ids=list(queryset.values_list("pk", flat=True)), paused=False, actor=request.user
+        )
         self.message_user(request, f"Resumed {changed} agent(s).", messages.SUCCESS)
 
 

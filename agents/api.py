@@ -24,18 +24,28 @@ def _out(agent: Agent, active: dict[int, str], *, admin: bool = False, budget: d
     budget = budget if budget is not None else {}
     if agent.owner_id not in budget:
         budget[agent.owner_id] = selectors.owner_over_budget(owner=agent.owner, now=timezone.now())
-    blocker = selectors.agent_run_blocker(agent=agent, active_state=active.get(agent.pk),
-                                          over_budget=budget[agent.owner_id])
+    blocker = selectors.agent_run_blocker(
+        agent=agent, active_state=active.get(agent.pk), over_budget=budget[agent.owner_id]
+    )
     data = {
-        "id": agent.pk, "name": agent.name, "instructions": agent.instructions,
-        "model": agent.model.name if agent.model_id else None, "model_id": agent.model_id,
+        "id": agent.pk,
+        "name": agent.name,
+        "instructions": agent.instructions,
+        "model": agent.model.name if agent.model_id else None,
+        "model_id": agent.model_id,
         "schedule": agent.schedule,
-        "enabled": agent.enabled, "admin_paused": agent.admin_paused,
-        "status": agent.status(active.get(agent.pk)), "next_run_at": agent.next_run_at,
+        "enabled": agent.enabled,
+        "admin_paused": agent.admin_paused,
+        "status": agent.status(active.get(agent.pk)),
+        "next_run_at": agent.next_run_at,
         "next_runs": sched.preview(agent.schedule, tz, now=timezone.now(), first=agent.next_run_at)
-        if agent.next_run_at else [],
-        "timezone": tz, "created_at": agent.created_at, "updated_at": agent.updated_at,
-        "can_run": blocker is None, "cannot_run_reason": blocker,
+        if agent.next_run_at
+        else [],
+        "timezone": tz,
+        "created_at": agent.created_at,
+        "updated_at": agent.updated_at,
+        "can_run": blocker is None,
+        "cannot_run_reason": blocker,
     }
     if admin:
         data.update(owner=agent.owner.username, owner_id=agent.owner_id, owner_active=agent.owner.is_active)
@@ -46,11 +56,13 @@ def _model_name(name: str | None, model_id: int | None) -> str | None:
     """The model the payload names, by name, by allow-list id (the seed's ``model_id``) or both."""
     if model_id is None:
         return name
-    row = allowed_model_check(f"#{model_id}", AllowedModel.objects.filter(pk=model_id).first(), kind="chat",
-                              field="model_id")
+    row = allowed_model_check(
+        f"#{model_id}", AllowedModel.objects.filter(pk=model_id).first(), kind="chat", field="model_id"
+    )
     if name is not None and name != row.name:
-        raise ValidationFailed(f"model {name!r} and model_id {model_id} name different models",
-                               code="model_mismatch", field="model_id")
+        raise ValidationFailed(
+            f"model {name!r} and model_id {model_id} name different models", code="model_mismatch", field="model_id"
+        )
     return row.name
 
 
@@ -83,10 +95,14 @@ def agents_list(request: HttpRequest, params: Query[ListParams]):
 @router.post("/agents", response={201: AgentOut})
 def agents_create(request: HttpRequest, payload: AgentIn):
     _refuse_admin_paused(payload)
-    agent = services.agent_create(owner=request.auth, name=payload.name, instructions=payload.instructions,
-                                  model_name=_model_name(payload.model, payload.model_id),
-                                  schedule=payload.schedule.model_dump() if payload.schedule else None,
-                                  enabled=payload.enabled)
+    agent = services.agent_create(
+        owner=request.auth,
+        name=payload.name,
+        instructions=payload.instructions,
+        model_name=_model_name(payload.model, payload.model_id),
+        schedule=payload.schedule.model_dump() if payload.schedule else None,
+        enabled=payload.enabled,
+    )
     return Status(201, _out(_fresh(agent), {}))
 
 
@@ -105,8 +121,9 @@ def agents_update(request: HttpRequest, agent_id: int, payload: AgentPatch):
         fields.discard("model_id")
         if payload.model_id is not None:
             fields.discard("model")
-            changes["model"] = _model_name(payload.model if "model" in payload.model_fields_set else None,
-                                           payload.model_id)
+            changes["model"] = _model_name(
+                payload.model if "model" in payload.model_fields_set else None, payload.model_id
+            )
     for field in fields:
         value = getattr(payload, field)
         if field == "schedule":
@@ -142,6 +159,7 @@ def agents_runs(request: HttpRequest, agent_id: int, params: Query[ListParams]):
 
 # ------------------------------------------------------------------ admin registry
 
+
 class AdminAgentsQuery(ListParams):
     owner: str | None = None
     enabled: bool | None = None
@@ -151,8 +169,13 @@ class AdminAgentsQuery(ListParams):
 @router.get("/admin/agents", response=Page[AgentAdminOut], tags=["admin"])
 def admin_agents_list(request: HttpRequest, query: Query[AdminAgentsQuery]):
     _require_staff(request)
-    page = selectors.agent_page_for_admin(owner=query.owner, enabled=query.enabled, admin_paused=query.admin_paused,
-                                          cursor=query.cursor, limit=query.limit)
+    page = selectors.agent_page_for_admin(
+        owner=query.owner,
+        enabled=query.enabled,
+        admin_paused=query.admin_paused,
+        cursor=query.cursor,
+        limit=query.limit,
+    )
     active = selectors.active_run_states([a.pk for a in page.items])
     budget = selectors.owners_over_budget(owners=[a.owner for a in page.items], now=timezone.now())
     return page.map(lambda a: _out(a, active, admin=True, budget=budget))

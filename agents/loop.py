@@ -53,9 +53,16 @@ class LoopResult:
     messages: list[Message] = field(default_factory=list)
 
 
-def run_loop(*, provider: ChatProvider, messages: Sequence[Message], tools: Sequence[ToolSpec],
-             call_tool: Callable[[ToolCall], str], cap: int, token_cap: int | None = None,
-             heartbeat: Callable[[int, int], None] = lambda iteration, tokens: None) -> LoopResult:
+def run_loop(
+    *,
+    provider: ChatProvider,
+    messages: Sequence[Message],
+    tools: Sequence[ToolSpec],
+    call_tool: Callable[[ToolCall], str],
+    cap: int,
+    token_cap: int | None = None,
+    heartbeat: Callable[[int, int], None] = lambda iteration, tokens: None,
+) -> LoopResult:
     """Run the loop to a final answer. ``call_tool`` returns an observation (errors included);
     ``heartbeat(iteration, tokens_so_far)`` is called after every iteration.
 
@@ -81,8 +88,13 @@ def run_loop(*, provider: ChatProvider, messages: Sequence[Message], tools: Sequ
                 raise TokenCapReached(token_cap, tokens)
             if not round_.tool_calls:
                 heartbeat(iteration, tokens)
-                return LoopResult(output=round_.text.strip(), tokens_used=tokens, iterations=iteration,
-                                  tool_calls=made, messages=history)
+                return LoopResult(
+                    output=round_.text.strip(),
+                    tokens_used=tokens,
+                    iterations=iteration,
+                    tool_calls=made,
+                    messages=history,
+                )
             history.append(Message(role="assistant", content=round_.text, tool_calls=round_.tool_calls))
             for call in round_.tool_calls:
                 made.append(call)

@@ -23,11 +23,13 @@ class Agent(TimestampedModel):
     name = models.CharField(max_length=200)
     instructions = models.TextField(blank=True, default="")
     model = models.ForeignKey(AllowedModel, on_delete=models.DO_NOTHING, null=True, blank=True, related_name="agents")
-    schedule = models.JSONField(null=True, blank=True,
-                                help_text='null | {"type": "interval", "every_minutes": N} | '
-                                          '{"type": "calendar", "weekday": 0-6, "time": "HH:MM"}')
-    next_run_at = models.DateTimeField(null=True, blank=True,
-                                       help_text="UTC; NULL = not in the scheduler's scan.")
+    schedule = models.JSONField(
+        null=True,
+        blank=True,
+        help_text='null | {"type": "interval", "every_minutes": N} | '
+        '{"type": "calendar", "weekday": 0-6, "time": "HH:MM"}',
+    )
+    next_run_at = models.DateTimeField(null=True, blank=True, help_text="UTC; NULL = not in the scheduler's scan.")
     enabled = models.BooleanField(default=True, help_text="The owner's switch.")
     admin_paused = models.BooleanField(default=False, help_text="The platform admin's sticky lock.")
 
@@ -37,17 +39,18 @@ class Agent(TimestampedModel):
         indexes = [
             # The due scan: only schedulable agents are in the index at all, so a tick over 100k
             # agents reads just the due prefix.
-            models.Index(fields=["next_run_at"], name="agents_agent_due_idx",
-                         condition=Q(next_run_at__isnull=False)),
+            models.Index(fields=["next_run_at"], name="agents_agent_due_idx", condition=Q(next_run_at__isnull=False)),
             models.Index(fields=["owner"], name="agents_agent_owner_idx"),
         ]
         constraints = [
-            models.CheckConstraint(condition=~Q(name=""), name="agents_agent_name_not_empty",
-                                   violation_error_message="An agent needs a name."),
             models.CheckConstraint(
-                condition=Q(next_run_at__isnull=True) | (
-                    Q(enabled=True) & Q(admin_paused=False) & Q(model__isnull=False) & Q(schedule__isnull=False)
-                ),
+                condition=~Q(name=""),
+                name="agents_agent_name_not_empty",
+                violation_error_message="An agent needs a name.",
+            ),
+            models.CheckConstraint(
+                condition=Q(next_run_at__isnull=True)
+                | (Q(enabled=True) & Q(admin_paused=False) & Q(model__isnull=False) & Q(schedule__isnull=False)),
                 name="agents_agent_closed_gate_not_scheduled",
                 violation_error_message="An agent with a closed gate or no schedule has no next run.",
             ),
@@ -89,8 +92,13 @@ class AgentRun(TimestampedModel):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
-    worker = models.CharField(max_length=255, blank=True, default="", db_default="",
-                              help_text="The Celery worker (hostname) that claimed the run; the reaper asks if it lives.")
+    worker = models.CharField(
+        max_length=255,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="The Celery worker (hostname) that claimed the run; the reaper asks if it lives.",
+    )
 
     class Meta:
         db_table = "agent_runs"
@@ -98,28 +106,45 @@ class AgentRun(TimestampedModel):
         indexes = [
             models.Index(fields=["agent", "-id"], name="agents_agentrun_agent_idx"),
             # The weekly budget sums tokens by finished_at per owner's agents.
-            models.Index(fields=["agent", "finished_at"], name="agents_agentrun_finished_idx",
-                         condition=Q(finished_at__isnull=False)),
+            models.Index(
+                fields=["agent", "finished_at"],
+                name="agents_agentrun_finished_idx",
+                condition=Q(finished_at__isnull=False),
+            ),
             # The reaper and the re-dispatcher scan only active runs.
-            models.Index(fields=["state", "heartbeat_at"], name="agents_agentrun_active_idx",
-                         condition=Q(state__in=["queued", "running"])),
+            models.Index(
+                fields=["state", "heartbeat_at"],
+                name="agents_agentrun_active_idx",
+                condition=Q(state__in=["queued", "running"]),
+            ),
         ]
         constraints = [
             # Single-flight: a manual run racing a scheduled slot is settled here, not in code.
-            models.UniqueConstraint(fields=["agent"], condition=Q(state__in=["queued", "running"]),
-                                    name="agents_agentrun_one_active_per_agent",
-                                    violation_error_message="The agent already has a queued or running run."),
-            models.CheckConstraint(condition=~Q(state="skipped") | Q(started_at__isnull=True, tokens_used=0),
-                                   name="agents_agentrun_skipped_never_started",
-                                   violation_error_message="A skipped run was refused before it started."),
-            models.CheckConstraint(condition=Q(trigger__in=["manual", "scheduled"]),
-                                   name="agents_agentrun_trigger_valid"),
-            models.CheckConstraint(condition=Q(state__in=["queued", "running", "succeeded", "failed", "skipped"]),
-                                   name="agents_agentrun_state_valid"),
-            models.CheckConstraint(condition=Q(state__in=["queued", "running"]) | Q(finished_at__isnull=False),
-                                   name="agents_agentrun_finished_when_done"),
-            models.CheckConstraint(condition=~Q(state="running") | Q(started_at__isnull=False),
-                                   name="agents_agentrun_running_has_started"),
+            models.UniqueConstraint(
+                fields=["agent"],
+                condition=Q(state__in=["queued", "running"]),
+                name="agents_agentrun_one_active_per_agent",
+                violation_error_message="The agent already has a queued or running run.",
+            ),
+            models.CheckConstraint(
+                condition=~Q(state="skipped") | Q(started_at__isnull=True, tokens_used=0),
+                name="agents_agentrun_skipped_never_started",
+                violation_error_message="A skipped run was refused before it started.",
+            ),
+            models.CheckConstraint(
+                condition=Q(trigger__in=["manual", "scheduled"]), name="agents_agentrun_trigger_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(state__in=["queued", "running", "succeeded", "failed", "skipped"]),
+                name="agents_agentrun_state_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(state__in=["queued", "running"]) | Q(finished_at__isnull=False),
+                name="agents_agentrun_finished_when_done",
+            ),
+            models.CheckConstraint(
+                condition=~Q(state="running") | Q(started_at__isnull=False), name="agents_agentrun_running_has_started"
+            ),
         ]
 
     def __str__(self) -> str:

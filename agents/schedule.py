@@ -54,7 +54,9 @@ def interval_next(every_minutes: int, previous: datetime | None, now: datetime) 
     return nxt
 
 
-def next_run_at(schedule: dict | None, tz_name: str, *, now: datetime, previous: datetime | None = None) -> datetime | None:
+def next_run_at(
+    schedule: dict | None, tz_name: str, *, now: datetime, previous: datetime | None = None
+) -> datetime | None:
     """When the agent should run next; ``None`` for a manual-only agent."""
     if not schedule:
         return None
@@ -65,8 +67,9 @@ def next_run_at(schedule: dict | None, tz_name: str, *, now: datetime, previous:
     raise ValueError(f"unknown schedule type {schedule.get('type')!r}")
 
 
-def preview(schedule: dict | None, tz_name: str, *, now: datetime, first: datetime | None = None,
-            count: int = PREVIEW_COUNT) -> list[datetime]:
+def preview(
+    schedule: dict | None, tz_name: str, *, now: datetime, first: datetime | None = None, count: int = PREVIEW_COUNT
+) -> list[datetime]:
     """The next ``count`` run times (starting from ``first`` when the agent already has one)."""
     if not schedule:
         return []

@@ -48,9 +48,14 @@ def _name_not_blank(value: str | None) -> str | None:
 class AgentIn(_Strict):
     name: str = Field(min_length=1, max_length=200)
     instructions: str = Field(default="", max_length=20_000)
-    model: str | None = Field(default=None, description="A chat model's name from the allow-list; omitted → the default")
-    model_id: int | None = Field(default=None, description="The same model by its allow-list id (the seed's field); "
-                                                           "with ``model`` too, both must name one model")
+    model: str | None = Field(
+        default=None, description="A chat model's name from the allow-list; omitted → the default"
+    )
+    model_id: int | None = Field(
+        default=None,
+        description="The same model by its allow-list id (the seed's field); "
+        "with ``model`` too, both must name one model",
+    )
     schedule: ScheduleIn | None = None
     enabled: bool = True
     # Accepted only to answer an owner's attempt with 403 rather than a 422 (the lock is admin-only).
@@ -85,9 +90,11 @@ class AgentOut(Schema):
     next_runs: list[datetime] = Field(description="The next 5 run times (UTC) while the gates are open")
     timezone: str = Field(description="The zone calendar times are read in (the owner's, else the org's)")
     can_run: bool = Field(description="Whether «run now» would be accepted at this moment")
-    cannot_run_reason: str | None = Field(description="Why not: the code POST /run would answer with "
-                                                      "(agent_paused, agent_disabled, model_missing, "
-                                                      "budget_exceeded, already_running)")
+    cannot_run_reason: str | None = Field(
+        description="Why not: the code POST /run would answer with "
+        "(agent_paused, agent_disabled, model_missing, "
+        "budget_exceeded, already_running)"
+    )
     created_at: datetime
     updated_at: datetime
 

@@ -35,8 +35,9 @@ def agent_page_for_owner(*, user: User, cursor: str | None = None, limit: int = 
     return keyset_page(agent_list_for_owner(user=user), scope="agents", keys=("id",), cursor=cursor, limit=limit)
 
 
-def agent_list_for_admin(*, owner: str | None = None, enabled: bool | None = None,
-                         admin_paused: bool | None = None) -> QuerySet[Agent]:
+def agent_list_for_admin(
+    *, owner: str | None = None, enabled: bool | None = None, admin_paused: bool | None = None
+) -> QuerySet[Agent]:
     qs = Agent.objects.select_related("model", "owner").order_by("id")
     if owner:
         qs = qs.filter(owner__username=owner)
@@ -47,8 +48,14 @@ def agent_list_for_admin(*, owner: str | None = None, enabled: bool | None = Non
     return qs
 
 
-def agent_page_for_admin(*, owner: str | None = None, enabled: bool | None = None, admin_paused: bool | None = None,
-                         cursor: str | None = None, limit: int = DEFAULT_LIMIT) -> Window[Agent]:
+def agent_page_for_admin(
+    *,
+    owner: str | None = None,
+    enabled: bool | None = None,
+    admin_paused: bool | None = None,
+    cursor: str | None = None,
+    limit: int = DEFAULT_LIMIT,
+) -> Window[Agent]:
     """The admin registry: every owner's agents matching the filters, oldest first; keyset on id."""
     qs = agent_list_for_admin(owner=owner, enabled=enabled, admin_paused=admin_paused)
     return keyset_page(qs, scope="admin-agents", keys=("id",), cursor=cursor, limit=limit)
@@ -68,8 +75,9 @@ def agent_runs_page(*, agent: Agent, cursor: str | None = None, limit: int = DEF
 def owner_tokens_this_week(*, owner: User, now: datetime) -> int:
     """SUM(tokens_used) of every run of every agent of ``owner`` finished in the owner's current week."""
     start, end = week_bounds(owner.effective_timezone(), now)
-    total = (AgentRun.objects.filter(agent__owner=owner, finished_at__gte=start, finished_at__lt=end)
-             .aggregate(total=Sum("tokens_used"))["total"])
+    total = AgentRun.objects.filter(agent__owner=owner, finished_at__gte=start, finished_at__lt=end).aggregate(
+        total=Sum("tokens_used")
+    )["total"]
     return int(total or 0)
 
 
@@ -86,8 +94,15 @@ def owner_over_budget(*, owner: User, now: datetime) -> bool:
     (``agents.services.runs.owner_budget_lock``), so concurrent starts cannot all see room."""
     row = platform_settings()
     active = AgentRun.objects.filter(agent__owner=owner, state__in=ACTIVE_STATES).count()
-    return budget_room(spent=owner_tokens_this_week(owner=owner, now=now), active=active,
-                       budget=row.weekly_token_budget, run_cap=row.agent_run_token_cap) == 0
+    return (
+        budget_room(
+            spent=owner_tokens_this_week(owner=owner, now=now),
+            active=active,
+            budget=row.weekly_token_budget,
+            run_cap=row.agent_run_token_cap,
+        )
+        == 0
+    )
 
 
 def owners_over_budget(*, owners: list[User], now: datetime) -> dict[int, bool]:
@@ -101,13 +116,29 @@ def owners_over_budget(*, owners: list[User], now: datetime) -> dict[int, bool]:
     in_week = Q(pk__in=[])
     for (start, end), ids in weeks.items():
         in_week |= Q(agent__owner_id__in=ids, finished_at__gte=start, finished_at__lt=end)
-    spent = dict(AgentRun.objects.filter(in_week).values("agent__owner_id").annotate(total=Sum("tokens_used"))
-                 .values_list("agent__owner_id", "total"))
+    spent = dict(
+        AgentRun.objects.filter(in_week)
+        .values("agent__owner_id")
+        .annotate(total=Sum("tokens_used"))
+        .values_list("agent__owner_id", "total")
+    )
     ids = [pk for group in weeks.values() for pk in group]
-    active = dict(AgentRun.objects.filter(agent__owner_id__in=ids, state__in=ACTIVE_STATES)
-                  .values("agent__owner_id").annotate(n=Count("id")).values_list("agent__owner_id", "n"))
-    return {pk: budget_room(spent=int(spent.get(pk) or 0), active=active.get(pk, 0), budget=row.weekly_token_budget,
-                            run_cap=row.agent_run_token_cap) == 0 for pk in ids}
+    active = dict(
+        AgentRun.objects.filter(agent__owner_id__in=ids, state__in=ACTIVE_STATES)
+        .values("agent__owner_id")
+        .annotate(n=Count("id"))
+        .values_list("agent__owner_id", "n")
+    )
+    return {
+        pk: budget_room(
+            spent=int(spent.get(pk) or 0),
+            active=active.get(pk, 0),
+            budget=row.weekly_token_budget,
+            run_cap=row.agent_run_token_cap,
+        )
+        == 0
+        for pk in ids
+    }
 
 
 def agent_run_blocker(*, agent: Agent, active_state: str | None, over_budget: bool) -> str | None:

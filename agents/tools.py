@@ -27,15 +27,20 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(
         name="search",
         description="Search the company knowledge base. Returns numbered sources `[N] title` with their text.",
-        parameters={"type": "object", "properties": {"query": {"type": "string", "description": "a self-contained query"}},
-                    "required": ["query"]},
+        parameters={
+            "type": "object",
+            "properties": {"query": {"type": "string", "description": "a self-contained query"}},
+            "required": ["query"],
+        },
     ),
     ToolSpec(
         name="graph",
         description="Records linked to a record (Jira links, explicit links), up to depth 2.",
-        parameters={"type": "object",
-                    "properties": {"record_id": {"type": "integer"}, "depth": {"type": "integer", "minimum": 1, "maximum": 2}},
-                    "required": ["record_id"]},
+        parameters={
+            "type": "object",
+            "properties": {"record_id": {"type": "integer"}, "depth": {"type": "integer", "minimum": 1, "maximum": 2}},
+            "required": ["record_id"],
+        },
     ),
     ToolSpec(
         name="sql",
@@ -56,7 +61,11 @@ class KnowledgeTools:
             from knowledge import facade as ks
         self.identity = identity
         self.ks = ks
-        self._handlers: dict[str, Callable[[dict], str]] = {"search": self._search, "graph": self._graph, "sql": self._sql}
+        self._handlers: dict[str, Callable[[dict], str]] = {
+            "search": self._search,
+            "graph": self._graph,
+            "sql": self._sql,
+        }
 
     def call(self, call: ToolCall) -> str:
         """The observation for one tool call (text; errors included as text)."""
@@ -86,8 +95,10 @@ class KnowledgeTools:
             hidden = f"\n\n(Some relevant records exist that the owner may not see; sources: {', '.join(systems)}.)"
         if not result.candidates:
             return ("The knowledge base is empty." if result.is_empty else "Nothing found for this query.") + hidden
-        sources = [ContextSource(i, f"{c.title} (record {c.record_id}, {c.source_system})", c.text)
-                   for i, c in enumerate(result.candidates, start=1)]
+        sources = [
+            ContextSource(i, f"{c.title} (record {c.record_id}, {c.source_system})", c.text)
+            for i, c in enumerate(result.candidates, start=1)
+        ]
         return format_context(sources) + hidden
 
     def _graph(self, args: dict) -> str:
@@ -95,14 +106,18 @@ class KnowledgeTools:
         result = self.ks.graph(int(args["record_id"]), self.identity, depth)
         if not result.nodes:
             return f"No linked records visible for record {result.root_record_id}."
-        return "\n".join(f"- record {n.record_id} «{n.title}» ({n.source_system}), {n.link_type} via {n.via_record_id}, depth {n.depth}"
-                         for n in result.nodes)
+        return "\n".join(
+            f"- record {n.record_id} «{n.title}» ({n.source_system}), {n.link_type} via {n.via_record_id}, depth {n.depth}"
+            for n in result.nodes
+        )
 
     def _sql(self, args: dict) -> str:
         result = self.ks.sql(str(args["query"]), self.identity)
         lines = [" | ".join(result.columns)]
-        lines += [" | ".join(json.dumps(v, ensure_ascii=False, default=str) for v in row)
-                  for row in result.rows[:MAX_SQL_ROWS_SHOWN]]
+        lines += [
+            " | ".join(json.dumps(v, ensure_ascii=False, default=str) for v in row)
+            for row in result.rows[:MAX_SQL_ROWS_SHOWN]
+        ]
         if result.truncated or len(result.rows) > MAX_SQL_ROWS_SHOWN:
             lines.append("(truncated)")
         if not result.rows:

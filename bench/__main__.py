@@ -32,8 +32,11 @@ def main(argv: list[str]) -> int:
         print(f"unknown benchmark(s): {', '.join(sorted(unknown))}; have: {', '.join(discover())}")
         return 2
     if len(names) > 1:
-        failed = [name for name in names
-                  if subprocess.run([sys.executable, "-m", "bench", name], cwd=Path(__file__).parent.parent).returncode]
+        failed = [
+            name
+            for name in names
+            if subprocess.run([sys.executable, "-m", "bench", name], cwd=Path(__file__).parent.parent).returncode
+        ]
         if failed:
             print(f"\nfailed: {', '.join(failed)}")
         return 1 if failed else 0

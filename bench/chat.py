@@ -43,8 +43,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SENTENCE_WORDS = 12  # the stub's sentences (see STUB_SERVER)
-PEER_CONTEXT = ("Сотрудник компании получает ежегодный оплачиваемый отпуск продолжительностью двадцать восемь "
-                "календарных дней по заявлению в кадровую службу")
+PEER_CONTEXT = (
+    "Сотрудник компании получает ежегодный оплачиваемый отпуск продолжительностью двадцать восемь "
+    "календарных дней по заявлению в кадровую службу"
+)
 TTFT_S = 0.300
 TOKEN_DELAY_S = float(os.environ.get("BENCH_CHAT_TOKEN_DELAY", "0.02"))  # 50 tokens/s
 ANSWER_TOKENS = int(os.environ.get("BENCH_CHAT_TOKENS", "40"))
@@ -66,7 +68,7 @@ SERVER_PROCESSES = int(os.environ.get("BENCH_CHAT_SERVER_PROCESSES", "1"))
 
 # --------------------------------------------------------------------------- the scripted model
 
-STUB_SERVER = r'''
+STUB_SERVER = r"""
 import asyncio, json, sys, time
 TTFT, DELAY, TOKENS = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
 stats = {"started": 0, "completed": 0, "aborted": 0}
@@ -166,7 +168,7 @@ async def main():
         await server.serve_forever()
 
 asyncio.run(main())
-'''
+"""
 
 
 def _free_port() -> int:
@@ -200,8 +202,9 @@ async def ours_once(client, url: str, token: str, question: str, *, drop_after: 
     started = time.perf_counter()
     times: list[float] = []
     done = None
-    async with client.stream("POST", url, json={"content": question},
-                             headers={"Authorization": f"Bearer {token}"}) as response:
+    async with client.stream(
+        "POST", url, json={"content": question}, headers={"Authorization": f"Bearer {token}"}
+    ) as response:
         if response.status_code != 200:
             await response.aread()
             raise RuntimeError(f"chat answered {response.status_code}: {response.text[:200]}")
@@ -224,19 +227,36 @@ async def ours_once(client, url: str, token: str, question: str, *, drop_after: 
 async def peer_once(client, base: str, question: str) -> dict:
     """The same two rounds, straight to the model: a tool round, then the answer."""
     started = time.perf_counter()
-    tools = [{"type": "function", "function": {"name": "search_knowledge", "description": "search",
-                                                "parameters": {"type": "object", "properties": {"query": {"type": "string"}}}}}]
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "search_knowledge",
+                "description": "search",
+                "parameters": {"type": "object", "properties": {"query": {"type": "string"}}},
+            },
+        }
+    ]
     messages = [{"role": "system", "content": "grounding"}, {"role": "user", "content": question}]
-    async with client.stream("POST", f"{base}/chat/completions",
-                             json={"model": "stub", "messages": messages, "tools": tools, "stream": True}) as response:
+    async with client.stream(
+        "POST", f"{base}/chat/completions", json={"model": "stub", "messages": messages, "tools": tools, "stream": True}
+    ) as response:
         async for _ in response.aiter_bytes():
             pass
-    messages += [{"role": "assistant", "content": "", "tool_calls": [
-        {"id": "call_1", "type": "function", "function": {"name": "search_knowledge", "arguments": "{}"}}]},
-                 {"role": "tool", "tool_call_id": "call_1", "content": "[1] context\n" + PEER_CONTEXT}]
+    messages += [
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "search_knowledge", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "[1] context\n" + PEER_CONTEXT},
+    ]
     times: list[float] = []
-    async with client.stream("POST", f"{base}/chat/completions",
-                             json={"model": "stub", "messages": messages, "stream": True}) as response:
+    async with client.stream(
+        "POST", f"{base}/chat/completions", json={"model": "stub", "messages": messages, "stream": True}
+    ) as response:
         buffer = ""
         async for text in response.aiter_text():
             buffer += text
@@ -297,8 +317,10 @@ def _prepare_database(stub_base: str):
     from achilles.llm.builtin import HashEmbeddingProvider
     from bench import knowledge as ks_bench
 
-    AllowedModel.objects.update_or_create(name="bench-hash-384", defaults={
-        "provider": "hash", "kind": "embedding", "is_default": True, "options": {"dim": 384}})
+    AllowedModel.objects.update_or_create(
+        name="bench-hash-384",
+        defaults={"provider": "hash", "kind": "embedding", "is_default": True, "options": {"dim": 384}},
+    )
     with connection.cursor() as cursor:
         cursor.execute("SELECT to_regclass('bench_meta') IS NOT NULL")
         fresh = False
@@ -312,9 +334,16 @@ def _prepare_database(stub_base: str):
         cursor.execute("SELECT count(*) FROM knowledge_chunks")
         chunks = cursor.fetchone()[0]
     AllowedModel.objects.filter(kind="chat", is_default=True).exclude(name="bench-stub").update(is_default=False)
-    AllowedModel.objects.update_or_create(name="bench-stub", defaults={
-        "provider": "openai", "kind": "chat", "is_default": True, "context_window": 16000,
-        "options": {"base_url": stub_base, "api_key": "bench", "model": "stub", "timeout": 60}})
+    AllowedModel.objects.update_or_create(
+        name="bench-stub",
+        defaults={
+            "provider": "openai",
+            "kind": "chat",
+            "is_default": True,
+            "context_window": 16000,
+            "options": {"base_url": stub_base, "api_key": "bench", "model": "stub", "timeout": 60},
+        },
+    )
     _clear_candidate_cache()
     user, _ = user_ensure(username="bench-chat", groups=["g1", "g2"])
     token = api_token_create(user=user, name="bench-chat")[1]
@@ -349,9 +378,24 @@ def _profiler(pid: int) -> subprocess.Popen:
     """py-spy (``pip install py-spy``) sampling the server during the longest answers, in the
     collapsed-stack format (``BENCH_CHAT_PROFILE=1``; the profile lands in var/)."""
     out = ROOT / "var" / "bench-chat-profile.txt"
-    process = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(pid), "--rate", "250",
-                                "--format", "raw", "--output", str(out), "--nonblocking", "--subprocesses"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "py-spy"),
+            "record",
+            "--pid",
+            str(pid),
+            "--rate",
+            "250",
+            "--format",
+            "raw",
+            "--output",
+            str(out),
+            "--nonblocking",
+            "--subprocesses",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     time.sleep(1.0)
     print(f"  (profiling the server into {out.relative_to(ROOT)})")
     return process
@@ -380,8 +424,9 @@ def _machine_busy_seconds() -> float:
 
 def _db_connections(connection) -> int:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
-                       [DB_NAME])
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()", [DB_NAME]
+        )
         return cursor.fetchone()[0]
 
 
@@ -389,8 +434,10 @@ def main() -> None:
     import httpx
 
     stub_port, web_port = _free_port(), _free_port()
-    stub = subprocess.Popen([sys.executable, "-c", STUB_SERVER, str(TTFT_S), str(TOKEN_DELAY_S),
-                             str(ANSWER_TOKENS), str(stub_port)], stdout=subprocess.PIPE)
+    stub = subprocess.Popen(
+        [sys.executable, "-c", STUB_SERVER, str(TTFT_S), str(TOKEN_DELAY_S), str(ANSWER_TOKENS), str(stub_port)],
+        stdout=subprocess.PIPE,
+    )
     daphne = None
     connection = old_name = None
     try:
@@ -399,14 +446,28 @@ def main() -> None:
         connection, old_name, user, token, chunks = _prepare_database(stub_base)
         from bench.knowledge import queries
 
-        env = {**os.environ, "ACHILLES_DB_NAME": DB_NAME, "DJANGO_SETTINGS_MODULE": "achilles.settings",
-               "LOG_LEVEL": "WARNING", "ACHILLES_CHAT_SPANS": str(SPANS_FILE)}
+        env = {
+            **os.environ,
+            "ACHILLES_DB_NAME": DB_NAME,
+            "DJANGO_SETTINGS_MODULE": "achilles.settings",
+            "LOG_LEVEL": "WARNING",
+            "ACHILLES_CHAT_SPANS": str(SPANS_FILE),
+        }
         server_log = ROOT / "var" / "bench-chat-daphne.log"
         server_log.parent.mkdir(exist_ok=True)
         bin_dir = Path(sys.executable).parent
         if SERVER_PROCESSES > 1:  # daphne has no multi-process mode; uvicorn shares one socket
-            command = [str(bin_dir / "uvicorn"), "--host", "127.0.0.1", "--port", str(web_port), "--no-access-log",
-                       "--workers", str(SERVER_PROCESSES), "achilles.asgi:application"]
+            command = [
+                str(bin_dir / "uvicorn"),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(web_port),
+                "--no-access-log",
+                "--workers",
+                str(SERVER_PROCESSES),
+                "achilles.asgi:application",
+            ]
         else:
             command = [str(bin_dir / "daphne"), "-b", "127.0.0.1", "-p", str(web_port), "achilles.asgi:application"]
         daphne = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=open(server_log, "w"))  # noqa: SIM115 (the server's log, open for its life)
@@ -422,10 +483,12 @@ def main() -> None:
         def peer(client, i):
             return peer_once(client, stub_base, qs[i % len(qs)])
 
-        print(f"model: TTFT {TTFT_S * 1000:.0f} ms per round, {1 / TOKEN_DELAY_S:.0f} tokens/s, "
-              f"{ANSWER_TOKENS} answer tokens; KS: {chunks} chunks; server: "
-              + (f"uvicorn, {SERVER_PROCESSES} processes " if SERVER_PROCESSES > 1 else "daphne, 1 process ") +
-              f"(log: {server_log.relative_to(ROOT)})\n")
+        print(
+            f"model: TTFT {TTFT_S * 1000:.0f} ms per round, {1 / TOKEN_DELAY_S:.0f} tokens/s, "
+            f"{ANSWER_TOKENS} answer tokens; KS: {chunks} chunks; server: "
+            + (f"uvicorn, {SERVER_PROCESSES} processes " if SERVER_PROCESSES > 1 else "daphne, 1 process ")
+            + f"(log: {server_log.relative_to(ROOT)})\n"
+        )
         # warm-up: imports, pool, HNSW pages — of every worker process
         asyncio.run(run_level(4, 8 * SERVER_PROCESSES, ours))
         asyncio.run(run_level(4, 4, peer))
@@ -433,8 +496,10 @@ def main() -> None:
         from conversations.models import RetrievalTrace
 
         # ---- 1 stream: CPU of the web process per turn, by answer length → fixed + per token
-        print(f"CPU of the web process per grounding turn (1 stream, {CPU_TURNS} turns per answer length; "
-              "/proc utime+stime of the server and its children)")
+        print(
+            f"CPU of the web process per grounding turn (1 stream, {CPU_TURNS} turns per answer length; "
+            "/proc utime+stime of the server and its children)"
+        )
         print(f"{'tokens':>7} {'CPU/turn':>9}  " + " ".join(f"{p:>10}" for p in (*PHASES, "outside")))
         cpu_rows = []
         for length in LENGTHS:
@@ -447,20 +512,30 @@ def main() -> None:
                 profiler.send_signal(signal.SIGINT)
                 profiler.wait(timeout=30)
             spans = _read_spans()
-            phases = {p: statistics.mean(row["cpu_ms"].get(p, 0.0) for row in spans) if spans else float("nan")
-                      for p in PHASES}
+            phases = {
+                p: statistics.mean(row["cpu_ms"].get(p, 0.0) for row in spans) if spans else float("nan")
+                for p in PHASES
+            }
             outside = per_turn - sum(phases.values())
             cpu_rows.append((length, per_turn, phases))
-            print(f"{length:>7} {per_turn:>7.1f}ms  " + " ".join(f"{phases[p]:>8.2f}ms" for p in PHASES)
-                  + f" {outside:>8.2f}ms", flush=True)
+            print(
+                f"{length:>7} {per_turn:>7.1f}ms  "
+                + " ".join(f"{phases[p]:>8.2f}ms" for p in PHASES)
+                + f" {outside:>8.2f}ms",
+                flush=True,
+            )
         fixed, per_token = _fit([(length, cpu) for length, cpu, _ in cpu_rows])
         gate_fixed, gate_per_token = _fit([(length, ph["gate"]) for length, _, ph in cpu_rows])
-        print(f"  fit: CPU per turn = {fixed:.1f} ms fixed + {per_token:.3f} ms per streamed token "
-              f"(targets: ≤ 25 ms, ≤ 0.1 ms); the support check: {gate_fixed:.2f} ms + {gate_per_token:.4f} ms per token")
-        print("  phases: auth (view: credentials, CSRF, body) | turn_start (thread, user message, history, settings, "
-              "is_empty, prompt) | model (both rounds: request, stream parsing) | ks (cache gate, KS search, "
-              "packing, hint) | gate (sentence support check) | relay (events → SSE frames → daphne) | "
-              "finalize (message, trace, citations, access signals) | outside (daphne/ASGI work outside the view)")
+        print(
+            f"  fit: CPU per turn = {fixed:.1f} ms fixed + {per_token:.3f} ms per streamed token "
+            f"(targets: ≤ 25 ms, ≤ 0.1 ms); the support check: {gate_fixed:.2f} ms + {gate_per_token:.4f} ms per token"
+        )
+        print(
+            "  phases: auth (view: credentials, CSRF, body) | turn_start (thread, user message, history, settings, "
+            "is_empty, prompt) | model (both rounds: request, stream parsing) | ks (cache gate, KS search, "
+            "packing, hint) | gate (sentence support check) | relay (events → SSE frames → daphne) | "
+            "finalize (message, trace, citations, access signals) | outside (daphne/ASGI work outside the view)"
+        )
         for streams in FIT_STREAMS:
             # The same fit with concurrent streams: one event-loop wake-up then serves several
             # streams' tokens, so the per-token cost of a loaded process is lower than at 1 stream.
@@ -468,21 +543,30 @@ def main() -> None:
             for length in LENGTHS:
                 turns = 3 * streams
                 before = _cpu_seconds(daphne.pid)
-                asyncio.run(run_level(streams, turns,
-                                      lambda client, i, length=length: ours(client, i, prefix=f"T{length} ")))
+                asyncio.run(
+                    run_level(streams, turns, lambda client, i, length=length: ours(client, i, prefix=f"T{length} "))
+                )
                 points.append((length, (_cpu_seconds(daphne.pid) - before) * 1000 / turns))
             f_fixed, f_per_token = _fit(points)
-            print(f"  at {streams} streams: CPU per turn " + ", ".join(f"{cpu:.1f} ms ({n} tokens)" for n, cpu in points)
-                  + f" → {f_fixed:.1f} ms fixed + {f_per_token:.3f} ms per token", flush=True)
+            print(
+                f"  at {streams} streams: CPU per turn "
+                + ", ".join(f"{cpu:.1f} ms ({n} tokens)" for n, cpu in points)
+                + f" → {f_fixed:.1f} ms fixed + {f_per_token:.3f} ms per token",
+                flush=True,
+            )
         print()
 
-        header = (f"{'streams':>7} {'ours TTFT p50':>13} {'p95':>7} {'peer TTFT p50':>13} {'p95':>7} "
-                  f"{'added p50':>9} {'added p95':>9} {'ours gap':>8} {'peer gap':>8} {'+/token':>8} "
-                  f"{'server CPU/turn':>15} {'turns/CPU-s':>11} {'machine CPU/turn':>16}")
-        print(f"TTFT ({ANSWER_TOKENS}-token answers). Ours: the first token event, which on a grounding turn is "
-              "the first released (checked) sentence; peer: the model's first token. 'added' sets ours against "
-              "the moment the peer's first sentence is known complete (its next token arrived): the platform's "
-              "own delay, the sentence wait being the same for anyone who checks sentences.")
+        header = (
+            f"{'streams':>7} {'ours TTFT p50':>13} {'p95':>7} {'peer TTFT p50':>13} {'p95':>7} "
+            f"{'added p50':>9} {'added p95':>9} {'ours gap':>8} {'peer gap':>8} {'+/token':>8} "
+            f"{'server CPU/turn':>15} {'turns/CPU-s':>11} {'machine CPU/turn':>16}"
+        )
+        print(
+            f"TTFT ({ANSWER_TOKENS}-token answers). Ours: the first token event, which on a grounding turn is "
+            "the first released (checked) sentence; peer: the model's first token. 'added' sets ours against "
+            "the moment the peer's first sentence is known complete (its next token arrived): the platform's "
+            "own delay, the sentence wait being the same for anyone who checks sentences."
+        )
         print(header)
         breakdown = []
         first_sentences = []
@@ -502,33 +586,53 @@ def main() -> None:
             b = [r["ttft"] * 1000 for r in theirs]
             c = [r["first_sentence"] * 1000 for r in theirs]
             ga, gb = gaps(mine) * 1000, gaps(theirs) * 1000
-            added50, added95 = pct(a, .5) - pct(c, .5), pct(a, .95) - pct(c, .95)
+            added50, added95 = pct(a, 0.5) - pct(c, 0.5), pct(a, 0.95) - pct(c, 0.95)
             if level == 1:
                 added_one = (added50, added95)
-            first_sentences.append((level, pct(a, .5), pct(a, .95), pct(b, .5), pct(b, .95), pct(c, .5), pct(c, .95)))
-            print(f"{level:>7} {pct(a, .5):>11.0f}ms {pct(a, .95):>5.0f}ms {pct(b, .5):>11.0f}ms {pct(b, .95):>5.0f}ms "
-                  f"{added50:>7.0f}ms {added95:>7.0f}ms "
-                  f"{ga:>6.1f}ms {gb:>6.1f}ms {ga - gb:>6.2f}ms {cpu_per_turn:>13.1f}ms {n / cpu_s:>11.1f} "
-                  f"{machine_per_turn:>14.1f}ms", flush=True)
+            first_sentences.append(
+                (level, pct(a, 0.5), pct(a, 0.95), pct(b, 0.5), pct(b, 0.95), pct(c, 0.5), pct(c, 0.95))
+            )
+            print(
+                f"{level:>7} {pct(a, 0.5):>11.0f}ms {pct(a, 0.95):>5.0f}ms {pct(b, 0.5):>11.0f}ms {pct(b, 0.95):>5.0f}ms "
+                f"{added50:>7.0f}ms {added95:>7.0f}ms "
+                f"{ga:>6.1f}ms {gb:>6.1f}ms {ga - gb:>6.2f}ms {cpu_per_turn:>13.1f}ms {n / cpu_s:>11.1f} "
+                f"{machine_per_turn:>14.1f}ms",
+                flush=True,
+            )
 
-        print("\ntime to the first released sentence (ours: the first token event, after the support check) "
-              "vs the model's first token and first complete sentence (peer)")
+        print(
+            "\ntime to the first released sentence (ours: the first token event, after the support check) "
+            "vs the model's first token and first complete sentence (peer)"
+        )
         for level, ours50, ours95, tok50, tok95, sen50, sen95 in first_sentences:
-            print(f"{level:>7} streams: ours first sentence p50 {ours50:6.0f} ms p95 {ours95:6.0f} ms | peer first token "
-                  f"p50 {tok50:6.0f} ms p95 {tok95:6.0f} ms | peer first sentence p50 {sen50:6.0f} ms p95 {sen95:6.0f} ms")
-        print("\nwhere our added TTFT goes (wall, p50 per turn, from the retrieval traces): before round 1 | "
-              "round 1 provider overhead beyond the model's TTFT | cache gate + KS search | round 2 provider overhead")
+            print(
+                f"{level:>7} streams: ours first sentence p50 {ours50:6.0f} ms p95 {ours95:6.0f} ms | peer first token "
+                f"p50 {tok50:6.0f} ms p95 {tok95:6.0f} ms | peer first sentence p50 {sen50:6.0f} ms p95 {sen95:6.0f} ms"
+            )
+        print(
+            "\nwhere our added TTFT goes (wall, p50 per turn, from the retrieval traces): before round 1 | "
+            "round 1 provider overhead beyond the model's TTFT | cache gate + KS search | round 2 provider overhead"
+        )
         for level, timings in breakdown:
+
             def p50(key, minus=0.0, timings=timings):
                 values = [t[key] - minus for t in timings if t.get(key) is not None]
-                return pct(values, .5) if values else float("nan")
+                return pct(values, 0.5) if values else float("nan")
+
             ttft_ms = TTFT_S * 1000
-            print(f"{level:>7} streams: prepare {p50('prepare_ms'):6.1f} ms | round 1 +{p50('round1_first_event_ms', ttft_ms):6.1f} ms"
-                  f" | KS {p50('tools_ms'):6.1f} ms | round 2 +{p50('round2_first_token_ms', ttft_ms):6.1f} ms"
-                  f" | support check per answer {p50('gate_ms'):5.2f} ms")
-        result = {"bench": "chat", "cpu_ms_fixed": round(fixed, 2), "cpu_ms_per_token": round(per_token, 4),
-                  "added_ttft_p50_ms": round(added_one[0], 1), "added_ttft_p95_ms": round(added_one[1], 1),
-                  "server_processes": SERVER_PROCESSES}
+            print(
+                f"{level:>7} streams: prepare {p50('prepare_ms'):6.1f} ms | round 1 +{p50('round1_first_event_ms', ttft_ms):6.1f} ms"
+                f" | KS {p50('tools_ms'):6.1f} ms | round 2 +{p50('round2_first_token_ms', ttft_ms):6.1f} ms"
+                f" | support check per answer {p50('gate_ms'):5.2f} ms"
+            )
+        result = {
+            "bench": "chat",
+            "cpu_ms_fixed": round(fixed, 2),
+            "cpu_ms_per_token": round(per_token, 4),
+            "added_ttft_p50_ms": round(added_one[0], 1),
+            "added_ttft_p95_ms": round(added_one[1], 1),
+            "server_processes": SERVER_PROCESSES,
+        }
 
         # ---- 200 mid-stream disconnects
         if not DISCONNECTS:
@@ -557,23 +661,33 @@ def main() -> None:
         deadline = time.monotonic() + ANSWER_TOKENS * 25 * TOKEN_DELAY_S + 2
         while time.monotonic() < deadline:
             after_stats = httpx.get(f"http://127.0.0.1:{stub_port}/stats").json()
-            if after_stats["started"] - before_stats["started"] == \
-                    (after_stats["aborted"] - before_stats["aborted"]) + (after_stats["completed"] - before_stats["completed"]):
+            if after_stats["started"] - before_stats["started"] == (
+                after_stats["aborted"] - before_stats["aborted"]
+            ) + (after_stats["completed"] - before_stats["completed"]):
                 break
             time.sleep(0.2)
         started = after_stats["started"] - before_stats["started"]
         completed = after_stats["completed"] - before_stats["completed"]
         aborted = after_stats["aborted"] - before_stats["aborted"]
-        print(f"\n{DISCONNECTS} mid-stream disconnects (answers of {ANSWER_TOKENS * 25} tokens, dropped after 2, "
-              "20 at a time):")
+        print(
+            f"\n{DISCONNECTS} mid-stream disconnects (answers of {ANSWER_TOKENS * 25} tokens, dropped after 2, "
+            "20 at a time):"
+        )
         print(f"  upstream generations started {started}, cancelled {aborted}, ran to the end {completed}")
-        print(f"  assistant messages: {new.count()} written — {states['interrupted']} interrupted, "
-              f"{states['complete']} complete, {states['failed']} failed")
+        print(
+            f"  assistant messages: {new.count()} written — {states['interrupted']} interrupted, "
+            f"{states['complete']} complete, {states['failed']} failed"
+        )
         half_written = new.filter(content="").count()
         print(f"  empty/half-written rows: {half_written}")
-        print(f"  DB connections: baseline {baseline}, now {_db_connections(connection)}, "
-              + (f"back to baseline {back_after * 1000:.0f} ms after the last drop" if back_after is not None
-                 else "NOT back to baseline within 10 s"))
+        print(
+            f"  DB connections: baseline {baseline}, now {_db_connections(connection)}, "
+            + (
+                f"back to baseline {back_after * 1000:.0f} ms after the last drop"
+                if back_after is not None
+                else "NOT back to baseline within 10 s"
+            )
+        )
         print("RESULT " + json.dumps(result))
     finally:
         for process in (daphne, stub):

@@ -59,8 +59,10 @@ async def _load(port: int, token: str) -> tuple[int, list[float], int]:
     errors = 0
     stop_at = time.monotonic() + DURATION_S
     limits = httpx.Limits(max_connections=CONCURRENCY, max_keepalive_connections=CONCURRENCY)
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", limits=limits, timeout=10,
-                                 headers={"Authorization": f"Bearer {token}"}) as client:
+    async with httpx.AsyncClient(
+        base_url=f"http://127.0.0.1:{port}", limits=limits, timeout=10, headers={"Authorization": f"Bearer {token}"}
+    ) as client:
+
         async def worker():
             nonlocal errors
             while time.monotonic() < stop_at:
@@ -78,8 +80,7 @@ async def _load(port: int, token: str) -> tuple[int, list[float], int]:
 
 def _measure(name: str, command: list[str], port: int, token: str) -> dict:
     log = open(ROOT / "var" / f"bench-http-{name}.log", "w")  # noqa: SIM115 (the server's log, open for its life)
-    proc = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         _wait_ready(port)
         asyncio.run(_load(port, token))  # warm-up pass is the same length as the measured one
@@ -102,18 +103,41 @@ def main() -> None:
     bin_dir = Path(sys.executable).parent
     results = []
     port = _free_port()
-    results.append(_measure("daphne", [str(bin_dir / "daphne"), "-b", "127.0.0.1", "-p", str(port),
-                                       "achilles.asgi:application"], port, token))
+    results.append(
+        _measure(
+            "daphne",
+            [str(bin_dir / "daphne"), "-b", "127.0.0.1", "-p", str(port), "achilles.asgi:application"],
+            port,
+            token,
+        )
+    )
     port = _free_port()
-    results.append(_measure("uvicorn", [str(bin_dir / "uvicorn"), "--host", "127.0.0.1", "--port", str(port),
-                                        "--log-level", "warning", "achilles.asgi:application"], port, token))
+    results.append(
+        _measure(
+            "uvicorn",
+            [
+                str(bin_dir / "uvicorn"),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--log-level",
+                "warning",
+                "achilles.asgi:application",
+            ],
+            port,
+            token,
+        )
+    )
     print(f"GET /api/me (Bearer), {CONCURRENCY} concurrent clients, {DURATION_S:.0f}s per server after warm-up")
     print(f"{'server':<10}{'req/s':>10}{'p50 ms':>10}{'p95 ms':>10}{'errors':>8}")
     for r in results:
         print(f"{r['server']:<10}{r['rps']:>10.1f}{r['p50']:>10.1f}{r['p95']:>10.1f}{r['errors']:>8}")
     daphne, uvicorn = results
-    print(f"ratio uvicorn/daphne: throughput {uvicorn['rps'] / daphne['rps']:.2f}x, "
-          f"p95 {uvicorn['p95'] / daphne['p95']:.2f}x")
+    print(
+        f"ratio uvicorn/daphne: throughput {uvicorn['rps'] / daphne['rps']:.2f}x, "
+        f"p95 {uvicorn['p95'] / daphne['p95']:.2f}x"
+    )
 
 
 if __name__ == "__main__":

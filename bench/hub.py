@@ -103,8 +103,10 @@ def _bench_issues(user) -> dict:
 def _seed_commands(cursor, n: int) -> None:
     cursor.execute("TRUNCATE hub_commands, hub_batches CASCADE")
     batches = max(1, n // 20)
-    cursor.execute(f"INSERT INTO hub_batches (title, author, created_at) SELECT 'b' || g, 'api', now() "
-                   f"FROM generate_series(1, {batches}) g")
+    cursor.execute(
+        f"INSERT INTO hub_batches (title, author, created_at) SELECT 'b' || g, 'api', now() "
+        f"FROM generate_series(1, {batches}) g"
+    )
     cursor.execute("""
         INSERT INTO hub_commands (batch_id, seq, type, payload, keys, depends_on, waits_for_batch, state, claims,
                                   lease_tokens, error, created_key, force_cancelled, created_at)
@@ -154,8 +156,9 @@ def _bench_claims(agents, *, peer: bool) -> dict:
             with transaction.atomic(), connection.cursor() as cursor:
                 cursor.execute(PEER_CLAIM_SQL, {"limit": 50, "agent": agent.pk})
                 return [{"id": i, "lease_token": t} for i, t in cursor.fetchall()]
-        return protocol.sync_agent_claim(sync_agent=agent, version=6, launcher_version=1, max_commands=50,
-                                         settings_version=1)["commands"]
+        return protocol.sync_agent_claim(
+            sync_agent=agent, version=6, launcher_version=1, max_commands=50, settings_version=1
+        )["commands"]
 
     def worker(agent) -> None:
         from hub.models import Command
@@ -169,9 +172,21 @@ def _bench_claims(agents, *, peer: bool) -> dict:
                     if not Command.objects.filter(state__in=["queued", "claimed"]).exists():
                         return
                     continue
-                retrying(lambda agent=agent, got=got: protocol.sync_agent_report(sync_agent=agent, results=[
-                    {"command_id": c["id"], "lease_token": c["lease_token"], "status": "done", "result": {"changed": []}}
-                    for c in got], rate_limited=[]))
+                retrying(
+                    lambda agent=agent, got=got: protocol.sync_agent_report(
+                        sync_agent=agent,
+                        results=[
+                            {
+                                "command_id": c["id"],
+                                "lease_token": c["lease_token"],
+                                "status": "done",
+                                "result": {"changed": []},
+                            }
+                            for c in got
+                        ],
+                        rate_limited=[],
+                    )
+                )
                 with lock:
                     done[0] += len(got)
         except BaseException as exc:  # reported below
@@ -216,9 +231,13 @@ def _bench_wait(user, agent, *, peer: bool, n: int) -> list[float]:
         thread.start()
         time.sleep(0.05)
         got = protocol.sync_agent_claim(sync_agent=agent, version=6, launcher_version=1, settings_version=1)["commands"]
-        protocol.sync_agent_report(sync_agent=agent, results=[
-            {"command_id": c["id"], "lease_token": c["lease_token"], "status": "done", "result": {}} for c in got],
-            rate_limited=[])
+        protocol.sync_agent_report(
+            sync_agent=agent,
+            results=[
+                {"command_id": c["id"], "lease_token": c["lease_token"], "status": "done", "result": {}} for c in got
+            ],
+            rate_limited=[],
+        )
         committed = time.perf_counter()
         thread.join()
         latencies.append(returned[0] - committed)
@@ -228,16 +247,37 @@ def _bench_wait(user, agent, *, peer: bool, n: int) -> list[float]:
 def _upload_pages(first: int, count: int, version: str) -> list[list[dict]]:
     from hub.schemas import UploadIn
 
-    issues = [{"key": f"ZETA-{i}", "project": "ZETA", "summary": f"Задача {i} {version}", "status": "To Do",
-               "issue_type": "Task", "priority": "Medium", "assignee": f"user{i % 50}", "duedate": "2026-12-01",
-               "sprint": "Спринт 2", "labels": ["AWPCA"], "updated": f"2026-11-30T{10 if version == 'a' else 11}:00:00.000+0000",
-               "fields": {"description": f"Описание {i}", "customfield_10010": i},
-               "links": [{"link_type": "Blocks", "direction": "outward", "other_key": f"ZETA-{i + 1}"}],
-               "comments": [{"id": str(i * 10 + c), "author": "jdoe", "created": "2026-11-29T10:00:00.000+0000",
-                             "body": f"комментарий {c}"} for c in range(2)]}
-              for i in range(first, first + count)]
-    return [[i.model_dump() for i in UploadIn.model_validate({"issues": issues[p:p + 500]}).issues]
-            for p in range(0, len(issues), 500)]
+    issues = [
+        {
+            "key": f"ZETA-{i}",
+            "project": "ZETA",
+            "summary": f"Задача {i} {version}",
+            "status": "To Do",
+            "issue_type": "Task",
+            "priority": "Medium",
+            "assignee": f"user{i % 50}",
+            "duedate": "2026-12-01",
+            "sprint": "Спринт 2",
+            "labels": ["AWPCA"],
+            "updated": f"2026-11-30T{10 if version == 'a' else 11}:00:00.000+0000",
+            "fields": {"description": f"Описание {i}", "customfield_10010": i},
+            "links": [{"link_type": "Blocks", "direction": "outward", "other_key": f"ZETA-{i + 1}"}],
+            "comments": [
+                {
+                    "id": str(i * 10 + c),
+                    "author": "jdoe",
+                    "created": "2026-11-29T10:00:00.000+0000",
+                    "body": f"комментарий {c}",
+                }
+                for c in range(2)
+            ],
+        }
+        for i in range(first, first + count)
+    ]
+    return [
+        [i.model_dump() for i in UploadIn.model_validate({"issues": issues[p : p + 500]}).issues]
+        for p in range(0, len(issues), 500)
+    ]
 
 
 def _bench_upload_rest() -> float:
@@ -287,18 +327,34 @@ def _bench_upload() -> dict:
     for page in pages:
         with transaction.atomic():
             for item in page:
-                issue, _ = MirrorIssue.objects.update_or_create(key=item["key"], defaults={
-                    "project": item["project"], "summary": item["summary"], "status": item["status"] or "",
-                    "issue_type": item["issue_type"] or "", "priority": item["priority"] or "",
-                    "assignee": item["assignee"] or "", "duedate": item["duedate"], "sprint": item["sprint"],
-                    "labels": item["labels"], "fields": item["fields"], "updated": item["updated"],
-                    "content_sha256": "0" * 64})
+                issue, _ = MirrorIssue.objects.update_or_create(
+                    key=item["key"],
+                    defaults={
+                        "project": item["project"],
+                        "summary": item["summary"],
+                        "status": item["status"] or "",
+                        "issue_type": item["issue_type"] or "",
+                        "priority": item["priority"] or "",
+                        "assignee": item["assignee"] or "",
+                        "duedate": item["duedate"],
+                        "sprint": item["sprint"],
+                        "labels": item["labels"],
+                        "fields": item["fields"],
+                        "updated": item["updated"],
+                        "content_sha256": "0" * 64,
+                    },
+                )
                 MirrorLink.objects.filter(issue=issue).delete()
                 MirrorComment.objects.filter(issue=issue).delete()
                 MirrorLink.objects.bulk_create([MirrorLink(issue=issue, **link) for link in item["links"]])
-                MirrorComment.objects.bulk_create([MirrorComment(issue=issue, jira_id=c["id"], author=c["author"],
-                                                                 created=c["created"], body=c["body"])
-                                                   for c in item["comments"]])
+                MirrorComment.objects.bulk_create(
+                    [
+                        MirrorComment(
+                            issue=issue, jira_id=c["id"], author=c["author"], created=c["created"], body=c["body"]
+                        )
+                        for c in item["comments"]
+                    ]
+                )
     results["peer"] = n / (time.perf_counter() - started)
     return results
 
@@ -324,8 +380,10 @@ def child() -> None:
     user, _ = user_ensure(username="bench-hub", groups=["hub"])
     with connection.cursor() as cursor:
         _seed_issues(cursor)
-    print(f"  scratch database {BENCH_DB}: migrated, {ISSUES:,} issues seeded in {time.perf_counter() - started:.1f}s",
-          flush=True)
+    print(
+        f"  scratch database {BENCH_DB}: migrated, {ISSUES:,} issues seeded in {time.perf_counter() - started:.1f}s",
+        flush=True,
+    )
     # The Knowledge Store feed is a Celery task queued on commit; the bench measures the mirror alone.
     import hub.tasks
 
@@ -337,10 +395,14 @@ def child() -> None:
     if "issues" in PARTS:
         issues = _bench_issues(user)
         rows.append(
-        (f"issues, 3 filters, {ISSUES // 1000}k issues: p50 / p95",
-         f"{statistics.median(issues['ours']) * ms:.1f} / {_pct(issues['ours'], 0.95) * ms:.1f} ms",
-         f"{statistics.median(issues['peer']) * ms:.1f} / {_pct(issues['peer'], 0.95) * ms:.1f} ms (no indexes)",
-         "p95 ≤ 50 ms", _pct(issues["ours"], 0.95) <= 0.05))
+            (
+                f"issues, 3 filters, {ISSUES // 1000}k issues: p50 / p95",
+                f"{statistics.median(issues['ours']) * ms:.1f} / {_pct(issues['ours'], 0.95) * ms:.1f} ms",
+                f"{statistics.median(issues['peer']) * ms:.1f} / {_pct(issues['peer'], 0.95) * ms:.1f} ms (no indexes)",
+                "p95 ≤ 50 ms",
+                _pct(issues["ours"], 0.95) <= 0.05,
+            )
+        )
     if "claims" in PARTS:
         with connection.cursor() as cursor:
             _seed_commands(cursor, COMMANDS)
@@ -350,24 +412,48 @@ def child() -> None:
         peer_claims = _bench_claims(agents, peer=True)
         with connection.cursor() as cursor:
             cursor.execute("TRUNCATE hub_commands, hub_batches CASCADE")
-        rows.append((f"claim + report, 4 sync agents, {COMMANDS:,} commands",
-         f"{ours_claims['rate']:,.0f} commands/s", f"{peer_claims['rate']:,.0f} commands/s (FOR UPDATE, no SKIP LOCKED; {peer_claims['deadlocks']} deadlocks)",
-         "≥ 2 000/s", ours_claims["rate"] >= 2000))
+        rows.append(
+            (
+                f"claim + report, 4 sync agents, {COMMANDS:,} commands",
+                f"{ours_claims['rate']:,.0f} commands/s",
+                f"{peer_claims['rate']:,.0f} commands/s (FOR UPDATE, no SKIP LOCKED; {peer_claims['deadlocks']} deadlocks)",
+                "≥ 2 000/s",
+                ours_claims["rate"] >= 2000,
+            )
+        )
     if "wait" in PARTS:
         waits = _bench_wait(user, agents[0], peer=False, n=WAITS)
         peer_waits = _bench_wait(user, agents[0], peer=True, n=max(5, WAITS // 4))
-        rows.append(("batch_wait wake-up after the last report: p50 / p95",
-         f"{statistics.median(waits) * ms:.0f} / {_pct(waits, 0.95) * ms:.0f} ms",
-         f"{statistics.median(peer_waits) * ms:.0f} / {_pct(peer_waits, 0.95) * ms:.0f} ms (1 s DB polling)",
-         "p95 ≤ 200 ms", _pct(waits, 0.95) <= 0.2))
+        rows.append(
+            (
+                "batch_wait wake-up after the last report: p50 / p95",
+                f"{statistics.median(waits) * ms:.0f} / {_pct(waits, 0.95) * ms:.0f} ms",
+                f"{statistics.median(peer_waits) * ms:.0f} / {_pct(peer_waits, 0.95) * ms:.0f} ms (1 s DB polling)",
+                "p95 ≤ 200 ms",
+                _pct(waits, 0.95) <= 0.2,
+            )
+        )
     if "upload" in PARTS:
         upload = _bench_upload()
-        rows.append((f"mirror upload, {UPLOAD:,} issues in pages of 500",
-         f"{upload['insert']:,.0f} new / {upload['update']:,.0f} changed / {upload['unchanged']:,.0f} same issues/s",
-         f"{upload['peer']:,.0f} issues/s (ORM update_or_create)", "≥ 5 000/s", upload["insert"] >= 5000))
+        rows.append(
+            (
+                f"mirror upload, {UPLOAD:,} issues in pages of 500",
+                f"{upload['insert']:,.0f} new / {upload['update']:,.0f} changed / {upload['unchanged']:,.0f} same issues/s",
+                f"{upload['peer']:,.0f} issues/s (ORM update_or_create)",
+                "≥ 5 000/s",
+                upload["insert"] >= 5000,
+            )
+        )
         rest = _bench_upload_rest()
-        rows.append(("mirror upload over REST (POST …/sync-agent/upload)", f"{rest:,.0f} new issues/s",
-         f"{upload['insert']:,.0f} issues/s (the service alone, no HTTP)", "≥ 5 000/s", rest >= 5000))
+        rows.append(
+            (
+                "mirror upload over REST (POST …/sync-agent/upload)",
+                f"{rest:,.0f} new issues/s",
+                f"{upload['insert']:,.0f} issues/s (the service alone, no HTTP)",
+                "≥ 5 000/s",
+                rest >= 5000,
+            )
+        )
     width = max(len(r[0]) for r in rows)
     print(f"  {'':{width}}  {'ours':46} {'peer':52} target")
     for name, ours_v, peer_v, target, ok in rows:

@@ -30,7 +30,9 @@ TARGET_RATE = 1000
 
 
 def _spawn(args: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen:
-    return subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=open(log, "w"), start_new_session=True)
+    return subprocess.Popen(
+        args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=open(log, "w"), start_new_session=True
+    )
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -56,7 +58,9 @@ def jira_read_alone(url: str) -> float:
     started = time.perf_counter()
     got = 0
     while True:
-        page = jira.jql('project in ("BENCH") AND labels = "AWPCA" ORDER BY updated ASC', fields="*all", start=got, limit=PAGE)
+        page = jira.jql(
+            'project in ("BENCH") AND labels = "AWPCA" ORDER BY updated ASC', fields="*all", start=got, limit=PAGE
+        )
         got += len(page["issues"])
         if not page["issues"] or got >= page["total"]:
             break
@@ -92,8 +96,12 @@ def main() -> None:
         from hub.permissions import hub_group_ensure
 
         staff.groups.add(hub_group_ensure())
-        for key, value in (("projects", ["BENCH"]), ("page_size", PAGE), ("poll_interval_seconds", POLL),
-                           ("full_sync_cron", "0 3 1 1 *")):
+        for key, value in (
+            ("projects", ["BENCH"]),
+            ("page_size", PAGE),
+            ("poll_interval_seconds", POLL),
+            ("full_sync_cron", "0 3 1 1 *"),
+        ):
             settings_set(user=staff, key=key, value=value)
         _agent, token = sync_agent_create(name="bench")
 
@@ -101,11 +109,33 @@ def main() -> None:
         env.pop("PYTHONPATH", None)
         hub_port, jira_port = free_port(), free_port()
         bin_dir = Path(sys.executable).parent
-        procs.append(_spawn([str(bin_dir / "daphne"), "-b", "127.0.0.1", "-p", str(hub_port), "achilles.asgi:application"],
-                            logs / "bench-hub-sync-daphne.log", env))
+        procs.append(
+            _spawn(
+                [str(bin_dir / "daphne"), "-b", "127.0.0.1", "-p", str(hub_port), "achilles.asgi:application"],
+                logs / "bench-hub-sync-daphne.log",
+                env,
+            )
+        )
         print(f"emulator: building {ISSUES} issues …", flush=True)
-        procs.append(_spawn([sys.executable, "-m", "hub.emulator", "--port", str(jira_port), "--data", "bench",
-                             "--count", str(ISSUES), "--token", "sync-pat"], logs / "bench-hub-sync-emulator.log", env))
+        procs.append(
+            _spawn(
+                [
+                    sys.executable,
+                    "-m",
+                    "hub.emulator",
+                    "--port",
+                    str(jira_port),
+                    "--data",
+                    "bench",
+                    "--count",
+                    str(ISSUES),
+                    "--token",
+                    "sync-pat",
+                ],
+                logs / "bench-hub-sync-emulator.log",
+                env,
+            )
+        )
         wait_port(hub_port, 60)
         wait_port(jira_port, 300)
         jira_url = f"http://127.0.0.1:{jira_port}"
@@ -113,18 +143,42 @@ def main() -> None:
 
         state = Path(tempfile.mkdtemp(prefix="bench-syncagent-"))
         started = time.monotonic()
-        procs.append(_spawn([sys.executable, "-m", "hub.syncagent", "--hub", f"http://127.0.0.1:{hub_port}", "--token", token,
-                             "--jira", jira_url, "--jira-token", "sync-pat", "--state-dir", str(state)],
-                            logs / "bench-hub-sync-agent.log", env))
-        run = wait_until(lambda: SyncRun.objects.filter(kind="full").exclude(status="running").first(), 1800, "the full sync")
+        procs.append(
+            _spawn(
+                [
+                    sys.executable,
+                    "-m",
+                    "hub.syncagent",
+                    "--hub",
+                    f"http://127.0.0.1:{hub_port}",
+                    "--token",
+                    token,
+                    "--jira",
+                    jira_url,
+                    "--jira-token",
+                    "sync-pat",
+                    "--state-dir",
+                    str(state),
+                ],
+                logs / "bench-hub-sync-agent.log",
+                env,
+            )
+        )
+        run = wait_until(
+            lambda: SyncRun.objects.filter(kind="full").exclude(status="running").first(), 1800, "the full sync"
+        )
         wall = time.monotonic() - started
         mirrored = MirrorIssue.objects.filter(project="BENCH").count()
         duration = (run.finished_at - run.started_at).total_seconds()
         rate = mirrored / duration
-        print(f"\nfull sync of {ISSUES} issues (pages of {PAGE}, 1 comment each, a link per 10): status {run.status}, "
-              f"{mirrored} mirrored in {duration:.1f} s (sync run), {wall:.1f} s from the agent's start")
+        print(
+            f"\nfull sync of {ISSUES} issues (pages of {PAGE}, 1 comment each, a link per 10): status {run.status}, "
+            f"{mirrored} mirrored in {duration:.1f} s (sync run), {wall:.1f} s from the agent's start"
+        )
         print(f"{'':<34}{'issues/s':>10}")
-        print(f"{'ours: Jira → hub mirror':<34}{rate:>10.0f}   target ≥ {TARGET_RATE}: {'ok' if rate >= TARGET_RATE else 'MISSED'}")
+        print(
+            f"{'ours: Jira → hub mirror':<34}{rate:>10.0f}   target ≥ {TARGET_RATE}: {'ok' if rate >= TARGET_RATE else 'MISSED'}"
+        )
         print(f"{'peer: Jira read alone (ceiling)':<34}{peer_rate:>10.0f}   ours/peer {rate / peer_rate:.2f}x")
 
         # Mirror → Knowledge Store: the hub's feed (a Celery task per uploaded page in production),
@@ -132,12 +186,16 @@ def main() -> None:
         try:
             from hub.knowledge_feed import mirror_to_knowledge
 
-            sample = list(MirrorIssue.objects.filter(project="BENCH").order_by("id").values_list("id", flat=True)[:KS_SAMPLE])
+            sample = list(
+                MirrorIssue.objects.filter(project="BENCH").order_by("id").values_list("id", flat=True)[:KS_SAMPLE]
+            )
             t0 = time.perf_counter()
             for i in range(0, len(sample), PAGE):
-                mirror_to_knowledge(issue_ids=sample[i:i + PAGE])
+                mirror_to_knowledge(issue_ids=sample[i : i + PAGE])
             ks_rate = len(sample) / (time.perf_counter() - t0)
-            print(f"{'mirror → Knowledge Store (feed)':<34}{ks_rate:>10.0f}   ({len(sample)} issues, pages of {PAGE}, in process)")
+            print(
+                f"{'mirror → Knowledge Store (feed)':<34}{ks_rate:>10.0f}   ({len(sample)} issues, pages of {PAGE}, in process)"
+            )
         except Exception as exc:  # noqa: BLE001 - the mirror figures above stand on their own
             print(f"mirror → Knowledge Store: not measured ({exc!r})")
 
@@ -151,13 +209,20 @@ def main() -> None:
             summary = f"Правка {n} в Jira"
             admin.post("/_emulator/touch", json={"key": key, "summary": summary}).raise_for_status()
             t0 = time.monotonic()
-            wait_until(lambda key=key, summary=summary: MirrorIssue.objects.filter(key=key, summary=summary).exists(), 60, f"{key} mirrored", interval=0.02)
+            wait_until(
+                lambda key=key, summary=summary: MirrorIssue.objects.filter(key=key, summary=summary).exists(),
+                60,
+                f"{key} mirrored",
+                interval=0.02,
+            )
             lags.append(time.monotonic() - t0)
             time.sleep(rng.uniform(0, POLL))  # changes land at any point of the poll cycle
         p50, p95 = _pct(lags, 0.5), _pct(lags, 0.95)
         print(f"\nincremental-sync lag, {CHANGES} Jira edits at random points of a {POLL} s poll interval:")
-        print(f"ours p50 {p50:.2f} s, p95 {p95:.2f} s, max {max(lags):.2f} s; target p95 ≤ 2 poll intervals = {2 * POLL} s: "
-              f"{'ok' if p95 <= 2 * POLL else 'MISSED'}")
+        print(
+            f"ours p50 {p50:.2f} s, p95 {p95:.2f} s, max {max(lags):.2f} s; target p95 ≤ 2 poll intervals = {2 * POLL} s: "
+            f"{'ok' if p95 <= 2 * POLL else 'MISSED'}"
+        )
     finally:
         for proc in reversed(procs):
             _kill(proc)

@@ -137,9 +137,83 @@ ORDER BY embedding <=> %(embedding)s::vector, id LIMIT %(n)s
 
 # --------------------------------------------------------------------------- synthetic corpus
 
-STOP = ["и", "в", "не", "на", "что", "с", "по", "как", "это", "к", "но", "из", "у", "за", "от", "о", "так", "же", "для", "все", "до", "она", "вы", "его", "только", "или", "бы", "уже", "было", "если", "при", "когда", "был", "мы", "нет", "ни", "ли", "под", "то", "они", "есть", "где", "там", "даже", "через"]
-_ONSETS = ["б", "в", "г", "д", "ж", "з", "к", "л", "м", "н", "п", "р", "с", "т", "ф", "х", "ц", "ч", "ш", "пр",
-           "ст", "тр", "кр", "гр", "бл", "сп", "зв", "др"]
+STOP = [
+    "и",
+    "в",
+    "не",
+    "на",
+    "что",
+    "с",
+    "по",
+    "как",
+    "это",
+    "к",
+    "но",
+    "из",
+    "у",
+    "за",
+    "от",
+    "о",
+    "так",
+    "же",
+    "для",
+    "все",
+    "до",
+    "она",
+    "вы",
+    "его",
+    "только",
+    "или",
+    "бы",
+    "уже",
+    "было",
+    "если",
+    "при",
+    "когда",
+    "был",
+    "мы",
+    "нет",
+    "ни",
+    "ли",
+    "под",
+    "то",
+    "они",
+    "есть",
+    "где",
+    "там",
+    "даже",
+    "через",
+]
+_ONSETS = [
+    "б",
+    "в",
+    "г",
+    "д",
+    "ж",
+    "з",
+    "к",
+    "л",
+    "м",
+    "н",
+    "п",
+    "р",
+    "с",
+    "т",
+    "ф",
+    "х",
+    "ц",
+    "ч",
+    "ш",
+    "пр",
+    "ст",
+    "тр",
+    "кр",
+    "гр",
+    "бл",
+    "сп",
+    "зв",
+    "др",
+]
 _VOWELS = ["а", "е", "и", "о", "у", "ы", "я", "ю"]
 _ENDINGS = ["", "ый", "ая", "ое", "ов", "ами", "ение", "ость", "ать", "ить", "ка", "ник", "ство", "ой", "ем"]
 
@@ -192,11 +266,15 @@ def _vector_text(vector) -> str:
 
 
 BUILD_LOCK = 0x6B5F6265  # pg_advisory_lock key: one builder at a time (bench/chat shares the dataset)
-HNSW_INDEX_SQL = ("CREATE INDEX knowledge_chunk_emb_hnsw32 ON knowledge_chunks "
-                  "USING hnsw (embedding vector_cosine_ops) WITH (m = 32, ef_construction = 128)")
-PUBLIC_INDEX_SQL = ("CREATE INDEX knowledge_chunk_embedding_public_hnsw ON knowledge_chunks "
-                    "USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64) "
-                    "WHERE acl && '{public}'::text[]")
+HNSW_INDEX_SQL = (
+    "CREATE INDEX knowledge_chunk_emb_hnsw32 ON knowledge_chunks "
+    "USING hnsw (embedding vector_cosine_ops) WITH (m = 32, ef_construction = 128)"
+)
+PUBLIC_INDEX_SQL = (
+    "CREATE INDEX knowledge_chunk_embedding_public_hnsw ON knowledge_chunks "
+    "USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64) "
+    "WHERE acl && '{public}'::text[]"
+)
 
 
 def dataset_key(chunks: int = CHUNKS) -> str:
@@ -245,18 +323,25 @@ def _build(cursor, embedder, chunks: int, *, have_records: int = 0) -> dict:
         texts = [corpus.text(topic, corpus.rng.randint(60, 110)) for _ in range(CHUNKS_PER_RECORD)]
         if rid <= have_records:
             continue
-        records.write(f"{rid}\tbench\tdoc-{rid}\tДокумент {rid}\thttps://wiki.example/{rid}\t{author}\t"
-                      "{" + ",".join(acl) + "}\t1\tbench\t\\N\t\n")
+        records.write(
+            f"{rid}\tbench\tdoc-{rid}\tДокумент {rid}\thttps://wiki.example/{rid}\t{author}\t"
+            "{" + ",".join(acl) + "}\t1\tbench\t\\N\t\n"
+        )
         chunk_rows.extend((rid, ordinal, f"Документ {rid}", text) for ordinal, text in enumerate(texts))
     records.seek(0)
-    with cursor.copy("COPY knowledge_records (id, source_system, external_id, title, url, author_principal_id, "
-                     "acl, trust_score, origin, embedding_model, content_hash) FROM STDIN") as copy:
+    with cursor.copy(
+        "COPY knowledge_records (id, source_system, external_id, title, url, author_principal_id, "
+        "acl, trust_score, origin, embedding_model, content_hash) FROM STDIN"
+    ) as copy:
         copy.write(records.read())
-    print(f"  records: {n_records - have_records} in {time.monotonic() - started:.1f}s; "
-          f"embedding {len(chunk_rows)} chunks …", flush=True)
+    print(
+        f"  records: {n_records - have_records} in {time.monotonic() - started:.1f}s; "
+        f"embedding {len(chunk_rows)} chunks …",
+        flush=True,
+    )
     batch = 2000
     for start in range(0, len(chunk_rows), batch):
-        rows = chunk_rows[start:start + batch]
+        rows = chunk_rows[start : start + batch]
         vectors = embedder.embed([f"{heading} › {text}" for _, _, heading, text in rows])
         buf = io.StringIO()
         for (rid, ordinal, heading, text), vector in zip(rows, vectors, strict=True):
@@ -281,10 +366,14 @@ def _build(cursor, embedder, chunks: int, *, have_records: int = 0) -> dict:
     cursor.execute("CREATE TABLE IF NOT EXISTS bench_meta (key text PRIMARY KEY, value text)")
     timings = {"hnsw_build_s": round(main_seconds, 1), "public_hnsw_build_s": round(public_seconds, 1)}
     for key, value in [("dataset", dataset_key(chunks)), ("timings", json.dumps(timings))]:
-        cursor.execute("INSERT INTO bench_meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-                       [key, value])
-    print(f"  built in {time.monotonic() - started:.0f}s (HNSW {main_seconds:.0f}s, public HNSW {public_seconds:.0f}s)",
-          flush=True)
+        cursor.execute(
+            "INSERT INTO bench_meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+            [key, value],
+        )
+    print(
+        f"  built in {time.monotonic() - started:.0f}s (HNSW {main_seconds:.0f}s, public HNSW {public_seconds:.0f}s)",
+        flush=True,
+    )
     return timings
 
 
@@ -303,6 +392,7 @@ def queries(n: int) -> list[str]:
 
 
 # --------------------------------------------------------------------------- the three sides
+
 
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
@@ -342,8 +432,16 @@ class Sides:
 
         vector = self.embedder.embed([q])[0]
         with self.connection.cursor() as cursor:
-            cursor.execute(PEER_SQL, {"embedding": vector_literal(vector), "query": q,
-                                      "principals": sorted(principals), "k": 60, "limit": K})
+            cursor.execute(
+                PEER_SQL,
+                {
+                    "embedding": vector_literal(vector),
+                    "query": q,
+                    "principals": sorted(principals),
+                    "k": 60,
+                    "limit": K,
+                },
+            )
             return len(cursor.fetchall())
 
     def complete(self, q: str, principals) -> int:
@@ -359,10 +457,20 @@ class Sides:
             cursor.execute(PEER_WITHHELD_SQL, params)
             withheld = cursor.fetchall()
         # what ours hands back: candidates with record, title, url, text, score and rank; coordinates
-        candidates = [{"chunk_id": chunk_id, "record_id": details[chunk_id][1], "title": details[chunk_id][2],
-                       "url": details[chunk_id][3] or "", "source_system": details[chunk_id][4],
-                       "text": details[chunk_id][5], "score": float(score), "rank": rank}
-                      for rank, (chunk_id, score) in enumerate(ranked, start=1) if chunk_id in details]
+        candidates = [
+            {
+                "chunk_id": chunk_id,
+                "record_id": details[chunk_id][1],
+                "title": details[chunk_id][2],
+                "url": details[chunk_id][3] or "",
+                "source_system": details[chunk_id][4],
+                "text": details[chunk_id][5],
+                "score": float(score),
+                "rank": rank,
+            }
+            for rank, (chunk_id, score) in enumerate(ranked, start=1)
+            if chunk_id in details
+        ]
         coordinates = [{"source_system": source, "author_principal_id": author} for source, author in withheld]
         return len(candidates) + len(coordinates)
 
@@ -380,8 +488,9 @@ class Sides:
         vector = self.embedder.embed([q])[0]
         with transaction.atomic(), self.connection.cursor() as cursor:
             lexical = lexical_lists(cursor, q, sorted(principals), depth, K)
-            return vector_list(cursor, vector, sorted(principals), depth, -1.0,
-                               extra=lexical.visible if lexical else ())
+            return vector_list(
+                cursor, vector, sorted(principals), depth, -1.0, extra=lexical.visible if lexical else ()
+            )
 
     def peer_vector(self, q: str, principals) -> list[int]:
         from knowledge.search.vector import vector_literal
@@ -399,8 +508,9 @@ class Sides:
         vector = self.embedder.embed([q])[0]
         with transaction.atomic(), self.connection.cursor() as cursor:
             cursor.execute("SET LOCAL enable_indexscan = off")  # no HNSW: a sequential or bitmap scan, exact
-            cursor.execute(EXACT_SQL, {"embedding": vector_literal(vector), "principals": sorted(principals),
-                                       "n": RECALL_AT})
+            cursor.execute(
+                EXACT_SQL, {"embedding": vector_literal(vector), "principals": sorted(principals), "n": RECALL_AT}
+            )
             return [row[0] for row in cursor.fetchall()]
 
 
@@ -415,7 +525,7 @@ def interleaved(sides: Sides, qs: list[str], principals) -> dict[str, list[float
     """Milliseconds per query of the three sides, query by query, the order rotating."""
     times: dict[str, list[float]] = {name: [] for name in SIDE_NAMES}
     for i, q in enumerate(qs):
-        for name in SIDE_NAMES[i % 3:] + SIDE_NAMES[:i % 3]:
+        for name in SIDE_NAMES[i % 3 :] + SIDE_NAMES[: i % 3]:
             started = time.perf_counter()
             getattr(sides, name)(q, principals)
             times[name].append((time.perf_counter() - started) * 1000)
@@ -430,8 +540,14 @@ def sweep(sides: Sides, qs: list[str], principals, exact: list[list[int]]) -> li
         ours_recall = sum(recall(sides.ours_vector(q, principals), e) for q, e in zip(qs, exact, strict=True))
         peer_recall = sum(recall(sides.peer_vector(q, principals), e) for q, e in zip(qs, exact, strict=True))
         times = interleaved(sides, qs, principals)
-        rows.append({"ef": ef, "ours_recall": ours_recall / len(qs), "peer_recall": peer_recall / len(qs),
-                     **{f"{name}_p95": percentile(times[name], .95) for name in SIDE_NAMES}})
+        rows.append(
+            {
+                "ef": ef,
+                "ours_recall": ours_recall / len(qs),
+                "peer_recall": peer_recall / len(qs),
+                **{f"{name}_p95": percentile(times[name], 0.95) for name in SIDE_NAMES},
+            }
+        )
     return rows
 
 
@@ -445,6 +561,7 @@ def lowest_ef(rows: list[dict], side: str) -> tuple[int, float, bool]:
 
 
 # --------------------------------------------------------------------------- the run
+
 
 def _setup_database(embedder):
     import logging
@@ -461,8 +578,10 @@ def _setup_database(embedder):
     settings_dict = connection.settings_dict
     settings_dict.setdefault("TEST", {})["NAME"] = DB_NAME
     old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=True, serialize=False)
-    AllowedModel.objects.update_or_create(name="bench-hash-384", defaults={
-        "provider": "hash", "kind": "embedding", "is_default": True, "options": {"dim": 384}})
+    AllowedModel.objects.update_or_create(
+        name="bench-hash-384",
+        defaults={"provider": "hash", "kind": "embedding", "is_default": True, "options": {"dim": 384}},
+    )
     with connection.cursor() as cursor:
         if not dataset_fresh(cursor):
             print(f"building the dataset ({CHUNKS} chunks; kept in database {DB_NAME} for next runs)")
@@ -515,9 +634,11 @@ def _equal_recall(connection, embedder) -> dict:
     qs = queries(QUERIES)
     sweep_qs = qs[:SWEEP_QUERIES]
     default_ef = ks_vector.HNSW_EF_SEARCH
-    print(f"\n{total} chunks, k={K}; recall@{RECALL_AT} of each side's vector list against exact search "
-          f"({SWEEP_QUERIES} queries); sweep p95 over the same queries, the three sides interleaved; "
-          f"ours' default hnsw.ef_search = {default_ef}")
+    print(
+        f"\n{total} chunks, k={K}; recall@{RECALL_AT} of each side's vector list against exact search "
+        f"({SWEEP_QUERIES} queries); sweep p95 over the same queries, the three sides interleaved; "
+        f"ours' default hnsw.ef_search = {default_ef}"
+    )
     _warm_up(sides, qs)
     chosen: dict[str, dict] = {}
     try:
@@ -525,39 +646,64 @@ def _equal_recall(connection, embedder) -> dict:
             exact = [sides.exact(q, principals) for q in sweep_qs]
             rows = sweep(sides, sweep_qs, principals, exact)
             print(f"\n{name} ({visible[name]:.1%} of the chunks visible): sweep")
-            print(f"{'ef_search':>9} {'ours recall':>11} {'peer recall':>11} {'ours p95':>9} {'bare p95':>9} "
-                  f"{'complete p95':>12}")
+            print(
+                f"{'ef_search':>9} {'ours recall':>11} {'peer recall':>11} {'ours p95':>9} {'bare p95':>9} "
+                f"{'complete p95':>12}"
+            )
             for row in rows:
-                print(f"{row['ef']:>9} {row['ours_recall']:>11.3f} {row['peer_recall']:>11.3f} "
-                      f"{row['ours_p95']:>7.1f}ms {row['bare_p95']:>7.1f}ms {row['complete_p95']:>10.1f}ms", flush=True)
+                print(
+                    f"{row['ef']:>9} {row['ours_recall']:>11.3f} {row['peer_recall']:>11.3f} "
+                    f"{row['ours_p95']:>7.1f}ms {row['bare_p95']:>7.1f}ms {row['complete_p95']:>10.1f}ms",
+                    flush=True,
+                )
             ours_ef, ours_recall, ours_ok = lowest_ef(rows, "ours")
             peer_ef, peer_recall, peer_ok = lowest_ef(rows, "peer")
-            chosen[name] = {"ours_ef": ours_ef, "peer_ef": peer_ef, "ours_recall": ours_recall,
-                            "peer_recall": peer_recall, "ours_ok": ours_ok, "peer_ok": peer_ok}
+            chosen[name] = {
+                "ours_ef": ours_ef,
+                "peer_ef": peer_ef,
+                "ours_recall": ours_recall,
+                "peer_recall": peer_recall,
+                "ours_ok": ours_ok,
+                "peer_ok": peer_ok,
+            }
 
-        print(f"\nat equal recall (the lowest ef reaching recall@{RECALL_AT} ≥ {TARGET_RECALL}), {len(qs)} queries "
-              "per identity, the three sides interleaved query by query")
-        print(f"{'identity':<10} {'ef ours/peer':>12} {'recall ours/peer':>16} {'ours p50':>9} {'ours p95':>9} "
-              f"{'bare p50':>9} {'bare p95':>9} {'compl p50':>9} {'compl p95':>9} {'vs compl':>8} {'vs bare':>8}")
+        print(
+            f"\nat equal recall (the lowest ef reaching recall@{RECALL_AT} ≥ {TARGET_RECALL}), {len(qs)} queries "
+            "per identity, the three sides interleaved query by query"
+        )
+        print(
+            f"{'identity':<10} {'ef ours/peer':>12} {'recall ours/peer':>16} {'ours p50':>9} {'ours p95':>9} "
+            f"{'bare p50':>9} {'bare p95':>9} {'compl p50':>9} {'compl p95':>9} {'vs compl':>8} {'vs bare':>8}"
+        )
         result: dict = {"bench": "knowledge", "chunks": total, "identities": {}}
         for name, principals in IDENTITIES.items():
             c = chosen[name]
             sides.set_ours_ef(c["ours_ef"])
             sides.set_peer_ef(c["peer_ef"])
             times = interleaved(sides, qs, principals)
-            p50 = {side: percentile(times[side], .5) for side in SIDE_NAMES}
-            p95 = {side: percentile(times[side], .95) for side in SIDE_NAMES}
+            p50 = {side: percentile(times[side], 0.5) for side in SIDE_NAMES}
+            p95 = {side: percentile(times[side], 0.95) for side in SIDE_NAMES}
             # «*»: no ef of the sweep reached the target recall; the best one is used
-            recalls = (f"{c['ours_recall']:.3f}{'' if c['ours_ok'] else '*'}/"
-                       f"{c['peer_recall']:.3f}{'' if c['peer_ok'] else '*'}")
-            print(f"{name:<10} {c['ours_ef']:>5}/{c['peer_ef']:<6} {recalls:>16} "
-                  f"{p50['ours']:>7.1f}ms {p95['ours']:>7.1f}ms {p50['bare']:>7.1f}ms {p95['bare']:>7.1f}ms "
-                  f"{p50['complete']:>7.1f}ms {p95['complete']:>7.1f}ms {p95['ours'] / p95['complete']:>7.2f}x "
-                  f"{p95['ours'] / p95['bare']:>7.2f}x", flush=True)
+            recalls = (
+                f"{c['ours_recall']:.3f}{'' if c['ours_ok'] else '*'}/"
+                f"{c['peer_recall']:.3f}{'' if c['peer_ok'] else '*'}"
+            )
+            print(
+                f"{name:<10} {c['ours_ef']:>5}/{c['peer_ef']:<6} {recalls:>16} "
+                f"{p50['ours']:>7.1f}ms {p95['ours']:>7.1f}ms {p50['bare']:>7.1f}ms {p95['bare']:>7.1f}ms "
+                f"{p50['complete']:>7.1f}ms {p95['complete']:>7.1f}ms {p95['ours'] / p95['complete']:>7.2f}x "
+                f"{p95['ours'] / p95['bare']:>7.2f}x",
+                flush=True,
+            )
             result["identities"][name] = {
-                "ours_p95_ms": round(p95["ours"], 2), "peer_p95_ms": round(p95["bare"], 2),
-                "complete_peer_p95_ms": round(p95["complete"], 2), "ours_ef": c["ours_ef"], "peer_ef": c["peer_ef"],
-                "ours_recall": round(c["ours_recall"], 3), "peer_recall": round(c["peer_recall"], 3)}
+                "ours_p95_ms": round(p95["ours"], 2),
+                "peer_p95_ms": round(p95["bare"], 2),
+                "complete_peer_p95_ms": round(p95["complete"], 2),
+                "ours_ef": c["ours_ef"],
+                "peer_ef": c["peer_ef"],
+                "ours_recall": round(c["ours_recall"], 3),
+                "peer_recall": round(c["peer_recall"], 3),
+            }
     finally:
         ks_vector.HNSW_EF_SEARCH = default_ef
     _print_targets(result, total)
@@ -565,19 +711,24 @@ def _equal_recall(connection, embedder) -> dict:
 
 
 def _print_targets(result: dict, total: int) -> None:
-    print("targets: ours p95 ≤ 1.0× the complete peer and ≤ 1.5× the bare peer (each at recall@10 ≥ 0.95); "
-          "broad p95 ≤ 30 ms at 100k chunks")
+    print(
+        "targets: ours p95 ≤ 1.0× the complete peer and ≤ 1.5× the bare peer (each at recall@10 ≥ 0.95); "
+        "broad p95 ≤ 30 ms at 100k chunks"
+    )
     for name, row in result["identities"].items():
         vs_complete = row["ours_p95_ms"] / row["complete_peer_p95_ms"]
         vs_bare = row["ours_p95_ms"] / row["peer_p95_ms"]
-        print(f"  {name:<10} vs complete {vs_complete:.2f}× {'met' if vs_complete <= 1.0 else 'NOT met'}; "
-              f"vs bare {vs_bare:.2f}× {'met' if vs_bare <= 1.5 else 'NOT met'}")
+        print(
+            f"  {name:<10} vs complete {vs_complete:.2f}× {'met' if vs_complete <= 1.0 else 'NOT met'}; "
+            f"vs bare {vs_bare:.2f}× {'met' if vs_bare <= 1.5 else 'NOT met'}"
+        )
     broad = result["identities"]["broad"]["ours_p95_ms"]
     at = "" if total == 100000 else f" (measured at {total} chunks, the target is for 100k)"
     print(f"  broad p95 {broad:.1f} ms ≤ 30 ms: {'met' if broad <= 30 else 'NOT met'}{at}")
 
 
 # --------------------------------------------------------------------------- how it grows
+
 
 def _scale_table(efs: dict[str, tuple[int, int]]) -> None:
     """p95 of the three sides, recall, HNSW build time and index size at each of SCALE_SIZES, each in
@@ -587,8 +738,10 @@ def _scale_table(efs: dict[str, tuple[int, int]]) -> None:
     django.setup()
     from django.db import connection
 
-    print(f"\nhow it grows: each size in a scratch database; ef per identity as chosen above "
-          f"({', '.join(f'{n} {o}/{p}' for n, (o, p) in efs.items())}); {min(QUERIES, 100)} queries per identity")
+    print(
+        f"\nhow it grows: each size in a scratch database; ef per identity as chosen above "
+        f"({', '.join(f'{n} {o}/{p}' for n, (o, p) in efs.items())}); {min(QUERIES, 100)} queries per identity"
+    )
     rows = []
     for size in SCALE_SIZES:
         database = f"bench_ks_scale_{size}"
@@ -598,18 +751,33 @@ def _scale_table(efs: dict[str, tuple[int, int]]) -> None:
             template = cursor.fetchone() is not None and size >= CHUNKS
             if template:
                 # a template must have no other session (a pooled connection of this process, autovacuum)
-                cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                               "WHERE datname = %s AND pid <> pg_backend_pid()", [DB_NAME])
+                cursor.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = %s AND pid <> pg_backend_pid()",
+                    [DB_NAME],
+                )
                 time.sleep(1)
                 cursor.execute(f"CREATE DATABASE {database} TEMPLATE {DB_NAME}")
             else:
                 cursor.execute(f"CREATE DATABASE {database}")
         try:
-            env = {**os.environ, "ACHILLES_DB_NAME": database, "DJANGO_SETTINGS_MODULE": "achilles.settings",
-                   "BENCH_KS_SCALE_CHILD": json.dumps({"size": size, "efs": efs, "template": template})}
-            out = subprocess.run([sys.executable, "-c", "from achilles.bootstrap import bootstrap; bootstrap(); "
-                                  "import bench.knowledge as b; b.main()"], cwd=ROOT, env=env,
-                                 stdout=subprocess.PIPE, text=True)
+            env = {
+                **os.environ,
+                "ACHILLES_DB_NAME": database,
+                "DJANGO_SETTINGS_MODULE": "achilles.settings",
+                "BENCH_KS_SCALE_CHILD": json.dumps({"size": size, "efs": efs, "template": template}),
+            }
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    "from achilles.bootstrap import bootstrap; bootstrap(); import bench.knowledge as b; b.main()",
+                ],
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
             lines = [line for line in out.stdout.splitlines() if line.startswith("SCALE ")]
             for line in out.stdout.splitlines():
                 if not line.startswith("SCALE "):
@@ -621,17 +789,24 @@ def _scale_table(efs: dict[str, tuple[int, int]]) -> None:
         finally:
             with connection.cursor() as cursor:
                 cursor.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
-    print(f"\n{'chunks':>8} {'HNSW build':>10} {'public HNSW':>11} {'index MB':>9} {'MB/100k':>8} "
-          + " ".join(f"{name + ' ours/bare/compl p95, recall ours/peer':>44}" for name in IDENTITIES))
+    print(
+        f"\n{'chunks':>8} {'HNSW build':>10} {'public HNSW':>11} {'index MB':>9} {'MB/100k':>8} "
+        + " ".join(f"{name + ' ours/bare/compl p95, recall ours/peer':>44}" for name in IDENTITIES)
+    )
     for row in rows:
         cells = []
         for name in IDENTITIES:
             r = row["identities"][name]
-            cells.append(f"{r['ours_p95_ms']:>6.1f} /{r['peer_p95_ms']:>5.1f} /{r['complete_peer_p95_ms']:>5.1f} ms, "
-                         f"{r['ours_recall']:.3f}/{r['peer_recall']:.3f}")
-        print(f"{row['chunks']:>8} {row['hnsw_build_s']:>9.0f}s {row['public_hnsw_build_s']:>10.0f}s "
-              f"{row['index_mb']:>9.0f} {row['index_mb'] * 100000 / row['chunks']:>8.0f} "
-              + " ".join(f"{cell:>44}" for cell in cells), flush=True)
+            cells.append(
+                f"{r['ours_p95_ms']:>6.1f} /{r['peer_p95_ms']:>5.1f} /{r['complete_peer_p95_ms']:>5.1f} ms, "
+                f"{r['ours_recall']:.3f}/{r['peer_recall']:.3f}"
+            )
+        print(
+            f"{row['chunks']:>8} {row['hnsw_build_s']:>9.0f}s {row['public_hnsw_build_s']:>10.0f}s "
+            f"{row['index_mb']:>9.0f} {row['index_mb'] * 100000 / row['chunks']:>8.0f} "
+            + " ".join(f"{cell:>44}" for cell in cells),
+            flush=True,
+        )
 
 
 def _scale_child() -> None:
@@ -652,8 +827,10 @@ def _scale_child() -> None:
     embedder = HashEmbeddingProvider(dim=384)
     if not spec["template"]:
         call_command("migrate", verbosity=0)
-    AllowedModel.objects.update_or_create(name="bench-hash-384", defaults={
-        "provider": "hash", "kind": "embedding", "is_default": True, "options": {"dim": 384}})
+    AllowedModel.objects.update_or_create(
+        name="bench-hash-384",
+        defaults={"provider": "hash", "kind": "embedding", "is_default": True, "options": {"dim": 384}},
+    )
     print(f"{size} chunks:", flush=True)
     with connection.cursor() as cursor:
         have = 0
@@ -661,14 +838,21 @@ def _scale_child() -> None:
             cursor.execute("SELECT count(*) FROM knowledge_records")
             have = cursor.fetchone()[0]
         timings = _build(cursor, embedder, size, have_records=have)
-        cursor.execute("SELECT pg_relation_size('knowledge_chunk_emb_hnsw32'), "
-                       "pg_relation_size('knowledge_chunk_embedding_public_hnsw'), count(*) FROM knowledge_chunks")
+        cursor.execute(
+            "SELECT pg_relation_size('knowledge_chunk_emb_hnsw32'), "
+            "pg_relation_size('knowledge_chunk_embedding_public_hnsw'), count(*) FROM knowledge_chunks"
+        )
         index_bytes, public_bytes, total = cursor.fetchone()
     sides = Sides(connection, embedder)
     qs = queries(min(QUERIES, 100))
     _warm_up(sides, qs)
-    out = {"chunks": total, "index_mb": index_bytes / 2**20, "public_index_mb": public_bytes / 2**20, **timings,
-           "identities": {}}
+    out = {
+        "chunks": total,
+        "index_mb": index_bytes / 2**20,
+        "public_index_mb": public_bytes / 2**20,
+        **timings,
+        "identities": {},
+    }
     for name, principals in IDENTITIES.items():
         ours_ef, peer_ef = spec["efs"][name]
         sides.set_ours_ef(ours_ef)
@@ -679,7 +863,10 @@ def _scale_child() -> None:
         peer_recall = sum(recall(sides.peer_vector(q, principals), e) for q, e in zip(recall_qs, exact, strict=True))
         times = interleaved(sides, qs, principals)
         out["identities"][name] = {
-            "ours_p95_ms": percentile(times["ours"], .95), "peer_p95_ms": percentile(times["bare"], .95),
-            "complete_peer_p95_ms": percentile(times["complete"], .95),
-            "ours_recall": ours_recall / len(recall_qs), "peer_recall": peer_recall / len(recall_qs)}
+            "ours_p95_ms": percentile(times["ours"], 0.95),
+            "peer_p95_ms": percentile(times["bare"], 0.95),
+            "complete_peer_p95_ms": percentile(times["complete"], 0.95),
+            "ours_recall": ours_recall / len(recall_qs),
+            "peer_recall": peer_recall / len(recall_qs),
+        }
     print("SCALE " + json.dumps(out), flush=True)

@@ -42,23 +42,35 @@ class ThreadParams(Schema):
     limit: int = ListParams.model_fields["limit"]
     order: str = MessageListParams.model_fields["order"]
     # refused when given: a client paging the thread itself would get its first page again and again
-    cursor: str | None = Field(default=None, description="Not taken here: pass `messages.next_cursor` to "
-                                                          "GET /conversations/{id}/messages.")
+    cursor: str | None = Field(
+        default=None, description="Not taken here: pass `messages.next_cursor` to GET /conversations/{id}/messages."
+    )
 
 
 def _conversation_out(conversation) -> ConversationOut:
-    return ConversationOut(id=conversation.id, title=conversation.title,
-                           selected_model=conversation.selected_model.name if conversation.selected_model_id else None,
-                           created_at=conversation.created_at, updated_at=conversation.updated_at)
+    return ConversationOut(
+        id=conversation.id,
+        title=conversation.title,
+        selected_model=conversation.selected_model.name if conversation.selected_model_id else None,
+        created_at=conversation.created_at,
+        updated_at=conversation.updated_at,
+    )
 
 
 def _citation_out(c, visible: frozenset[int]) -> dict:
     # Web results (no record) stay; a record the reader may no longer see keeps only its place.
     available = c.record_id is None or c.record_id in visible
-    return {"record_id": c.record_id, "chunk_id": c.chunk_id, "title": c.title if available else "",
-            "url": c.url if available else "", "source_system": c.source_system,
-            "chunk_text": c.chunk_text if available else "", "rank": c.rank, "markers": list(c.markers),
-            "available": available}
+    return {
+        "record_id": c.record_id,
+        "chunk_id": c.chunk_id,
+        "title": c.title if available else "",
+        "url": c.url if available else "",
+        "source_system": c.source_system,
+        "chunk_text": c.chunk_text if available else "",
+        "rank": c.rank,
+        "markers": list(c.markers),
+        "available": available,
+    }
 
 
 def _hint_out(hint: dict | None, emails: dict[int, str]) -> dict | None:
@@ -72,10 +84,17 @@ def _hint_out(hint: dict | None, emails: dict[int, str]) -> dict | None:
         email = emails.get(contact.get("user_id")) if isinstance(contact, dict) else None
         if email:
             subject = quote(f"Запрос доступа к материалам «{source.get('source_system', '')}»")
-            body = quote("Здравствуйте! Поиск Achilles нашёл по моему вопросу материалы, закрытые для меня. "
-                         "Можно ли получить к ним доступ?")
-            source = {**source, "contact": {**contact, "request_access_url": f"mailto:{quote(email, safe='@')}"
-                                                                          f"?subject={subject}&body={body}"}}
+            body = quote(
+                "Здравствуйте! Поиск Achilles нашёл по моему вопросу материалы, закрытые для меня. "
+                "Можно ли получить к ним доступ?"
+            )
+            source = {
+                **source,
+                "contact": {
+                    **contact,
+                    "request_access_url": f"mailto:{quote(email, safe='@')}?subject={subject}&body={body}",
+                },
+            }
         sources.append(source)
     return {**hint, "sources": sources}
 
@@ -88,13 +107,21 @@ def _message_out(message, visible: frozenset[int], emails: dict[int, str] | None
         hint_tail = "\n\n" + (message.withheld_hint or {}).get("text", "")
         if message.withheld_hint and text.endswith(hint_tail):
             # The page shows the withheld hint as a notice of its own, not as part of the answer.
-            text = text[:-len(hint_tail)]
-        content_html = markdown_render(text, message_id=message.id,
-                                       markers={n for c in citations for n in c["markers"]})
+            text = text[: -len(hint_tail)]
+        content_html = markdown_render(
+            text, message_id=message.id, markers={n for c in citations for n in c["markers"]}
+        )
     return MessageOut(
-        id=message.id, role=message.role, content=message.content, content_html=content_html, model=message.model,
-        tokens_used=message.tokens_used, feedback=message.feedback, state=message.state,
-        withheld_hint=_hint_out(message.withheld_hint, emails or {}), created_at=message.created_at,
+        id=message.id,
+        role=message.role,
+        content=message.content,
+        content_html=content_html,
+        model=message.model,
+        tokens_used=message.tokens_used,
+        feedback=message.feedback,
+        state=message.state,
+        withheld_hint=_hint_out(message.withheld_hint, emails or {}),
+        created_at=message.created_at,
         citations=citations,
     )
 
@@ -114,8 +141,15 @@ def conversations_list(request: HttpRequest, params: Query[ListParams]):
     names = {}
     if selected:
         names = dict(AllowedModel.objects.filter(pk__in=selected).values_list("pk", "name"))
-    return page.map(lambda c: ConversationOut(id=c.id, title=c.title, selected_model=names.get(c.selected_model_id),
-                                              created_at=c.created_at, updated_at=c.updated_at))
+    return page.map(
+        lambda c: ConversationOut(
+            id=c.id,
+            title=c.title,
+            selected_model=names.get(c.selected_model_id),
+            created_at=c.created_at,
+            updated_at=c.updated_at,
+        )
+    )
 
 
 def _messages_page(request: HttpRequest, conversation, *, cursor: str | None, limit: int, order: str):
@@ -129,10 +163,12 @@ def _messages_page(request: HttpRequest, conversation, *, cursor: str | None, li
 def conversations_read(request: HttpRequest, conversation_id: str, params: Query[ThreadParams]):
     """The thread with its first page of messages (``messages``: the list envelope)."""
     if params.cursor is not None:
-        raise ValidationFailed("the thread's next pages come from GET /conversations/{id}/messages?cursor=…",
-                               field="cursor")
-    conversation = selectors.conversation_get_for_user(user=request.auth, conversation_id=conversation_id,
-                                                       with_model=True)
+        raise ValidationFailed(
+            "the thread's next pages come from GET /conversations/{id}/messages?cursor=…", field="cursor"
+        )
+    conversation = selectors.conversation_get_for_user(
+        user=request.auth, conversation_id=conversation_id, with_model=True
+    )
     page = _messages_page(request, conversation, cursor=None, limit=params.limit, order=params.order)
     return ConversationDetailOut(**_conversation_out(conversation).dict(), messages=page)
 
@@ -146,8 +182,9 @@ def conversations_messages(request: HttpRequest, conversation_id: str, params: Q
 
 @router.patch("/conversations/{conversation_id}", response=ConversationOut)
 def conversations_update(request: HttpRequest, conversation_id: str, payload: ConversationPatchIn):
-    conversation = services.conversation_update(user=request.auth, conversation_id=conversation_id,
-                                                fields=payload.dict(exclude_unset=True))
+    conversation = services.conversation_update(
+        user=request.auth, conversation_id=conversation_id, fields=payload.dict(exclude_unset=True)
+    )
     return _conversation_out(conversation)
 
 

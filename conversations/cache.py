@@ -43,8 +43,13 @@ class RedisCandidateCache:
 
 
 async def cache_gate(
-    *, query: str, identity: Identity, cache: CandidateCache, ttl: int,
-    search: Callable[[str, Identity], Awaitable[SearchResult]], generation: int,
+    *,
+    query: str,
+    identity: Identity,
+    cache: CandidateCache,
+    ttl: int,
+    search: Callable[[str, Identity], Awaitable[SearchResult]],
+    generation: int,
 ) -> tuple[SearchResult, bool]:
     """(result, hit). On a miss KS is called and the result stored under its own key.
 

@@ -29,9 +29,16 @@ class CitationOut:
     markers: tuple[int, ...]
 
     def as_dict(self) -> dict:
-        return {"record_id": self.record_id, "chunk_id": self.chunk_id, "title": self.title, "url": self.url,
-                "source_system": self.source_system, "chunk_text": self.chunk_text, "rank": self.rank,
-                "markers": list(self.markers)}
+        return {
+            "record_id": self.record_id,
+            "chunk_id": self.chunk_id,
+            "title": self.title,
+            "url": self.url,
+            "source_system": self.source_system,
+            "chunk_text": self.chunk_text,
+            "rank": self.rank,
+            "markers": list(self.markers),
+        }
 
 
 def cited_markers(answer: str) -> list[int]:
@@ -57,9 +64,16 @@ def build_citations(packed: Sequence[PackedSource], answer: str) -> list[Citatio
     best = [(min(chunks, key=lambda s: (s.rank, s.marker)), chunks) for chunks in groups.values()]
     best.sort(key=lambda item: (item[0].rank, item[0].marker))
     return [
-        CitationOut(record_id=top.record_id, chunk_id=top.chunk_id, title=top.title, url=top.url,
-                    source_system=top.source_system, chunk_text=top.text, rank=n,
-                    markers=tuple(sorted(s.marker for s in chunks)))
+        CitationOut(
+            record_id=top.record_id,
+            chunk_id=top.chunk_id,
+            title=top.title,
+            url=top.url,
+            source_system=top.source_system,
+            chunk_text=top.text,
+            rank=n,
+            markers=tuple(sorted(s.marker for s in chunks)),
+        )
         for n, (top, chunks) in enumerate(best, start=1)
     ]
 

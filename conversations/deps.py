@@ -43,12 +43,22 @@ class Finalized:
 class TurnStore(Protocol):
     """Where a turn starts and ends: the database in production, memory in unit tests."""
 
-    async def start(self, *, user, content: str, conversation_id,
-                    identity: Identity | None) -> tuple[services.TurnStart, Identity]: ...
+    async def start(
+        self, *, user, content: str, conversation_id, identity: Identity | None
+    ) -> tuple[services.TurnStart, Identity]: ...
 
-    async def finalize(self, *, conversation_id: str, content: str, model_name: str, tokens_used: int,
-                       state: str, citations: Sequence[CitationOut], trace: TraceDraft | None,
-                       withheld_hint: WithheldHint | None) -> Finalized: ...
+    async def finalize(
+        self,
+        *,
+        conversation_id: str,
+        content: str,
+        model_name: str,
+        tokens_used: int,
+        state: str,
+        citations: Sequence[CitationOut],
+        trace: TraceDraft | None,
+        withheld_hint: WithheldHint | None,
+    ) -> Finalized: ...
 
     async def contacts(self, user_ids: set[int]) -> dict: ...
 
@@ -78,7 +88,6 @@ class DatabaseTurnStore:
 
     async def contacts(self, user_ids: set[int]) -> dict:
         return await db_step(services.contacts_for)(user_ids)
-
 
 
 def _start(*, user, content, conversation_id, identity):

@@ -25,8 +25,13 @@ class DoneEvent:
     name = "done"
 
     def payload(self) -> dict:
-        body = {"message_id": self.message_id, "conversation_id": self.conversation_id,
-                "citations": self.citations, "tokens_used": self.tokens_used, "model": self.model}
+        body = {
+            "message_id": self.message_id,
+            "conversation_id": self.conversation_id,
+            "citations": self.citations,
+            "tokens_used": self.tokens_used,
+            "model": self.model,
+        }
         if self.withheld_hint is not None:
             body["withheld_hint"] = self.withheld_hint
         return body
@@ -41,8 +46,12 @@ class ErrorEvent:
     name = "error"
 
     def payload(self) -> dict:
-        return {"detail": self.detail, "code": self.code, "message_id": self.message_id,
-                "conversation_id": self.conversation_id}
+        return {
+            "detail": self.detail,
+            "code": self.code,
+            "message_id": self.message_id,
+            "conversation_id": self.conversation_id,
+        }
 
 
 Event = TokenEvent | DoneEvent | ErrorEvent

@@ -15,10 +15,20 @@ from dataclasses import dataclass
 from achilles.llm import NOT_FOUND_TEXT
 from knowledge.facade import Withheld
 
-__all__ = ["NOT_FOUND_TEXT", "ONLY_WITHHELD_TEXT", "Contact", "HintSource", "WithheldHint", "author_user_id",
-           "withheld_hint", "engine_answer"]
+__all__ = [
+    "NOT_FOUND_TEXT",
+    "ONLY_WITHHELD_TEXT",
+    "Contact",
+    "HintSource",
+    "WithheldHint",
+    "author_user_id",
+    "withheld_hint",
+    "engine_answer",
+]
 
-ONLY_WITHHELD_TEXT = "Среди доступных вам материалов ответа нет, но релевантные документы есть — они закрыты правами доступа."
+ONLY_WITHHELD_TEXT = (
+    "Среди доступных вам материалов ответа нет, но релевантные документы есть — они закрыты правами доступа."
+)
 HINT_LEAD = "Есть и релевантные материалы, закрытые для вас правами доступа"
 
 _USER_PRINCIPAL = re.compile(r"^user:(\d+)$")
@@ -46,8 +56,11 @@ class HintSource:
     def as_dict(self) -> dict:
         entry: dict = {"source_system": self.source_system}
         if self.contact is not None:
-            entry["contact"] = {"user_id": self.contact.user_id, "username": self.contact.username,
-                                "name": self.contact.name}
+            entry["contact"] = {
+                "user_id": self.contact.user_id,
+                "username": self.contact.username,
+                "name": self.contact.name,
+            }
         return entry
 
 

@@ -21,7 +21,9 @@ class KnowledgeClient(Protocol):
 
     async def visible_records(self, record_ids: list[int], identity: Identity) -> frozenset[int]: ...
 
-    async def register_access(self, record_id: int, identity: Identity, kind: AccessKind, message_id: str | None) -> None: ...
+    async def register_access(
+        self, record_id: int, identity: Identity, kind: AccessKind, message_id: str | None
+    ) -> None: ...
 
 
 class FacadeKnowledgeClient:
@@ -37,5 +39,7 @@ class FacadeKnowledgeClient:
     async def visible_records(self, record_ids: list[int], identity: Identity) -> frozenset[int]:
         return await db_step(facade.visible_records)(record_ids, identity)
 
-    async def register_access(self, record_id: int, identity: Identity, kind: AccessKind, message_id: str | None) -> None:
+    async def register_access(
+        self, record_id: int, identity: Identity, kind: AccessKind, message_id: str | None
+    ) -> None:
         await db_step(facade.register_access)(record_id, identity, kind, message_id)

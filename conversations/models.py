@@ -24,8 +24,9 @@ class Conversation(TimestampedModel):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.DO_NOTHING, related_name="conversations")
     title = models.CharField(max_length=200, blank=True, default="")
     # Intent: what to generate with next (NULL → the default chat model). The fact is messages.model.
-    selected_model = models.ForeignKey("achilles.AllowedModel", null=True, blank=True, on_delete=models.DO_NOTHING,
-                                       related_name="+")
+    selected_model = models.ForeignKey(
+        "achilles.AllowedModel", null=True, blank=True, on_delete=models.DO_NOTHING, related_name="+"
+    )
 
     class Meta:
         db_table = "conversations"
@@ -52,18 +53,28 @@ class Message(TimestampedModel):
         ordering = ["id"]
         indexes = [models.Index(fields=["conversation", "id"], name="messages_conversation_order")]
         constraints = [
-            models.CheckConstraint(condition=Q(role__in=["user", "assistant"]), name="conversations_message_role_valid",
-                                   violation_error_message="role is user or assistant."),
-            models.CheckConstraint(condition=Q(state__in=["complete", "interrupted", "failed"]),
-                                   name="conversations_message_state_valid"),
-            models.CheckConstraint(condition=Q(feedback__isnull=True) | Q(feedback__in=[-1, 1]),
-                                   name="conversations_message_feedback_values",
-                                   violation_error_message="feedback is -1, 1 or empty."),
-            models.CheckConstraint(condition=Q(feedback__isnull=True) | Q(role="assistant"),
-                                   name="conversations_message_feedback_assistant_only",
-                                   violation_error_message="Only assistant messages take feedback."),
-            models.CheckConstraint(condition=Q(tokens_used__isnull=True) | Q(role="assistant"),
-                                   name="conversations_message_tokens_assistant_only"),
+            models.CheckConstraint(
+                condition=Q(role__in=["user", "assistant"]),
+                name="conversations_message_role_valid",
+                violation_error_message="role is user or assistant.",
+            ),
+            models.CheckConstraint(
+                condition=Q(state__in=["complete", "interrupted", "failed"]), name="conversations_message_state_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(feedback__isnull=True) | Q(feedback__in=[-1, 1]),
+                name="conversations_message_feedback_values",
+                violation_error_message="feedback is -1, 1 or empty.",
+            ),
+            models.CheckConstraint(
+                condition=Q(feedback__isnull=True) | Q(role="assistant"),
+                name="conversations_message_feedback_assistant_only",
+                violation_error_message="Only assistant messages take feedback.",
+            ),
+            models.CheckConstraint(
+                condition=Q(tokens_used__isnull=True) | Q(role="assistant"),
+                name="conversations_message_tokens_assistant_only",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -83,14 +94,19 @@ class RetrievalTrace(TimestampedModel):
     cache_hit = models.BooleanField(default=False)
     timings = models.JSONField(default=dict)
     ungrounded_sentences = models.JSONField(
-        default=list, help_text="sentences the support check refused (never streamed nor stored): "
-                                "{sentence, reason, markers, missing?, overlap?}")
+        default=list,
+        help_text="sentences the support check refused (never streamed nor stored): "
+        "{sentence, reason, markers, missing?, overlap?}",
+    )
 
     class Meta:
         db_table = "retrieval_trace"
         constraints = [
-            models.UniqueConstraint(fields=["message"], name="conversations_retrievaltrace_one_per_message",
-                                    violation_error_message="A message has at most one retrieval trace."),
+            models.UniqueConstraint(
+                fields=["message"],
+                name="conversations_retrievaltrace_one_per_message",
+                violation_error_message="A message has at most one retrieval trace.",
+            ),
         ]
 
 
@@ -105,14 +121,21 @@ class Citation(TimestampedModel):
     source_system = models.CharField(max_length=64)
     chunk_text = models.TextField(blank=True, default="")
     rank = models.PositiveIntegerField(help_text="1 = the leading source")
-    markers = ArrayField(models.PositiveSmallIntegerField(), default=list, blank=True,
-                         help_text="the [N] markers of the answer that point at this source")
+    markers = ArrayField(
+        models.PositiveSmallIntegerField(),
+        default=list,
+        blank=True,
+        help_text="the [N] markers of the answer that point at this source",
+    )
 
     class Meta:
         db_table = "message_citations"
         ordering = ["message_id", "rank"]
         constraints = [
             models.UniqueConstraint(fields=["message", "rank"], name="conversations_citation_rank_unique"),
-            models.UniqueConstraint(fields=["message", "record_id"], condition=Q(record_id__isnull=False),
-                                    name="conversations_citation_record_once"),
+            models.UniqueConstraint(
+                fields=["message", "record_id"],
+                condition=Q(record_id__isnull=False),
+                name="conversations_citation_record_once",
+            ),
         ]

@@ -30,7 +30,12 @@ class HistoryFit:
 
 
 def fit_history(
-    *, window: int, reserve: int, system: Message, history: Sequence[Message], current: Message,
+    *,
+    window: int,
+    reserve: int,
+    system: Message,
+    history: Sequence[Message],
+    current: Message,
     tool_specs_tokens: int = 0,
 ) -> HistoryFit:
     reserve = min(reserve, window)

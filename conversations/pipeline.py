@@ -69,8 +69,15 @@ WEB_RESULTS_LIMIT = 5
 # --- the turn ---------------------------------------------------------------------------------
 
 
-async def prepare_turn(*, user, content: str, conversation_id=None, identity: Identity | None = None,
-                       deps: EngineDeps | None = None, clock: Clock = OFF) -> Turn:
+async def prepare_turn(
+    *,
+    user,
+    content: str,
+    conversation_id=None,
+    identity: Identity | None = None,
+    deps: EngineDeps | None = None,
+    clock: Clock = OFF,
+) -> Turn:
     """Validate and start a turn (raises ApplicationError: 404 foreign thread, 422 bad input).
 
     ``identity`` defaults to the session user's; it is never taken from anything the model says.
@@ -80,8 +87,9 @@ async def prepare_turn(*, user, content: str, conversation_id=None, identity: Id
     deps = deps or engine_deps()
     # Shielded: the start step stores the user's message; a client leaving meanwhile must not leave
     # that message unanswered (the step finishes in its thread whatever happens to this task).
-    starting = asyncio.ensure_future(deps.store.start(user=user, content=content, conversation_id=conversation_id,
-                                                      identity=identity))
+    starting = asyncio.ensure_future(
+        deps.store.start(user=user, content=content, conversation_id=conversation_id, identity=identity)
+    )
     try:
         start, identity = await asyncio.shield(starting)
     except asyncio.CancelledError:
@@ -162,8 +170,14 @@ class Turn:
             tools = tool_set(knowledge_empty=knowledge_empty, web_search_enabled=web_provider is not None)
             system = Message("system", system_prompt(platform_prompt=settings.platform_prompt, tools=tools))
             current = Message("user", self.content)
-            fit = fit_history(window=spec.context_window, reserve=settings.answer_reserve_tokens, system=system,
-                              history=self.start.history, current=current, tool_specs_tokens=_tools_tokens(tools))
+            fit = fit_history(
+                window=spec.context_window,
+                reserve=settings.answer_reserve_tokens,
+                system=system,
+                history=self.start.history,
+                current=current,
+                tool_specs_tokens=_tools_tokens(tools),
+            )
             messages = round_one_messages(system=system.content, history=fit.kept, content=self.content)
 
             round_one = _Round()
@@ -208,17 +222,29 @@ class Turn:
         else:
             await self._signal_access(outcome.citations, message.id)
             hint = outcome.hint.as_dict() if outcome.hint is not None else None
-            yield DoneEvent(message_id=message.id, conversation_id=self.conversation_id,
-                            citations=[c.as_dict() for c in outcome.citations], withheld_hint=hint,
-                            tokens_used=message.tokens_used, model=spec.name)
+            yield DoneEvent(
+                message_id=message.id,
+                conversation_id=self.conversation_id,
+                citations=[c.as_dict() for c in outcome.citations],
+                withheld_hint=hint,
+                tokens_used=message.tokens_used,
+                model=spec.name,
+            )
             return
         # Every failure ends with an error event, whether or not the answer row could be written
         # (a thread deleted meanwhile has no row to take it; the database may stay away too long).
         message_id = await self._finalize_failed()
         yield ErrorEvent(detail, code, message_id, self.conversation_id)
 
-    async def _stream_round(self, provider: ChatProvider, messages: Sequence[Message],
-                            tools: Sequence[ToolSpec], sink: _Round, *, release: bool = True) -> AsyncIterator[str]:
+    async def _stream_round(
+        self,
+        provider: ChatProvider,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        sink: _Round,
+        *,
+        release: bool = True,
+    ) -> AsyncIterator[str]:
         """Yields the round's text deltas; with ``release`` they are also the answer's (``parts``),
         otherwise the caller decides what of it the client gets."""
         self.rounds.append(sink)
@@ -240,8 +266,15 @@ class Turn:
                 elif isinstance(event, Usage):
                     sink.usage = event
 
-    async def _grounding(self, provider, messages, round_one: _Round, plan: ToolPlan, available: int,
-                         web_provider: WebSearchProvider | None) -> AsyncIterator[TokenEvent | GroundingOutcome]:
+    async def _grounding(
+        self,
+        provider,
+        messages,
+        round_one: _Round,
+        plan: ToolPlan,
+        available: int,
+        web_provider: WebSearchProvider | None,
+    ) -> AsyncIterator[TokenEvent | GroundingOutcome]:
         """Yields the answer's TokenEvents, then its GroundingOutcome (last)."""
         settings = self.start.settings
         t0 = time.monotonic()
@@ -251,12 +284,33 @@ class Turn:
         candidates = search_result.candidates if search_result else ()
         withheld = search_result.withheld if search_result else ()
         kept, cut_by_k = order_and_cut(candidates, settings.retrieval_top_k)
-        sources = [PackedSource(marker=0, record_id=c.record_id, chunk_id=c.chunk_id, title=c.title, url=c.url,
-                                source_system=c.source_system, text=c.text, rank=c.rank, score=c.score)
-                   for c in kept]
-        sources += [PackedSource(marker=0, record_id=None, chunk_id=None, title=w.title, url=w.url,
-                                 source_system="web", text=w.snippet, rank=len(kept) + i + 1)
-                    for i, w in enumerate(web_results)]
+        sources = [
+            PackedSource(
+                marker=0,
+                record_id=c.record_id,
+                chunk_id=c.chunk_id,
+                title=c.title,
+                url=c.url,
+                source_system=c.source_system,
+                text=c.text,
+                rank=c.rank,
+                score=c.score,
+            )
+            for c in kept
+        ]
+        sources += [
+            PackedSource(
+                marker=0,
+                record_id=None,
+                chunk_id=None,
+                title=w.title,
+                url=w.url,
+                source_system="web",
+                text=w.snippet,
+                rank=len(kept) + i + 1,
+            )
+            for i, w in enumerate(web_results)
+        ]
         # The tool-call message of round 1 also costs window space.
         packed, cut_by_budget = pack_context(sources, available - _calls_tokens(round_one.calls))
         knowledge_packed = [s for s in packed if s.record_id is not None]
@@ -271,19 +325,34 @@ class Turn:
 
         self.timings["cut_by_top_k"] = len(cut_by_k)
         self.timings["cut_by_budget"] = len(cut_by_budget)
-        self.trace = TraceDraft(standalone_query=plan.search_query or plan.web_query or "", identity=self.identity,
-                                candidates=tuple(candidates), packed=tuple(packed), withheld=tuple(withheld),
-                                web_results=tuple(web_results), cache_hit=cache_hit)
+        self.trace = TraceDraft(
+            standalone_query=plan.search_query or plan.web_query or "",
+            identity=self.identity,
+            candidates=tuple(candidates),
+            packed=tuple(packed),
+            withheld=tuple(withheld),
+            web_results=tuple(web_results),
+            cache_hit=cache_hit,
+        )
 
         own = engine_answer(packed_any=bool(packed), withheld=withheld)
         answer = ""
         if own is None:
-            transcript = [*messages, *tool_result_messages(
-                calls=round_one.calls, search_call=plan.search, web_call=plan.web,
-                knowledge=knowledge_packed, web=web_packed)]
+            transcript = [
+                *messages,
+                *tool_result_messages(
+                    calls=round_one.calls,
+                    search_call=plan.search,
+                    web_call=plan.web,
+                    knowledge=knowledge_packed,
+                    web=web_packed,
+                ),
+            ]
             round_two = _Round()
             self.clock.switch("model")
-            gate = GroundingGate(sources={s.marker: s.text for s in packed}, source_urls=[s.url for s in packed if s.url])
+            gate = GroundingGate(
+                sources={s.marker: s.text for s in packed}, source_urls=[s.url for s in packed if s.url]
+            )
             timings = self.timings
             t1 = time.monotonic()
             gate_seconds = 0.0
@@ -343,8 +412,14 @@ class Turn:
 
             # Identity is the session's, never anything from the tool call's arguments.
             generation = await self.deps.knowledge.generation()
-            return await cache_gate(query=query, identity=self.identity, cache=self.deps.cache,
-                                    ttl=settings.cache_ttl_seconds, search=search, generation=generation)
+            return await cache_gate(
+                query=query,
+                identity=self.identity,
+                cache=self.deps.cache,
+                ttl=settings.cache_ttl_seconds,
+                search=search,
+                generation=generation,
+            )
 
         async def web_search() -> list[WebResult]:
             if plan.web is None or web_provider is None:
@@ -372,14 +447,22 @@ class Turn:
     def _finalize_fields(self, state: str, outcome: GroundingOutcome) -> dict:
         # The trace takes the turn's timings as they stand (an interrupted turn's too).
         trace = replace(self.trace, timings=dict(self.timings)) if self.trace is not None else None
-        return {"conversation_id": self.conversation_id, "content": "".join(self.parts),
-                "model_name": self.start.model.name, "tokens_used": self._tokens_used(), "state": state,
-                "citations": outcome.citations, "trace": trace, "withheld_hint": outcome.hint}
+        return {
+            "conversation_id": self.conversation_id,
+            "content": "".join(self.parts),
+            "model_name": self.start.model.name,
+            "tokens_used": self._tokens_used(),
+            "state": state,
+            "citations": outcome.citations,
+            "trace": trace,
+            "withheld_hint": outcome.hint,
+        }
 
     async def _finalize(self, state: str, outcome: GroundingOutcome | None = None):
         # Shielded and remembered: a client leaving mid-write must not cause a second finalize.
         self._finalize_task = asyncio.ensure_future(
-            self.deps.store.finalize(**self._finalize_fields(state, outcome or GroundingOutcome())))
+            self.deps.store.finalize(**self._finalize_fields(state, outcome or GroundingOutcome()))
+        )
         message = await asyncio.shield(self._finalize_task)
         self.finalized = True
         self.message_id = message.id
@@ -389,8 +472,11 @@ class Turn:
         """Write the ``failed`` answer row once; never raises. A finalize that was already tried
         (it is what failed: thread deleted, database away past the retries) is not tried again."""
         if self._finalize_task is not None:
-            if self._finalize_task.done() and not self._finalize_task.cancelled() \
-                    and self._finalize_task.exception() is None:
+            if (
+                self._finalize_task.done()
+                and not self._finalize_task.cancelled()
+                and self._finalize_task.exception() is None
+            ):
                 return self._finalize_task.result().id
             return None
         try:
@@ -404,8 +490,9 @@ class Turn:
     async def _finalize_interrupted(self) -> None:
         try:
             if self._finalize_task is None:
-                self._finalize_task = asyncio.ensure_future(self.deps.store.finalize(
-                    **self._finalize_fields(MessageState.INTERRUPTED, GroundingOutcome())))
+                self._finalize_task = asyncio.ensure_future(
+                    self.deps.store.finalize(**self._finalize_fields(MessageState.INTERRUPTED, GroundingOutcome()))
+                )
             message = await self._finalize_task
             self.finalized = True
             self.message_id = message.id

@@ -16,8 +16,34 @@ import re
 import nh3
 from markdown_it import MarkdownIt
 
-ALLOWED_TAGS = {"p", "br", "hr", "h1", "h2", "h3", "h4", "h5", "h6", "strong", "em", "s", "del", "code",
-                "pre", "blockquote", "ul", "ol", "li", "table", "thead", "tbody", "tr", "th", "td", "a"}
+ALLOWED_TAGS = {
+    "p",
+    "br",
+    "hr",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "strong",
+    "em",
+    "s",
+    "del",
+    "code",
+    "pre",
+    "blockquote",
+    "ul",
+    "ol",
+    "li",
+    "table",
+    "thead",
+    "tbody",
+    "tr",
+    "th",
+    "td",
+    "a",
+}
 ALLOWED_ATTRIBUTES = {"a": {"href", "title"}, "code": {"class"}, "ol": {"start"}}
 URL_SCHEMES = {"http", "https", "mailto"}
 _MARKER = re.compile(r"\[(\d{1,3})\]")
@@ -63,6 +89,7 @@ def _link_markers(safe_html: str, message_id: int | None, markers: set[int] | No
         elif in_code:
             out.append(part)
         else:
+
             def link(match: re.Match) -> str:
                 n = int(match.group(1))
                 if markers is not None and n not in markers:
@@ -77,7 +104,13 @@ def _link_markers(safe_html: str, message_id: int | None, markers: set[int] | No
 def markdown_render(text: str, *, message_id: int | None = None, markers: set[int] | None = None) -> str:
     """Safe HTML for an answer's Markdown; ``markers`` limits which ``[N]`` become source links."""
     rendered = _MD.render(text or "")
-    clean = nh3.clean(rendered, tags=ALLOWED_TAGS, attributes=ALLOWED_ATTRIBUTES, url_schemes=URL_SCHEMES,
-                      link_rel="noopener noreferrer nofollow", attribute_filter=_code_class,
-                      strip_comments=True)
+    clean = nh3.clean(
+        rendered,
+        tags=ALLOWED_TAGS,
+        attributes=ALLOWED_ATTRIBUTES,
+        url_schemes=URL_SCHEMES,
+        link_rel="noopener noreferrer nofollow",
+        attribute_filter=_code_class,
+        strip_comments=True,
+    )
     return _link_markers(clean, message_id, markers)

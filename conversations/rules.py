@@ -31,8 +31,9 @@ def effective_model(selected: T | None, default: T | None) -> T:
     """Intent → what generates: the thread's selection, else the default chat model."""
     model = selected if selected is not None else default
     if model is None:
-        raise ServiceUnavailable("no chat model is configured; an admin must add one to the allow-list",
-                                 code="no_default_model")
+        raise ServiceUnavailable(
+            "no chat model is configured; an admin must add one to the allow-list", code="no_default_model"
+        )
     return model
 
 
@@ -41,6 +42,7 @@ def feedback_update(*, role: str, value: int | None) -> dict:
     if value not in FEEDBACK_VALUES or isinstance(value, bool):
         raise ValidationFailed("value is -1, 1 or null", field="value")
     if role != "assistant":
-        raise ValidationFailed("only assistant messages take feedback", field="message_id",
-                               code="feedback_on_user_message")
+        raise ValidationFailed(
+            "only assistant messages take feedback", field="message_id", code="feedback_on_user_message"
+        )
     return {"feedback": value}

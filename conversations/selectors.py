@@ -21,8 +21,9 @@ def _as_uuid(value: object) -> uuid.UUID:
         raise NotFound("conversation not found") from None
 
 
-def conversation_get_for_user(*, user: User, conversation_id: uuid.UUID | str, with_model: bool = False,
-                              for_update: bool = False) -> Conversation:
+def conversation_get_for_user(
+    *, user: User, conversation_id: uuid.UUID | str, with_model: bool = False, for_update: bool = False
+) -> Conversation:
     """The user's own thread (404 otherwise); ``for_update`` locks its row until the transaction
     ends, so a concurrent delete either happened (404) or waits."""
     qs = Conversation.objects.filter(pk=_as_uuid(conversation_id), user=user)
@@ -45,29 +46,42 @@ def message_get_for_user(*, user: User, message_id: int, for_update: bool = Fals
 # --- lists (achilles.pagination: one keyset contract) -------------------------------------
 
 
-def conversation_list_for_user(*, user: User, cursor: str | None = None,
-                               limit: int = DEFAULT_LIMIT) -> Window[Conversation]:
+def conversation_list_for_user(
+    *, user: User, cursor: str | None = None, limit: int = DEFAULT_LIMIT
+) -> Window[Conversation]:
     """Own conversations, most recently active first; keyset on (updated_at, id)."""
-    return keyset_page(Conversation.objects.filter(user=user), scope="conversations",
-                       keys=("-updated_at", "-id"), cursor=cursor, limit=limit)
+    return keyset_page(
+        Conversation.objects.filter(user=user),
+        scope="conversations",
+        keys=("-updated_at", "-id"),
+        cursor=cursor,
+        limit=limit,
+    )
 
 
-def conversation_messages(*, conversation: Conversation, cursor: str | None = None, limit: int = DEFAULT_LIMIT,
-                          order: str = "asc") -> Window[Message]:
+def conversation_messages(
+    *, conversation: Conversation, cursor: str | None = None, limit: int = DEFAULT_LIMIT, order: str = "asc"
+) -> Window[Message]:
     """Messages of a thread with their citations: two queries whatever the thread's length."""
     if order not in ("asc", "desc"):
         raise ValidationFailed("order is asc or desc", field="order")
-    qs = (Message.objects.filter(conversation=conversation)
-          .prefetch_related(Prefetch("citations", queryset=Citation.objects.order_by("rank"))))
+    qs = Message.objects.filter(conversation=conversation).prefetch_related(
+        Prefetch("citations", queryset=Citation.objects.order_by("rank"))
+    )
     # The order is part of the list: an ascending walk's cursor is refused on a descending one.
-    return keyset_page(qs, scope=f"messages:{order}", keys=("id",) if order == "asc" else ("-id",),
-                       cursor=cursor, limit=limit)
+    return keyset_page(
+        qs, scope=f"messages:{order}", keys=("id",) if order == "asc" else ("-id",), cursor=cursor, limit=limit
+    )
 
 
 def withheld_contact_emails(*, messages: Iterable[Message]) -> dict[int, str]:
     """E-mail addresses of the authors named in the messages' withheld hints (active users with one)."""
-    ids = {source["contact"]["user_id"] for m in messages for source in (m.withheld_hint or {}).get("sources", [])
-           if isinstance(source.get("contact"), dict) and isinstance(source["contact"].get("user_id"), int)}
+    ids = {
+        source["contact"]["user_id"]
+        for m in messages
+        for source in (m.withheld_hint or {}).get("sources", [])
+        if isinstance(source.get("contact"), dict) and isinstance(source["contact"].get("user_id"), int)
+    }
     if not ids:
         return {}
     users = get_user_model().objects.filter(pk__in=ids, is_active=True).exclude(email="")

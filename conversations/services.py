@@ -58,9 +58,14 @@ class TurnStart:
 
 def turn_settings() -> TurnSettings:
     row = platform_settings()
-    return TurnSettings(platform_prompt=row.platform_prompt, web_search_enabled=row.web_search_enabled,
-                        web_search_url=row.web_search_url, answer_reserve_tokens=row.answer_reserve_tokens,
-                        retrieval_top_k=row.retrieval_top_k, cache_ttl_seconds=row.cache_ttl_seconds)
+    return TurnSettings(
+        platform_prompt=row.platform_prompt,
+        web_search_enabled=row.web_search_enabled,
+        web_search_url=row.web_search_url,
+        answer_reserve_tokens=row.answer_reserve_tokens,
+        retrieval_top_k=row.retrieval_top_k,
+        cache_ttl_seconds=row.cache_ttl_seconds,
+    )
 
 
 def conversation_model(conversation: Conversation | None) -> AllowedModel:
@@ -79,8 +84,9 @@ def turn_start(*, user: User, content: str, conversation_id: uuid.UUID | str | N
         raise ValidationFailed("content must not be empty", field="content")
     if conversation_id is not None:
         # Locked: one turn at a time, and a delete racing the question is a clean 404.
-        conversation = conversation_get_for_user(user=user, conversation_id=conversation_id, with_model=True,
-                                                 for_update=True)
+        conversation = conversation_get_for_user(
+            user=user, conversation_id=conversation_id, with_model=True, for_update=True
+        )
         created = False
     else:
         conversation = None
@@ -88,27 +94,42 @@ def turn_start(*, user: User, content: str, conversation_id: uuid.UUID | str | N
     model = conversation_model(conversation)
     if conversation is None:
         conversation = Conversation.objects.create(user=user, title=_title(content))
-    previous = [] if created else list(  # a thread created just now has no history to read
-        Message.objects.filter(conversation=conversation)
-        .order_by("-id").values_list("role", "content", "created_at")[:HISTORY_LIMIT]
+    previous = (
+        []
+        if created
+        else list(  # a thread created just now has no history to read
+            Message.objects.filter(conversation=conversation)
+            .order_by("-id")
+            .values_list("role", "content", "created_at")[:HISTORY_LIMIT]
+        )
     )
     if previous and previous[0][0] == Role.USER:
         if previous[0][2] > timezone.now() - _answer_window(model):
             # The thread's last question has no reply row yet: its answer is being written right now
             # (every turn ends with one, even an interrupted or failed one). One turn at a time.
-            raise Conflict("An answer is still being written in this conversation; wait for it or stop it.",
-                           code="turn_in_progress")
+            raise Conflict(
+                "An answer is still being written in this conversation; wait for it or stop it.",
+                code="turn_in_progress",
+            )
         # Past its window the turn is dead (its process was killed mid-turn): close it with an
         # empty failed answer, so no question stays without an answer row.
-        Message.objects.create(conversation=conversation, role=Role.ASSISTANT, content="", tokens_used=0,
-                               state=MessageState.FAILED)
+        Message.objects.create(
+            conversation=conversation, role=Role.ASSISTANT, content="", tokens_used=0, state=MessageState.FAILED
+        )
     # Failed turns with no text (and empty interrupted ones) carry nothing for the model.
     # (only these two roles exist: conversations_message_role_valid)
-    history = tuple(LLMMessage("user" if role == Role.USER else "assistant", text)
-                    for role, text, _ in reversed(previous) if text)
+    history = tuple(
+        LLMMessage("user" if role == Role.USER else "assistant", text) for role, text, _ in reversed(previous) if text
+    )
     message = Message.objects.create(conversation=conversation, role=Role.USER, content=content)
-    return TurnStart(conversation_id=str(conversation.pk), created=created, user_message_id=message.pk,
-                     history=history, model=model.spec(), settings=turn_settings())
+    return TurnStart(
+        conversation_id=str(conversation.pk),
+        created=created,
+        user_message_id=message.pk,
+        history=history,
+        model=model.spec(),
+        settings=turn_settings(),
+    )
 
 
 def _answer_window(model: AllowedModel) -> timedelta:
@@ -129,20 +150,32 @@ def unanswered_questions_close(*, now: datetime | None = None) -> int:
     windows = [_answer_window(m) for m in AllowedModel.objects.filter(kind=ModelKind.CHAT)]
     cutoff = now - max(windows, default=timedelta(seconds=2 * Timeouts().total + 30))
     latest = Message.objects.filter(conversation=OuterRef("conversation")).order_by("-id").values("id")[:1]
-    candidates = list(Message.objects.filter(role=Role.USER, created_at__lt=cutoff,
-                                             created_at__gte=cutoff - ORPHAN_SWEEP_LOOKBACK)
-                      .annotate(latest=Subquery(latest)).filter(id=models.F("latest"))
-                      .values_list("conversation_id", flat=True))
+    candidates = list(
+        Message.objects.filter(role=Role.USER, created_at__lt=cutoff, created_at__gte=cutoff - ORPHAN_SWEEP_LOOKBACK)
+        .annotate(latest=Subquery(latest))
+        .filter(id=models.F("latest"))
+        .values_list("conversation_id", flat=True)
+    )
     closed = 0
     for conversation_id in candidates:
         with transaction.atomic():
             if not Conversation.objects.select_for_update().filter(pk=conversation_id).exists():
                 continue
-            last = Message.objects.filter(conversation_id=conversation_id).order_by("-id").values_list("role", flat=True).first()
+            last = (
+                Message.objects.filter(conversation_id=conversation_id)
+                .order_by("-id")
+                .values_list("role", flat=True)
+                .first()
+            )
             if last != Role.USER:
                 continue
-            Message.objects.create(conversation_id=conversation_id, role=Role.ASSISTANT, content="", tokens_used=0,
-                                   state=MessageState.FAILED)
+            Message.objects.create(
+                conversation_id=conversation_id,
+                role=Role.ASSISTANT,
+                content="",
+                tokens_used=0,
+                state=MessageState.FAILED,
+            )
             closed += 1
     return closed
 
@@ -154,8 +187,15 @@ def _title(content: str) -> str:
 
 @transaction.atomic
 def message_finalize(
-    *, conversation_id: str, content: str, model_name: str, tokens_used: int, state: str,
-    citations: Sequence[CitationOut] = (), trace: TraceDraft | None = None, withheld_hint: WithheldHint | None = None,
+    *,
+    conversation_id: str,
+    content: str,
+    model_name: str,
+    tokens_used: int,
+    state: str,
+    citations: Sequence[CitationOut] = (),
+    trace: TraceDraft | None = None,
+    withheld_hint: WithheldHint | None = None,
 ) -> Message:
     """Write the assistant message, its citations and its trace in one transaction (never half-written).
 
@@ -165,18 +205,32 @@ def message_finalize(
     for this commit and cascades it.
     """
     if not Conversation.objects.filter(pk=conversation_id).update(updated_at=Now()):
-        raise NotFound("The conversation was deleted while its answer was being written.",
-                       code="conversation_deleted")
+        raise NotFound("The conversation was deleted while its answer was being written.", code="conversation_deleted")
     message = Message.objects.create(
-        conversation_id=conversation_id, role=Role.ASSISTANT, content=content, model=model_name,
-        tokens_used=max(0, int(tokens_used)), state=state,
+        conversation_id=conversation_id,
+        role=Role.ASSISTANT,
+        content=content,
+        model=model_name,
+        tokens_used=max(0, int(tokens_used)),
+        state=state,
         withheld_hint=withheld_hint.as_dict() if withheld_hint is not None else None,
     )
-    Citation.objects.bulk_create([
-        Citation(message=message, record_id=c.record_id, chunk_id=c.chunk_id, title=c.title[:500], url=c.url,
-                 source_system=c.source_system, chunk_text=c.chunk_text, rank=c.rank, markers=list(c.markers))
-        for c in citations
-    ])
+    Citation.objects.bulk_create(
+        [
+            Citation(
+                message=message,
+                record_id=c.record_id,
+                chunk_id=c.chunk_id,
+                title=c.title[:500],
+                url=c.url,
+                source_system=c.source_system,
+                chunk_text=c.chunk_text,
+                rank=c.rank,
+                markers=list(c.markers),
+            )
+            for c in citations
+        ]
+    )
     if trace is not None:
         RetrievalTrace.objects.create(message=message, **trace.columns())
     return message
@@ -207,8 +261,9 @@ def conversation_update(*, user: User, conversation_id: uuid.UUID | str, fields:
         update_fields.append("title")
     if "selected_model" in fields:
         name = fields["selected_model"]
-        conversation.selected_model = (None if name is None
-                                       else allowed_model_get(name=name, kind="chat", field="selected_model"))
+        conversation.selected_model = (
+            None if name is None else allowed_model_get(name=name, kind="chat", field="selected_model")
+        )
         update_fields.append("selected_model")
     if update_fields:
         conversation.save(update_fields=update_fields)

@@ -158,8 +158,9 @@ def _parts(word: str) -> list[str]:
 # --- the check ----------------------------------------------------------------------------------
 
 
-def check_sentence(sentence: str, sources: Mapping[int, str], *, source_urls: Iterable[str] = (),
-                   threshold: float = OVERLAP_THRESHOLD) -> Verdict:
+def check_sentence(
+    sentence: str, sources: Mapping[int, str], *, source_urls: Iterable[str] = (), threshold: float = OVERLAP_THRESHOLD
+) -> Verdict:
     """Is ``sentence`` supported by the packed sources it cites? ``sources`` maps marker → text."""
     sentence = sentence.strip()
     markers = tuple(dict.fromkeys(int(m) for m in _MARKER.findall(sentence)))
@@ -236,7 +237,7 @@ def proper_names(text: str) -> list[str]:
 def _opens_sentence(text: str, at: int) -> bool:
     # After a colon, a dash or an opening quote a capital letter is not a name by itself.
     before = text[:at].rstrip(" *_`")
-    return not before or before[-1] in ".!?…:«\"“(—–-\n"
+    return not before or before[-1] in '.!?…:«"“(—–-\n'
 
 
 # --- cutting a stream into sentences --------------------------------------------------------------
@@ -284,7 +285,7 @@ class SentenceSplitter:
         start = len(self.buffer) - len(self.buffer.lstrip())
         cuts = []
         for match in _END.finditer(self.buffer, start):
-            head = self.buffer[:match.start()]
+            head = self.buffer[: match.start()]
             # «г. Москва», «т. е.», a numbered list's «1. » are not sentence ends.
             # Markers after the dot always end a sentence; abbreviations are lower case.
             if match.group(0)[0] == "." and not match.group(1) and _ABBREVIATION.search(head):

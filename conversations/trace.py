@@ -38,12 +38,30 @@ class TraceDraft:
         return {
             "standalone_query": self.standalone_query,
             "identity": {"principals": sorted(self.identity.principals), "user_id": self.identity.user_id},
-            "candidates": [{"record_id": c.record_id, "chunk_id": c.chunk_id, "source_system": c.source_system,
-                            "score": c.score, "rank": c.rank} for c in self.candidates],
-            "packed": [{"marker": s.marker, "record_id": s.record_id, "chunk_id": s.chunk_id, "rank": s.rank,
-                        "source_system": s.source_system, "url": s.url} for s in self.packed],
-            "withheld": [{"source_system": w.source_system, "author_principal_id": w.author_principal_id}
-                         for w in self.withheld],
+            "candidates": [
+                {
+                    "record_id": c.record_id,
+                    "chunk_id": c.chunk_id,
+                    "source_system": c.source_system,
+                    "score": c.score,
+                    "rank": c.rank,
+                }
+                for c in self.candidates
+            ],
+            "packed": [
+                {
+                    "marker": s.marker,
+                    "record_id": s.record_id,
+                    "chunk_id": s.chunk_id,
+                    "rank": s.rank,
+                    "source_system": s.source_system,
+                    "url": s.url,
+                }
+                for s in self.packed
+            ],
+            "withheld": [
+                {"source_system": w.source_system, "author_principal_id": w.author_principal_id} for w in self.withheld
+            ],
             "web_results": [{"title": w.title, "url": w.url} for w in self.web_results],
             "cache_hit": self.cache_hit,
             "timings": dict(self.timings),

@@ -95,14 +95,14 @@ async def _chat_sse(request):
         return _error(errors.ValidationFailed(errors.field_errors(exc.errors())))
     try:
         clock.switch("turn_start")
-        turn = await prepare_turn(user=user, content=body.content, conversation_id=body.conversation_id,
-                                  clock=clock)
+        turn = await prepare_turn(user=user, content=body.content, conversation_id=body.conversation_id, clock=clock)
     except errors.ApplicationError as exc:
         return _error(exc)
     except DatabaseError:  # the turn could not start (nothing was stored): say so, in JSON
         logger.exception("chat turn could not start")
-        return JsonResponse({"detail": "The database is unavailable; try again shortly.",
-                             "code": "database_unavailable"}, status=503)
+        return JsonResponse(
+            {"detail": "The database is unavailable; try again shortly.", "code": "database_unavailable"}, status=503
+        )
 
     async def stream():
         async for event in turn.events():

@@ -44,6 +44,11 @@ class SearxngWebSearch:
         results = []
         for item in payload.get("results", [])[:limit]:
             if isinstance(item, dict) and item.get("url"):
-                results.append(WebResult(title=str(item.get("title") or item["url"]), url=str(item["url"]),
-                                         snippet=str(item.get("content") or "")))
+                results.append(
+                    WebResult(
+                        title=str(item.get("title") or item["url"]),
+                        url=str(item["url"]),
+                        snippet=str(item.get("content") or ""),
+                    )
+                )
         return results

@@ -128,17 +128,27 @@ class CommandAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
     @admin.action(description="Cancel (queued only)")
     def cancel_commands(self, request, queryset):
-        self._each(request, queryset, "Cancel", lambda c: f"#{services.command_cancel(user=request.user, command_id=c.pk).id}")
+        self._each(
+            request, queryset, "Cancel", lambda c: f"#{services.command_cancel(user=request.user, command_id=c.pk).id}"
+        )
 
     @admin.action(description="Force-cancel (also claimed: the sync agent is told on its next claim)")
     def force_cancel_commands(self, request, queryset):
-        self._each(request, queryset, "Force-cancel",
-                   lambda c: f"#{services.command_cancel(user=request.user, command_id=c.pk, force=True).id}")
+        self._each(
+            request,
+            queryset,
+            "Force-cancel",
+            lambda c: f"#{services.command_cancel(user=request.user, command_id=c.pk, force=True).id}",
+        )
 
     @admin.action(description="Retry in a new batch")
     def retry_commands(self, request, queryset):
-        self._each(request, queryset, "Retry",
-                   lambda c: f"#{c.pk} → batch {services.command_retry(user=request.user, command_id=c.pk, author='admin').id}")
+        self._each(
+            request,
+            queryset,
+            "Retry",
+            lambda c: f"#{c.pk} → batch {services.command_retry(user=request.user, command_id=c.pk, author='admin').id}",
+        )
 
 
 class SyncAgentForm(forms.ModelForm):
@@ -167,7 +177,9 @@ class SyncAgentAdmin(admin.ModelAdmin):
     @admin.action(description="Rotate the token (the new one is shown once)")
     def rotate_tokens(self, request, queryset):
         for agent in queryset:
-            messages.warning(request, f"New token of {agent.name} (shown once): {protocol.sync_agent_rotate(sync_agent=agent)}")
+            messages.warning(
+                request, f"New token of {agent.name} (shown once): {protocol.sync_agent_rotate(sync_agent=agent)}"
+            )
 
     @admin.action(description="Revoke the token")
     def revoke_tokens(self, request, queryset):
@@ -176,8 +188,16 @@ class SyncAgentAdmin(admin.ModelAdmin):
 
 @admin.register(SyncAgentContact)
 class SyncAgentContactAdmin(ReadOnlyMixin, admin.ModelAdmin):
-    list_display = ("sync_agent", "last_contact_at", "version", "launcher_version", "update_state", "update_from",
-                    "update_to", "settings_version")
+    list_display = (
+        "sync_agent",
+        "last_contact_at",
+        "version",
+        "launcher_version",
+        "update_state",
+        "update_from",
+        "update_to",
+        "settings_version",
+    )
 
 
 @admin.register(RateLimitEvent)
@@ -219,9 +239,12 @@ class PublicationAdmin(admin.ModelAdmin):
         return request.user.is_staff and super().has_add_permission(request)
 
     def save_model(self, request, obj, form, change):
-        publication = protocol.publication_create(version=form.cleaned_data["version"],
-                                                  artifact=form.cleaned_data["artifact_file"].read(),
-                                                  notes=form.cleaned_data.get("notes") or "", user=request.user)
+        publication = protocol.publication_create(
+            version=form.cleaned_data["version"],
+            artifact=form.cleaned_data["artifact_file"].read(),
+            notes=form.cleaned_data.get("notes") or "",
+            user=request.user,
+        )
         obj.pk = publication.pk
         messages.success(request, f"Published v{publication.version}, sha256 {publication.sha256}")
 
@@ -253,5 +276,7 @@ class HubSettingAdmin(admin.ModelAdmin):
         return False
 
     def save_model(self, request, obj, form, change):
-        version = services.settings_set(user=request.user, key=form.cleaned_data["key"], value=form.cleaned_data["value"])
+        version = services.settings_set(
+            user=request.user, key=form.cleaned_data["key"], value=form.cleaned_data["value"]
+        )
         messages.success(request, f"settings_version is now {version}")

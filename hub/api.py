@@ -54,6 +54,7 @@ from hub.schemas import (
 
 # ---------------------------------------------------------------- auth
 
+
 class HubPersonBearer(HttpBearer):
     """A personal token (``ach_…``); a sync agent's token here is the wrong kind of credential (403)."""
 
@@ -103,6 +104,7 @@ def _d(value):
 
 # ---------------------------------------------------------------- issues and notes
 
+
 class IssueFiltersIn(ListParams):
     project: str | None = None
     status: str | None = None
@@ -137,10 +139,12 @@ def notes_set(request: HttpRequest, key: str, payload: NotesBody):
 
 # ---------------------------------------------------------------- batches and commands
 
+
 @router.post("/batches", response={201: BatchCreatedOut}, summary="Create a batch of commands (HUB-6)")
 def batch_create(request: HttpRequest, payload: BatchIn):
-    created = services.batch_create(user=request.auth, title=payload.title, commands=payload.commands,
-                                    author=payload.author or "api")
+    created = services.batch_create(
+        user=request.auth, title=payload.title, commands=payload.commands, author=payload.author or "api"
+    )
     return Status(201, _d(created))
 
 
@@ -154,8 +158,11 @@ def batch_status(request: HttpRequest, batch_id: int):
     return selectors.batch_status(user=request.auth, batch_id=batch_id)
 
 
-@router.get("/batches/{batch_id}/wait", response=BatchView,
-            summary="Wait until the batch finishes or timeout_minutes (≤ 60) pass")
+@router.get(
+    "/batches/{batch_id}/wait",
+    response=BatchView,
+    summary="Wait until the batch finishes or timeout_minutes (≤ 60) pass",
+)
 async def batch_wait(request: HttpRequest, batch_id: int, timeout_minutes: float = 10):
     return await services.batch_wait_async(user=request.auth, batch_id=batch_id, timeout_minutes=timeout_minutes)
 
@@ -163,18 +170,25 @@ async def batch_wait(request: HttpRequest, batch_id: int, timeout_minutes: float
 @router.post("/batches/{batch_id}/cancel", response=BatchCancelOut, summary="Cancel a batch's queued commands (HUB-9)")
 def batch_cancel(request: HttpRequest, batch_id: int):
     result = services.batch_cancel(user=request.auth, batch_id=batch_id)
-    return {"batch": _d(result.batch), "cancelled": list(result.cancelled), "claimed": list(result.claimed),
-            "lines": services.batch_cancel_lines(result)}
+    return {
+        "batch": _d(result.batch),
+        "cancelled": list(result.cancelled),
+        "claimed": list(result.claimed),
+        "lines": services.batch_cancel_lines(result),
+    }
 
 
-@router.post("/commands/{command_id}/cancel", response=CommandView,
-             summary="Cancel a command; a claimed one needs force: true")
+@router.post(
+    "/commands/{command_id}/cancel", response=CommandView, summary="Cancel a command; a claimed one needs force: true"
+)
 def command_cancel(request: HttpRequest, command_id: int, payload: CommandCancelIn | None = None):
     force = payload.force if payload is not None else False
     return services.command_cancel(user=request.auth, command_id=command_id, force=force)
 
 
-@router.post("/commands/{command_id}/retry", response={201: BatchCreatedOut}, summary="Run a command again in a new batch")
+@router.post(
+    "/commands/{command_id}/retry", response={201: BatchCreatedOut}, summary="Run a command again in a new batch"
+)
 def command_retry(request: HttpRequest, command_id: int, payload: RetryIn | None = None):
     author = (payload.author if payload is not None else None) or "api"
     return Status(201, _d(services.command_retry(user=request.auth, command_id=command_id, author=author)))
@@ -187,6 +201,7 @@ def refresh(request: HttpRequest, payload: RefreshIn):
 
 
 # ---------------------------------------------------------------- sync agent status, log, settings
+
 
 @router.get("/agent-status", response=AgentStatus, summary="The sync agent as of its latest claim (HUB-12)")
 def agent_status(request: HttpRequest):
@@ -208,12 +223,17 @@ def setting_get(request: HttpRequest, key: str):
     return selectors.settings_get(user=request.auth, key=key)
 
 
-@router.put("/settings/{key}", response=SettingsVersionOut, summary="Set a hub setting (staff); returns the new settings_version")
+@router.put(
+    "/settings/{key}",
+    response=SettingsVersionOut,
+    summary="Set a hub setting (staff); returns the new settings_version",
+)
 def setting_set(request: HttpRequest, key: str, payload: SettingIn):
     return {"settings_version": services.settings_set(user=request.auth, key=key, value=payload.value)}
 
 
 # ---------------------------------------------------------------- publications (staff)
+
 
 @router.get("/publications", response=Page[PublicationView], summary="Published sync-agent versions, newest first")
 def publications(request: HttpRequest, params: Query[ListParams]):
@@ -223,26 +243,43 @@ def publications(request: HttpRequest, params: Query[ListParams]):
 @router.post("/publications", response={201: PublicationView}, summary="Publish sync-agent version N (staff)")
 def publication_create(request: HttpRequest, payload: PublicationIn):
     hub_access_check(request.auth, staff=True)
-    created = protocol.publication_create(version=payload.version, artifact=payload.artifact_base64, notes=payload.notes,
-                                          user=request.auth)
-    return Status(201, PublicationView(version=created.version, sha256=created.sha256, size=created.size,
-                                       notes=created.notes, published_at=created.published_at))
+    created = protocol.publication_create(
+        version=payload.version, artifact=payload.artifact_base64, notes=payload.notes, user=request.auth
+    )
+    return Status(
+        201,
+        PublicationView(
+            version=created.version,
+            sha256=created.sha256,
+            size=created.size,
+            notes=created.notes,
+            published_at=created.published_at,
+        ),
+    )
 
 
 # ---------------------------------------------------------------- the sync-agent protocol
 
+
 @sync_agent_router.post("/claim", response=ClaimOut, summary="Claim commands under leases; report contact")
 def claim(request: HttpRequest, payload: ClaimIn):
     return protocol.sync_agent_claim(
-        sync_agent=request.auth, version=payload.version, launcher_version=payload.launcher_version,
-        max_commands=payload.max_commands, settings_version=payload.settings_version,
-        update=payload.update.model_dump() if payload.update else None)
+        sync_agent=request.auth,
+        version=payload.version,
+        launcher_version=payload.launcher_version,
+        max_commands=payload.max_commands,
+        settings_version=payload.settings_version,
+        update=payload.update.model_dump() if payload.update else None,
+    )
 
 
 @sync_agent_router.post("/report", response=ReportOut, summary="Report results (idempotent) and 429s")
 def report(request: HttpRequest, payload: ReportIn):
-    outcomes = protocol.sync_agent_report(sync_agent=request.auth, results=[r.model_dump() for r in payload.results],
-                                          rate_limited=[e.model_dump() for e in payload.rate_limited])
+    outcomes = protocol.sync_agent_report(
+        sync_agent=request.auth,
+        results=[r.model_dump() for r in payload.results],
+        rate_limited=[e.model_dump() for e in payload.rate_limited],
+    )
     return {"results": outcomes}
 
 
@@ -253,15 +290,17 @@ def sync_run_start(request: HttpRequest, payload: SyncRunIn):
 
 @sync_agent_router.post("/sync-runs/{run_id}/finish", response=SyncRunCreatedOut, summary="Finish a sync run")
 def sync_run_finish(request: HttpRequest, run_id: int, payload: SyncRunFinishIn):
-    run = protocol.sync_run_finish(sync_agent=request.auth, sync_run_id=run_id, status=payload.status,
-                                   counts=payload.counts, errors=payload.errors)
+    run = protocol.sync_run_finish(
+        sync_agent=request.auth, sync_run_id=run_id, status=payload.status, counts=payload.counts, errors=payload.errors
+    )
     return {"id": run.pk}
 
 
 @sync_agent_router.post("/upload", response=UploadOut, summary="Upload a mirror page (≤ 500 issues), idempotently")
 def upload(request: HttpRequest, payload: UploadIn):
-    return protocol.mirror_upload(sync_agent=request.auth, sync_run_id=payload.sync_run_id,
-                                  issues=[i.model_dump() for i in payload.issues])
+    return protocol.mirror_upload(
+        sync_agent=request.auth, sync_run_id=payload.sync_run_id, issues=[i.model_dump() for i in payload.issues]
+    )
 
 
 @sync_agent_router.get("/publications/{version}", summary="A published sync-agent artifact (.tar.gz)")

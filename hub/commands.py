@@ -31,8 +31,11 @@ REF_RE = re.compile(r"^\$([1-9][0-9]*)$")
 LINK_TYPES = ("Blocks", "Cloners", "Duplicate", "Relates")
 MAX_COMMANDS = 200
 
-IssueKey = Annotated[str, StringConstraints(pattern=KEY_PATTERN, max_length=64),
-                     Field(description='A Jira key ("AURORA-1538") or "$N": the issue created by command N of this batch.')]
+IssueKey = Annotated[
+    str,
+    StringConstraints(pattern=KEY_PATTERN, max_length=64),
+    Field(description='A Jira key ("AURORA-1538") or "$N": the issue created by command N of this batch.'),
+]
 Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
 
 
@@ -50,10 +53,12 @@ class IssueFields(BaseModel):
 
     @model_validator(mode="after")
     def _custom_fields_only(self):
-        for name in (self.model_extra or {}):
+        for name in self.model_extra or {}:
             if not re.fullmatch(r"customfield_[0-9]+", name):
-                raise ValueError(f"unknown field «{name}»: allowed are summary, description, priority, assignee, "
-                                 "duedate, components and customfield_<id>")
+                raise ValueError(
+                    f"unknown field «{name}»: allowed are summary, description, priority, assignee, "
+                    "duedate, components and customfield_<id>"
+                )
         return self
 
 
@@ -115,8 +120,10 @@ class EnsureLink(_Base):
 class EnsureSprint(_Base):
     type: Literal["ensure_sprint"]
     key: IssueKey
-    sprint: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)] | Annotated[int, Field(ge=1)] = Field(
-        description="Sprint name («Спринт 2») or numeric id.")
+    sprint: (
+        Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+        | Annotated[int, Field(ge=1)]
+    ) = Field(description="Sprint name («Спринт 2») or numeric id.")
 
 
 class EnsureComment(_Base):
@@ -150,10 +157,19 @@ class Refresh(_Base):
         return list(self.keys_ or [])
 
 
-Command = Annotated[EnsureIssue | EnsureFields | EnsureLink | EnsureSprint | EnsureComment | EnsureTransition | Refresh,
-                    Field(discriminator="type")]
-COMMAND_TYPES = ("ensure_issue", "ensure_fields", "ensure_link", "ensure_sprint", "ensure_comment",
-                 "ensure_transition", "refresh")
+Command = Annotated[
+    EnsureIssue | EnsureFields | EnsureLink | EnsureSprint | EnsureComment | EnsureTransition | Refresh,
+    Field(discriminator="type"),
+]
+COMMAND_TYPES = (
+    "ensure_issue",
+    "ensure_fields",
+    "ensure_link",
+    "ensure_sprint",
+    "ensure_comment",
+    "ensure_transition",
+    "refresh",
+)
 _ADAPTER = TypeAdapter(Command)
 COMMAND_JSON_SCHEMA: dict[str, Any] = _ADAPTER.json_schema(by_alias=True)
 
@@ -232,8 +248,10 @@ def commands_parse(raw: Any) -> list:
             if n >= index:
                 problems.append(f"command {index} ({command.type}): ${n} must name an earlier command of the batch")
             elif parsed[n - 1].type != "ensure_issue":
-                problems.append(f"command {index} ({command.type}): ${n} names command {n} ({parsed[n - 1].type}), "
-                                "which creates no issue; $N must name an ensure_issue")
+                problems.append(
+                    f"command {index} ({command.type}): ${n} names command {n} ({parsed[n - 1].type}), "
+                    "which creates no issue; $N must name an ensure_issue"
+                )
     if problems:
         raise ValidationFailed("\n".join(problems))
     return parsed

@@ -75,8 +75,8 @@ class IssueFilters:
     fact_status: str | None = None
     due_from: dt.date | None = None
     due_to: dt.date | None = None
-    overdue: bool | None = None          # True: due date before today and status not done-like
-    text: str | None = None              # substring of key / summary (case-insensitive)
+    overdue: bool | None = None  # True: due date before today and status not done-like
+    text: str | None = None  # substring of key / summary (case-insensitive)
     updated_since: dt.datetime | None = None
 
 
@@ -93,15 +93,15 @@ class IssueRow:
     sprint: str
     labels: tuple[str, ...]
     updated: dt.datetime | None
-    fact_status: str                     # "" when no notes
+    fact_status: str  # "" when no notes
 
 
 @dataclass(frozen=True)
 class LinkView:
     link_type: str
-    direction: str                       # from this issue's side: "outward" | "inward"
+    direction: str  # from this issue's side: "outward" | "inward"
     other_key: str
-    other_summary: str                   # "" when the other issue is not mirrored
+    other_summary: str  # "" when the other issue is not mirrored
 
 
 @dataclass(frozen=True)
@@ -128,7 +128,7 @@ class CommandView:
     batch_id: int
     seq: int
     type: str
-    key: str                             # the command's key ("$1" until resolved, "" for full refresh)
+    key: str  # the command's key ("$1" until resolved, "" for full refresh)
     state: str
     claims: int
     author: str
@@ -144,13 +144,13 @@ class CommandView:
 @dataclass(frozen=True)
 class IssueCard:
     issue: IssueRow
-    fields: dict[str, Any]               # raw Jira fields as mirrored
+    fields: dict[str, Any]  # raw Jira fields as mirrored
     description: str
-    links: tuple[LinkView, ...]          # both sides
+    links: tuple[LinkView, ...]  # both sides
     notes: NotesView | None
     recent_commands: tuple[CommandView, ...]
     comments_total: int
-    comments: tuple[CommentView, ...]    # newest first, at most `comments`
+    comments: tuple[CommentView, ...]  # newest first, at most `comments`
 
 
 @dataclass(frozen=True)
@@ -158,8 +158,8 @@ class BatchSummary:
     id: int
     title: str
     author: str
-    state: str                           # queued | running | done | failed | cancelled | partial
-    counts: dict[str, int]               # state → number of commands
+    state: str  # queued | running | done | failed | cancelled | partial
+    counts: dict[str, int]  # state → number of commands
     command_count: int
     created_at: dt.datetime
     finished_at: dt.datetime | None
@@ -171,13 +171,13 @@ class BatchView:
     title: str
     author: str
     state: str
-    finished: bool                       # every command final
+    finished: bool  # every command final
     counts: dict[str, int]
-    commands: tuple[CommandView, ...]    # in seq order
-    estimate_seconds: int                # remaining: 0 when finished
+    commands: tuple[CommandView, ...]  # in seq order
+    estimate_seconds: int  # remaining: 0 when finished
     created_at: dt.datetime
     finished_at: dt.datetime | None
-    timed_out: bool = False              # set by batch_wait when it returned at its timeout
+    timed_out: bool = False  # set by batch_wait when it returned at its timeout
 
 
 @dataclass(frozen=True)
@@ -190,8 +190,8 @@ class BatchCreated:
 @dataclass(frozen=True)
 class BatchCancelResult:
     batch: BatchView
-    cancelled: tuple[int, ...]           # command ids cancelled now
-    claimed: tuple[int, ...]             # command ids already at the sync agent (not cancelled)
+    cancelled: tuple[int, ...]  # command ids cancelled now
+    claimed: tuple[int, ...]  # command ids already at the sync agent (not cancelled)
 
 
 @dataclass(frozen=True)
@@ -213,31 +213,31 @@ class PublicationView:
 @dataclass(frozen=True)
 class AgentStatus:
     online: bool
-    has_contact: bool                    # a sync agent ever claimed
+    has_contact: bool  # a sync agent ever claimed
     last_contact_at: dt.datetime | None
     version: int | None
     launcher_version: int | None
-    agent_reported: bool                 # a claim came after the hub's last boot
+    agent_reported: bool  # a claim came after the hub's last boot
     current_command: CommandView | None
     reissued: tuple[ReissuedCommand, ...]
     rate_limited_24h: int
     settings_version: int
-    agent_settings_version: int | None   # the version the sync agent last said it holds
+    agent_settings_version: int | None  # the version the sync agent last said it holds
     publication: PublicationView | None
     update_state: str | None
     update_from: int | None
     update_to: int | None
     update_error: str
-    update_hint: str | None              # e.g. «откат с v7 на v6: …»
+    update_hint: str | None  # e.g. «откат с v7 на v6: …»
     poll_interval_seconds: int
-    lines: tuple[str, ...] = field(default=())   # the seed's Russian lines, ready to print
+    lines: tuple[str, ...] = field(default=())  # the seed's Russian lines, ready to print
 
 
 @dataclass(frozen=True)
 class SyncRunView:
     id: int
     kind: str
-    status: str                          # running | ok | failed
+    status: str  # running | ok | failed
     started_at: dt.datetime
     finished_at: dt.datetime | None
     counts: dict[str, int]

@@ -53,17 +53,39 @@ SUMMARIES = (
 
 # (from, to, type): "from blocks/relates to/duplicates to"; uploaded on both sides as Jira shows them.
 LINKS = (
-    (9001, 9002, "Blocks"), (9001, 9024, "Relates"), (9003, 9011, "Blocks"), (9005, 9018, "Relates"),
-    (9006, 9017, "Blocks"), (9007, 9025, "Relates"), (9009, 9023, "Relates"), (9012, 9022, "Relates"),
-    (9014, 9029, "Blocks"), (9019, 9001, "Relates"), (9020, 9016, "Duplicate"), (9026, 9017, "Blocks"),
+    (9001, 9002, "Blocks"),
+    (9001, 9024, "Relates"),
+    (9003, 9011, "Blocks"),
+    (9005, 9018, "Relates"),
+    (9006, 9017, "Blocks"),
+    (9007, 9025, "Relates"),
+    (9009, 9023, "Relates"),
+    (9012, 9022, "Relates"),
+    (9014, 9029, "Blocks"),
+    (9019, 9001, "Relates"),
+    (9020, 9016, "Duplicate"),
+    (9026, 9017, "Blocks"),
 )
 
 NOTES = {
-    "AURORA-9001": {"fact_status": "ждём ответа банка", "note": "Повтор воспроизводится только на таймауте > 30 с.",
-                    "next_step": "Созвон с банком в четверг", "owner": "anna.ivanova"},
-    "AURORA-9005": {"fact_status": "блокер", "note": "Падает на тарифах с промокодом.", "next_step": "Починить валидацию",
-                    "owner": "gleb.orlov"},
-    "AURORA-9006": {"fact_status": "на ревью у ИБ", "note": "", "next_step": "Дождаться заключения ИБ", "owner": "vera.smirnova"},
+    "AURORA-9001": {
+        "fact_status": "ждём ответа банка",
+        "note": "Повтор воспроизводится только на таймауте > 30 с.",
+        "next_step": "Созвон с банком в четверг",
+        "owner": "anna.ivanova",
+    },
+    "AURORA-9005": {
+        "fact_status": "блокер",
+        "note": "Падает на тарифах с промокодом.",
+        "next_step": "Починить валидацию",
+        "owner": "gleb.orlov",
+    },
+    "AURORA-9006": {
+        "fact_status": "на ревью у ИБ",
+        "note": "",
+        "next_step": "Дождаться заключения ИБ",
+        "owner": "vera.smirnova",
+    },
     "AURORA-9014": {"fact_status": "готово, ждёт релиза", "note": "", "next_step": "", "owner": "dina.kuznetsova"},
 }
 
@@ -83,8 +105,14 @@ def _comments(number: int) -> list[dict]:
         if number == FIRST and i == count:
             head = "Итог созвона с банком: повторные списания возникают, когда ответ банка приходит позже 30 секунд. "
             body = (head + "Мы повторяем запрос, а банк обрабатывает оба. " * 20)[:500]
-        comments.append({"id": str(number * 100 + i), "author": PEOPLE[(number + i) % len(PEOPLE)],
-                         "created": _jira_time(created), "body": body})
+        comments.append(
+            {
+                "id": str(number * 100 + i),
+                "author": PEOPLE[(number + i) % len(PEOPLE)],
+                "created": _jira_time(created),
+                "body": body,
+            }
+        )
     return comments
 
 
@@ -102,18 +130,33 @@ def demo_issues() -> list[dict]:
         due = (dt.date(2026, 11, 20) + dt.timedelta(days=index * 2)) if index % 5 != 4 else None
         status = STATUSES[index % len(STATUSES)]
         sprint = SPRINTS[0] if index < 15 else SPRINTS[1]
-        description = (f"{SUMMARIES[index]}.\n\nКонтекст: задача проекта «Аврора», команда платформы. "
-                       f"Критерий готовности: изменения в проде, метрики на дашборде.")
-        issues.append({
-            "key": key, "project": PROJECT, "summary": SUMMARIES[index], "status": status,
-            "issue_type": TYPES[index % len(TYPES)], "priority": PRIORITIES[index % len(PRIORITIES)],
-            "assignee": PEOPLE[index % len(PEOPLE)], "duedate": due.isoformat() if due else None,
-            "sprint": sprint, "labels": [BASE_LABEL] + (["backend"] if index % 3 == 0 else []),
-            "updated": _jira_time(updated),
-            "fields": {"summary": SUMMARIES[index], "description": description,
-                       "status": {"name": status}, "labels": [BASE_LABEL]},
-            "links": links[number], "comments": comments,
-        })
+        description = (
+            f"{SUMMARIES[index]}.\n\nКонтекст: задача проекта «Аврора», команда платформы. "
+            f"Критерий готовности: изменения в проде, метрики на дашборде."
+        )
+        issues.append(
+            {
+                "key": key,
+                "project": PROJECT,
+                "summary": SUMMARIES[index],
+                "status": status,
+                "issue_type": TYPES[index % len(TYPES)],
+                "priority": PRIORITIES[index % len(PRIORITIES)],
+                "assignee": PEOPLE[index % len(PEOPLE)],
+                "duedate": due.isoformat() if due else None,
+                "sprint": sprint,
+                "labels": [BASE_LABEL] + (["backend"] if index % 3 == 0 else []),
+                "updated": _jira_time(updated),
+                "fields": {
+                    "summary": SUMMARIES[index],
+                    "description": description,
+                    "status": {"name": status},
+                    "labels": [BASE_LABEL],
+                },
+                "links": links[number],
+                "comments": comments,
+            }
+        )
     return issues
 
 

@@ -30,14 +30,20 @@ class _Cron(BaseModel):
 
 
 SPECS: dict[str, tuple[Any, Any, str]] = {
-    "base_label": (Annotated[str, StringConstraints(pattern=r"^\S+$", min_length=1, max_length=255)], "AWPCA",
-                   "the label every hub-made issue carries; the base JQL selects by it"),
+    "base_label": (
+        Annotated[str, StringConstraints(pattern=r"^\S+$", min_length=1, max_length=255)],
+        "AWPCA",
+        "the label every hub-made issue carries; the base JQL selects by it",
+    ),
     "poll_interval_seconds": (Annotated[int, Field(ge=1, le=3600, strict=True)], 10, "how often the sync agent claims"),
     "lease_seconds": (Annotated[int, Field(ge=10, le=3600, strict=True)], 120, "a claimed command's lease"),
     "full_sync_cron": (str, "0 3 * * *", "when the sync agent runs a full sync (5-field cron, UTC)"),
     "projects": (Annotated[list[ProjectKey], Field(min_length=1, max_length=100)], ["AURORA"], "mirrored projects"),
-    "project_acl": (dict[ProjectKey, Annotated[list[Principal], Field(min_length=1)]], {},
-                    "project → principals who may read its issues in the Knowledge Store (missing = everyone)"),
+    "project_acl": (
+        dict[ProjectKey, Annotated[list[Principal], Field(min_length=1)]],
+        {},
+        "project → principals who may read its issues in the Knowledge Store (missing = everyone)",
+    ),
     "sync_overlap_minutes": (Annotated[int, Field(ge=0, le=60, strict=True)], 2, "incremental sync re-read window"),
     "page_size": (Annotated[int, Field(ge=10, le=500, strict=True)], 100, "issues per upload page"),
 }

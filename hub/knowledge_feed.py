@@ -13,10 +13,12 @@ SOURCE_SYSTEM = "jira"
 
 def issue_text(issue: MirrorIssue, comments: list[MirrorComment]) -> str:
     """What the KS indexes: the fields a reader asks about, the description, the comments."""
-    lines = [f"{issue.key}: {issue.summary}",
-             f"Статус: {issue.status or '—'}; тип: {issue.issue_type or '—'}; приоритет: {issue.priority or '—'}",
-             f"Исполнитель: {issue.assignee or '—'}; срок: {issue.duedate.isoformat() if issue.duedate else '—'}; "
-             f"спринт: {issue.sprint or '—'}"]
+    lines = [
+        f"{issue.key}: {issue.summary}",
+        f"Статус: {issue.status or '—'}; тип: {issue.issue_type or '—'}; приоритет: {issue.priority or '—'}",
+        f"Исполнитель: {issue.assignee or '—'}; срок: {issue.duedate.isoformat() if issue.duedate else '—'}; "
+        f"спринт: {issue.sprint or '—'}",
+    ]
     if issue.labels:
         lines.append("Метки: " + ", ".join(issue.labels))
     if issue.description:
@@ -40,9 +42,15 @@ def mirror_to_knowledge(*, issue_ids: list[int]) -> int:
     for link in MirrorLink.objects.filter(issue_id__in=issue_ids, direction="outward"):
         links.setdefault(link.issue_id, []).append((link.other_key, link.link_type))
     for issue in issues:
-        facade.upsert_record(source_system=SOURCE_SYSTEM, external_id=issue.key, title=f"{issue.key} {issue.summary}"[:500],
-                             text=issue_text(issue, comments.get(issue.id, [])), acl=acl_map.get(issue.project) or [EVERYONE],
-                             url=_browse_url(issue), links=links.get(issue.id, []))
+        facade.upsert_record(
+            source_system=SOURCE_SYSTEM,
+            external_id=issue.key,
+            title=f"{issue.key} {issue.summary}"[:500],
+            text=issue_text(issue, comments.get(issue.id, [])),
+            acl=acl_map.get(issue.project) or [EVERYONE],
+            url=_browse_url(issue),
+            links=links.get(issue.id, []),
+        )
     return len(issues)
 
 

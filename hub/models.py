@@ -19,8 +19,15 @@ from achilles.models import User
 
 KEY_RE = r"^[A-Z][A-Z0-9_]*-[0-9]+$"
 PROJECT_RE = r"^[A-Z][A-Z0-9_]*$"
-COMMAND_TYPES = ("ensure_issue", "ensure_fields", "ensure_link", "ensure_sprint", "ensure_comment",
-                 "ensure_transition", "refresh")
+COMMAND_TYPES = (
+    "ensure_issue",
+    "ensure_fields",
+    "ensure_link",
+    "ensure_sprint",
+    "ensure_comment",
+    "ensure_transition",
+    "refresh",
+)
 COMMAND_STATES = ("queued", "claimed", "done", "failed", "cancelled")
 UPDATE_STATES = ("idle", "downloading", "starting", "done", "rolled_back", "failed")
 SYNC_RUN_KINDS = ("incremental", "full", "refresh")
@@ -64,10 +71,15 @@ class MirrorIssue(models.Model):
             models.Index(fields=["updated"], name="hub_issue_updated_idx"),
         ]
         constraints = [
-            models.CheckConstraint(condition=Q(key__regex=KEY_RE), name="hub_mirrorissue_key_format",
-                                   violation_error_message="A Jira key looks like PROJ-123."),
+            models.CheckConstraint(
+                condition=Q(key__regex=KEY_RE),
+                name="hub_mirrorissue_key_format",
+                violation_error_message="A Jira key looks like PROJ-123.",
+            ),
             models.CheckConstraint(condition=Q(project__regex=PROJECT_RE), name="hub_mirrorissue_project_format"),
-            models.CheckConstraint(condition=Q(content_sha256__regex=r"^[0-9a-f]{64}$"), name="hub_mirrorissue_sha256_hex"),
+            models.CheckConstraint(
+                condition=Q(content_sha256__regex=r"^[0-9a-f]{64}$"), name="hub_mirrorissue_sha256_hex"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -86,7 +98,9 @@ class MirrorLink(models.Model):
         db_table = "hub_issue_links"
         indexes = [models.Index(fields=["other_key"], name="hub_link_other_key_idx")]
         constraints = [
-            models.UniqueConstraint(fields=["issue", "link_type", "direction", "other_key"], name="hub_mirrorlink_unique"),
+            models.UniqueConstraint(
+                fields=["issue", "link_type", "direction", "other_key"], name="hub_mirrorlink_unique"
+            ),
             models.CheckConstraint(condition=Q(direction__in=LINK_DIRECTIONS), name="hub_mirrorlink_direction_valid"),
             models.CheckConstraint(condition=Q(other_key__regex=KEY_RE), name="hub_mirrorlink_other_key_format"),
             models.CheckConstraint(condition=~Q(link_type=""), name="hub_mirrorlink_type_not_empty"),
@@ -152,8 +166,10 @@ class Batch(models.Model):
         constraints = [
             models.CheckConstraint(condition=~Q(title=""), name="hub_batch_title_not_empty"),
             models.CheckConstraint(condition=Q(author__regex=r"^[a-z0-9_.@-]{1,64}$"), name="hub_batch_author_format"),
-            models.CheckConstraint(condition=Q(finished_at__isnull=True) | Q(finished_at__gte=models.F("created_at")),
-                                   name="hub_batch_finished_after_created"),
+            models.CheckConstraint(
+                condition=Q(finished_at__isnull=True) | Q(finished_at__gte=models.F("created_at")),
+                name="hub_batch_finished_after_created",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -168,16 +184,28 @@ class Command(models.Model):
     seq = models.PositiveIntegerField(help_text="1-based position in the batch; `$N` names seq N.")
     type = models.CharField(max_length=32)
     payload = models.JSONField(help_text="The command as validated (the contract's shape).")
-    keys = ArrayField(models.CharField(max_length=64), default=list, blank=True,
-                      help_text="Issue keys the command touches (`$N` until resolved).")
-    depends_on = ArrayField(models.PositiveIntegerField(), default=list, blank=True,
-                            help_text="Seqs of earlier ensure_issue commands this one names as `$N`.")
+    keys = ArrayField(
+        models.CharField(max_length=64),
+        default=list,
+        blank=True,
+        help_text="Issue keys the command touches (`$N` until resolved).",
+    )
+    depends_on = ArrayField(
+        models.PositiveIntegerField(),
+        default=list,
+        blank=True,
+        help_text="Seqs of earlier ensure_issue commands this one names as `$N`.",
+    )
     waits_for_batch = models.BooleanField(default=False, help_text="Issued only after every other command is final.")
     state = models.CharField(max_length=16, default="queued")
     claims = models.PositiveIntegerField(default=0)
     lease_token = models.CharField(max_length=64, null=True, blank=True)
-    lease_tokens = ArrayField(models.CharField(max_length=64), default=list, blank=True,
-                              help_text="Every lease ever issued for this command, oldest first.")
+    lease_tokens = ArrayField(
+        models.CharField(max_length=64),
+        default=list,
+        blank=True,
+        help_text="Every lease ever issued for this command, oldest first.",
+    )
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     claimed_at = models.DateTimeField(null=True, blank=True)
     claimed_by = models.ForeignKey("SyncAgent", on_delete=models.DO_NOTHING, null=True, blank=True, related_name="+")
@@ -195,10 +223,15 @@ class Command(models.Model):
         ordering = ["batch_id", "seq"]
         indexes = [
             # The claim scan reads only open commands, in batch order.
-            models.Index(fields=["batch", "seq"], name="hub_command_open_idx", condition=Q(state__in=["queued", "claimed"])),
+            models.Index(
+                fields=["batch", "seq"], name="hub_command_open_idx", condition=Q(state__in=["queued", "claimed"])
+            ),
             models.Index(fields=["lease_expires_at"], name="hub_command_lease_idx", condition=Q(state="claimed")),
-            models.Index(fields=["claimed_by"], name="hub_command_cancel_notify_idx",
-                         condition=Q(force_cancelled=True, cancel_notified_at__isnull=True)),
+            models.Index(
+                fields=["claimed_by"],
+                name="hub_command_cancel_notify_idx",
+                condition=Q(force_cancelled=True, cancel_notified_at__isnull=True),
+            ),
         ]
         constraints = [
             models.UniqueConstraint(fields=["batch", "seq"], name="hub_command_seq_unique_per_batch"),
@@ -207,24 +240,45 @@ class Command(models.Model):
             models.CheckConstraint(condition=Q(state__in=COMMAND_STATES), name="hub_command_state_valid"),
             # A claimed command holds exactly one live lease; no other state holds one.
             models.CheckConstraint(
-                condition=(Q(state="claimed", lease_token__isnull=False, lease_expires_at__isnull=False,
-                             claimed_at__isnull=False, claims__gte=1)
-                           | (~Q(state="claimed") & Q(lease_token__isnull=True, lease_expires_at__isnull=True))),
-                name="hub_command_lease_iff_claimed"),
+                condition=(
+                    Q(
+                        state="claimed",
+                        lease_token__isnull=False,
+                        lease_expires_at__isnull=False,
+                        claimed_at__isnull=False,
+                        claims__gte=1,
+                    )
+                    | (~Q(state="claimed") & Q(lease_token__isnull=True, lease_expires_at__isnull=True))
+                ),
+                name="hub_command_lease_iff_claimed",
+            ),
             models.CheckConstraint(
-                condition=(Q(state__in=["done", "failed", "cancelled"], finished_at__isnull=False)
-                           | Q(state__in=["queued", "claimed"], finished_at__isnull=True)),
-                name="hub_command_finished_iff_final"),
-            models.CheckConstraint(condition=~Q(state="done") | Q(result__isnull=False), name="hub_command_done_has_result"),
+                condition=(
+                    Q(state__in=["done", "failed", "cancelled"], finished_at__isnull=False)
+                    | Q(state__in=["queued", "claimed"], finished_at__isnull=True)
+                ),
+                name="hub_command_finished_iff_final",
+            ),
+            models.CheckConstraint(
+                condition=~Q(state="done") | Q(result__isnull=False), name="hub_command_done_has_result"
+            ),
             models.CheckConstraint(condition=~Q(state="failed") | ~Q(error=""), name="hub_command_failed_has_error"),
-            models.CheckConstraint(condition=~Q(force_cancelled=True) | Q(state="cancelled"), name="hub_command_forced_is_cancelled"),
-            models.CheckConstraint(condition=Q(cancel_notified_at__isnull=True) | Q(force_cancelled=True),
-                                   name="hub_command_notified_only_if_forced"),
+            models.CheckConstraint(
+                condition=~Q(force_cancelled=True) | Q(state="cancelled"), name="hub_command_forced_is_cancelled"
+            ),
+            models.CheckConstraint(
+                condition=Q(cancel_notified_at__isnull=True) | Q(force_cancelled=True),
+                name="hub_command_notified_only_if_forced",
+            ),
             # claims counts the leases issued; the live lease is the newest one.
-            models.CheckConstraint(condition=Q(claims=models.Func(models.F("lease_tokens"), function="cardinality")),
-                                   name="hub_command_claims_match_leases"),
-            models.CheckConstraint(condition=Q(finished_lease_token__isnull=True) | Q(state__in=["done", "failed"]),
-                                   name="hub_command_finished_lease_only_when_reported"),
+            models.CheckConstraint(
+                condition=Q(claims=models.Func(models.F("lease_tokens"), function="cardinality")),
+                name="hub_command_claims_match_leases",
+            ),
+            models.CheckConstraint(
+                condition=Q(finished_lease_token__isnull=True) | Q(state__in=["done", "failed"]),
+                name="hub_command_finished_lease_only_when_reported",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -244,8 +298,12 @@ class SyncAgent(models.Model):
         db_table = "hub_sync_agents"
         ordering = ["name"]
         constraints = [
-            models.CheckConstraint(condition=Q(name__regex=r"^[A-Za-z0-9_.-]{1,100}$"), name="hub_syncagent_name_format"),
-            models.CheckConstraint(condition=Q(token_hash__regex=r"^[0-9a-f]{64}$"), name="hub_syncagent_token_hash_hex"),
+            models.CheckConstraint(
+                condition=Q(name__regex=r"^[A-Za-z0-9_.-]{1,100}$"), name="hub_syncagent_name_format"
+            ),
+            models.CheckConstraint(
+                condition=Q(token_hash__regex=r"^[0-9a-f]{64}$"), name="hub_syncagent_token_hash_hex"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -270,12 +328,18 @@ class SyncAgentContact(models.Model):
         db_table = "hub_sync_agent_contacts"
         constraints = [
             models.CheckConstraint(condition=Q(version__gte=1), name="hub_syncagentcontact_version_positive"),
-            models.CheckConstraint(condition=Q(launcher_version__isnull=True) | Q(launcher_version__gte=1),
-                                   name="hub_syncagentcontact_launcher_version_positive"),
-            models.CheckConstraint(condition=Q(update_state__isnull=True) | Q(update_state__in=UPDATE_STATES),
-                                   name="hub_syncagentcontact_update_state_valid"),
-            models.CheckConstraint(condition=~Q(update_state__isnull=True) | (Q(update_from__isnull=True) & Q(update_to__isnull=True)),
-                                   name="hub_syncagentcontact_update_versions_need_state"),
+            models.CheckConstraint(
+                condition=Q(launcher_version__isnull=True) | Q(launcher_version__gte=1),
+                name="hub_syncagentcontact_launcher_version_positive",
+            ),
+            models.CheckConstraint(
+                condition=Q(update_state__isnull=True) | Q(update_state__in=UPDATE_STATES),
+                name="hub_syncagentcontact_update_state_valid",
+            ),
+            models.CheckConstraint(
+                condition=~Q(update_state__isnull=True) | (Q(update_from__isnull=True) & Q(update_to__isnull=True)),
+                name="hub_syncagentcontact_update_versions_need_state",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -294,7 +358,9 @@ class RateLimitEvent(models.Model):
         db_table = "hub_rate_limit_events"
         indexes = [models.Index(fields=["at"], name="hub_ratelimit_at_idx")]
         constraints = [
-            models.CheckConstraint(condition=Q(retry_after_seconds__gte=0), name="hub_ratelimitevent_retry_after_nonnegative"),
+            models.CheckConstraint(
+                condition=Q(retry_after_seconds__gte=0), name="hub_ratelimitevent_retry_after_nonnegative"
+            ),
             models.UniqueConstraint(fields=["sync_agent", "at", "path"], name="hub_ratelimitevent_unique"),
         ]
 
@@ -319,9 +385,13 @@ class SyncRun(models.Model):
         constraints = [
             models.CheckConstraint(condition=Q(kind__in=SYNC_RUN_KINDS), name="hub_syncrun_kind_valid"),
             models.CheckConstraint(condition=Q(status__in=SYNC_RUN_STATUSES), name="hub_syncrun_status_valid"),
-            models.CheckConstraint(condition=(Q(status="running", finished_at__isnull=True)
-                                              | (~Q(status="running") & Q(finished_at__isnull=False))),
-                                   name="hub_syncrun_finished_iff_not_running"),
+            models.CheckConstraint(
+                condition=(
+                    Q(status="running", finished_at__isnull=True)
+                    | (~Q(status="running") & Q(finished_at__isnull=False))
+                ),
+                name="hub_syncrun_finished_iff_not_running",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -362,9 +432,21 @@ class HubSetting(models.Model):
         db_table = "hub_settings"
         ordering = ["key"]
         constraints = [
-            models.CheckConstraint(condition=Q(key__in=["base_label", "poll_interval_seconds", "lease_seconds", "full_sync_cron",
-                                                        "projects", "project_acl", "sync_overlap_minutes", "page_size"]),
-                                   name="hub_hubsetting_key_known"),
+            models.CheckConstraint(
+                condition=Q(
+                    key__in=[
+                        "base_label",
+                        "poll_interval_seconds",
+                        "lease_seconds",
+                        "full_sync_cron",
+                        "projects",
+                        "project_acl",
+                        "sync_overlap_minutes",
+                        "page_size",
+                    ]
+                ),
+                name="hub_hubsetting_key_known",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -23,8 +23,7 @@ HUB_GROUP = "hub"
 def hub_access_check(user: HubCaller, *, staff: bool = False) -> User:
     """The caller, if it may use the hub (``staff``: and is staff); else 401/403."""
     # (an authenticated caller is always the platform's User: the isinstance only narrows the type)
-    if (user is None or not getattr(user, "is_authenticated", False) or not user.is_active
-            or not isinstance(user, User)):
+    if user is None or not getattr(user, "is_authenticated", False) or not user.is_active or not isinstance(user, User):
         raise NotAuthenticated("Authentication credentials were not provided or are invalid.")
     if not user.has_perm(USE_HUB):
         raise PermissionDenied("You may not use the hub (permission hub.use_hub).")

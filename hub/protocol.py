@@ -28,6 +28,7 @@ def _token_hash(raw: str) -> str:
 
 # ---------------------------------------------------------------- tokens
 
+
 @transaction.atomic
 def sync_agent_create(*, name: str) -> tuple[SyncAgent, str]:
     """A new sync agent and its token; the raw token is returned once and never stored."""
@@ -124,22 +125,40 @@ def _resolve(payload: dict, created: dict[int, str]) -> dict:
 
 
 @transaction.atomic
-def sync_agent_claim(*, sync_agent: SyncAgent, version: int, launcher_version: int | None, max_commands: int = 20,
-                     settings_version: int | None = None, update: dict | None = None) -> dict[str, Any]:
+def sync_agent_claim(
+    *,
+    sync_agent: SyncAgent,
+    version: int,
+    launcher_version: int | None,
+    max_commands: int = 20,
+    settings_version: int | None = None,
+    update: dict | None = None,
+) -> dict[str, Any]:
     """Take up to ``max_commands`` issuable commands in batch order under fresh leases (PROTOCOL.md)."""
     now = timezone.now()
     update = update or {}
     state = update.get("state")
     with connection.cursor() as cursor:
-        cursor.execute(CONTACT_SQL, {
-            "agent": sync_agent.pk, "now": now, "version": version, "launcher": launcher_version,
-            "settings_version": settings_version, "state": state,
-            "from": update.get("from_version") if state else None, "to": update.get("to_version") if state else None,
-            "error": (update.get("error") or "") if state else ""})
+        cursor.execute(
+            CONTACT_SQL,
+            {
+                "agent": sync_agent.pk,
+                "now": now,
+                "version": version,
+                "launcher": launcher_version,
+                "settings_version": settings_version,
+                "state": state,
+                "from": update.get("from_version") if state else None,
+                "to": update.get("to_version") if state else None,
+                "error": (update.get("error") or "") if state else "",
+            },
+        )
 
-    cancelled = list(Command.objects.select_for_update(skip_locked=True)
-                     .filter(claimed_by=sync_agent, force_cancelled=True, cancel_notified_at__isnull=True)
-                     .values_list("id", flat=True))
+    cancelled = list(
+        Command.objects.select_for_update(skip_locked=True)
+        .filter(claimed_by=sync_agent, force_cancelled=True, cancel_notified_at__isnull=True)
+        .values_list("id", flat=True)
+    )
     if cancelled:
         Command.objects.filter(pk__in=cancelled).update(cancel_notified_at=now)
 
@@ -152,16 +171,25 @@ def sync_agent_claim(*, sync_agent: SyncAgent, version: int, launcher_version: i
     if isinstance(publication, str):
         publication = json.loads(publication)
     with connection.cursor() as cursor:
-        cursor.execute(CLAIM_SQL, {"limit": max_commands, "lease": int(current["lease_seconds"]), "agent": sync_agent.pk})
+        cursor.execute(
+            CLAIM_SQL, {"limit": max_commands, "lease": int(current["lease_seconds"]), "agent": sync_agent.pk}
+        )
         rows = cursor.fetchall()
     rows.sort(key=lambda r: (r[1], r[2]))
 
     # `$N` → created keys, one query for every batch that needs it.
-    need = {r[1] for r in rows if r[8] or (r[6] == "refresh" and any(REF_RE.match(k) for k in (_payload(r[7]).get("keys") or [])))}
+    need = {
+        r[1]
+        for r in rows
+        if r[8] or (r[6] == "refresh" and any(REF_RE.match(k) for k in (_payload(r[7]).get("keys") or [])))
+    }
     created: dict[int, dict[int, str]] = {b: {} for b in need}
     if need:
-        for batch_id, seq, key in (Command.objects.filter(batch_id__in=need).exclude(created_key="")
-                                   .values_list("batch_id", "seq", "created_key")):
+        for batch_id, seq, key in (
+            Command.objects.filter(batch_id__in=need)
+            .exclude(created_key="")
+            .values_list("batch_id", "seq", "created_key")
+        ):
             created[batch_id][seq] = key
 
     commands, empty_refreshes = [], []
@@ -170,14 +198,28 @@ def sync_agent_claim(*, sync_agent: SyncAgent, version: int, launcher_version: i
         if kind == "refresh" and not sent.get("full") and not sent.get("keys"):
             empty_refreshes.append((cid, batch_id, token))
             continue
-        commands.append({"id": cid, "batch_id": batch_id, "seq": seq, "claims": claims, "lease_token": token,
-                         "lease_expires_at": expires, "command": sent})
+        commands.append(
+            {
+                "id": cid,
+                "batch_id": batch_id,
+                "seq": seq,
+                "claims": claims,
+                "lease_token": token,
+                "lease_expires_at": expires,
+                "command": sent,
+            }
+        )
     if empty_refreshes:
         # The batch created nothing to refresh (its ensure_issue failed): nothing for the sync agent to do.
         for cid, _batch_id, token in empty_refreshes:
             Command.objects.filter(pk=cid).update(
-                state="done", result={"message": "nothing to refresh: the batch created no issue", "changed": []},
-                finished_at=timezone.now(), finished_lease_token=token, lease_token=None, lease_expires_at=None)
+                state="done",
+                result={"message": "nothing to refresh: the batch created no issue", "changed": []},
+                finished_at=timezone.now(),
+                finished_lease_token=token,
+                lease_token=None,
+                lease_expires_at=None,
+            )
         services.batches_settle([b for _c, b, _t in empty_refreshes])
 
     return {
@@ -185,8 +227,9 @@ def sync_agent_claim(*, sync_agent: SyncAgent, version: int, launcher_version: i
         "cancelled": cancelled,
         "settings_version": hub_version,
         "settings": current if settings_version != hub_version else None,
-        "publication": None if publication is None else {
-            **publication, "download_url": f"/api/hub/sync-agent/publications/{publication['version']}"},
+        "publication": None
+        if publication is None
+        else {**publication, "download_url": f"/api/hub/sync-agent/publications/{publication['version']}"},
         "server_time": timezone.now(),
     }
 
@@ -207,6 +250,7 @@ FROM jsonb_to_recordset(%s::jsonb) AS r(id bigint, state text, token text, resul
 WHERE c.id = r.id
 """
 
+
 @transaction.atomic
 def sync_agent_report(*, sync_agent: SyncAgent, results: list[dict], rate_limited: list[dict]) -> list[dict]:
     """Apply results under their leases; duplicates and late reports are answered, never re-applied.
@@ -215,14 +259,21 @@ def sync_agent_report(*, sync_agent: SyncAgent, results: list[dict], rate_limite
     ``lease_mismatch``; either way nothing of the report is stored (one transaction).
     """
     ids = [r["command_id"] for r in results]
-    commands = {c.id: c for c in Command.objects.select_for_update().filter(pk__in=ids).order_by("id")
-                .only("id", "batch_id", "seq", "type", "state", "lease_tokens", "finished_lease_token")}
+    commands = {
+        c.id: c
+        for c in Command.objects.select_for_update()
+        .filter(pk__in=ids)
+        .order_by("id")
+        .only("id", "batch_id", "seq", "type", "state", "lease_tokens", "finished_lease_token")
+    }
     for item in results:
         command = commands.get(item["command_id"])
         if command is None:
             raise NotFound(f"command {item['command_id']} not found")
         if item["lease_token"] not in (command.lease_tokens or []):
-            raise Conflict(f"command {command.id}: lease token was never issued for this command", code="lease_mismatch")
+            raise Conflict(
+                f"command {command.id}: lease token was never issued for this command", code="lease_mismatch"
+            )
         if item["status"] == "done" and command.type == "ensure_issue":
             key = (item.get("result") or {}).get("key")
             if not isinstance(key, str) or not REAL_KEY_RE.match(key):
@@ -244,8 +295,14 @@ def sync_agent_report(*, sync_agent: SyncAgent, results: list[dict], rate_limite
             outcomes.append({"command_id": command.id, "outcome": "ignored"})
             continue
         # The newest lease, live or expired-but-not-yet-reissued: the work was done, take it.
-        row = {"id": command.id, "state": item["status"], "token": token, "result": item.get("result"),
-               "error": "", "created_key": None}
+        row = {
+            "id": command.id,
+            "state": item["status"],
+            "token": token,
+            "result": item.get("result"),
+            "error": "",
+            "created_key": None,
+        }
         if item["status"] == "done":
             row["result"] = item.get("result") or {}
             if command.type == "ensure_issue":
@@ -267,14 +324,23 @@ def sync_agent_report(*, sync_agent: SyncAgent, results: list[dict], rate_limite
 
     if rate_limited:
         RateLimitEvent.objects.bulk_create(
-            [RateLimitEvent(sync_agent=sync_agent, at=e["at"], retry_after_seconds=e.get("retry_after_seconds") or 0,
-                            path=(e.get("path") or "")[:500]) for e in rate_limited],
-            ignore_conflicts=True)
+            [
+                RateLimitEvent(
+                    sync_agent=sync_agent,
+                    at=e["at"],
+                    retry_after_seconds=e.get("retry_after_seconds") or 0,
+                    path=(e.get("path") or "")[:500],
+                )
+                for e in rate_limited
+            ],
+            ignore_conflicts=True,
+        )
     SyncAgentContact.objects.filter(sync_agent=sync_agent).update(last_contact_at=now)
     return outcomes
 
 
 # ---------------------------------------------------------------- lease expiry
+
 
 @transaction.atomic
 def commands_requeue_expired() -> list[int]:
@@ -294,6 +360,7 @@ def commands_requeue_expired() -> list[int]:
 
 # ---------------------------------------------------------------- sync runs
 
+
 @transaction.atomic
 def sync_run_start(*, sync_agent: SyncAgent, kind: str) -> SyncRun:
     SyncAgentContact.objects.filter(sync_agent=sync_agent).update(last_contact_at=timezone.now())
@@ -301,8 +368,9 @@ def sync_run_start(*, sync_agent: SyncAgent, kind: str) -> SyncRun:
 
 
 @transaction.atomic
-def sync_run_finish(*, sync_agent: SyncAgent, sync_run_id: int, status: str, counts: dict[str, int],
-                    errors: list[str]) -> SyncRun:
+def sync_run_finish(
+    *, sync_agent: SyncAgent, sync_run_id: int, status: str, counts: dict[str, int], errors: list[str]
+) -> SyncRun:
     run = SyncRun.objects.select_for_update().filter(pk=sync_run_id, sync_agent=sync_agent).first()
     if run is None:
         raise NotFound(f"sync run {sync_run_id} not found")
@@ -330,8 +398,12 @@ WHERE r.sync_agent_id = %s AND r.id <> %s AND r.kind = 'incremental' AND r.statu
 
 def _idle(run: SyncRun) -> bool:
     """An incremental run that went fine and uploaded nothing at all."""
-    return (run.kind == "incremental" and run.status == "ok" and not run.errors
-            and not any(value for value in (run.counts or {}).values()))
+    return (
+        run.kind == "incremental"
+        and run.status == "ok"
+        and not run.errors
+        and not any(value for value in (run.counts or {}).values())
+    )
 
 
 # ---------------------------------------------------------------- mirror upload
@@ -397,13 +469,24 @@ def mirror_upload(*, sync_agent: SyncAgent | None, sync_run_id: int | None, issu
         seen[issue["key"]] = issue  # a page naming a key twice keeps the last
     rows, sub = [], {}
     for key, issue in seen.items():
-        rows.append((
-            key, issue["project"], issue.get("summary") or "", issue.get("status") or "", issue.get("issue_type") or "",
-            issue.get("priority") or "", issue.get("assignee") or "", issue.get("duedate"),
-            sprint_name(issue.get("sprint"))[:200], list(issue.get("labels") or []),
-            (issue.get("fields") or {}).get("description") or issue.get("description") or "",
-            Jsonb(issue.get("fields") or {}), issue["updated"], _content_sha(issue),
-        ))
+        rows.append(
+            (
+                key,
+                issue["project"],
+                issue.get("summary") or "",
+                issue.get("status") or "",
+                issue.get("issue_type") or "",
+                issue.get("priority") or "",
+                issue.get("assignee") or "",
+                issue.get("duedate"),
+                sprint_name(issue.get("sprint"))[:200],
+                list(issue.get("labels") or []),
+                (issue.get("fields") or {}).get("description") or issue.get("description") or "",
+                Jsonb(issue.get("fields") or {}),
+                issue["updated"],
+                _content_sha(issue),
+            )
+        )
         sub[key] = issue
     with connection.cursor() as cursor:
         cursor.execute("SELECT key, updated FROM hub_issues WHERE key = ANY(%s)", [list(seen)])
@@ -428,18 +511,26 @@ def mirror_upload(*, sync_agent: SyncAgent | None, sync_run_id: int | None, issu
                     row = (pk, link["link_type"], link["direction"], link["other_key"])
                     links[row] = row
                 for comment in sub[key].get("comments") or []:
-                    comments[(pk, str(comment["id"]))] = (pk, str(comment["id"]), comment.get("author") or "",
-                                                          comment.get("created"), comment.get("body") or "")
+                    comments[(pk, str(comment["id"]))] = (
+                        pk,
+                        str(comment["id"]),
+                        comment.get("author") or "",
+                        comment.get("created"),
+                        comment.get("body") or "",
+                    )
             if links:
                 with cursor.copy("COPY hub_issue_links (issue_id, link_type, direction, other_key) FROM STDIN") as copy:
                     for row in links.values():
                         copy.write_row(row)
             if comments:
-                with cursor.copy("COPY hub_issue_comments (issue_id, jira_id, author, created, body) FROM STDIN") as copy:
+                with cursor.copy(
+                    "COPY hub_issue_comments (issue_id, jira_id, author, created, body) FROM STDIN"
+                ) as copy:
                     for row in comments.values():
                         copy.write_row(row)
-    stale = sum(1 for key, issue in seen.items()
-                if key not in ids and key in existing and issue["updated"] < existing[key])
+    stale = sum(
+        1 for key, issue in seen.items() if key not in ids and key in existing and issue["updated"] < existing[key]
+    )
     if sync_agent is not None:
         SyncAgentContact.objects.filter(sync_agent=sync_agent).update(last_contact_at=timezone.now())
     if ids:
@@ -448,6 +539,7 @@ def mirror_upload(*, sync_agent: SyncAgent | None, sync_run_id: int | None, issu
 
 
 # ---------------------------------------------------------------- publications
+
 
 @transaction.atomic
 def publication_create(*, version: int, artifact: bytes, notes: str = "", user=None) -> Publication:
@@ -459,10 +551,20 @@ def publication_create(*, version: int, artifact: bytes, notes: str = "", user=N
     latest = Publication.objects.order_by("-version").values_list("version", flat=True).first()
     if latest is not None and version <= latest:
         raise Conflict(f"version {version} is not newer than the published v{latest}", code="publication_version")
-    publication = Publication.objects.create(version=version, artifact=artifact, sha256=hashlib.sha256(artifact).hexdigest(),
-                                             size=len(artifact), notes=notes or "", published_by=user)
-    audit.audit_record(actor=user if user is not None else "system", action=audit.HUB_PUBLICATION_CREATED,
-                       target=f"publication:v{version}", details={"sha256": publication.sha256, "size": publication.size})
+    publication = Publication.objects.create(
+        version=version,
+        artifact=artifact,
+        sha256=hashlib.sha256(artifact).hexdigest(),
+        size=len(artifact),
+        notes=notes or "",
+        published_by=user,
+    )
+    audit.audit_record(
+        actor=user if user is not None else "system",
+        action=audit.HUB_PUBLICATION_CREATED,
+        target=f"publication:v{version}",
+        details={"sha256": publication.sha256, "size": publication.size},
+    )
     return publication
 
 
@@ -471,4 +573,3 @@ def publication_get(*, version: int) -> Publication:
     if publication is None:
         raise NotFound(f"publication v{version} not found")
     return publication
-

@@ -37,6 +37,7 @@ ProjectKey = Annotated[str, StringConstraints(pattern=r"^[A-Z][A-Z0-9_]*$", max_
 
 # ---------------------------------------------------------------- people
 
+
 class BatchIn(Schema):
     model_config = ConfigDict(extra="forbid")
 
@@ -45,8 +46,9 @@ class BatchIn(Schema):
     # still published in the OpenAPI.
     commands: SkipValidation[list[Command]] = Field(
         description="Commands of the contract, run in order. `ensure_issue` must carry the project's base label "
-                    "(`AWPCA`) in `labels`: neither the hub nor the sync agent adds labels, and an issue without it "
-                    "falls out of the base JQL and the mirror. `\"key\": \"$N\"` names the issue command N creates.")
+        "(`AWPCA`) in `labels`: neither the hub nor the sync agent adds labels, and an issue without it "
+        'falls out of the base JQL and the mirror. `"key": "$N"` names the issue command N creates.'
+    )
     author: str | None = Field(default=None, description="Who asks; omitted → `api`.")
 
 
@@ -103,6 +105,7 @@ class BatchCancelOut(Schema):
 
 
 # ---------------------------------------------------------------- sync agent
+
 
 class _Protocol(Schema):
     # Forward compatible: a newer sync agent may send fields this hub does not know yet.
@@ -215,7 +218,11 @@ class LinkIn(_PageItem):
 
 
 class CommentIn(_PageItem):
-    id: Annotated[str, BeforeValidator(lambda v: str(v) if isinstance(v, int) else v), StringConstraints(min_length=1, max_length=64)]
+    id: Annotated[
+        str,
+        BeforeValidator(lambda v: str(v) if isinstance(v, int) else v),
+        StringConstraints(min_length=1, max_length=64),
+    ]
     author: str | None = Field(default=None, max_length=200)
     created: JiraDateTime | None = None
     body: str | None = None

@@ -55,14 +55,22 @@ from hub.permissions import HubCaller, hub_access_check
 from hub.texts import agent_status_lines, update_hint
 
 # Seconds a command of each type takes at the sync agent (Jira round trips incl. the read-before-write).
-COMMAND_COST_SECONDS = {"ensure_issue": 4, "ensure_fields": 2, "ensure_link": 2, "ensure_sprint": 2,
-                        "ensure_comment": 2, "ensure_transition": 3, "refresh": 1}
+COMMAND_COST_SECONDS = {
+    "ensure_issue": 4,
+    "ensure_fields": 2,
+    "ensure_link": 2,
+    "ensure_sprint": 2,
+    "ensure_comment": 2,
+    "ensure_transition": 3,
+    "refresh": 1,
+}
 FULL_REFRESH_COST_SECONDS = 120
 # Statuses that count as closed for `overdue` (Jira's stock "done" category names, case-folded).
 DONE_STATUSES = ("done", "closed", "resolved", "готово", "закрыта", "закрыто", "решена")
 
 
 # ---------------------------------------------------------------- settings
+
 
 def settings_all() -> dict[str, Any]:
     """Every setting, defaults filled in (no permission check: the hub's own code reads these)."""
@@ -94,11 +102,22 @@ def settings_get(*, user: HubCaller, key: str | None = None) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- issues
 
+
 def _issue_row(issue: MirrorIssue, fact_status: str | None) -> IssueRow:
-    return IssueRow(key=issue.key, project=issue.project, summary=issue.summary, status=issue.status,
-                    issue_type=issue.issue_type, priority=issue.priority, assignee=issue.assignee,
-                    duedate=issue.duedate, sprint=issue.sprint, labels=tuple(issue.labels or ()),
-                    updated=issue.updated, fact_status=fact_status or "")
+    return IssueRow(
+        key=issue.key,
+        project=issue.project,
+        summary=issue.summary,
+        status=issue.status,
+        issue_type=issue.issue_type,
+        priority=issue.priority,
+        assignee=issue.assignee,
+        duedate=issue.duedate,
+        sprint=issue.sprint,
+        labels=tuple(issue.labels or ()),
+        updated=issue.updated,
+        fact_status=fact_status or "",
+    )
 
 
 def issues_queryset(filters: IssueFilters) -> QuerySet[MirrorIssue]:
@@ -133,14 +152,34 @@ def issues_queryset(filters: IssueFilters) -> QuerySet[MirrorIssue]:
     return qs
 
 
-def issues_page(*, user: HubCaller, filters: IssueFilters, cursor: str | None = None, limit: int = DEFAULT_LIMIT) -> Window[IssueRow]:
+def issues_page(
+    *, user: HubCaller, filters: IssueFilters, cursor: str | None = None, limit: int = DEFAULT_LIMIT
+) -> Window[IssueRow]:
     """HUB-3: mirrored issues matching every filter, most recently updated first; keyset on (updated, key)."""
     hub_access_check(user)
-    qs = (issues_queryset(filters).select_related("notes")
-          .only("key", "project", "summary", "status", "issue_type", "priority", "assignee", "duedate", "sprint",
-                "labels", "updated", "notes__fact_status"))
+    qs = (
+        issues_queryset(filters)
+        .select_related("notes")
+        .only(
+            "key",
+            "project",
+            "summary",
+            "status",
+            "issue_type",
+            "priority",
+            "assignee",
+            "duedate",
+            "sprint",
+            "labels",
+            "updated",
+            "notes__fact_status",
+        )
+    )
     ordering = None
-    selective = {name for name, value in vars(filters).items() if value not in (None, "")} - {"project", "updated_since"}
+    selective = {name for name, value in vars(filters).items() if value not in (None, "")} - {
+        "project",
+        "updated_since",
+    }
     if selective:
         # With a selective filter the matches are few: sort them. Ordering by the bare column would let
         # the planner walk the `updated` index over every issue hoping to meet 50 matches early — a
@@ -158,18 +197,35 @@ def issues_list(*, user: HubCaller, filters: IssueFilters, limit: int = 50) -> l
 def _notes_view(key: str, note: IssueNote | None) -> NotesView | None:
     if note is None:
         return None
-    return NotesView(key=key, fact_status=note.fact_status, note=note.note, next_step=note.next_step,
-                     owner=note.owner, updated_at=note.updated_at)
+    return NotesView(
+        key=key,
+        fact_status=note.fact_status,
+        note=note.note,
+        next_step=note.next_step,
+        owner=note.owner,
+        updated_at=note.updated_at,
+    )
 
 
 def command_view(command: Command) -> CommandView:
     keys = command.keys or []
-    return CommandView(id=command.id, batch_id=command.batch_id, seq=command.seq, type=command.type,
-                       key=", ".join(keys), state=command.state, claims=command.claims,
-                       author=getattr(command.batch, "author", "") if "batch" in command._state.fields_cache else "",
-                       payload=dict(command.payload), result=command.result, error=command.error,
-                       lease_expires_at=command.lease_expires_at, created_at=command.created_at,
-                       finished_at=command.finished_at, force_cancelled=command.force_cancelled)
+    return CommandView(
+        id=command.id,
+        batch_id=command.batch_id,
+        seq=command.seq,
+        type=command.type,
+        key=", ".join(keys),
+        state=command.state,
+        claims=command.claims,
+        author=getattr(command.batch, "author", "") if "batch" in command._state.fields_cache else "",
+        payload=dict(command.payload),
+        result=command.result,
+        error=command.error,
+        lease_expires_at=command.lease_expires_at,
+        created_at=command.created_at,
+        finished_at=command.finished_at,
+        force_cancelled=command.force_cancelled,
+    )
 
 
 def issue_card(*, user: HubCaller, key: str, recent_commands: int = 10, comments: int = 5) -> IssueCard:
@@ -180,27 +236,49 @@ def issue_card(*, user: HubCaller, key: str, recent_commands: int = 10, comments
         raise NotFound(f"issue {key} is not in the mirror")
     own = list(MirrorLink.objects.filter(issue=issue).order_by("link_type", "direction", "other_key"))
     # The other side: links other issues hold towards this one, seen from here (direction flipped).
-    theirs = list(MirrorLink.objects.filter(other_key=issue.key).exclude(issue=issue).select_related("issue")
-                  .order_by("link_type", "issue__key"))
+    theirs = list(
+        MirrorLink.objects.filter(other_key=issue.key)
+        .exclude(issue=issue)
+        .select_related("issue")
+        .order_by("link_type", "issue__key")
+    )
     other_keys = {link.other_key for link in own}
     summaries = dict(MirrorIssue.objects.filter(key__in=other_keys).values_list("key", "summary"))
-    links: list[LinkView] = [LinkView(link_type=lk.link_type, direction=lk.direction, other_key=lk.other_key,
-                                      other_summary=summaries.get(lk.other_key, "")) for lk in own]
+    links: list[LinkView] = [
+        LinkView(
+            link_type=lk.link_type,
+            direction=lk.direction,
+            other_key=lk.other_key,
+            other_summary=summaries.get(lk.other_key, ""),
+        )
+        for lk in own
+    ]
     seen = {(lk.link_type, lk.direction, lk.other_key) for lk in links}
     for link in theirs:
         flipped = "inward" if link.direction == "outward" else "outward"
         if (link.link_type, flipped, link.issue.key) not in seen:
-            links.append(LinkView(link_type=link.link_type, direction=flipped, other_key=link.issue.key,
-                                  other_summary=link.issue.summary))
+            links.append(
+                LinkView(
+                    link_type=link.link_type,
+                    direction=flipped,
+                    other_key=link.issue.key,
+                    other_summary=link.issue.summary,
+                )
+            )
             seen.add((link.link_type, flipped, link.issue.key))
-    commands = (Command.objects.filter(keys__contains=[issue.key]).select_related("batch")
-                .order_by("-id")[: max(0, recent_commands)])
+    commands = (
+        Command.objects.filter(keys__contains=[issue.key])
+        .select_related("batch")
+        .order_by("-id")[: max(0, recent_commands)]
+    )
     total = MirrorComment.objects.filter(issue=issue).count()
     newest = MirrorComment.objects.filter(issue=issue).order_by("-created", "-id")[: max(0, comments)]
     note = getattr(issue, "notes", None)
     return IssueCard(
         issue=_issue_row(issue, note.fact_status if note else ""),
-        fields=dict(issue.fields or {}), description=issue.description, links=tuple(links),
+        fields=dict(issue.fields or {}),
+        description=issue.description,
+        links=tuple(links),
         notes=_notes_view(issue.key, note),
         recent_commands=tuple(command_view(c) for c in commands),
         comments_total=total,
@@ -209,6 +287,7 @@ def issue_card(*, user: HubCaller, key: str, recent_commands: int = 10, comments
 
 
 # ---------------------------------------------------------------- batches
+
 
 def _command_cost(command: Command | dict) -> int:
     kind = command["type"] if isinstance(command, dict) else command.type
@@ -267,10 +346,19 @@ def batch_view(batch: Batch, *, timed_out: bool = False) -> BatchView:
     if not finished:
         poll = int(setting_value("poll_interval_seconds"))
         estimate = poll + queue_cost_seconds(before_batch_id=batch.id) + sum(_command_cost(c) for c in open_commands)
-    return BatchView(id=batch.id, title=batch.title, author=batch.author, state=_batch_state(counts, len(commands)),
-                     finished=finished, counts=counts, commands=tuple(command_view(c) for c in commands),
-                     estimate_seconds=estimate, created_at=batch.created_at, finished_at=batch.finished_at,
-                     timed_out=timed_out and not finished)
+    return BatchView(
+        id=batch.id,
+        title=batch.title,
+        author=batch.author,
+        state=_batch_state(counts, len(commands)),
+        finished=finished,
+        counts=counts,
+        commands=tuple(command_view(c) for c in commands),
+        estimate_seconds=estimate,
+        created_at=batch.created_at,
+        finished_at=batch.finished_at,
+        timed_out=timed_out and not finished,
+    )
 
 
 def batch_get(batch_id: int) -> Batch:
@@ -295,12 +383,20 @@ def batches_page(*, user: HubCaller, cursor: str | None = None, limit: int = DEF
     hub_access_check(user)
     page = keyset_page(Batch.objects.all(), scope="hub-batches", keys=("-id",), cursor=cursor, limit=limit)
     counts: dict[int, dict[str, int]] = {b.id: {} for b in page.items}
-    for row in (Command.objects.filter(batch_id__in=counts).values("batch_id", "state").annotate(n=Count("id"))):
+    for row in Command.objects.filter(batch_id__in=counts).values("batch_id", "state").annotate(n=Count("id")):
         counts[row["batch_id"]][row["state"]] = row["n"]
-    return page.map(lambda b: BatchSummary(
-        id=b.id, title=b.title, author=b.author, state=_batch_state(counts[b.id], sum(counts[b.id].values())),
-        counts=counts[b.id], command_count=sum(counts[b.id].values()), created_at=b.created_at,
-        finished_at=b.finished_at))
+    return page.map(
+        lambda b: BatchSummary(
+            id=b.id,
+            title=b.title,
+            author=b.author,
+            state=_batch_state(counts[b.id], sum(counts[b.id].values())),
+            counts=counts[b.id],
+            command_count=sum(counts[b.id].values()),
+            created_at=b.created_at,
+            finished_at=b.finished_at,
+        )
+    )
 
 
 def batches_list(*, user: HubCaller, limit: int = 20) -> list[BatchSummary]:
@@ -310,22 +406,29 @@ def batches_list(*, user: HubCaller, limit: int = 20) -> list[BatchSummary]:
 
 # ---------------------------------------------------------------- sync agent
 
+
 def publication_latest() -> PublicationView | None:
     row = Publication.objects.defer("artifact").order_by("-version").first()
     if row is None:
         return None
-    return PublicationView(version=row.version, sha256=row.sha256, size=row.size, notes=row.notes,
-                           published_at=row.published_at)
+    return PublicationView(
+        version=row.version, sha256=row.sha256, size=row.size, notes=row.notes, published_at=row.published_at
+    )
 
 
-def publications_page(*, user: HubCaller, cursor: str | None = None,
-                      limit: int = DEFAULT_LIMIT) -> Window[PublicationView]:
+def publications_page(
+    *, user: HubCaller, cursor: str | None = None, limit: int = DEFAULT_LIMIT
+) -> Window[PublicationView]:
     """Published sync-agent versions, newest first; keyset on version."""
     hub_access_check(user)
-    page = keyset_page(Publication.objects.defer("artifact"), scope="hub-publications", keys=("-version",),
-                       cursor=cursor, limit=limit)
-    return page.map(lambda p: PublicationView(version=p.version, sha256=p.sha256, size=p.size, notes=p.notes,
-                                              published_at=p.published_at))
+    page = keyset_page(
+        Publication.objects.defer("artifact"), scope="hub-publications", keys=("-version",), cursor=cursor, limit=limit
+    )
+    return page.map(
+        lambda p: PublicationView(
+            version=p.version, sha256=p.sha256, size=p.size, notes=p.notes, published_at=p.published_at
+        )
+    )
 
 
 def agent_status(*, user: HubCaller) -> AgentStatus:
@@ -333,14 +436,20 @@ def agent_status(*, user: HubCaller) -> AgentStatus:
     hub_access_check(user)
     now = timezone.now()
     poll = int(setting_value("poll_interval_seconds"))
-    contact = (SyncAgentContact.objects.filter(sync_agent__revoked_at__isnull=True)
-               .order_by("-last_contact_at").first())
+    contact = SyncAgentContact.objects.filter(sync_agent__revoked_at__isnull=True).order_by("-last_contact_at").first()
     booted = hub_booted_at()
     agent_reported = contact is not None and (booted is None or contact.last_claim_at >= booted)
-    current = (Command.objects.filter(state=CLAIMED, lease_expires_at__gt=now).select_related("batch")
-               .order_by("claimed_at", "id").first())
-    reissued = (Command.objects.filter(state__in=(QUEUED, CLAIMED), claims__gte=2).order_by("batch_id", "seq")
-                .values_list("id", "type", "claims")[:50])
+    current = (
+        Command.objects.filter(state=CLAIMED, lease_expires_at__gt=now)
+        .select_related("batch")
+        .order_by("claimed_at", "id")
+        .first()
+    )
+    reissued = (
+        Command.objects.filter(state__in=(QUEUED, CLAIMED), claims__gte=2)
+        .order_by("batch_id", "seq")
+        .values_list("id", "type", "claims")[:50]
+    )
     publication = publication_latest()
     fields: dict[str, Any] = dict(  # noqa: C408 — keyword form mirrors AgentStatus's fields
         online=contact is not None and (now - contact.last_contact_at).total_seconds() <= 2 * poll,
@@ -362,9 +471,15 @@ def agent_status(*, user: HubCaller) -> AgentStatus:
         poll_interval_seconds=poll,
     )
     fields["update_hint"] = update_hint(
-        state=fields["update_state"], version=fields["version"], update_from=fields["update_from"],
-        update_to=fields["update_to"], error=fields["update_error"], launcher_version=fields["launcher_version"],
-        agent_reported=agent_reported, publication_version=publication.version if publication else None)
+        state=fields["update_state"],
+        version=fields["version"],
+        update_from=fields["update_from"],
+        update_to=fields["update_to"],
+        error=fields["update_error"],
+        launcher_version=fields["launcher_version"],
+        agent_reported=agent_reported,
+        publication_version=publication.version if publication else None,
+    )
     status = AgentStatus(**fields)
     return AgentStatus(**fields, lines=tuple(agent_status_lines(status, tz=platform_settings().timezone)))
 
@@ -373,12 +488,19 @@ def sync_log_page(*, user: HubCaller, cursor: str | None = None, limit: int = DE
     """HUB-14: the sync runs, newest first; keyset on id."""
     hub_access_check(user)
     page = keyset_page(SyncRun.objects.all(), scope="hub-sync-log", keys=("-id",), cursor=cursor, limit=limit)
-    return page.map(lambda r: SyncRunView(id=r.id, kind=r.kind, status=r.status, started_at=r.started_at,
-                                          finished_at=r.finished_at, counts=dict(r.counts or {}),
-                                          errors=tuple(r.errors or ())))
+    return page.map(
+        lambda r: SyncRunView(
+            id=r.id,
+            kind=r.kind,
+            status=r.status,
+            started_at=r.started_at,
+            finished_at=r.finished_at,
+            counts=dict(r.counts or {}),
+            errors=tuple(r.errors or ()),
+        )
+    )
 
 
 def sync_log(*, user: HubCaller, limit: int = 20) -> list[SyncRunView]:
     """The latest ``limit`` (≤ 200) sync runs: the MCP tool's table."""
     return sync_log_page(user=user, limit=max(1, min(int(limit), 200))).items
-

@@ -47,6 +47,7 @@ NOTE_LIMITS = {"fact_status": 200, "note": 10000, "next_step": 10000, "owner": 2
 
 # ---------------------------------------------------------------- notes
 
+
 @transaction.atomic
 def notes_set(*, user: HubCaller, key: str, fields: dict[str, Any]) -> NotesView:
     """HUB-2: set any subset of the notes; an unknown field or a non-string value is a 422."""
@@ -76,11 +77,18 @@ def notes_set(*, user: HubCaller, key: str, fields: dict[str, Any]) -> NotesView
     note.updated_by = user
     note.updated_at = timezone.now()
     note.save()
-    return NotesView(key=issue.key, fact_status=note.fact_status, note=note.note, next_step=note.next_step,
-                     owner=note.owner, updated_at=note.updated_at)
+    return NotesView(
+        key=issue.key,
+        fact_status=note.fact_status,
+        note=note.note,
+        next_step=note.next_step,
+        owner=note.owner,
+        updated_at=note.updated_at,
+    )
 
 
 # ---------------------------------------------------------------- batches
+
 
 def _author_check(author: str | None) -> str:
     author = (author or "api").strip()
@@ -109,15 +117,33 @@ def _touched_keys(parsed: list) -> list[str]:
     return keys
 
 
-def _batch_insert(*, user: User, title: str, author: str, payloads: list[dict], deps: list[list[int]],
-                  waits: list[bool], retry_of: Command | None = None) -> Batch:
-    batch = Batch.objects.create(title=title, author=author, created_by=user if getattr(user, "pk", None) else None,
-                                 retry_of=retry_of)
-    Command.objects.bulk_create([
-        Command(batch=batch, seq=seq, type=payload["type"], payload=payload, keys=_payload_keys(payload),
-                depends_on=dep, waits_for_batch=wait)
-        for seq, (payload, dep, wait) in enumerate(zip(payloads, deps, waits, strict=True), start=1)
-    ])
+def _batch_insert(
+    *,
+    user: User,
+    title: str,
+    author: str,
+    payloads: list[dict],
+    deps: list[list[int]],
+    waits: list[bool],
+    retry_of: Command | None = None,
+) -> Batch:
+    batch = Batch.objects.create(
+        title=title, author=author, created_by=user if getattr(user, "pk", None) else None, retry_of=retry_of
+    )
+    Command.objects.bulk_create(
+        [
+            Command(
+                batch=batch,
+                seq=seq,
+                type=payload["type"],
+                payload=payload,
+                keys=_payload_keys(payload),
+                depends_on=dep,
+                waits_for_batch=wait,
+            )
+            for seq, (payload, dep, wait) in enumerate(zip(payloads, deps, waits, strict=True), start=1)
+        ]
+    )
     return batch
 
 
@@ -151,7 +177,9 @@ def _wait_seconds(timeout_minutes: Any) -> float:
     if isinstance(timeout_minutes, bool) or not isinstance(timeout_minutes, (int, float)):
         raise ValidationFailed(f"timeout_minutes: a number of minutes, 0 < timeout_minutes ≤ {MAX_WAIT_MINUTES}")
     if not 0 < timeout_minutes <= MAX_WAIT_MINUTES:
-        raise ValidationFailed(f"timeout_minutes must be more than 0 and at most {MAX_WAIT_MINUTES} (got {timeout_minutes})")
+        raise ValidationFailed(
+            f"timeout_minutes must be more than 0 and at most {MAX_WAIT_MINUTES} (got {timeout_minutes})"
+        )
     return float(timeout_minutes) * 60.0
 
 
@@ -228,6 +256,7 @@ async def batch_wait_async(*, user: HubCaller, batch_id: int, timeout_minutes: f
 
 
 # ---------------------------------------------------------------- finishing commands (shared with the protocol)
+
 
 def fail_dependents(*, batch_id: int, seqs: list[int]) -> None:
     """Queued commands naming a failed/cancelled command as `$N` fail too, transitively, with a message naming it."""
@@ -317,8 +346,12 @@ def command_cancel(*, user: HubCaller, command_id: int, force: bool = False) -> 
         raise Conflict(claimed_command_line(command_id), code="command_claimed")
     was_claimed = command.state == CLAIMED
     Command.objects.filter(pk=command.pk).update(
-        state=CANCELLED, finished_at=timezone.now(), lease_token=None, lease_expires_at=None,
-        force_cancelled=was_claimed)
+        state=CANCELLED,
+        finished_at=timezone.now(),
+        lease_token=None,
+        lease_expires_at=None,
+        force_cancelled=was_claimed,
+    )
     fail_dependents(batch_id=command.batch_id, seqs=[command.seq])
     batches_settle([command.batch_id])
     command.refresh_from_db()
@@ -349,14 +382,19 @@ def command_retry(*, user: HubCaller, command_id: int, author: str = "api") -> B
         for key in payload["keys"]:
             match = REF_RE.match(key)
             if match:
-                created = Command.objects.filter(batch_id=command.batch_id, seq=int(match.group(1))).values_list(
-                    "created_key", flat=True).first()
+                created = (
+                    Command.objects.filter(batch_id=command.batch_id, seq=int(match.group(1)))
+                    .values_list("created_key", flat=True)
+                    .first()
+                )
                 if created:
                     resolved.append(created)
             else:
                 resolved.append(key)
         if not resolved:
-            raise Conflict(f"command {command_id} refreshes only issues its batch never created", code="nothing_to_retry")
+            raise Conflict(
+                f"command {command_id} refreshes only issues its batch never created", code="nothing_to_retry"
+            )
         payload["keys"] = resolved
     parsed = commands_parse([payload])
     payloads = [command_dump(parsed[0])]
@@ -368,17 +406,23 @@ def command_retry(*, user: HubCaller, command_id: int, author: str = "api") -> B
         deps.append([])
         waits.append(True)
     title = f"повтор команды #{command.id}: {command.batch.title}"[:300]
-    batch = _batch_insert(user=user, title=title, author=author, payloads=payloads, deps=deps, waits=waits,
-                          retry_of=command)
-    return BatchCreated(id=batch.id, estimate_seconds=selectors.estimate_seconds(commands=payloads, before_batch_id=batch.id),
-                        command_count=len(payloads))
+    batch = _batch_insert(
+        user=user, title=title, author=author, payloads=payloads, deps=deps, waits=waits, retry_of=command
+    )
+    return BatchCreated(
+        id=batch.id,
+        estimate_seconds=selectors.estimate_seconds(commands=payloads, before_batch_id=batch.id),
+        command_count=len(payloads),
+    )
 
 
 def _created_key(*, batch_id: int, seq: int, command_id: int) -> str:
     created = Command.objects.filter(batch_id=batch_id, seq=seq).values_list("created_key", flat=True).first()
     if not created or not REAL_KEY_RE.match(created):
-        raise Conflict(f"command {command_id} names ${seq}, which created no issue; retry command {seq} first",
-                       code="dependency_not_created")
+        raise Conflict(
+            f"command {command_id} names ${seq}, which created no issue; retry command {seq} first",
+            code="dependency_not_created",
+        )
     return created
 
 
@@ -399,23 +443,34 @@ def refresh(*, user: HubCaller, keys: list[str] | None = None, full: bool = Fals
     payloads = [command_dump(parsed[0])]
     title = "полная синхронизация" if full else f"обновить {', '.join(parsed[0].issue_keys())}"[:300]
     batch = _batch_insert(user=user, title=title, author=author, payloads=payloads, deps=[[]], waits=[False])
-    return BatchCreated(id=batch.id, estimate_seconds=selectors.estimate_seconds(commands=payloads, before_batch_id=batch.id),
-                        command_count=1)
+    return BatchCreated(
+        id=batch.id,
+        estimate_seconds=selectors.estimate_seconds(commands=payloads, before_batch_id=batch.id),
+        command_count=1,
+    )
 
 
 # ---------------------------------------------------------------- settings
+
 
 @transaction.atomic
 def settings_set(*, user: HubCaller, key: str, value: Any) -> int:
     """HUB-15: validate and store; bump the one monotonic settings_version and return it (staff only)."""
     user = hub_access_check(user, staff=True)
     clean = hub_settings.setting_validate(key=key, value=value)
-    HubSetting.objects.update_or_create(key=key, defaults={"value": clean, "updated_by": user,
-                                                           "updated_at": timezone.now()})
+    HubSetting.objects.update_or_create(
+        key=key, defaults={"value": clean, "updated_by": user, "updated_at": timezone.now()}
+    )
     with connection.cursor() as cursor:
-        cursor.execute("INSERT INTO hub_state (id, settings_version) VALUES (1, 2) ON CONFLICT (id) DO UPDATE "
-                       "SET settings_version = hub_state.settings_version + 1 RETURNING settings_version")
+        cursor.execute(
+            "INSERT INTO hub_state (id, settings_version) VALUES (1, 2) ON CONFLICT (id) DO UPDATE "
+            "SET settings_version = hub_state.settings_version + 1 RETURNING settings_version"
+        )
         settings_version = cursor.fetchone()[0]
-    audit.audit_record(actor=user, action=audit.HUB_SETTING_CHANGED, target=f"hub_setting:{key}",
-                       details={"value": clean, "settings_version": settings_version})
+    audit.audit_record(
+        actor=user,
+        action=audit.HUB_SETTING_CHANGED,
+        target=f"hub_setting:{key}",
+        details={"value": clean, "settings_version": settings_version},
+    )
     return settings_version

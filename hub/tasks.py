@@ -39,7 +39,9 @@ def mirror_to_knowledge_on_commit(issue_ids: list[int]) -> None:
             mirror_to_knowledge_task.delay(issue_ids)
             return
         except Exception as exc:  # the broker is away (kombu OperationalError, redis ConnectionError)
-            logger.warning("hub: mirror → knowledge not enqueued for %d issues (%s); feeding inline", len(issue_ids), exc)
+            logger.warning(
+                "hub: mirror → knowledge not enqueued for %d issues (%s); feeding inline", len(issue_ids), exc
+            )
         try:
             from hub.knowledge_feed import mirror_to_knowledge  # noqa: PLC0415 — see mirror_to_knowledge_task
 

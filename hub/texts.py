@@ -9,8 +9,10 @@ from hub.contracts import AgentStatus
 
 
 def claimed_command_line(command_id: int) -> str:
-    return (f"команда #{command_id} уже у агента и будет выполнена; "
-            f"остановить — `POST /commands/{command_id}/cancel` с `force: true`")
+    return (
+        f"команда #{command_id} уже у агента и будет выполнена; "
+        f"остановить — `POST /commands/{command_id}/cancel` с `force: true`"
+    )
 
 
 LAUNCHER_UNKNOWN = "запускатель: неизвестно (агент ещё не выходил на связь после перезапуска хаба)"
@@ -24,9 +26,17 @@ def when(value: dt.datetime | None, tz: str = "UTC") -> str:
     return value.astimezone(zoneinfo.ZoneInfo(tz)).strftime("%d.%m.%Y %H:%M")
 
 
-def update_hint(*, state: str | None, version: int | None, update_from: int | None, update_to: int | None,
-                error: str, launcher_version: int | None, agent_reported: bool,
-                publication_version: int | None) -> str | None:
+def update_hint(
+    *,
+    state: str | None,
+    version: int | None,
+    update_from: int | None,
+    update_to: int | None,
+    error: str,
+    launcher_version: int | None,
+    agent_reported: bool,
+    publication_version: int | None,
+) -> str | None:
     """What the admin should know about the sync agent's updates, or None."""
     reason = error or "причина не сообщена"
     if state == "rolled_back" and update_to is not None:
@@ -36,8 +46,9 @@ def update_hint(*, state: str | None, version: int | None, update_from: int | No
         return f"обновление до v{update_to} не удалось: {reason}"
     if publication_version is not None and version is not None and publication_version > version and agent_reported:
         if launcher_version is None:
-            return (f"агент запущен без run.py и сам не обновится: опубликована v{publication_version}, "
-                    f"у агента v{version}")
+            return (
+                f"агент запущен без run.py и сам не обновится: опубликована v{publication_version}, у агента v{version}"
+            )
         if state not in ("downloading", "starting"):
             return f"опубликована v{publication_version}, агент на v{version}: запускатель обновит его при следующем опросе"
     return None
@@ -65,8 +76,11 @@ def agent_status_lines(status: AgentStatus, *, tz: str = "UTC") -> list[str]:
     else:
         lines.append("довыданных команд нет")
     lines.append(f"429 за сутки: {status.rate_limited_24h}")
-    agent_side = (f" (у агента: {status.agent_settings_version})"
-                  if status.agent_settings_version not in (None, status.settings_version) else "")
+    agent_side = (
+        f" (у агента: {status.agent_settings_version})"
+        if status.agent_settings_version not in (None, status.settings_version)
+        else ""
+    )
     lines.append(f"версия настроек: {status.settings_version}{agent_side}")
     if status.publication is not None:
         lines.append(f"публикация: v{status.publication.version} от {when(status.publication.published_at, tz)}")

@@ -20,8 +20,11 @@ from knowledge.selectors import timed
 def _search_mode_message(request) -> None:
     config = embedding_config()
     if config is None:
-        messages.warning(request, "Vector search is off: no default embedding model in the model allow-list "
-                                  "(kind = embedding). Search is lexical only.")
+        messages.warning(
+            request,
+            "Vector search is off: no default embedding model in the model allow-list "
+            "(kind = embedding). Search is lexical only.",
+        )
     else:
         messages.info(request, f"Hybrid search: lexical + vector ({config.name}).")
 
@@ -67,13 +70,35 @@ class RecordForm(forms.ModelForm):
 @admin.register(Record)
 class RecordAdmin(admin.ModelAdmin):
     form = RecordForm
-    list_display = ("title", "source_system", "external_id", "acl_display", "author_principal_id", "trust_score",
-                    "chunk_count", "updated_at")
+    list_display = (
+        "title",
+        "source_system",
+        "external_id",
+        "acl_display",
+        "author_principal_id",
+        "trust_score",
+        "chunk_count",
+        "updated_at",
+    )
     list_filter = ("source_system",)
     search_fields = ("title", "external_id", "url")
-    fields = ("source_system", "external_id", "title", "url", "author_principal_id", "acl", "never_hint", "trust_score",
-              "origin",
-              "embedding_model", "content_hash", "content_changed_at", "last_accessed_at", "created_at", "updated_at")
+    fields = (
+        "source_system",
+        "external_id",
+        "title",
+        "url",
+        "author_principal_id",
+        "acl",
+        "never_hint",
+        "trust_score",
+        "origin",
+        "embedding_model",
+        "content_hash",
+        "content_changed_at",
+        "last_accessed_at",
+        "created_at",
+        "updated_at",
+    )
     # Content comes from ingestion; only the ACL and the hint opt-out are edited here (through the service, so
     # principals are validated and the chunks follow by trigger).
     readonly_fields = tuple(f for f in fields if f not in ("acl", "never_hint"))
@@ -101,8 +126,9 @@ class RecordAdmin(admin.ModelAdmin):
     def save_formset(self, request, form, formset, change):
         # outgoing links: created/deleted through the service layer
         for link in formset.save(commit=False):
-            services.record_link_create(from_record_id=link.from_record_id, to_record_id=link.to_record_id,
-                                        link_type=link.link_type)
+            services.record_link_create(
+                from_record_id=link.from_record_id, to_record_id=link.to_record_id, link_type=link.link_type
+            )
         for link in formset.deleted_objects:
             services.record_link_delete(link_id=link.pk)
 
@@ -112,8 +138,11 @@ class RecordAdmin(admin.ModelAdmin):
         return super().changelist_view(request, extra_context)
 
     def get_urls(self):
-        return [path("search-preview/", self.admin_site.admin_view(self.search_preview_view),
-                     name="knowledge_search_preview")] + super().get_urls()
+        return [
+            path(
+                "search-preview/", self.admin_site.admin_view(self.search_preview_view), name="knowledge_search_preview"
+            )
+        ] + super().get_urls()
 
     def search_preview_view(self, request):
         """A retrieval test screen: what would this user get for this query?"""
@@ -121,13 +150,25 @@ class RecordAdmin(admin.ModelAdmin):
         result, elapsed, error = None, None, None
         if form.is_valid():
             try:
-                result, elapsed = timed(services.search_as_user, actor=request.user, user=form.cleaned_data["user"],
-                                        query=form.cleaned_data["query"], k=form.cleaned_data["k"])
+                result, elapsed = timed(
+                    services.search_as_user,
+                    actor=request.user,
+                    user=form.cleaned_data["user"],
+                    query=form.cleaned_data["query"],
+                    k=form.cleaned_data["k"],
+                )
             except ApplicationError as exc:
                 error = str(exc.detail)
         _search_mode_message(request)
-        context = {**self.admin_site.each_context(request), "title": "Search preview", "form": form,
-                   "result": result, "elapsed": elapsed, "error": error, "opts": self.model._meta}
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Search preview",
+            "form": form,
+            "result": result,
+            "elapsed": elapsed,
+            "error": error,
+            "opts": self.model._meta,
+        }
         return TemplateResponse(request, "admin/knowledge/search_preview.html", context)
 
 

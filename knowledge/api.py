@@ -23,8 +23,10 @@ router = Router(tags=["knowledge"])
 class SearchIn(Schema):
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     k: int = Field(default=8, ge=1, le=MAX_K)
-    as_user_id: int | None = Field(default=None, description="Admins with the «search as user» permission only: "
-                                                              "search as this user would (audited).")
+    as_user_id: int | None = Field(
+        default=None,
+        description="Admins with the «search as user» permission only: search as this user would (audited).",
+    )
 
     @field_validator("query")
     @classmethod
@@ -100,27 +102,42 @@ def knowledge_search(request: HttpRequest, payload: SearchIn):
         result = services.search_as_user(actor=user, user=target, query=payload.query, k=payload.k)
     else:
         result = facade.search(payload.query, facade.Identity.for_user(user), payload.k)
-    return SearchOut(candidates=[CandidateOut(**vars(c)) for c in result.candidates],
-                     withheld=[WithheldOut(**vars(w)) for w in result.withheld], is_empty=result.is_empty)
+    return SearchOut(
+        candidates=[CandidateOut(**vars(c)) for c in result.candidates],
+        withheld=[WithheldOut(**vars(w)) for w in result.withheld],
+        is_empty=result.is_empty,
+    )
 
 
 @router.get("/status", response=StatusOut)
 def knowledge_status(request: HttpRequest):
     config = embedding_config()
-    return StatusOut(is_empty=facade.is_empty(), records=Record.objects.count(), chunks=Chunk.objects.count(),
-                     embedding_model=config.name if config else None, vector_search=config is not None)
+    return StatusOut(
+        is_empty=facade.is_empty(),
+        records=Record.objects.count(),
+        chunks=Chunk.objects.count(),
+        embedding_model=config.name if config else None,
+        vector_search=config is not None,
+    )
 
 
 @router.put("/records", response={200: RecordOut, 201: RecordOut})
 def knowledge_record_upsert(request: HttpRequest, payload: RecordIn):
     _require_admin(request)
     outcome = services.record_upsert(
-        source_system=payload.source_system, external_id=payload.external_id, title=payload.title,
-        text=payload.text, acl=payload.acl, url=payload.url, author_principal_id=payload.author_principal_id,
-        origin="api", never_hint=payload.never_hint,
+        source_system=payload.source_system,
+        external_id=payload.external_id,
+        title=payload.title,
+        text=payload.text,
+        acl=payload.acl,
+        url=payload.url,
+        author_principal_id=payload.author_principal_id,
+        origin="api",
+        never_hint=payload.never_hint,
     )
-    body = RecordOut(record_id=outcome.record_id, status=outcome.status, chunks=outcome.chunks,
-                     warnings=list(outcome.warnings))
+    body = RecordOut(
+        record_id=outcome.record_id, status=outcome.status, chunks=outcome.chunks, warnings=list(outcome.warnings)
+    )
     return Status(201 if outcome.status == "created" else 200, body)
 
 

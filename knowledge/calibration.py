@@ -89,7 +89,9 @@ class Calibration:
 
     def separates(self, floor: float) -> bool:
         on_ok = all(r.similarity is not None and r.similarity >= floor for r in self.rows if r.on_topic)
-        off_ok = all(r.similarity is None or r.similarity < floor for r in self.rows if not r.on_topic and not r.lexical)
+        off_ok = all(
+            r.similarity is None or r.similarity < floor for r in self.rows if not r.on_topic and not r.lexical
+        )
         return on_ok and off_ok
 
 
@@ -104,8 +106,10 @@ def relevance_calibrate(*, on_topic: Sequence[str] = ON_TOPIC, off_topic: Sequen
             lexemes = query_lexemes(cursor, question)
             lexical = False
             if lexemes:
-                cursor.execute(_ANY_LEXEME_SQL, {"config": TEXT_SEARCH_CONFIG,
-                                                 "q": " | ".join(tsquery_literal(x) for x in lexemes)})
+                cursor.execute(
+                    _ANY_LEXEME_SQL,
+                    {"config": TEXT_SEARCH_CONFIG, "q": " | ".join(tsquery_literal(x) for x in lexemes)},
+                )
                 lexical = bool(cursor.fetchone()[0])
             vector = embed_query(config, question)
             similarity = None

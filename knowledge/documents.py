@@ -134,10 +134,12 @@ def split_front_matter(raw: str) -> tuple[dict, str]:
         raise DocumentError(f"malformed front matter: {str(exc).splitlines()[0]}") from exc
     if not isinstance(meta, dict):
         raise DocumentError("malformed front matter: it must be a mapping of fields")
-    return meta, raw[match.end():]
+    return meta, raw[match.end() :]
 
 
-def parse_document(raw: str, *, external_id: str, suffix: str = ".md", default_acl: tuple[str, ...] = ()) -> DocumentDraft:
+def parse_document(
+    raw: str, *, external_id: str, suffix: str = ".md", default_acl: tuple[str, ...] = ()
+) -> DocumentDraft:
     """Parse one file's content; raises ``DocumentError`` with a human reason."""
     meta, body = split_front_matter(raw)
     html_title = ""
@@ -168,6 +170,14 @@ def parse_document(raw: str, *, external_id: str, suffix: str = ".md", default_a
     never_hint = meta.get("never_hint", False)
     if not isinstance(never_hint, bool):
         raise DocumentError("front matter «never_hint» must be true or false")
-    return DocumentDraft(external_id=external[:512], title=title, text=body, url=str(meta.get("url") or "")[:2000],
-                         acl=acl, author=author, source_system=source_system, links=tuple(links),
-                         never_hint=never_hint)
+    return DocumentDraft(
+        external_id=external[:512],
+        title=title,
+        text=body,
+        url=str(meta.get("url") or "")[:2000],
+        acl=acl,
+        author=author,
+        source_system=source_system,
+        links=tuple(links),
+        never_hint=never_hint,
+    )

@@ -93,9 +93,18 @@ def register_access(record_id: int, identity: Identity, kind: AccessKind, messag
     services.access_register(record_id=record_id, identity=identity, kind=kind, message_id=message_id)
 
 
-def upsert_record(*, source_system: str, external_id: str, title: str, text: str, acl: Iterable[str], url: str = "",
-                  author_principal_id: str | None = None, links: Iterable[tuple[str, str]] = (),
-                  never_hint: bool = False) -> int:
+def upsert_record(
+    *,
+    source_system: str,
+    external_id: str,
+    title: str,
+    text: str,
+    acl: Iterable[str],
+    url: str = "",
+    author_principal_id: str | None = None,
+    links: Iterable[tuple[str, str]] = (),
+    never_hint: bool = False,
+) -> int:
     """Create or replace a record from another app (e.g. the hub's Jira mirror); returns its id.
 
     ``links``: ``(to_external_id, link_type)`` pairs in the same source system; the record's
@@ -103,9 +112,18 @@ def upsert_record(*, source_system: str, external_id: str, title: str, text: str
     the record is never mentioned in a withheld hint.
     """
     pairs = sorted((str(to), str(kind)) for to, kind in links)
-    outcome = services.record_upsert(source_system=source_system, external_id=external_id, title=title, text=text,
-                                     acl=list(acl), url=url, author_principal_id=author_principal_id,
-                                     origin=f"app:{source_system}", links_fingerprint=pairs, never_hint=never_hint)
+    outcome = services.record_upsert(
+        source_system=source_system,
+        external_id=external_id,
+        title=title,
+        text=text,
+        acl=list(acl),
+        url=url,
+        author_principal_id=author_principal_id,
+        origin=f"app:{source_system}",
+        links_fingerprint=pairs,
+        never_hint=never_hint,
+    )
     services.record_links_set(record_id=outcome.record_id, source_system=source_system, links=pairs)
     return outcome.record_id
 

@@ -44,10 +44,18 @@ def graph(record_id: int, identity: Identity, depth: int = 1) -> GraphResult:
                     continue
                 seen.add(node_id)
                 outgoing = from_id in frontier and to_id == node_id
-                nodes.append(GraphNode(record_id=node_id, title=title, url=url or "", source_system=source_system,
-                                       depth=level, link_type=link_type,
-                                       via_record_id=from_id if outgoing else to_id,
-                                       direction="out" if outgoing else "in"))
+                nodes.append(
+                    GraphNode(
+                        record_id=node_id,
+                        title=title,
+                        url=url or "",
+                        source_system=source_system,
+                        depth=level,
+                        link_type=link_type,
+                        via_record_id=from_id if outgoing else to_id,
+                        direction="out" if outgoing else "in",
+                    )
+                )
                 next_frontier.append(node_id)
             frontier = next_frontier
             if not frontier:

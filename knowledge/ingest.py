@@ -29,8 +29,10 @@ class IngestReport:
         return self.created + self.updated + self.unchanged + len(self.errors)
 
     def summary(self) -> str:
-        line = (f"{self.files} files: {self.created} created, {self.updated} updated, {self.unchanged} unchanged, "
-                f"{len(self.errors)} failed, {self.pruned} pruned; {self.chunks} chunks")
+        line = (
+            f"{self.files} files: {self.created} created, {self.updated} updated, {self.unchanged} unchanged, "
+            f"{len(self.errors)} failed, {self.pruned} pruned; {self.chunks} chunks"
+        )
         if self.prune_skipped:
             line += " (prune skipped because some files failed)"
         return line
@@ -39,16 +41,26 @@ class IngestReport:
 def discover(root: Path) -> list[Path]:
     if root.is_file():
         return [root]
-    return sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in SUPPORTED_SUFFIXES
-                  and not any(part.startswith(".") for part in p.relative_to(root).parts))
+    return sorted(
+        p
+        for p in root.rglob("*")
+        if p.is_file()
+        and p.suffix.lower() in SUPPORTED_SUFFIXES
+        and not any(part.startswith(".") for part in p.relative_to(root).parts)
+    )
 
 
 def origin_for(root: Path) -> str:
     return f"ingest:{root.resolve()}"
 
 
-def ingest_path(path: str | Path, *, prune: bool = False, default_acl: tuple[str, ...] = ("everyone",),
-                progress: Callable[[Path], None] | None = None) -> IngestReport:
+def ingest_path(
+    path: str | Path,
+    *,
+    prune: bool = False,
+    default_acl: tuple[str, ...] = ("everyone",),
+    progress: Callable[[Path], None] | None = None,
+) -> IngestReport:
     """Ingest every supported file under ``path``; one bad file never stops the others."""
     root = Path(path)
     if not root.exists():
@@ -68,9 +80,16 @@ def ingest_path(path: str | Path, *, prune: bool = False, default_acl: tuple[str
             draft = parse_document(raw, external_id=relative, suffix=file.suffix, default_acl=default_acl)
             links = [(link.to_external_id, link.link_type) for link in draft.links]
             outcome = services.record_upsert(
-                source_system=draft.source_system, external_id=draft.external_id, title=draft.title,
-                text=draft.text, acl=draft.acl, url=draft.url, author_principal_id=draft.author, origin=origin,
-                links_fingerprint=sorted(links), never_hint=draft.never_hint,
+                source_system=draft.source_system,
+                external_id=draft.external_id,
+                title=draft.title,
+                text=draft.text,
+                acl=draft.acl,
+                url=draft.url,
+                author_principal_id=draft.author,
+                origin=origin,
+                links_fingerprint=sorted(links),
+                never_hint=draft.never_hint,
             )
         except (DocumentError, ApplicationError) as exc:
             report.errors.append((relative, str(exc)))

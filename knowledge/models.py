@@ -38,36 +38,55 @@ class Record(TimestampedModel):
     title = models.CharField(max_length=500)
     url = models.CharField(max_length=2000, blank=True, default="")
     author_principal_id = models.CharField(max_length=200, null=True, blank=True)
-    acl = ArrayField(models.TextField(), default=list,
-                     help_text="Principals that may read the record: user:<id>, group:<name>, everyone, public.")
+    acl = ArrayField(
+        models.TextField(),
+        default=list,
+        help_text="Principals that may read the record: user:<id>, group:<name>, everyone, public.",
+    )
     trust_score = models.FloatField(default=1.0)
-    origin = models.CharField(max_length=600, blank=True, default="",
-                              help_text="Who wrote it: ingest:<folder> or api; --prune only touches its own origin.")
+    origin = models.CharField(
+        max_length=600,
+        blank=True,
+        default="",
+        help_text="Who wrote it: ingest:<folder> or api; --prune only touches its own origin.",
+    )
     content_hash = models.CharField(max_length=64, blank=True, default="")
-    embedding_model = models.CharField(max_length=100, null=True, blank=True,
-                                       help_text="The embedding model the chunks were embedded with (NULL: lexical only).")
+    embedding_model = models.CharField(
+        max_length=100,
+        null=True,
+        blank=True,
+        help_text="The embedding model the chunks were embedded with (NULL: lexical only).",
+    )
     content_changed_at = models.DateTimeField(db_default=Now())
     last_accessed_at = models.DateTimeField(null=True, blank=True)
-    never_hint = models.BooleanField(default=False, db_default=False,
-                                     help_text="Never mention this record in a withheld hint, however relevant.")
+    never_hint = models.BooleanField(
+        default=False, db_default=False, help_text="Never mention this record in a withheld hint, however relevant."
+    )
 
     class Meta:
         db_table = "knowledge_records"
         ordering = ["source_system", "external_id"]
         permissions = [("search_as_user", "Can search as another user (preview what they would get)")]
         constraints = [
-            models.UniqueConstraint(fields=["source_system", "external_id"], name="knowledge_record_source_external_unique",
-                                    violation_error_message="A record with this source system and external id exists."),
+            models.UniqueConstraint(
+                fields=["source_system", "external_id"],
+                name="knowledge_record_source_external_unique",
+                violation_error_message="A record with this source system and external id exists.",
+            ),
             models.CheckConstraint(condition=~Q(source_system=""), name="knowledge_record_source_not_empty"),
             models.CheckConstraint(condition=~Q(external_id=""), name="knowledge_record_external_id_not_empty"),
-            models.CheckConstraint(condition=Q(trust_score__gte=0.0, trust_score__lte=1.0),
-                                   name="knowledge_record_trust_score_range"),
+            models.CheckConstraint(
+                condition=Q(trust_score__gte=0.0, trust_score__lte=1.0), name="knowledge_record_trust_score_range"
+            ),
             # Citations link to it: only web addresses, never javascript: or data: (see services).
-            models.CheckConstraint(condition=Q(url="") | Q(url__iregex=RECORD_URL_PATTERN),
-                                   name="knowledge_record_url_http"),
+            models.CheckConstraint(
+                condition=Q(url="") | Q(url__iregex=RECORD_URL_PATTERN), name="knowledge_record_url_http"
+            ),
         ]
-        indexes = [GinIndex(fields=["acl"], name="knowledge_record_acl_gin"),
-                   models.Index(fields=["origin"], name="knowledge_record_origin_idx")]
+        indexes = [
+            GinIndex(fields=["acl"], name="knowledge_record_acl_gin"),
+            models.Index(fields=["origin"], name="knowledge_record_origin_idx"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.source_system}:{self.external_id} — {self.title}"
@@ -77,14 +96,17 @@ class SourcePolicy(TimestampedModel):
     """How the store treats one source system; ``never_hint``: its records are never withheld hints."""
 
     source_system = models.CharField(max_length=64, unique=True)
-    never_hint = models.BooleanField(default=False, db_default=False,
-                                     help_text="Sensitive source: never mention it in a withheld hint.")
+    never_hint = models.BooleanField(
+        default=False, db_default=False, help_text="Sensitive source: never mention it in a withheld hint."
+    )
 
     class Meta:
         db_table = "knowledge_source_policies"
         ordering = ["source_system"]
         verbose_name_plural = "source policies"
-        constraints = [models.CheckConstraint(condition=~Q(source_system=""), name="knowledge_sourcepolicy_source_not_empty")]
+        constraints = [
+            models.CheckConstraint(condition=~Q(source_system=""), name="knowledge_sourcepolicy_source_not_empty")
+        ]
 
     def __str__(self) -> str:
         return self.source_system
@@ -123,8 +145,13 @@ class Chunk(models.Model):
             GinIndex(fields=["tsv"], name="knowledge_chunk_tsv_gin"),
             # m=32/ef_construction=128: recall at a given ef_search is much higher than with
             # pgvector's defaults (bench/knowledge), for a build about twice as long.
-            HnswIndex(name="knowledge_chunk_emb_hnsw32", fields=["embedding"], m=32, ef_construction=128,
-                      opclasses=["vector_cosine_ops"]),
+            HnswIndex(
+                name="knowledge_chunk_emb_hnsw32",
+                fields=["embedding"],
+                m=32,
+                ef_construction=128,
+                opclasses=["vector_cosine_ops"],
+            ),
         ]
 
     def __str__(self) -> str:
@@ -142,8 +169,11 @@ class RecordLink(TimestampedModel):
         db_table = "knowledge_record_links"
         constraints = [
             models.UniqueConstraint(fields=["from_record", "to_record", "link_type"], name="knowledge_link_unique"),
-            models.CheckConstraint(condition=~Q(from_record=F("to_record")), name="knowledge_link_not_self",
-                                   violation_error_message="A record cannot link to itself."),
+            models.CheckConstraint(
+                condition=~Q(from_record=F("to_record")),
+                name="knowledge_link_not_self",
+                violation_error_message="A record cannot link to itself.",
+            ),
             models.CheckConstraint(condition=~Q(link_type=""), name="knowledge_link_type_not_empty"),
         ]
         indexes = [models.Index(fields=["to_record"], name="knowledge_link_to_idx")]
@@ -171,8 +201,11 @@ class AccessSignal(models.Model):
         constraints = [
             models.CheckConstraint(condition=Q(kind__in=list(ACCESS_KINDS)), name="knowledge_access_kind_valid"),
             # A cited record counts once per answer (QE-11): a retried register is a no-op.
-            models.UniqueConstraint(fields=["record", "message_id"], condition=Q(kind="answer", message_id__isnull=False),
-                                    name="knowledge_access_answer_once_per_message"),
+            models.UniqueConstraint(
+                fields=["record", "message_id"],
+                condition=Q(kind="answer", message_id__isnull=False),
+                name="knowledge_access_answer_once_per_message",
+            ),
         ]
         indexes = [models.Index(fields=["record", "created_at"], name="knowledge_access_record_idx")]
 

@@ -50,6 +50,7 @@ class UpsertOutcome:
 
 # --------------------------------------------------------------------------- principals
 
+
 def principal_resolve(value: str) -> str:
     """Canonical principal: ``user:<username>`` → ``user:<id>``; unknown user → ValidationFailed."""
     try:
@@ -73,11 +74,22 @@ def acl_resolve(values: Iterable[str]) -> list[str]:
 
 # --------------------------------------------------------------------------- records
 
-def _content_hash(*, title: str, url: str, acl: Sequence[str], author: str | None, drafts: Sequence[ChunkDraft],
-                  model: str | None,
-                  extra: object = None) -> str:
-    payload = json.dumps([title, url, list(acl), author, [(d.heading, d.text) for d in drafts], model, extra],
-                         ensure_ascii=False, sort_keys=True)
+
+def _content_hash(
+    *,
+    title: str,
+    url: str,
+    acl: Sequence[str],
+    author: str | None,
+    drafts: Sequence[ChunkDraft],
+    model: str | None,
+    extra: object = None,
+) -> str:
+    payload = json.dumps(
+        [title, url, list(acl), author, [(d.heading, d.text) for d in drafts], model, extra],
+        ensure_ascii=False,
+        sort_keys=True,
+    )
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
@@ -88,8 +100,10 @@ def _embed(config: EmbeddingConfig, drafts: Sequence[ChunkDraft | Chunk]) -> lis
     except Exception as exc:
         raise ServiceUnavailable(f"embedding with {config.name} failed: {exc}", code="embedding_failed") from exc
     if len(vectors) != len(texts) or any(len(v) != EMBEDDING_DIM for v in vectors):
-        raise ServiceUnavailable(f"embedding model {config.name} must return {EMBEDDING_DIM}-dimensional vectors "
-                                 "(set options.dimensions)", code="embedding_failed")
+        raise ServiceUnavailable(
+            f"embedding model {config.name} must return {EMBEDDING_DIM}-dimensional vectors (set options.dimensions)",
+            code="embedding_failed",
+        )
     return vectors
 
 
@@ -100,8 +114,13 @@ class ReembedReport:
     chunks: int
 
 
-def chunks_reembed(*, everything: bool = False, batch: int = 32, on_total: Callable[[int], None] | None = None,
-                   on_progress: Callable[[int], None] | None = None) -> ReembedReport:
+def chunks_reembed(
+    *,
+    everything: bool = False,
+    batch: int = 32,
+    on_total: Callable[[int], None] | None = None,
+    on_progress: Callable[[int], None] | None = None,
+) -> ReembedReport:
     """Embed again the chunks of the records not embedded with the default embedding model (all
     with ``everything``), record by record, each in its own transaction (a stopped run resumes).
 
@@ -121,7 +140,7 @@ def chunks_reembed(*, everything: bool = False, batch: int = 32, on_total: Calla
         chunks = list(Chunk.objects.filter(record_id=record_id).order_by("ordinal"))
         vectors: list[list[float]] = []
         for start in range(0, len(chunks), max(1, batch)):
-            part = chunks[start:start + max(1, batch)]
+            part = chunks[start : start + max(1, batch)]
             vectors += _embed(config, part)
             if on_progress:
                 on_progress(len(part))
@@ -135,9 +154,19 @@ def chunks_reembed(*, everything: bool = False, batch: int = 32, on_total: Calla
     return ReembedReport(model=config.name, records=done_records, chunks=done_chunks)
 
 
-def record_upsert(*, source_system: str, external_id: str, title: str, text: str, acl: Sequence[str],
-                  url: str = "", author_principal_id: str | None = None, origin: str = "api",
-                  links_fingerprint: object = None, never_hint: bool = False) -> UpsertOutcome:
+def record_upsert(
+    *,
+    source_system: str,
+    external_id: str,
+    title: str,
+    text: str,
+    acl: Sequence[str],
+    url: str = "",
+    author_principal_id: str | None = None,
+    origin: str = "api",
+    links_fingerprint: object = None,
+    never_hint: bool = False,
+) -> UpsertOutcome:
     """Create or replace the record ``(source_system, external_id)`` and its chunks.
 
     Idempotent: the same content (and embedding model) is ``unchanged`` and writes nothing.
@@ -167,14 +196,31 @@ def record_upsert(*, source_system: str, external_id: str, title: str, text: str
     config = embedding_config()
     model = config.name if config else None
     # (never_hint joins the hash only when set, so the hashes of existing records stay as they were)
-    digest = _content_hash(title=title, url=url or "", acl=acl, author=author, drafts=drafts, model=model,
-                           extra=[links_fingerprint, "never_hint"] if never_hint else links_fingerprint)
-    existing = Record.objects.filter(source_system=source_system, external_id=external_id).only("id", "content_hash").first()
+    digest = _content_hash(
+        title=title,
+        url=url or "",
+        acl=acl,
+        author=author,
+        drafts=drafts,
+        model=model,
+        extra=[links_fingerprint, "never_hint"] if never_hint else links_fingerprint,
+    )
+    existing = (
+        Record.objects.filter(source_system=source_system, external_id=external_id).only("id", "content_hash").first()
+    )
     if existing is not None and existing.content_hash == digest:
         return UpsertOutcome(existing.pk, "unchanged", len(drafts), tuple(warnings))
     vectors: list[list[float] | None] = list(_embed(config, drafts)) if config else [None] * len(drafts)
-    fields = {"title": title, "url": url or "", "acl": acl, "author_principal_id": author, "origin": origin,
-              "content_hash": digest, "embedding_model": model, "never_hint": bool(never_hint)}
+    fields = {
+        "title": title,
+        "url": url or "",
+        "acl": acl,
+        "author_principal_id": author,
+        "origin": origin,
+        "content_hash": digest,
+        "embedding_model": model,
+        "never_hint": bool(never_hint),
+    }
     with transaction.atomic():
         record = Record.objects.select_for_update().filter(source_system=source_system, external_id=external_id).first()
         status = "updated"
@@ -191,10 +237,12 @@ def record_upsert(*, source_system: str, external_id: str, title: str, text: str
             record.content_changed_at = timezone.now()
             record.save()
             Chunk.objects.filter(record=record).delete()
-        Chunk.objects.bulk_create([
-            Chunk(record=record, ordinal=d.ordinal, heading=d.heading[:1000], text=d.text, embedding=v)
-            for d, v in zip(drafts, vectors, strict=True)
-        ])
+        Chunk.objects.bulk_create(
+            [
+                Chunk(record=record, ordinal=d.ordinal, heading=d.heading[:1000], text=d.text, embedding=v)
+                for d, v in zip(drafts, vectors, strict=True)
+            ]
+        )
     return UpsertOutcome(record.pk, status, len(drafts), tuple(warnings))
 
 
@@ -221,8 +269,11 @@ def record_delete(*, source_system: str, external_id: str) -> None:
 
 def records_prune(*, origin: str, keep: set[tuple[str, str]]) -> int:
     """Delete records written by ``origin`` whose (source_system, external_id) is not in ``keep``."""
-    stale = [pk for pk, system, ext in Record.objects.filter(origin=origin).values_list("pk", "source_system", "external_id")
-             if (system, ext) not in keep]
+    stale = [
+        pk
+        for pk, system, ext in Record.objects.filter(origin=origin).values_list("pk", "source_system", "external_id")
+        if (system, ext) not in keep
+    ]
     if stale:
         Record.objects.filter(pk__in=stale).delete()
     return len(stale)
@@ -230,24 +281,33 @@ def records_prune(*, origin: str, keep: set[tuple[str, str]]) -> int:
 
 def record_links_set(*, record_id: int, source_system: str, links: Sequence[tuple[str, str]]) -> list[str]:
     """Make the record's outgoing links exactly ``links`` [(to external id, type)]; returns unresolved ids."""
-    targets = dict(Record.objects.filter(source_system=source_system, external_id__in=[to for to, _ in links])
-                   .values_list("external_id", "pk"))
+    targets = dict(
+        Record.objects.filter(source_system=source_system, external_id__in=[to for to, _ in links]).values_list(
+            "external_id", "pk"
+        )
+    )
     wanted = {(targets[to], link_type) for to, link_type in links if to in targets and targets[to] != record_id}
     unresolved = [to for to, _ in links if to not in targets]
     with transaction.atomic():
         current = set(RecordLink.objects.filter(from_record_id=record_id).values_list("to_record_id", "link_type"))
         for to_id, link_type in current - wanted:
             RecordLink.objects.filter(from_record_id=record_id, to_record_id=to_id, link_type=link_type).delete()
-        RecordLink.objects.bulk_create([RecordLink(from_record_id=record_id, to_record_id=to_id, link_type=link_type)
-                                        for to_id, link_type in wanted - current], ignore_conflicts=True)
+        RecordLink.objects.bulk_create(
+            [
+                RecordLink(from_record_id=record_id, to_record_id=to_id, link_type=link_type)
+                for to_id, link_type in wanted - current
+            ],
+            ignore_conflicts=True,
+        )
     return unresolved
 
 
 def record_link_create(*, from_record_id: int, to_record_id: int, link_type: str = "relates") -> RecordLink:
     if from_record_id == to_record_id:
         raise ValidationFailed("a record cannot link to itself", code="invalid_link")
-    link, _ = RecordLink.objects.get_or_create(from_record_id=from_record_id, to_record_id=to_record_id,
-                                               link_type=link_type or "relates")
+    link, _ = RecordLink.objects.get_or_create(
+        from_record_id=from_record_id, to_record_id=to_record_id, link_type=link_type or "relates"
+    )
     return link
 
 
@@ -258,6 +318,7 @@ def record_link_delete(*, link_id: int) -> None:
 
 # --------------------------------------------------------------------------- access signals and trust
 
+
 def access_register(*, record_id: int, identity: Identity, kind: AccessKind, message_id: str | None = None) -> None:
     """Record one use of a record (KS-8). The identity must see the record (else NotFound);
     an ``answer`` signal counts once per message (a repeat is a no-op)."""
@@ -267,13 +328,17 @@ def access_register(*, record_id: int, identity: Identity, kind: AccessKind, mes
     message = str(message_id)[:64] if message_id is not None else None
     principal = f"user:{identity.user_id}" if identity.user_id is not None else None
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("UPDATE knowledge_records SET last_accessed_at = %s WHERE id = %s AND acl && %s::text[]",
-                       [timezone.now(), record_id, principals])
+        cursor.execute(
+            "UPDATE knowledge_records SET last_accessed_at = %s WHERE id = %s AND acl && %s::text[]",
+            [timezone.now(), record_id, principals],
+        )
         if cursor.rowcount == 0:
             raise NotFound("record not found", code="record_not_found")
         cursor.execute(
             "INSERT INTO knowledge_access_signals (record_id, kind, principal, message_id) VALUES (%s, %s, %s, %s) "
-            "ON CONFLICT DO NOTHING", [record_id, kind, principal, message])
+            "ON CONFLICT DO NOTHING",
+            [record_id, kind, principal, message],
+        )
 
 
 TRUST_DECAY_SQL = """
@@ -312,16 +377,23 @@ def withheld_release(*, query: str, identity: Identity, result: SearchResult) ->
     """
     if not result.withheld:
         return result
-    coordinates = [{"source_system": w.source_system, "author_principal_id": w.author_principal_id}
-                   for w in result.withheld]
+    coordinates = [
+        {"source_system": w.source_system, "author_principal_id": w.author_principal_id} for w in result.withheld
+    ]
     details = {"query": query[:500], "withheld": coordinates}
     limit = settings.WITHHELD_HINTS_PER_HOUR
     # one round trip: lock, count and insert (the lock before the count, so the rate is exact)
     released = audit.audit_record_capped(
-        user_id=identity.user_id, action=audit.WITHHELD_HINT, over_action=audit.WITHHELD_HINT_SUPPRESSED,
-        limit=limit, since=timezone.now() - timedelta(hours=1), target="knowledge.search",
-        lock=(_HINT_LOCK_SPACE, (identity.user_id or 0) % 2**31), details=details,
-        over_details={**details, "limit_per_hour": limit})
+        user_id=identity.user_id,
+        action=audit.WITHHELD_HINT,
+        over_action=audit.WITHHELD_HINT_SUPPRESSED,
+        limit=limit,
+        since=timezone.now() - timedelta(hours=1),
+        target="knowledge.search",
+        lock=(_HINT_LOCK_SPACE, (identity.user_id or 0) % 2**31),
+        details=details,
+        over_details={**details, "limit_per_hour": limit},
+    )
     if not released:
         logger.warning("withheld hints over the hourly limit for user %s: left out", identity.user_id)
         return replace(result, withheld=())
@@ -342,8 +414,10 @@ def search_as_user(*, actor: User, user: User | None, query: str, k: int = 8) ->
         raise PermissionDenied("searching as another user needs the «search as user» permission")
     identity = Identity.for_user(user) if user is not None else Identity.anonymous()
     result = search(query, identity, k)
-    audit.audit_record(actor=actor, action=audit.SEARCH_AS_USER,
-                       target=f"user:{user.pk}" if user is not None else "anonymous",
-                       details={"query": query[:500], "k": k, "candidates": len(result.candidates),
-                                "withheld": len(result.withheld)})
+    audit.audit_record(
+        actor=actor,
+        action=audit.SEARCH_AS_USER,
+        target=f"user:{user.pk}" if user is not None else "anonymous",
+        details={"query": query[:500], "k": k, "candidates": len(result.candidates), "withheld": len(result.withheld)},
+    )
     return result

@@ -58,15 +58,18 @@ def _check_plan(cursor: CursorWrapper, statement: str) -> None:
     plan = cursor.fetchone()[0]
     if isinstance(plan, str):
         plan = json.loads(plan)
-    outside = sorted(f"{schema}.{name}" if schema else name for schema, name in _plan_relations(plan)
-                     if name not in PLAN_RELATIONS or schema in ("pg_catalog", "information_schema"))
+    outside = sorted(
+        f"{schema}.{name}" if schema else name
+        for schema, name in _plan_relations(plan)
+        if name not in PLAN_RELATIONS or schema in ("pg_catalog", "information_schema")
+    )
     if outside:
-        raise ValidationFailed(f"sql rejected: reads {', '.join(outside)}; only the ks_* views may be read",
-                               code="sql_rejected")
+        raise ValidationFailed(
+            f"sql rejected: reads {', '.join(outside)}; only the ks_* views may be read", code="sql_rejected"
+        )
 
 
-def sql_run(query: str, identity: Identity, *, row_cap: int | None = None,
-            timeout_ms: int | None = None) -> SqlResult:
+def sql_run(query: str, identity: Identity, *, row_cap: int | None = None, timeout_ms: int | None = None) -> SqlResult:
     principals = [p for p in principals_of(identity) if PRINCIPAL_SEPARATOR not in p]
     statement = sql_check(query)
     cap = row_cap or ROW_CAP
@@ -85,8 +88,7 @@ def sql_run(query: str, identity: Identity, *, row_cap: int | None = None,
             cursor.execute(statement)
             columns = tuple(column.name for column in cursor.description or ())
             rows = cursor.fetchmany(cap + 1)
-            result = SqlResult(columns=columns, rows=tuple(tuple(row) for row in rows[:cap]),
-                               truncated=len(rows) > cap)
+            result = SqlResult(columns=columns, rows=tuple(tuple(row) for row in rows[:cap]), truncated=len(rows) > cap)
             raise _Rollback  # role, settings and any side effect end here
     except _Rollback:
         pass

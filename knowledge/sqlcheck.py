@@ -18,31 +18,112 @@ from achilles.errors import ValidationFailed
 
 ALLOWED_VIEWS: dict[str, str] = {
     "ks_records": "id, source_system, external_id, title, url, author_principal_id, trust_score, "
-                  "created_at, updated_at, last_accessed_at",
+    "created_at, updated_at, last_accessed_at",
     "ks_record_links": "from_record_id, to_record_id, link_type, created_at",
     "ks_chunks": "id, record_id, ordinal, heading, text",
 }
 
 # sqlglot's names for them (e.g. date_trunc → TIMESTAMP_TRUNC, string_agg → GROUP_CONCAT).
-ALLOWED_FUNCTIONS = frozenset({
-    "COUNT", "SUM", "AVG", "MIN", "MAX", "ARRAY_AGG", "GROUP_CONCAT", "STDDEV", "LOGICAL_OR", "LOGICAL_AND",
-    "LOWER", "UPPER", "INITCAP", "LENGTH", "TRIM", "CONCAT", "LEFT", "RIGHT", "SUBSTRING", "REPLACE",
-    "SPLIT_PART", "STR_POSITION",
-    "COALESCE", "NULLIF", "GREATEST", "LEAST", "CASE", "IF",
-    "ABS", "ROUND", "FLOOR", "CEIL",
-    "DATE_TRUNC", "TIMESTAMP_TRUNC", "EXTRACT", "CURRENT_TIMESTAMP", "CURRENT_DATE", "TIME_TO_STR",
-    "CAST", "EXISTS", "ROW_NUMBER", "RANK", "DENSE_RANK",
-})
-ALLOWED_CAST_TYPES = frozenset({
-    "TEXT", "VARCHAR", "CHAR", "INT", "BIGINT", "SMALLINT", "DECIMAL", "FLOAT", "DOUBLE", "BOOLEAN",
-    "DATE", "TIMESTAMP", "TIMESTAMPTZ", "INTERVAL",
-})
+ALLOWED_FUNCTIONS = frozenset(
+    {
+        "COUNT",
+        "SUM",
+        "AVG",
+        "MIN",
+        "MAX",
+        "ARRAY_AGG",
+        "GROUP_CONCAT",
+        "STDDEV",
+        "LOGICAL_OR",
+        "LOGICAL_AND",
+        "LOWER",
+        "UPPER",
+        "INITCAP",
+        "LENGTH",
+        "TRIM",
+        "CONCAT",
+        "LEFT",
+        "RIGHT",
+        "SUBSTRING",
+        "REPLACE",
+        "SPLIT_PART",
+        "STR_POSITION",
+        "COALESCE",
+        "NULLIF",
+        "GREATEST",
+        "LEAST",
+        "CASE",
+        "IF",
+        "ABS",
+        "ROUND",
+        "FLOOR",
+        "CEIL",
+        "DATE_TRUNC",
+        "TIMESTAMP_TRUNC",
+        "EXTRACT",
+        "CURRENT_TIMESTAMP",
+        "CURRENT_DATE",
+        "TIME_TO_STR",
+        "CAST",
+        "EXISTS",
+        "ROW_NUMBER",
+        "RANK",
+        "DENSE_RANK",
+    }
+)
+ALLOWED_CAST_TYPES = frozenset(
+    {
+        "TEXT",
+        "VARCHAR",
+        "CHAR",
+        "INT",
+        "BIGINT",
+        "SMALLINT",
+        "DECIMAL",
+        "FLOAT",
+        "DOUBLE",
+        "BOOLEAN",
+        "DATE",
+        "TIMESTAMP",
+        "TIMESTAMPTZ",
+        "INTERVAL",
+    }
+)
 _FORBIDDEN_NODES = tuple(
-    node for node in (getattr(exp, name, None) for name in (
-        "Insert", "Update", "Delete", "Merge", "Create", "Drop", "Alter", "AlterTable", "TruncateTable", "Command",
-        "Copy", "Into", "Lock", "Set", "SetItem", "Transaction", "Commit", "Rollback", "Grant", "Use", "Pragma",
-        "LoadData", "Placeholder", "Parameter", "Describe", "Analyze", "Kill",
-    )) if isinstance(node, type)
+    node
+    for node in (
+        getattr(exp, name, None)
+        for name in (
+            "Insert",
+            "Update",
+            "Delete",
+            "Merge",
+            "Create",
+            "Drop",
+            "Alter",
+            "AlterTable",
+            "TruncateTable",
+            "Command",
+            "Copy",
+            "Into",
+            "Lock",
+            "Set",
+            "SetItem",
+            "Transaction",
+            "Commit",
+            "Rollback",
+            "Grant",
+            "Use",
+            "Pragma",
+            "LoadData",
+            "Placeholder",
+            "Parameter",
+            "Describe",
+            "Analyze",
+            "Kill",
+        )
+    )
+    if isinstance(node, type)
 )
 MAX_QUERY_CHARS = 10_000
 

@@ -43,8 +43,13 @@ def _env() -> dict[str, str]:
     from achilles.bootstrap import bootstrap
 
     bootstrap()  # starts/joins the embedded services and exports their URLs
-    return {**os.environ, "ACHILLES_DB_NAME": DB_NAME, "ACHILLES_TESTING": "1", "TEST_DATABASE_NAME": "fuzz",
-            "ACHILLES_ENV": "development"}
+    return {
+        **os.environ,
+        "ACHILLES_DB_NAME": DB_NAME,
+        "ACHILLES_TESTING": "1",
+        "TEST_DATABASE_NAME": "fuzz",
+        "ACHILLES_ENV": "development",
+    }
 
 
 def _fresh_database(env: dict[str, str]) -> None:
@@ -53,8 +58,14 @@ def _fresh_database(env: dict[str, str]) -> None:
     from achilles.bootstrap import database_settings
 
     db = database_settings(env["DATABASE_URL"])
-    with psycopg.connect(host=db["HOST"] or None, port=db.get("PORT") or None, user=db["USER"],
-                         password=db.get("PASSWORD") or None, dbname="postgres", autocommit=True) as conn:
+    with psycopg.connect(
+        host=db["HOST"] or None,
+        port=db.get("PORT") or None,
+        user=db["USER"],
+        password=db.get("PASSWORD") or None,
+        dbname="postgres",
+        autocommit=True,
+    ) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
         conn.execute(f"CREATE DATABASE {DB_NAME}")
 
@@ -75,8 +86,9 @@ print("TOKENS=" + __import__("json").dumps(out))
 
 
 def _manage(env, *args, capture=False) -> str:
-    result = subprocess.run([str(BIN / "python"), "manage.py", *args], cwd=ROOT, env=env, check=True,
-                            capture_output=capture, text=True)
+    result = subprocess.run(
+        [str(BIN / "python"), "manage.py", *args], cwd=ROOT, env=env, check=True, capture_output=capture, text=True
+    )
     return result.stdout if capture else ""
 
 
@@ -110,30 +122,60 @@ class Racer(threading.Thread):
                 created = self._call(client, "POST", "/api/agents", json={"name": f"гонка {random.random():.6f}"})
                 if created.status_code == 201:
                     agent = f"/api/agents/{created.json()['id']}"
-                    self._together(lambda a=agent: self._call(client, "PATCH", a, json={"enabled": False}),
-                                   lambda a=agent: self._call(client, "POST", f"{a}/run"),
-                                   lambda a=agent: self._call(client, "DELETE", a))
+                    self._together(
+                        lambda a=agent: self._call(client, "PATCH", a, json={"enabled": False}),
+                        lambda a=agent: self._call(client, "POST", f"{a}/run"),
+                        lambda a=agent: self._call(client, "DELETE", a),
+                    )
                 chat = self._call(client, "POST", "/api/chat", json={"content": "Что такое отпуск?"})
                 conversation = chat.headers.get("x-conversation-id")
                 messages = re.findall(r'"message_id": (\d+)', chat.text)
                 if conversation:
                     path = f"/api/conversations/{conversation}"
                     feedback = f"/api/messages/{messages[0]}/feedback" if messages else None
-                    self._together(lambda p=path: self._call(client, "PATCH", p, json={"title": "новое"}),
-                                   lambda f=feedback: f and self._call(client, "PUT", f, json={"value": 1}),
-                                   lambda c=conversation: self._call(client, "POST", "/api/chat",
-                                                                     json={"content": "ещё", "conversation_id": c}),
-                                   lambda p=path: self._call(client, "DELETE", p))
+                    self._together(
+                        lambda p=path: self._call(client, "PATCH", p, json={"title": "новое"}),
+                        lambda f=feedback: f and self._call(client, "PUT", f, json={"value": 1}),
+                        lambda c=conversation: self._call(
+                            client, "POST", "/api/chat", json={"content": "ещё", "conversation_id": c}
+                        ),
+                        lambda p=path: self._call(client, "DELETE", p),
+                    )
 
 
 def _fuzz(name: str, url: str, token: str, env) -> subprocess.Popen:
     log = open(REPORT_DIR / f"{name}.log", "w")  # noqa: SIM115 (the fuzzer's output for its whole life)
     return subprocess.Popen(
-        [str(BIN / "schemathesis"), "run", f"{url}/api/openapi.json", "--header", f"Authorization: Bearer {token}",
-         "--checks", "not_a_server_error", "--max-time", str(SECONDS), "--workers", "2", "--no-color",
-         "--generation-database", "none", "--suppress-health-check", "all", "--request-timeout", "30",
-         "--continue-on-failure", "--report", "ndjson", "--report-ndjson-path", str(REPORT_DIR / f"{name}.ndjson")],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        [
+            str(BIN / "schemathesis"),
+            "run",
+            f"{url}/api/openapi.json",
+            "--header",
+            f"Authorization: Bearer {token}",
+            "--checks",
+            "not_a_server_error",
+            "--max-time",
+            str(SECONDS),
+            "--workers",
+            "2",
+            "--no-color",
+            "--generation-database",
+            "none",
+            "--suppress-health-check",
+            "all",
+            "--request-timeout",
+            "30",
+            "--continue-on-failure",
+            "--report",
+            "ndjson",
+            "--report-ndjson-path",
+            str(REPORT_DIR / f"{name}.ndjson"),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
 
 
 def _summary(name: str, returncode: int) -> tuple[int, list[str]]:
@@ -141,7 +183,8 @@ def _summary(name: str, returncode: int) -> tuple[int, list[str]]:
     exits 1 when a check failed) counts even if no line could be picked out."""
     text = (REPORT_DIR / f"{name}.log").read_text()
     cases = sum(int(n) for n in re.findall(r"(\d+) generated", text)) or sum(
-        int(n) for n in re.findall(r"Test cases:\s*(\d+)", text))
+        int(n) for n in re.findall(r"Test cases:\s*(\d+)", text)
+    )
     failures = []
     for line in (REPORT_DIR / f"{name}.ndjson").read_text().splitlines():
         if "not_a_server_error" in line and '"failure"' in line.lower():
@@ -163,9 +206,13 @@ def main() -> int:
     tokens = json.loads(_manage(env, "shell", "-c", SEED, capture=True).split("TOKENS=", 1)[1])
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    web = subprocess.Popen([str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "achilles.asgi:application"],
-                           cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                           stderr=open(REPORT_DIR / "web.log", "w"))  # noqa: SIM115 (daphne's log while it runs)
+    web = subprocess.Popen(
+        [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "achilles.asgi:application"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=open(REPORT_DIR / "web.log", "w"),  # noqa: SIM115 (daphne's log while it runs)
+    )
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

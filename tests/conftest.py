@@ -39,8 +39,11 @@ def _collected_static_files():
     settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
     with open(settings.VAR_DIR / "collectstatic.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        newest = max(os.path.getmtime(storage.path(path))
-                     for finder in finders.get_finders() for path, storage in finder.list(None))
+        newest = max(
+            os.path.getmtime(storage.path(path))
+            for finder in finders.get_finders()
+            for path, storage in finder.list(None)
+        )
         if not manifest.exists() or manifest.stat().st_mtime < newest:
             call_command("collectstatic", interactive=False, verbosity=0)
     yield
@@ -140,8 +143,9 @@ class AsgiClient:
         async def go():
             transport = httpx.ASGITransport(app=application)
             async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
-                return await client.request(method, path, json=json, params=params, content=content,
-                                            headers={**self.headers, **(headers or {})})
+                return await client.request(
+                    method, path, json=json, params=params, content=content, headers={**self.headers, **(headers or {})}
+                )
 
         request_started.disconnect(close_old_connections)
         request_finished.disconnect(close_old_connections)
@@ -185,8 +189,11 @@ def asgi_client(db):
             browser = Client()
             browser.force_login(user)
             csrf = "c" * 32
-            auth = {"Cookie": f"{settings.SESSION_COOKIE_NAME}={browser.cookies[settings.SESSION_COOKIE_NAME].value}; "
-                              f"{settings.CSRF_COOKIE_NAME}={csrf}", "X-CSRFToken": csrf}
+            auth = {
+                "Cookie": f"{settings.SESSION_COOKIE_NAME}={browser.cookies[settings.SESSION_COOKIE_NAME].value}; "
+                f"{settings.CSRF_COOKIE_NAME}={csrf}",
+                "X-CSRFToken": csrf,
+            }
         elif user is not None:
             _, raw = api_token_create(user=user)
             auth = {"Authorization": f"Bearer {raw}"}
@@ -206,8 +213,10 @@ def django_db_setup(django_db_setup, django_db_blocker):
         from django.db import connections
 
         with default_connection.cursor() as cursor:
-            cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                           "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+            cursor.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
         for connection in connections.all():
             close_pool = getattr(connection, "close_pool", None)
             if close_pool is not None:

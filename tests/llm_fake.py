@@ -63,9 +63,7 @@ class ScriptedChatProvider:
     ``Delay`` can exercise ``llm_timeout`` handling.
     """
 
-    def __init__(
-        self, rounds: Sequence[Round] = (), *, timeouts: Timeouts | None = None
-    ) -> None:
+    def __init__(self, rounds: Sequence[Round] = (), *, timeouts: Timeouts | None = None) -> None:
         self.rounds: list[Round] = list(rounds)
         self.calls: list[RecordedCall] = []
         self.timeouts = timeouts
@@ -83,19 +81,11 @@ class ScriptedChatProvider:
         index = len(self.calls)
         self.calls.append(call)
         if index >= len(self.rounds):
-            raise AssertionError(
-                f"ScriptedChatProvider: call #{index + 1} but only {len(self.rounds)} rounds scripted"
-            )
+            raise AssertionError(f"ScriptedChatProvider: call #{index + 1} but only {len(self.rounds)} rounds scripted")
         events = self._play(call, self.rounds[index])
-        return (
-            guard_stream(events, self.timeouts, model="fake")
-            if self.timeouts
-            else events
-        )
+        return guard_stream(events, self.timeouts, model="fake") if self.timeouts else events
 
-    async def _play(
-        self, call: RecordedCall, round_: Round
-    ) -> AsyncIterator[StreamEvent]:
+    async def _play(self, call: RecordedCall, round_: Round) -> AsyncIterator[StreamEvent]:
         items = round_(call) if callable(round_) else round_
         text: list[str] = []
         calls: tuple[ToolCall, ...] = ()
@@ -103,9 +93,7 @@ class ScriptedChatProvider:
         for item in items:
             if isinstance(item, Delay):
                 await asyncio.sleep(item.seconds)
-            elif isinstance(item, BaseException) or (
-                isinstance(item, type) and issubclass(item, BaseException)
-            ):
+            elif isinstance(item, BaseException) or (isinstance(item, type) and issubclass(item, BaseException)):
                 raise item
             else:
                 if isinstance(item, TextDelta):
@@ -129,9 +117,7 @@ class ScriptedChatProvider:
 
 def answer(text: str, chunk: int = 3, usage: Usage | None = None) -> list[ScriptItem]:
     """A text round streamed ``chunk`` characters per delta."""
-    items: list[ScriptItem] = [
-        TextDelta(text[i : i + chunk]) for i in range(0, len(text), chunk)
-    ]
+    items: list[ScriptItem] = [TextDelta(text[i : i + chunk]) for i in range(0, len(text), chunk)]
     return items + ([usage] if usage else [])
 
 
@@ -139,9 +125,7 @@ def tool_call(name: str, call_id: str | None = None, **arguments: Any) -> ToolCa
     return ToolCall(id=call_id or f"call_{name}", name=name, arguments=arguments)
 
 
-def call_tool(
-    name: str, call_id: str | None = None, **arguments: Any
-) -> list[ScriptItem]:
+def call_tool(name: str, call_id: str | None = None, **arguments: Any) -> list[ScriptItem]:
     """A round calling one tool: ``call_tool("search_knowledge", query="отпуск")``."""
     return [ToolCalls((tool_call(name, call_id, **arguments),))]
 

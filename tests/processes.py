@@ -18,21 +18,46 @@ from django.db import connection
 
 
 def child_env(**extra: str) -> dict[str, str]:
-    return {**os.environ, "ACHILLES_TESTING": "1", "ACHILLES_DB_NAME": connection.settings_dict["NAME"],
-            "TEST_DATABASE_NAME": settings.TEST_NAMESPACE, **extra}
+    return {
+        **os.environ,
+        "ACHILLES_TESTING": "1",
+        "ACHILLES_DB_NAME": connection.settings_dict["NAME"],
+        "TEST_DATABASE_NAME": settings.TEST_NAMESPACE,
+        **extra,
+    }
 
 
 def _spawn(args: list[str], log: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", *args], cwd=settings.BASE_DIR, env=child_env(),
-                            stdout=subprocess.DEVNULL, stderr=open(log, "w"))
+    return subprocess.Popen(
+        [sys.executable, "-m", *args],
+        cwd=settings.BASE_DIR,
+        env=child_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=open(log, "w"),
+    )
 
 
-def start_celery_worker(log: Path, name: str, *, queues: list[str] | None = None,
-                        loglevel: str = "INFO", extra: tuple[str, ...] = (), pool: str = "solo") -> subprocess.Popen:
+def start_celery_worker(
+    log: Path,
+    name: str,
+    *,
+    queues: list[str] | None = None,
+    loglevel: str = "INFO",
+    extra: tuple[str, ...] = (),
+    pool: str = "solo",
+) -> subprocess.Popen:
     """A solo-pool worker (``pool="prefork"`` for `make run`'s kind); without ``queues`` it
     consumes every queue of the platform."""
-    args = ["celery", "-A", "achilles.celery_app", "worker", f"--pool={pool}", f"--loglevel={loglevel}",
-            f"--hostname={name}-{os.getpid()}@%h", *extra]
+    args = [
+        "celery",
+        "-A",
+        "achilles.celery_app",
+        "worker",
+        f"--pool={pool}",
+        f"--loglevel={loglevel}",
+        f"--hostname={name}-{os.getpid()}@%h",
+        *extra,
+    ]
     if queues:
         args += ["-Q", ",".join(queues)]
     return _spawn(args, log)
@@ -56,8 +81,10 @@ def wait_database_idle(timeout: float = 15) -> None:
     quiet = 0
     while time.monotonic() < deadline:
         with connection.cursor() as cursor:
-            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                           "AND pid <> pg_backend_pid() AND backend_type = 'client backend' AND state <> 'idle'")
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid() AND backend_type = 'client backend' AND state <> 'idle'"
+            )
             busy = cursor.fetchone()[0]
         quiet = quiet + 1 if not busy else 0
         if quiet >= 2:

@@ -85,9 +85,7 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(len(text.encode("utf-8")) / 4)
 
 
-def estimate_input_tokens(
-    messages: Sequence[Message], tools: Sequence[ToolSpec] = ()
-) -> int:
+def estimate_input_tokens(messages: Sequence[Message], tools: Sequence[ToolSpec] = ()) -> int:
     """Estimate of a request's prompt: every message, its tool calls and the tool schemas."""
     total = 0
     for message in messages:
@@ -102,9 +100,7 @@ def estimate_input_tokens(
 
 def estimate_output_tokens(text: str, calls: Sequence[ToolCall] = ()) -> int:
     """Estimate of a round's output: its text plus the serialized tool calls."""
-    return estimate_tokens(text) + sum(
-        estimate_tokens(c.name) + estimate_tokens(_dump(c.arguments)) for c in calls
-    )
+    return estimate_tokens(text) + sum(estimate_tokens(c.name) + estimate_tokens(_dump(c.arguments)) for c in calls)
 
 
 def _dump(value: Any) -> str:
@@ -139,9 +135,7 @@ T = TypeVar("T")
 KEEPALIVE: Any = object()
 
 
-async def guard_stream(
-    events: AsyncIterator[T], timeouts: Timeouts, *, model: str = "model"
-) -> AsyncIterator[T]:
+async def guard_stream(events: AsyncIterator[T], timeouts: Timeouts, *, model: str = "model") -> AsyncIterator[T]:
     """Re-yield ``events``, raising ``LLMError(llm_timeout)`` when a deadline passes.
 
     The wrapped iterator is closed on every exit, so a stalled HTTP stream is released.

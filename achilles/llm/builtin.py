@@ -65,12 +65,55 @@ _SMALLTALK = {
     "ack": r"ок|окей|ok|okay|понятно|понял\w*|ясно|хорошо|отлично|супер|класс|ага|угу|да|нет"
     r"|great|cool|nice|got it|fine|sure|yes|no",
 }
-_SMALLTALK_RE = {
-    kind: re.compile(rf"(?<!\w)(?:{pattern})(?!\w)")
-    for kind, pattern in _SMALLTALK.items()
-}
+_SMALLTALK_RE = {kind: re.compile(rf"(?<!\w)(?:{pattern})(?!\w)") for kind, pattern in _SMALLTALK.items()}
 _QUESTION_WORDS = frozenset(
-    ["что", "кто", "где", "когда", "как", "какой", "какая", "какое", "какие", "каких", "каким", "какую", "каков", "какова", "сколько", "почему", "зачем", "куда", "откуда", "чей", "чья", "чье", "чьи", "ли", "what", "who", "whom", "whose", "where", "when", "why", "how", "which", "is", "are", "do", "does", "did", "can", "could", "should", "will", "would", "was", "were"]
+    [
+        "что",
+        "кто",
+        "где",
+        "когда",
+        "как",
+        "какой",
+        "какая",
+        "какое",
+        "какие",
+        "каких",
+        "каким",
+        "какую",
+        "каков",
+        "какова",
+        "сколько",
+        "почему",
+        "зачем",
+        "куда",
+        "откуда",
+        "чей",
+        "чья",
+        "чье",
+        "чьи",
+        "ли",
+        "what",
+        "who",
+        "whom",
+        "whose",
+        "where",
+        "when",
+        "why",
+        "how",
+        "which",
+        "is",
+        "are",
+        "do",
+        "does",
+        "did",
+        "can",
+        "could",
+        "should",
+        "will",
+        "would",
+        "was",
+        "were",
+    ]
 )
 _REQUEST_RE = re.compile(
     r"(?<!\w)(?:расскаж\w*|скаж\w*|подскаж\w*|объясн\w*|покаж\w*|найд\w*|опиш\w*|перечисл\w*"
@@ -81,11 +124,59 @@ _REQUEST_RE = re.compile(
 _FIRST_PERSON = frozenset(["я", "мы", "мне", "i", "we", "i'm", "im", "my"])
 _CONNECTIVES = frozenset(["а", "и", "ну", "and", "also", "plus", "so", "ещё", "еще", "тоже"])
 _ANAPHORA = frozenset(
-    ["него", "нее", "нему", "ней", "них", "ним", "нем", "он", "она", "оно", "они", "его", "ее", "их", "им", "ему", "ей", "этот", "эта", "это", "эти", "этого", "этой", "этому", "этим", "этих", "этом", "тот", "та", "те", "того", "той", "там", "тогда", "him", "her", "it", "them", "they", "this", "that", "those", "these", "there", "its", "their", "his", "he", "she"]
+    [
+        "него",
+        "нее",
+        "нему",
+        "ней",
+        "них",
+        "ним",
+        "нем",
+        "он",
+        "она",
+        "оно",
+        "они",
+        "его",
+        "ее",
+        "их",
+        "им",
+        "ему",
+        "ей",
+        "этот",
+        "эта",
+        "это",
+        "эти",
+        "этого",
+        "этой",
+        "этому",
+        "этим",
+        "этих",
+        "этом",
+        "тот",
+        "та",
+        "те",
+        "того",
+        "той",
+        "там",
+        "тогда",
+        "him",
+        "her",
+        "it",
+        "them",
+        "they",
+        "this",
+        "that",
+        "those",
+        "these",
+        "there",
+        "its",
+        "their",
+        "his",
+        "he",
+        "she",
+    ]
 )
-_FOLLOW_UP_START = re.compile(
-    r"^(?:а|и|ну|and|also|plus|what about|how about|ещё|еще|тоже)(?!\w)"
-)
+_FOLLOW_UP_START = re.compile(r"^(?:а|и|ну|and|also|plus|what about|how about|ещё|еще|тоже)(?!\w)")
 
 _REPLIES = {
     "greeting": ("Здравствуйте! Чем могу помочь?", "Hello! How can I help?"),
@@ -112,9 +203,7 @@ _REPLIES = {
 def smalltalk_kind(text: str) -> str | None:
     """The first kind of small talk found in ``text`` (greeting, thanks, …), if any."""
     lowered = normalize(text)
-    return next(
-        (kind for kind, rx in _SMALLTALK_RE.items() if rx.search(lowered)), None
-    )
+    return next((kind for kind, rx in _SMALLTALK_RE.items() if rx.search(lowered)), None)
 
 
 def is_information_seeking(text: str) -> bool:
@@ -130,16 +219,10 @@ def is_information_seeking(text: str) -> bool:
     for rx in _SMALLTALK_RE.values():
         remainder = rx.sub(" ", remainder)
     tokens = words(remainder)
-    if not content_words(remainder) and not (
-        set(tokens) & _QUESTION_WORDS and "?" in remainder
-    ):
+    if not content_words(remainder) and not (set(tokens) & _QUESTION_WORDS and "?" in remainder):
         return False
     leading = [t for t in tokens if t not in _CONNECTIVES]
-    if (
-        "?" in remainder
-        or (leading and leading[0] in _QUESTION_WORDS)
-        or " ли " in f" {lowered} "
-    ):
+    if "?" in remainder or (leading and leading[0] in _QUESTION_WORDS) or " ли " in f" {lowered} ":
         return True
     if _REQUEST_RE.search(remainder):
         return True
@@ -157,11 +240,7 @@ def is_follow_up(text: str) -> bool:
     meaningful = [t for t in content_words(lowered) if t not in _ANAPHORA]
     if len(meaningful) > 3:
         return False
-    return (
-        bool(_FOLLOW_UP_START.match(lowered))
-        or bool(set(tokens) & _ANAPHORA)
-        or not meaningful
-    )
+    return bool(_FOLLOW_UP_START.match(lowered)) or bool(set(tokens) & _ANAPHORA) or not meaningful
 
 
 def standalone_query(messages: Sequence[Message]) -> str:
@@ -180,9 +259,7 @@ def standalone_query(messages: Sequence[Message]) -> str:
     own = [
         w
         for w in words(current)
-        if w not in _ANAPHORA
-        and w not in _CONNECTIVES
-        and (w not in STOP_WORDS or w in _QUESTION_WORDS)
+        if w not in _ANAPHORA and w not in _CONNECTIVES and (w not in STOP_WORDS or w in _QUESTION_WORDS)
     ]
     subject: list[str] = []
     for depth, pos in enumerate(reversed(user_positions[:-1])):
@@ -206,11 +283,7 @@ def _search_query_after(messages: Sequence[Message], user_pos: int) -> str | Non
             return None
         for call in message.tool_calls:
             query = call.arguments.get("query")
-            if (
-                call.name in SEARCH_TOOL_NAMES
-                and isinstance(query, str)
-                and query.strip()
-            ):
+            if call.name in SEARCH_TOOL_NAMES and isinstance(query, str) and query.strip():
                 return query
     return None
 
@@ -218,9 +291,7 @@ def _search_query_after(messages: Sequence[Message], user_pos: int) -> str | Non
 # --- answering ---------------------------------------------------------------------------------
 
 
-def extractive_answer(
-    query: str, sources: Sequence[ContextSource], *, max_sentences: int = MAX_SENTENCES
-) -> str:
+def extractive_answer(query: str, sources: Sequence[ContextSource], *, max_sentences: int = MAX_SENTENCES) -> str:
     """Context sentences sharing most stems with ``query``, verbatim, each followed by ` [N]`.
 
     A sentence qualifies with at least 1 shared stem (2 when the query has 4 or more) and at
@@ -232,9 +303,7 @@ def extractive_answer(
         for sentence_pos, sentence in enumerate(split_sentences(source.text)):
             score = len(query_stems & content_stems(sentence))
             if score:
-                scored.append(
-                    (score, source_pos, sentence_pos, sentence, source.marker)
-                )
+                scored.append((score, source_pos, sentence_pos, sentence, source.marker))
     if not scored:
         return NOT_FOUND_TEXT
     best = max(s[0] for s in scored)
@@ -254,9 +323,7 @@ def extractive_answer(
 def conversational_reply(text: str, *, search_offered: bool) -> str:
     kind = smalltalk_kind(text)
     if kind is None:
-        kind = (
-            "ack" if search_offered or not is_information_seeking(text) else "no_search"
-        )
+        kind = "ack" if search_offered or not is_information_seeking(text) else "no_search"
     ru, en = _REPLIES[kind]
     return ru if is_russian(text) or not text.strip() else en
 
@@ -275,16 +342,12 @@ def decide(
     if results:
         query = _search_query_after(messages, last_user) if last_user >= 0 else None
         sources = [s for content in results for s in parse_context(content)]
-        return extractive_answer(
-            query or standalone_query(messages), sources, max_sentences=max_sentences
-        )
+        return extractive_answer(query or standalone_query(messages), sources, max_sentences=max_sentences)
     search = next((t for t in tools if t.name in SEARCH_TOOL_NAMES), None)
     if search is not None and _seeks_information(messages, last_user):
         query = standalone_query(messages)
         call_id = "call_" + hashlib.sha1(query.encode()).hexdigest()[:12]
-        return ToolCall(
-            id=call_id, name=search.name, arguments={_query_param(search): query}
-        )
+        return ToolCall(id=call_id, name=search.name, arguments={_query_param(search): query})
     return conversational_reply(user_text, search_offered=search is not None)
 
 
@@ -294,12 +357,7 @@ def _seeks_information(messages: Sequence[Message], last_user: int) -> bool:
         return True
     # «а у него?» has no content words of its own, yet asks about the previous turn's subject.
     has_history = any(m.role == "user" for m in messages[:last_user])
-    return (
-        has_history
-        and "?" in text
-        and is_follow_up(text)
-        and smalltalk_kind(text) is None
-    )
+    return has_history and "?" in text and is_follow_up(text) and smalltalk_kind(text) is None
 
 
 def _query_param(tool: ToolSpec) -> str:
@@ -307,9 +365,7 @@ def _query_param(tool: ToolSpec) -> str:
     if not properties or "query" in properties:
         return "query"
     required = [p for p in tool.parameters.get("required", []) if p in properties]
-    strings = [
-        p for p in required or properties if properties[p].get("type") == "string"
-    ]
+    strings = [p for p in required or properties if properties[p].get("type") == "string"]
     return strings[0] if strings else "query"
 
 
@@ -355,9 +411,7 @@ class BuiltinChatProvider:
         outcome = decide(messages, tools, max_sentences=self.max_sentences)
         if isinstance(outcome, ToolCall):
             yield ToolCalls((outcome,))
-            yield Usage(
-                input_tokens, estimate_output_tokens("", [outcome]), estimated=True
-            )
+            yield Usage(input_tokens, estimate_output_tokens("", [outcome]), estimated=True)
             return
         text = _fit(outcome, max_tokens)
         pieces = re.findall(r"\S+\s*", text)
@@ -378,9 +432,7 @@ class HashEmbeddingProvider:
 
     @classmethod
     def from_spec(cls, spec: ModelSpec) -> HashEmbeddingProvider:
-        return cls(
-            dim=int(spec.options.get("dim", spec.options.get("dimensions", 384)))
-        )
+        return cls(dim=int(spec.options.get("dim", spec.options.get("dimensions", 384))))
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         return [self._embed_one(text) for text in texts]
@@ -388,13 +440,9 @@ class HashEmbeddingProvider:
     def _embed_one(self, text: str) -> list[float]:
         vector = [0.0] * self.dim
         tokens = content_words(text) or words(text)
-        features = [(f"s:{stem(w)}", 1.0) for w in tokens] + [
-            (f"w:{w}", 0.5) for w in tokens
-        ]
+        features = [(f"s:{stem(w)}", 1.0) for w in tokens] + [(f"w:{w}", 0.5) for w in tokens]
         for feature, weight in features or [("<empty>", 1.0)]:
-            digest = int.from_bytes(
-                hashlib.blake2b(feature.encode(), digest_size=8).digest(), "big"
-            )
+            digest = int.from_bytes(hashlib.blake2b(feature.encode(), digest_size=8).digest(), "big")
             vector[digest % self.dim] += weight if digest >> 63 else -weight
         norm = math.sqrt(sum(v * v for v in vector))
         if norm == 0.0:

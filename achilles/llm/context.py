@@ -38,8 +38,7 @@ def format_context(sources: Sequence[ContextSource]) -> str:
     blocks = []
     for source in sources:
         body = "\n".join(
-            "  " + line if _FORGED_MARKER.match(line) else line
-            for line in source.text.strip().splitlines()
+            "  " + line if _FORGED_MARKER.match(line) else line for line in source.text.strip().splitlines()
         )
         head = f"[{source.marker}] {source.title}".rstrip()
         blocks.append(f"{head}\n{body}" if body else head)

@@ -49,7 +49,7 @@ class E5EmbeddingProvider:
         with _lock:
             model = self._get()
             for start in range(0, len(texts), self.batch):
-                part = list(texts[start:start + self.batch])
+                part = list(texts[start : start + self.batch])
                 matrix = model.query(part) if query else model.passage(part)
                 out.extend(row.tolist() for row in matrix.reshape(len(part), -1))
         return out

@@ -72,9 +72,7 @@ def map_openai_error(error: Exception, model: str) -> LLMError:
     if isinstance(error, openai.APITimeoutError):
         return LLMError(f"model {model!r} timed out", code=LLM_TIMEOUT)
     if isinstance(error, openai.APIConnectionError):
-        return LLMError(
-            f"model {model!r} is unreachable: {error}", code=LLM_UNAVAILABLE
-        )
+        return LLMError(f"model {model!r} is unreachable: {error}", code=LLM_UNAVAILABLE)
     if isinstance(error, openai.APIStatusError):
         message = _upstream_message(error)
         return LLMError(
@@ -82,16 +80,10 @@ def map_openai_error(error: Exception, model: str) -> LLMError:
             code=LLM_UNAVAILABLE,
             extra={"provider_status": error.status_code},
         )
-    if isinstance(
-        error, openai.APIResponseValidationError | json.JSONDecodeError | ValueError
-    ):
-        return LLMError(
-            f"model {model!r} sent a malformed response: {error}", code=LLM_BAD_RESPONSE
-        )
+    if isinstance(error, openai.APIResponseValidationError | json.JSONDecodeError | ValueError):
+        return LLMError(f"model {model!r} sent a malformed response: {error}", code=LLM_BAD_RESPONSE)
     if isinstance(error, openai.APIError):  # an error event inside the stream
-        return LLMError(
-            f"model {model!r} failed mid-stream: {error.message}", code=LLM_UNAVAILABLE
-        )
+        return LLMError(f"model {model!r} failed mid-stream: {error.message}", code=LLM_UNAVAILABLE)
     return LLMError(f"model {model!r} failed: {error!r}", code=LLM_UNAVAILABLE)
 
 
@@ -109,9 +101,7 @@ def to_openai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
     converted: list[dict[str, Any]] = []
     for m in messages:
         if m.role == "tool":
-            converted.append(
-                {"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content}
-            )
+            converted.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content})
         elif m.role == "assistant" and m.tool_calls:
             converted.append(
                 {
@@ -123,9 +113,7 @@ def to_openai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
                             "type": "function",
                             "function": {
                                 "name": c.name,
-                                "arguments": json.dumps(
-                                    c.arguments, ensure_ascii=False
-                                ),
+                                "arguments": json.dumps(c.arguments, ensure_ascii=False),
                             },
                         }
                         for c in m.tool_calls
@@ -204,11 +192,7 @@ class ToolCallAssembler:
                     f"model {self.model!r} sent non-object arguments for tool {slot.name!r}",
                     code=LLM_BAD_RESPONSE,
                 )
-            calls.append(
-                ToolCall(
-                    id=slot.id or f"call_{index}", name=slot.name, arguments=arguments
-                )
-            )
+            calls.append(ToolCall(id=slot.id or f"call_{index}", name=slot.name, arguments=arguments))
         return tuple(calls)
 
 
@@ -246,7 +230,7 @@ async def sse_payloads(chunks: AsyncIterator[bytes]) -> AsyncIterator[str]:
         buffer += chunk
         while (end := _EVENT_END.search(buffer, searched_from)) is not None:
             data = _event_data(buffer[: end.start()])
-            buffer = buffer[end.end():]
+            buffer = buffer[end.end() :]
             searched_from = 0
             if data is not None:
                 yield data
@@ -324,7 +308,10 @@ def _sync_client(spec: ModelSpec, timeout: float) -> openai.OpenAI:
         client = _SYNC_CLIENTS.get(key)
         if client is None:
             client = openai.OpenAI(
-                base_url=key[0], api_key=key[1], timeout=timeout, max_retries=key[3],
+                base_url=key[0],
+                api_key=key[1],
+                timeout=timeout,
+                max_retries=key[3],
                 http_client=openai.DefaultHttpxClient(verify=_ssl_context(), timeout=timeout),
             )
             _SYNC_CLIENTS[key] = client
@@ -394,12 +381,15 @@ class OpenAIChatProvider:
                     if not isinstance(chunk, dict):
                         raise ValueError(f"a stream chunk is not an object: {data[:100]!r}")
                     if chunk.get("error"):
-                        raise LLMError(f"model {self.spec.name!r} failed mid-stream: "
-                                       f"{_error_text(chunk['error'])}", code=LLM_UNAVAILABLE)
+                        raise LLMError(
+                            f"model {self.spec.name!r} failed mid-stream: {_error_text(chunk['error'])}",
+                            code=LLM_UNAVAILABLE,
+                        )
                     reported = chunk.get("usage")
                     if isinstance(reported, dict):
-                        usage = Usage(int(reported.get("prompt_tokens") or 0),
-                                      int(reported.get("completion_tokens") or 0))
+                        usage = Usage(
+                            int(reported.get("prompt_tokens") or 0), int(reported.get("completion_tokens") or 0)
+                        )
                     content = ""
                     for choice in chunk.get("choices") or ():
                         delta = choice.get("delta") if isinstance(choice, dict) else None
@@ -451,8 +441,7 @@ class OpenAIEmbeddingProvider:
                 items = sorted(response.data, key=lambda item: item.index)
                 if len(items) != len(batch):
                     raise LLMError(
-                        f"model {self.spec.name!r} returned {len(items)} embeddings "
-                        f"for {len(batch)} texts",
+                        f"model {self.spec.name!r} returned {len(items)} embeddings for {len(batch)} texts",
                         code=LLM_BAD_RESPONSE,
                     )
                 vectors.extend(list(item.embedding) for item in items)

@@ -67,9 +67,7 @@ def register_provider(
     registry[name] = factory
 
 
-def unregister_provider(
-    name: str, *, kind: Literal["chat", "embedding"] = "chat"
-) -> None:
+def unregister_provider(name: str, *, kind: Literal["chat", "embedding"] = "chat") -> None:
     (_CHAT if kind == "chat" else _EMBEDDING).pop(name, None)
 
 

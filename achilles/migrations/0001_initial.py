@@ -12,98 +12,233 @@ import achilles.models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('auth', '0012_alter_user_first_name_max_length'),
+        ("auth", "0012_alter_user_first_name_max_length"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='User',
+            name="User",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('password', models.CharField(max_length=128, verbose_name='password')),
-                ('last_login', models.DateTimeField(blank=True, null=True, verbose_name='last login')),
-                ('is_superuser', models.BooleanField(default=False, help_text='Designates that this user has all permissions without explicitly assigning them.', verbose_name='superuser status')),
-                ('username', models.CharField(error_messages={'unique': 'A user with that username already exists.'}, help_text='Required. 150 characters or fewer. Letters, digits and @/./+/-/_ only.', max_length=150, unique=True, validators=[django.contrib.auth.validators.UnicodeUsernameValidator()], verbose_name='username')),
-                ('first_name', models.CharField(blank=True, max_length=150, verbose_name='first name')),
-                ('last_name', models.CharField(blank=True, max_length=150, verbose_name='last name')),
-                ('email', models.EmailField(blank=True, max_length=254, verbose_name='email address')),
-                ('is_staff', models.BooleanField(default=False, help_text='Designates whether the user can log into this admin site.', verbose_name='staff status')),
-                ('is_active', models.BooleanField(default=True, help_text='Designates whether this user should be treated as active. Unselect this instead of deleting accounts.', verbose_name='active')),
-                ('date_joined', models.DateTimeField(default=django.utils.timezone.now, verbose_name='date joined')),
-                ('timezone', models.CharField(blank=True, max_length=64, null=True, validators=[achilles.models.validate_timezone])),
-                ('groups', models.ManyToManyField(blank=True, help_text='The groups this user belongs to. A user will get all permissions granted to each of their groups.', related_name='user_set', related_query_name='user', to='auth.group', verbose_name='groups')),
-                ('user_permissions', models.ManyToManyField(blank=True, help_text='Specific permissions for this user.', related_name='user_set', related_query_name='user', to='auth.permission', verbose_name='user permissions')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("password", models.CharField(max_length=128, verbose_name="password")),
+                ("last_login", models.DateTimeField(blank=True, null=True, verbose_name="last login")),
+                (
+                    "is_superuser",
+                    models.BooleanField(
+                        default=False,
+                        help_text="Designates that this user has all permissions without explicitly assigning them.",
+                        verbose_name="superuser status",
+                    ),
+                ),
+                (
+                    "username",
+                    models.CharField(
+                        error_messages={"unique": "A user with that username already exists."},
+                        help_text="Required. 150 characters or fewer. Letters, digits and @/./+/-/_ only.",
+                        max_length=150,
+                        unique=True,
+                        validators=[django.contrib.auth.validators.UnicodeUsernameValidator()],
+                        verbose_name="username",
+                    ),
+                ),
+                ("first_name", models.CharField(blank=True, max_length=150, verbose_name="first name")),
+                ("last_name", models.CharField(blank=True, max_length=150, verbose_name="last name")),
+                ("email", models.EmailField(blank=True, max_length=254, verbose_name="email address")),
+                (
+                    "is_staff",
+                    models.BooleanField(
+                        default=False,
+                        help_text="Designates whether the user can log into this admin site.",
+                        verbose_name="staff status",
+                    ),
+                ),
+                (
+                    "is_active",
+                    models.BooleanField(
+                        default=True,
+                        help_text="Designates whether this user should be treated as active. Unselect this instead of deleting accounts.",
+                        verbose_name="active",
+                    ),
+                ),
+                ("date_joined", models.DateTimeField(default=django.utils.timezone.now, verbose_name="date joined")),
+                (
+                    "timezone",
+                    models.CharField(
+                        blank=True, max_length=64, null=True, validators=[achilles.models.validate_timezone]
+                    ),
+                ),
+                (
+                    "groups",
+                    models.ManyToManyField(
+                        blank=True,
+                        help_text="The groups this user belongs to. A user will get all permissions granted to each of their groups.",
+                        related_name="user_set",
+                        related_query_name="user",
+                        to="auth.group",
+                        verbose_name="groups",
+                    ),
+                ),
+                (
+                    "user_permissions",
+                    models.ManyToManyField(
+                        blank=True,
+                        help_text="Specific permissions for this user.",
+                        related_name="user_set",
+                        related_query_name="user",
+                        to="auth.permission",
+                        verbose_name="user permissions",
+                    ),
+                ),
             ],
             options={
-                'db_table': 'users',
+                "db_table": "users",
             },
             managers=[
-                ('objects', django.contrib.auth.models.UserManager()),
+                ("objects", django.contrib.auth.models.UserManager()),
             ],
         ),
         migrations.CreateModel(
-            name='AgentModel',
+            name="AgentModel",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False)),
-                ('updated_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False)),
-                ('name', models.CharField(max_length=100, unique=True)),
-                ('provider', models.CharField(help_text='openai | builtin | hash | a registered provider', max_length=32)),
-                ('kind', models.CharField(choices=[('chat', 'chat'), ('embedding', 'embedding')], default='chat', max_length=16)),
-                ('context_window', models.PositiveIntegerField(default=8192)),
-                ('is_default', models.BooleanField(default=False)),
-                ('options', models.JSONField(blank=True, default=dict, help_text='e.g. {"base_url": "...", "model": "...", "api_key_env": "LLM_API_KEY", "timeout": 60}')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "created_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False),
+                ),
+                (
+                    "updated_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False),
+                ),
+                ("name", models.CharField(max_length=100, unique=True)),
+                (
+                    "provider",
+                    models.CharField(help_text="openai | builtin | hash | a registered provider", max_length=32),
+                ),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[("chat", "chat"), ("embedding", "embedding")], default="chat", max_length=16
+                    ),
+                ),
+                ("context_window", models.PositiveIntegerField(default=8192)),
+                ("is_default", models.BooleanField(default=False)),
+                (
+                    "options",
+                    models.JSONField(
+                        blank=True,
+                        default=dict,
+                        help_text='e.g. {"base_url": "...", "model": "...", "api_key_env": "LLM_API_KEY", "timeout": 60}',
+                    ),
+                ),
             ],
             options={
-                'db_table': 'agent_models',
-                'ordering': ['name'],
-                'constraints': [models.UniqueConstraint(condition=models.Q(('is_default', True)), fields=('kind',), name='achilles_agentmodel_one_default_per_kind', violation_error_message='Only one default model per kind.'), models.CheckConstraint(condition=models.Q(('kind__in', ['chat', 'embedding'])), name='achilles_agentmodel_kind_valid'), models.CheckConstraint(condition=models.Q(('context_window__gte', 256)), name='achilles_agentmodel_context_window_min'), models.CheckConstraint(condition=models.Q(('name', ''), _negated=True), name='achilles_agentmodel_name_not_empty')],
+                "db_table": "agent_models",
+                "ordering": ["name"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        condition=models.Q(("is_default", True)),
+                        fields=("kind",),
+                        name="achilles_agentmodel_one_default_per_kind",
+                        violation_error_message="Only one default model per kind.",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("kind__in", ["chat", "embedding"])), name="achilles_agentmodel_kind_valid"
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("context_window__gte", 256)), name="achilles_agentmodel_context_window_min"
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("name", ""), _negated=True), name="achilles_agentmodel_name_not_empty"
+                    ),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='ApiToken',
+            name="ApiToken",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False)),
-                ('updated_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False)),
-                ('name', models.CharField(default='token', max_length=100)),
-                ('prefix', models.CharField(db_index=True, max_length=16)),
-                ('key_hash', models.CharField(max_length=64, unique=True)),
-                ('last_used_at', models.DateTimeField(blank=True, null=True)),
-                ('revoked_at', models.DateTimeField(blank=True, null=True)),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.DO_NOTHING, related_name='api_tokens', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "created_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False),
+                ),
+                (
+                    "updated_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False),
+                ),
+                ("name", models.CharField(default="token", max_length=100)),
+                ("prefix", models.CharField(db_index=True, max_length=16)),
+                ("key_hash", models.CharField(max_length=64, unique=True)),
+                ("last_used_at", models.DateTimeField(blank=True, null=True)),
+                ("revoked_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="api_tokens",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'db_table': 'api_tokens',
-                'ordering': ['-created_at'],
+                "db_table": "api_tokens",
+                "ordering": ["-created_at"],
             },
         ),
         migrations.CreateModel(
-            name='PlatformSettings',
+            name="PlatformSettings",
             fields=[
-                ('created_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False)),
-                ('updated_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False)),
-                ('id', models.PositiveSmallIntegerField(default=1, editable=False, primary_key=True, serialize=False)),
-                ('timezone', models.CharField(default='Europe/Moscow', max_length=64, validators=[achilles.models.validate_timezone])),
-                ('weekly_token_budget', models.PositiveIntegerField(default=200000, help_text='Per agent owner, per week.')),
-                ('agent_iteration_cap', models.PositiveSmallIntegerField(default=8)),
-                ('agent_stale_after_seconds', models.PositiveIntegerField(default=300)),
-                ('platform_prompt', models.TextField(blank=True, default='', help_text='Empty → the built-in default prompt.')),
-                ('web_search_enabled', models.BooleanField(default=False)),
-                ('web_search_url', models.URLField(blank=True, default='', help_text='SearxNG-compatible endpoint.')),
-                ('answer_reserve_tokens', models.PositiveIntegerField(default=1024)),
-                ('retrieval_top_k', models.PositiveSmallIntegerField(default=8)),
-                ('cache_ttl_seconds', models.PositiveIntegerField(default=300)),
+                (
+                    "created_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False),
+                ),
+                (
+                    "updated_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False),
+                ),
+                ("id", models.PositiveSmallIntegerField(default=1, editable=False, primary_key=True, serialize=False)),
+                (
+                    "timezone",
+                    models.CharField(
+                        default="Europe/Moscow", max_length=64, validators=[achilles.models.validate_timezone]
+                    ),
+                ),
+                (
+                    "weekly_token_budget",
+                    models.PositiveIntegerField(default=200000, help_text="Per agent owner, per week."),
+                ),
+                ("agent_iteration_cap", models.PositiveSmallIntegerField(default=8)),
+                ("agent_stale_after_seconds", models.PositiveIntegerField(default=300)),
+                (
+                    "platform_prompt",
+                    models.TextField(blank=True, default="", help_text="Empty → the built-in default prompt."),
+                ),
+                ("web_search_enabled", models.BooleanField(default=False)),
+                ("web_search_url", models.URLField(blank=True, default="", help_text="SearxNG-compatible endpoint.")),
+                ("answer_reserve_tokens", models.PositiveIntegerField(default=1024)),
+                ("retrieval_top_k", models.PositiveSmallIntegerField(default=8)),
+                ("cache_ttl_seconds", models.PositiveIntegerField(default=300)),
             ],
             options={
-                'verbose_name': 'platform settings',
-                'verbose_name_plural': 'platform settings',
-                'db_table': 'platform_settings',
-                'constraints': [models.CheckConstraint(condition=models.Q(('id', 1)), name='achilles_platformsettings_singleton', violation_error_message='There is only one platform settings row.'), models.CheckConstraint(condition=models.Q(('agent_iteration_cap__gte', 1)), name='achilles_platformsettings_iteration_cap_positive'), models.CheckConstraint(condition=models.Q(('retrieval_top_k__gte', 1)), name='achilles_platformsettings_top_k_positive')],
+                "verbose_name": "platform settings",
+                "verbose_name_plural": "platform settings",
+                "db_table": "platform_settings",
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(("id", 1)),
+                        name="achilles_platformsettings_singleton",
+                        violation_error_message="There is only one platform settings row.",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("agent_iteration_cap__gte", 1)),
+                        name="achilles_platformsettings_iteration_cap_positive",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("retrieval_top_k__gte", 1)), name="achilles_platformsettings_top_k_positive"
+                    ),
+                ],
             },
         ),
     ]

@@ -4,19 +4,24 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('achilles', '0003_bump_updated_at_statement_time'),
+        ("achilles", "0003_bump_updated_at_statement_time"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='platformsettings',
-            name='agent_run_token_cap',
-            field=models.PositiveIntegerField(default=20000, help_text='Most tokens one agent run may spend; a start reserves this much of the weekly budget.'),
+            model_name="platformsettings",
+            name="agent_run_token_cap",
+            field=models.PositiveIntegerField(
+                default=20000,
+                help_text="Most tokens one agent run may spend; a start reserves this much of the weekly budget.",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='platformsettings',
-            constraint=models.CheckConstraint(condition=models.Q(('agent_run_token_cap__gte', 1)), name='achilles_platformsettings_run_token_cap_positive'),
+            model_name="platformsettings",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("agent_run_token_cap__gte", 1)),
+                name="achilles_platformsettings_run_token_cap_positive",
+            ),
         ),
     ]

@@ -31,29 +31,45 @@ DROP FUNCTION IF EXISTS audit_events_append_only();
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('achilles', '0003_bump_updated_at_statement_time'),
+        ("achilles", "0003_bump_updated_at_statement_time"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='AuditEvent',
+            name="AuditEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), db_index=True, editable=False)),
-                ('actor_id', models.BigIntegerField(blank=True, help_text='users.id at the time (no FK).', null=True)),
-                ('actor', models.CharField(blank=True, default='', help_text='The username at the time, or «system» / «anonymous».', max_length=150)),
-                ('action', models.CharField(max_length=64)),
-                ('target', models.CharField(blank=True, default='', max_length=500)),
-                ('details', models.JSONField(blank=True, default=dict)),
-                ('request_id', models.CharField(blank=True, default='', max_length=100)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "created_at",
+                    models.DateTimeField(
+                        db_default=django.db.models.functions.datetime.Now(), db_index=True, editable=False
+                    ),
+                ),
+                ("actor_id", models.BigIntegerField(blank=True, help_text="users.id at the time (no FK).", null=True)),
+                (
+                    "actor",
+                    models.CharField(
+                        blank=True,
+                        default="",
+                        help_text="The username at the time, or «system» / «anonymous».",
+                        max_length=150,
+                    ),
+                ),
+                ("action", models.CharField(max_length=64)),
+                ("target", models.CharField(blank=True, default="", max_length=500)),
+                ("details", models.JSONField(blank=True, default=dict)),
+                ("request_id", models.CharField(blank=True, default="", max_length=100)),
             ],
             options={
-                'db_table': 'audit_events',
-                'ordering': ['-created_at', '-id'],
-                'indexes': [models.Index(fields=['action', 'actor_id', 'created_at'], name='audit_action_actor_idx')],
-                'constraints': [models.CheckConstraint(condition=models.Q(('action', ''), _negated=True), name='achilles_auditevent_action_not_empty')],
+                "db_table": "audit_events",
+                "ordering": ["-created_at", "-id"],
+                "indexes": [models.Index(fields=["action", "actor_id", "created_at"], name="audit_action_actor_idx")],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(("action", ""), _negated=True), name="achilles_auditevent_action_not_empty"
+                    )
+                ],
             },
         ),
         migrations.RunSQL(APPEND_ONLY_SQL, reverse_sql=APPEND_ONLY_REVERSE),

@@ -4,11 +4,9 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('achilles', '0004_agent_run_token_cap'),
-        ('achilles', '0004_audit_events'),
+        ("achilles", "0004_agent_run_token_cap"),
+        ("achilles", "0004_audit_events"),
     ]
 
-    operations = [
-    ]
+    operations = []

@@ -4,15 +4,18 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('achilles', '0005_merge_token_cap_audit'),
+        ("achilles", "0005_merge_token_cap_audit"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='platformsettings',
-            name='agent_run_token_cap',
-            field=models.PositiveIntegerField(db_default=20000, default=20000, help_text='Most tokens one agent run may spend; a start reserves this much of the weekly budget.'),
+            model_name="platformsettings",
+            name="agent_run_token_cap",
+            field=models.PositiveIntegerField(
+                db_default=20000,
+                default=20000,
+                help_text="Most tokens one agent run may spend; a start reserves this much of the weekly budget.",
+            ),
         ),
     ]

@@ -4,16 +4,15 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('achilles', '0007_platform_settings_row'),
-        ('agents', '0006_run_owner'),
-        ('conversations', '0004_refused_sentences'),
+        ("achilles", "0007_platform_settings_row"),
+        ("agents", "0006_run_owner"),
+        ("conversations", "0004_refused_sentences"),
     ]
 
     operations = [
         migrations.RenameModel(
-            old_name='AgentModel',
-            new_name='AllowedModel',
+            old_name="AgentModel",
+            new_name="AllowedModel",
         ),
     ]

@@ -7,109 +7,244 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('achilles', '0002_database_invariants'),
+        ("achilles", "0002_database_invariants"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Agent',
+            name="Agent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False)),
-                ('updated_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False)),
-                ('name', models.CharField(max_length=200)),
-                ('instructions', models.TextField(blank=True, default='')),
-                ('schedule', models.JSONField(blank=True, help_text='null | {"type": "interval", "every_minutes": N} | {"type": "calendar", "weekday": 0-6, "time": "HH:MM"}', null=True)),
-                ('next_run_at', models.DateTimeField(blank=True, help_text="UTC; NULL = not in the scheduler's scan.", null=True)),
-                ('enabled', models.BooleanField(default=True, help_text="The owner's switch.")),
-                ('admin_paused', models.BooleanField(default=False, help_text="The platform admin's sticky lock.")),
-                ('model', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='agents', to='achilles.agentmodel')),
-                ('owner', models.ForeignKey(on_delete=django.db.models.deletion.DO_NOTHING, related_name='agents', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "created_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False),
+                ),
+                (
+                    "updated_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False),
+                ),
+                ("name", models.CharField(max_length=200)),
+                ("instructions", models.TextField(blank=True, default="")),
+                (
+                    "schedule",
+                    models.JSONField(
+                        blank=True,
+                        help_text='null | {"type": "interval", "every_minutes": N} | {"type": "calendar", "weekday": 0-6, "time": "HH:MM"}',
+                        null=True,
+                    ),
+                ),
+                (
+                    "next_run_at",
+                    models.DateTimeField(blank=True, help_text="UTC; NULL = not in the scheduler's scan.", null=True),
+                ),
+                ("enabled", models.BooleanField(default=True, help_text="The owner's switch.")),
+                ("admin_paused", models.BooleanField(default=False, help_text="The platform admin's sticky lock.")),
+                (
+                    "model",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="agents",
+                        to="achilles.agentmodel",
+                    ),
+                ),
+                (
+                    "owner",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="agents",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'db_table': 'agents',
-                'ordering': ['id'],
+                "db_table": "agents",
+                "ordering": ["id"],
             },
         ),
         migrations.CreateModel(
-            name='AgentRun',
+            name="AgentRun",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False)),
-                ('updated_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False)),
-                ('trigger', models.CharField(choices=[('manual', 'manual'), ('scheduled', 'scheduled')], max_length=16)),
-                ('state', models.CharField(choices=[('queued', 'queued'), ('running', 'running'), ('succeeded', 'succeeded'), ('failed', 'failed'), ('skipped', 'skipped')], default='queued', max_length=16)),
-                ('reason', models.CharField(blank=True, choices=[('already_running', 'already running'), ('budget_exceeded', 'weekly budget exceeded'), ('gate_closed', 'a gate closed before the run started'), ('iteration_cap', 'iteration cap reached'), ('stale', 'heartbeat went stale'), ('model_error', 'model provider failed'), ('error', 'unexpected error')], default='', max_length=32)),
-                ('output', models.TextField(blank=True, default='')),
-                ('error', models.TextField(blank=True, default='')),
-                ('tokens_used', models.PositiveIntegerField(default=0)),
-                ('scheduled_for', models.DateTimeField(blank=True, help_text='The slot a scheduled run was due at.', null=True)),
-                ('enqueued_at', models.DateTimeField(blank=True, help_text='When the task reached the broker.', null=True)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('heartbeat_at', models.DateTimeField(blank=True, null=True)),
-                ('agent', models.ForeignKey(on_delete=django.db.models.deletion.DO_NOTHING, related_name='runs', to='agents.agent')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "created_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False),
+                ),
+                (
+                    "updated_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False),
+                ),
+                (
+                    "trigger",
+                    models.CharField(choices=[("manual", "manual"), ("scheduled", "scheduled")], max_length=16),
+                ),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("queued", "queued"),
+                            ("running", "running"),
+                            ("succeeded", "succeeded"),
+                            ("failed", "failed"),
+                            ("skipped", "skipped"),
+                        ],
+                        default="queued",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "reason",
+                    models.CharField(
+                        blank=True,
+                        choices=[
+                            ("already_running", "already running"),
+                            ("budget_exceeded", "weekly budget exceeded"),
+                            ("gate_closed", "a gate closed before the run started"),
+                            ("iteration_cap", "iteration cap reached"),
+                            ("stale", "heartbeat went stale"),
+                            ("model_error", "model provider failed"),
+                            ("error", "unexpected error"),
+                        ],
+                        default="",
+                        max_length=32,
+                    ),
+                ),
+                ("output", models.TextField(blank=True, default="")),
+                ("error", models.TextField(blank=True, default="")),
+                ("tokens_used", models.PositiveIntegerField(default=0)),
+                (
+                    "scheduled_for",
+                    models.DateTimeField(blank=True, help_text="The slot a scheduled run was due at.", null=True),
+                ),
+                (
+                    "enqueued_at",
+                    models.DateTimeField(blank=True, help_text="When the task reached the broker.", null=True),
+                ),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("heartbeat_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "agent",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.DO_NOTHING, related_name="runs", to="agents.agent"
+                    ),
+                ),
             ],
             options={
-                'db_table': 'agent_runs',
-                'ordering': ['-id'],
+                "db_table": "agent_runs",
+                "ordering": ["-id"],
             },
         ),
         migrations.AddIndex(
-            model_name='agent',
-            index=models.Index(condition=models.Q(('next_run_at__isnull', False)), fields=['next_run_at'], name='agents_agent_due_idx'),
+            model_name="agent",
+            index=models.Index(
+                condition=models.Q(("next_run_at__isnull", False)), fields=["next_run_at"], name="agents_agent_due_idx"
+            ),
         ),
         migrations.AddIndex(
-            model_name='agent',
-            index=models.Index(fields=['owner'], name='agents_agent_owner_idx'),
+            model_name="agent",
+            index=models.Index(fields=["owner"], name="agents_agent_owner_idx"),
         ),
         migrations.AddConstraint(
-            model_name='agent',
-            constraint=models.CheckConstraint(condition=models.Q(('name', ''), _negated=True), name='agents_agent_name_not_empty', violation_error_message='An agent needs a name.'),
+            model_name="agent",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("name", ""), _negated=True),
+                name="agents_agent_name_not_empty",
+                violation_error_message="An agent needs a name.",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='agent',
-            constraint=models.CheckConstraint(condition=models.Q(('next_run_at__isnull', True), models.Q(('enabled', True), ('admin_paused', False), ('model__isnull', False), ('schedule__isnull', False)), _connector='OR'), name='agents_agent_closed_gate_not_scheduled', violation_error_message='An agent with a closed gate or no schedule has no next run.'),
+            model_name="agent",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("next_run_at__isnull", True),
+                    models.Q(
+                        ("enabled", True),
+                        ("admin_paused", False),
+                        ("model__isnull", False),
+                        ("schedule__isnull", False),
+                    ),
+                    _connector="OR",
+                ),
+                name="agents_agent_closed_gate_not_scheduled",
+                violation_error_message="An agent with a closed gate or no schedule has no next run.",
+            ),
         ),
         migrations.AddIndex(
-            model_name='agentrun',
-            index=models.Index(fields=['agent', '-id'], name='agents_agentrun_agent_idx'),
+            model_name="agentrun",
+            index=models.Index(fields=["agent", "-id"], name="agents_agentrun_agent_idx"),
         ),
         migrations.AddIndex(
-            model_name='agentrun',
-            index=models.Index(condition=models.Q(('finished_at__isnull', False)), fields=['agent', 'finished_at'], name='agents_agentrun_finished_idx'),
+            model_name="agentrun",
+            index=models.Index(
+                condition=models.Q(("finished_at__isnull", False)),
+                fields=["agent", "finished_at"],
+                name="agents_agentrun_finished_idx",
+            ),
         ),
         migrations.AddIndex(
-            model_name='agentrun',
-            index=models.Index(condition=models.Q(('state__in', ['queued', 'running'])), fields=['state', 'heartbeat_at'], name='agents_agentrun_active_idx'),
+            model_name="agentrun",
+            index=models.Index(
+                condition=models.Q(("state__in", ["queued", "running"])),
+                fields=["state", "heartbeat_at"],
+                name="agents_agentrun_active_idx",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='agentrun',
-            constraint=models.UniqueConstraint(condition=models.Q(('state__in', ['queued', 'running'])), fields=('agent',), name='agents_agentrun_one_active_per_agent', violation_error_message='The agent already has a queued or running run.'),
+            model_name="agentrun",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("state__in", ["queued", "running"])),
+                fields=("agent",),
+                name="agents_agentrun_one_active_per_agent",
+                violation_error_message="The agent already has a queued or running run.",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='agentrun',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('state', 'skipped'), _negated=True), models.Q(('started_at__isnull', True), ('tokens_used', 0)), _connector='OR'), name='agents_agentrun_skipped_never_started', violation_error_message='A skipped run was refused before it started.'),
+            model_name="agentrun",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("state", "skipped"), _negated=True),
+                    models.Q(("started_at__isnull", True), ("tokens_used", 0)),
+                    _connector="OR",
+                ),
+                name="agents_agentrun_skipped_never_started",
+                violation_error_message="A skipped run was refused before it started.",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='agentrun',
-            constraint=models.CheckConstraint(condition=models.Q(('trigger__in', ['manual', 'scheduled'])), name='agents_agentrun_trigger_valid'),
+            model_name="agentrun",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("trigger__in", ["manual", "scheduled"])), name="agents_agentrun_trigger_valid"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='agentrun',
-            constraint=models.CheckConstraint(condition=models.Q(('state__in', ['queued', 'running', 'succeeded', 'failed', 'skipped'])), name='agents_agentrun_state_valid'),
+            model_name="agentrun",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("state__in", ["queued", "running", "succeeded", "failed", "skipped"])),
+                name="agents_agentrun_state_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='agentrun',
-            constraint=models.CheckConstraint(condition=models.Q(('state__in', ['queued', 'running']), ('finished_at__isnull', False), _connector='OR'), name='agents_agentrun_finished_when_done'),
+            model_name="agentrun",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("state__in", ["queued", "running"]), ("finished_at__isnull", False), _connector="OR"
+                ),
+                name="agents_agentrun_finished_when_done",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='agentrun',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('state', 'running'), _negated=True), ('started_at__isnull', False), _connector='OR'), name='agents_agentrun_running_has_started'),
+            model_name="agentrun",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("state", "running"), _negated=True), ("started_at__isnull", False), _connector="OR"
+                ),
+                name="agents_agentrun_running_has_started",
+            ),
         ),
     ]

@@ -4,20 +4,40 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('agents', '0002_database_invariants'),
+        ("agents", "0002_database_invariants"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='agentrun',
-            name='worker',
-            field=models.CharField(blank=True, db_default='', default='', help_text='The Celery worker (hostname) that claimed the run; the reaper asks if it lives.', max_length=255),
+            model_name="agentrun",
+            name="worker",
+            field=models.CharField(
+                blank=True,
+                db_default="",
+                default="",
+                help_text="The Celery worker (hostname) that claimed the run; the reaper asks if it lives.",
+                max_length=255,
+            ),
         ),
         migrations.AlterField(
-            model_name='agentrun',
-            name='reason',
-            field=models.CharField(blank=True, choices=[('already_running', 'already running'), ('budget_exceeded', 'weekly budget exceeded'), ('gate_closed', 'a gate closed before the run started'), ('iteration_cap', 'iteration cap reached'), ('stale', 'heartbeat went stale'), ('worker_lost', 'the worker running it died'), ('token_cap', 'per-run token cap reached'), ('model_error', 'model provider failed'), ('error', 'unexpected error')], default='', max_length=32),
+            model_name="agentrun",
+            name="reason",
+            field=models.CharField(
+                blank=True,
+                choices=[
+                    ("already_running", "already running"),
+                    ("budget_exceeded", "weekly budget exceeded"),
+                    ("gate_closed", "a gate closed before the run started"),
+                    ("iteration_cap", "iteration cap reached"),
+                    ("stale", "heartbeat went stale"),
+                    ("worker_lost", "the worker running it died"),
+                    ("token_cap", "per-run token cap reached"),
+                    ("model_error", "model provider failed"),
+                    ("error", "unexpected error"),
+                ],
+                default="",
+                max_length=32,
+            ),
         ),
     ]

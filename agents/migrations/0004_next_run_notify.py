@@ -32,7 +32,6 @@ DROP FUNCTION IF EXISTS agents_next_run_notify();
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
         ("agents", "0003_run_worker_and_reasons"),
     ]

@@ -20,7 +20,6 @@ CREATE INDEX IF NOT EXISTS agent_runs_agent_id_589c2d4b ON agent_runs (agent_id)
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
         ("agents", "0004_next_run_notify"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
@@ -33,14 +32,22 @@ class Migration(migrations.Migration):
                 migrations.AlterField(
                     model_name="agent",
                     name="owner",
-                    field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.DO_NOTHING,
-                                            related_name="agents", to=settings.AUTH_USER_MODEL),
+                    field=models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="agents",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
                 ),
                 migrations.AlterField(
                     model_name="agentrun",
                     name="agent",
-                    field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.DO_NOTHING,
-                                            related_name="runs", to="agents.agent"),
+                    field=models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="runs",
+                        to="agents.agent",
+                    ),
                 ),
             ],
         ),

@@ -50,7 +50,6 @@ ALTER TABLE agent_runs DROP COLUMN IF EXISTS owner_id;
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
         ("agents", "0005_drop_duplicate_fk_indexes"),
     ]

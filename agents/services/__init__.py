@@ -28,8 +28,19 @@ from agents.services.runs import (
 from agents.services.scheduler import TickResult, scheduler_tick
 
 __all__ = [
-    "RunAbandoned", "TickResult", "agent_create", "agent_delete", "agent_run_request", "agent_runs_reap_stale",
-    "agent_runs_redispatch", "agent_set_admin_paused", "agent_update", "agents_reschedule_calendar",
-    "agents_reschedule_for_org_timezone", "agents_set_admin_paused", "run_execute",
-    "runs_dispatch", "scheduler_tick",
+    "RunAbandoned",
+    "TickResult",
+    "agent_create",
+    "agent_delete",
+    "agent_run_request",
+    "agent_runs_reap_stale",
+    "agent_runs_redispatch",
+    "agent_set_admin_paused",
+    "agent_update",
+    "agents_reschedule_calendar",
+    "agents_reschedule_for_org_timezone",
+    "agents_set_admin_paused",
+    "run_execute",
+    "runs_dispatch",
+    "scheduler_tick",
 ]

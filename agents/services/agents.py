@@ -29,8 +29,9 @@ def _owner_tz(owner: User) -> str:
     return owner.effective_timezone()
 
 
-def _compute_next_run(agent: Agent, now: datetime, previous: datetime | None = None,
-                      tz: str | None = None) -> datetime | None:
+def _compute_next_run(
+    agent: Agent, now: datetime, previous: datetime | None = None, tz: str | None = None
+) -> datetime | None:
     if not agent.gates_open or not agent.schedule:
         return None
     return sched.next_run_at(agent.schedule, tz or _owner_tz(agent.owner), now=now, previous=previous)
@@ -44,13 +45,27 @@ def _clean_name(name: str) -> str:
 
 
 @transaction.atomic
-def agent_create(*, owner: User, name: str, instructions: str = "", model_name: str | None = None,
-                 schedule: dict | None = None, enabled: bool = True, now: datetime | None = None,
-                 first_run_at: datetime | None = None) -> Agent:
+def agent_create(
+    *,
+    owner: User,
+    name: str,
+    instructions: str = "",
+    model_name: str | None = None,
+    schedule: dict | None = None,
+    enabled: bool = True,
+    now: datetime | None = None,
+    first_run_at: datetime | None = None,
+) -> Agent:
     """``first_run_at`` overrides the first slot (the demo agent runs a minute after start-up)."""
     now = now or timezone.now()
-    agent = Agent(owner=owner, name=_clean_name(name), instructions=instructions, model=_resolve_model(model_name),
-                  schedule=schedule or None, enabled=enabled)
+    agent = Agent(
+        owner=owner,
+        name=_clean_name(name),
+        instructions=instructions,
+        model=_resolve_model(model_name),
+        schedule=schedule or None,
+        enabled=enabled,
+    )
     agent.next_run_at = _compute_next_run(agent, now)
     if first_run_at is not None and agent.next_run_at is not None:
         agent.next_run_at = first_run_at
@@ -73,8 +88,12 @@ def agent_update(*, agent: Agent, changes: dict[str, Any], now: datetime | None 
     now = now or timezone.now()
     agent_id = agent.pk
     # Locked, and read again: a delete that won the race leaves nothing to update (404, not a 500).
-    locked = Agent.objects.select_for_update(of=("self",), no_key=True).select_related("owner", "model").filter(
-        pk=agent_id).first()
+    locked = (
+        Agent.objects.select_for_update(of=("self",), no_key=True)
+        .select_related("owner", "model")
+        .filter(pk=agent_id)
+        .first()
+    )
     if locked is None:
         raise NotFound("agent not found", code="agent_not_found")
     agent = locked
@@ -108,16 +127,24 @@ def agent_set_admin_paused(*, agent_id: int, paused: bool, now: datetime | None 
     """The admin's lock; the owner's ``enabled`` is never touched. Resuming recomputes the next slot.
     A change is an audit event (``actor``: the admin)."""
     now = now or timezone.now()
-    agent = Agent.objects.select_for_update(of=("self",), no_key=True).select_related("owner", "model").filter(pk=agent_id).first()
+    agent = (
+        Agent.objects.select_for_update(of=("self",), no_key=True)
+        .select_related("owner", "model")
+        .filter(pk=agent_id)
+        .first()
+    )
     if agent is None:
         raise NotFound("agent not found", code="agent_not_found")
     if agent.admin_paused != paused:
         agent.admin_paused = paused
         agent.next_run_at = _compute_next_run(agent, now)
         agent.save(update_fields=["admin_paused", "next_run_at"])
-        audit.audit_record(actor=actor if actor is not None else "system",
-                           action=audit.AGENT_ADMIN_PAUSED if paused else audit.AGENT_ADMIN_RESUMED,
-                           target=f"agent:{agent.pk}", details={"name": agent.name, "owner": agent.owner.get_username()})
+        audit.audit_record(
+            actor=actor if actor is not None else "system",
+            action=audit.AGENT_ADMIN_PAUSED if paused else audit.AGENT_ADMIN_RESUMED,
+            target=f"agent:{agent.pk}",
+            details={"name": agent.name, "owner": agent.owner.get_username()},
+        )
     return agent
 
 
@@ -151,8 +178,11 @@ def agents_reschedule_for_org_timezone(*, timezone_name: str, now: datetime | No
 def _reschedule_calendar(agents: QuerySet[Agent], *, now: datetime | None, tz: str | None = None) -> int:
     now = now or timezone.now()
     changed = 0
-    agents = (agents.select_for_update(of=("self",), no_key=True).select_related("owner")
-              .filter(next_run_at__isnull=False, schedule__type="calendar"))
+    agents = (
+        agents.select_for_update(of=("self",), no_key=True)
+        .select_related("owner")
+        .filter(next_run_at__isnull=False, schedule__type="calendar")
+    )
     for agent in agents:
         agent.next_run_at = _compute_next_run(agent, now, tz=tz)
         agent.save(update_fields=["next_run_at"])

@@ -42,12 +42,20 @@ def _send(run_id: int, producer: Producer | None = None, queue: Queue | None = N
         # No publish retries: with the broker down the run stays queued and the tick re-sends it.
         agent_run_task.apply_async(args=[run_id], retry=False, producer=producer)
         return
-    message = agent_run_task.app.amqp.as_task_v2(uuid(), agent_run_task.name, args=(run_id,), kwargs={},
-                                                 argsrepr=f"({run_id},)", kwargsrepr="{}")
+    message = agent_run_task.app.amqp.as_task_v2(
+        uuid(), agent_run_task.name, args=(run_id,), kwargs={}, argsrepr=f"({run_id},)", kwargsrepr="{}"
+    )
     # The anonymous exchange with the queue's name delivers straight into that queue (AMQP's
     # default exchange; kombu's virtual transports alike), skipping a binding lookup per message.
-    producer.publish(message.body, exchange="", routing_key=queue.name, headers=message.headers,
-                     serializer="json", retry=False, **message.properties)
+    producer.publish(
+        message.body,
+        exchange="",
+        routing_key=queue.name,
+        headers=message.headers,
+        serializer="json",
+        retry=False,
+        **message.properties,
+    )
 
 
 PUBLISH_CHUNK = 200
@@ -71,14 +79,15 @@ def runs_dispatch(run_ids: Iterable[int]) -> list[int]:
             queue = _route()
             producer.maybe_declare(queue)
             for start in range(0, len(run_ids), PUBLISH_CHUNK):
-                chunk = run_ids[start:start + PUBLISH_CHUNK]
+                chunk = run_ids[start : start + PUBLISH_CHUNK]
                 try:
                     with producer.batch(max_size=4 * PUBLISH_CHUNK):
                         for run_id in chunk:
                             _send(run_id, producer, queue)
                 except Exception as exc:
-                    logger.warning("%d agent run(s) not enqueued (%s); the scheduler tick will re-dispatch them",
-                                   len(chunk), exc)
+                    logger.warning(
+                        "%d agent run(s) not enqueued (%s); the scheduler tick will re-dispatch them", len(chunk), exc
+                    )
                     continue
                 sent.extend(chunk)
     except Exception as exc:  # no broker connection at all

@@ -74,8 +74,10 @@ def owner_budget_lock(*, owner_ids: Iterable[int]) -> None:
     ids = sorted(set(owner_ids))
     if ids:
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s, o::int) FROM unnest(%s::bigint[]) AS o ORDER BY o",
-                           [BUDGET_LOCK_KEY, ids])
+            cursor.execute(
+                "SELECT pg_advisory_xact_lock(%s, o::int) FROM unnest(%s::bigint[]) AS o ORDER BY o",
+                [BUDGET_LOCK_KEY, ids],
+            )
 
 
 class RunAbandoned(Exception):
@@ -84,9 +86,17 @@ class RunAbandoned(Exception):
 
 def _finish(run_id: int, *, state: str, reason: str = "", output: str = "", error: str = "", tokens: int = 0) -> bool:
     # Only a run still ``running`` may finish: a zombie that was reaped keeps its ``stale`` verdict.
-    return bool(AgentRun.objects.filter(pk=run_id, state=RunState.RUNNING).update(
-        state=state, reason=reason, output=output, error=error[:4000], tokens_used=tokens, finished_at=timezone.now(),
-        heartbeat_at=timezone.now()))
+    return bool(
+        AgentRun.objects.filter(pk=run_id, state=RunState.RUNNING).update(
+            state=state,
+            reason=reason,
+            output=output,
+            error=error[:4000],
+            tokens_used=tokens,
+            finished_at=timezone.now(),
+            heartbeat_at=timezone.now(),
+        )
+    )
 
 
 def run_execute(run_id: int, *, worker: str = "") -> str | None:
@@ -110,17 +120,20 @@ def run_execute(run_id: int, *, worker: str = "") -> str | None:
     if not agent.gates_open or model is None or not agent.owner.is_active:
         # A gate closed between the request and the start: refused, never started.
         AgentRun.objects.filter(pk=run_id, state=RunState.QUEUED).update(
-            state=RunState.SKIPPED, reason=RunReason.GATE_CLOSED, finished_at=now)
+            state=RunState.SKIPPED, reason=RunReason.GATE_CLOSED, finished_at=now
+        )
         return RunState.SKIPPED
     budget = platform_settings().weekly_token_budget
     if owner_tokens_this_week(owner=agent.owner, now=now) >= budget:
         # The budget was spent while this run waited in the queue (other runs of the owner
         # finished): refused at the start as the scheduler would have refused the slot.
         AgentRun.objects.filter(pk=run_id, state=RunState.QUEUED).update(
-            state=RunState.SKIPPED, reason=RunReason.BUDGET_EXCEEDED, tokens_used=0, finished_at=now)
+            state=RunState.SKIPPED, reason=RunReason.BUDGET_EXCEEDED, tokens_used=0, finished_at=now
+        )
         return RunState.SKIPPED
     claimed = AgentRun.objects.filter(pk=run_id, state=RunState.QUEUED).update(
-        state=RunState.RUNNING, started_at=now, heartbeat_at=now, worker=worker[:255])
+        state=RunState.RUNNING, started_at=now, heartbeat_at=now, worker=worker[:255]
+    )
     if not claimed:
         return None
 
@@ -128,7 +141,8 @@ def run_execute(run_id: int, *, worker: str = "") -> str | None:
 
     def heartbeat(iteration: int, tokens: int) -> None:
         alive = AgentRun.objects.filter(pk=run_id, state=RunState.RUNNING).update(
-            heartbeat_at=timezone.now(), tokens_used=tokens)
+            heartbeat_at=timezone.now(), tokens_used=tokens
+        )
         if not alive:
             raise RunAbandoned(run_id)
 
@@ -138,12 +152,19 @@ def run_execute(run_id: int, *, worker: str = "") -> str | None:
         # An empty base is not a readiness gate: the run starts, without the knowledge tools.
         knowledge_empty = bool(tools.ks.is_empty())
         with Pulse(run_id, every=max(0.5, settings_row.agent_stale_after_seconds / 3)):
-            result = run_loop(provider=provider,
-                              messages=compose_messages(platform_prompt=settings_row.platform_prompt,
-                                                        agent_instructions=agent.instructions,
-                                                        knowledge_empty=knowledge_empty),
-                              tools=tool_specs(knowledge_empty=knowledge_empty), call_tool=tools.call, cap=settings_row.agent_iteration_cap,
-                              token_cap=settings_row.agent_run_token_cap, heartbeat=heartbeat)
+            result = run_loop(
+                provider=provider,
+                messages=compose_messages(
+                    platform_prompt=settings_row.platform_prompt,
+                    agent_instructions=agent.instructions,
+                    knowledge_empty=knowledge_empty,
+                ),
+                tools=tool_specs(knowledge_empty=knowledge_empty),
+                call_tool=tools.call,
+                cap=settings_row.agent_iteration_cap,
+                token_cap=settings_row.agent_run_token_cap,
+                heartbeat=heartbeat,
+            )
     except RunAbandoned:
         logger.warning("agent run %s was reaped while running; its result is dropped", run_id)
         return None
@@ -156,7 +177,9 @@ def run_execute(run_id: int, *, worker: str = "") -> str | None:
     except LoopFailed as exc:
         if isinstance(exc.cause, RunAbandoned):
             return None
-        _finish(run_id, state=RunState.FAILED, reason=RunReason.MODEL_ERROR, error=str(exc.cause), tokens=exc.tokens_used)
+        _finish(
+            run_id, state=RunState.FAILED, reason=RunReason.MODEL_ERROR, error=str(exc.cause), tokens=exc.tokens_used
+        )
         return RunState.FAILED
     except Exception as exc:
         logger.exception("agent run %s failed", run_id)
@@ -190,7 +213,8 @@ class Pulse:
         try:
             while not self._stop.wait(self.every):
                 alive = AgentRun.objects.filter(pk=self.run_id, state=RunState.RUNNING).update(
-                    heartbeat_at=timezone.now())
+                    heartbeat_at=timezone.now()
+                )
                 if not alive:  # reaped or finished: the loop's own heartbeat reports it
                     return
         except Exception:  # the database away for a moment: the loop's heartbeat decides
@@ -212,15 +236,22 @@ def agent_runs_reap_stale(*, now: datetime | None = None) -> int:
     now = now or timezone.now()
     cutoff = now - timedelta(seconds=platform_settings().agent_stale_after_seconds)
     reaped = AgentRun.objects.filter(state=RunState.RUNNING, heartbeat_at__lt=cutoff).update(
-        state=RunState.FAILED, reason=RunReason.STALE, finished_at=now,
-        error=f"no heartbeat since before {cutoff.isoformat()}; the worker died or hung")
-    workers = set(AgentRun.objects.filter(state=RunState.RUNNING).exclude(worker="")
-                  .values_list("worker", flat=True).distinct())
+        state=RunState.FAILED,
+        reason=RunReason.STALE,
+        finished_at=now,
+        error=f"no heartbeat since before {cutoff.isoformat()}; the worker died or hung",
+    )
+    workers = set(
+        AgentRun.objects.filter(state=RunState.RUNNING).exclude(worker="").values_list("worker", flat=True).distinct()
+    )
     dead = sorted(w for w in workers if worker_known_dead(w))
     if dead:
         reaped += AgentRun.objects.filter(state=RunState.RUNNING, worker__in=dead).update(
-            state=RunState.FAILED, reason=RunReason.WORKER_LOST, finished_at=now,
-            error="the worker running it stopped (no heartbeat from its consumer)")
+            state=RunState.FAILED,
+            reason=RunReason.WORKER_LOST,
+            finished_at=now,
+            error="the worker running it stopped (no heartbeat from its consumer)",
+        )
     if reaped:
         logger.warning("reaped %d agent run(s) (stale or worker lost)", reaped)
     return reaped
@@ -231,8 +262,13 @@ def agent_runs_redispatch(*, now: datetime | None = None, grace_seconds: int = R
     again; a duplicate delivery is harmless (``run_execute`` claims only a queued run)."""
     now = now or timezone.now()
     lost_after = now - timedelta(seconds=max(platform_settings().agent_stale_after_seconds, grace_seconds))
-    ids = list(AgentRun.objects.filter(state=RunState.QUEUED)
-               .filter(Q(enqueued_at__isnull=True, created_at__lt=now - timedelta(seconds=grace_seconds))
-                       | Q(enqueued_at__lt=lost_after))
-               .order_by("id").values_list("id", flat=True)[:REDISPATCH_BATCH])
+    ids = list(
+        AgentRun.objects.filter(state=RunState.QUEUED)
+        .filter(
+            Q(enqueued_at__isnull=True, created_at__lt=now - timedelta(seconds=grace_seconds))
+            | Q(enqueued_at__lt=lost_after)
+        )
+        .order_by("id")
+        .values_list("id", flat=True)[:REDISPATCH_BATCH]
+    )
     return dispatch.runs_dispatch(ids) if ids else []

@@ -88,8 +88,9 @@ WHERE agents.id = v.id
 """
 
 
-def _tick_batch(now: datetime, batch_size: int, result: TickResult,
-                publisher: dispatch.BackgroundPublisher | None = None) -> int:
+def _tick_batch(
+    now: datetime, batch_size: int, result: TickResult, publisher: dispatch.BackgroundPublisher | None = None
+) -> int:
     """One transaction: claim due agents (SKIP LOCKED), write their runs, advance their slots."""
     org_tz = platform_settings().timezone
     budget = platform_settings().weekly_token_budget
@@ -99,8 +100,9 @@ def _tick_batch(now: datetime, batch_size: int, result: TickResult,
         rows = cursor.fetchall()
         if not rows:
             return 0
-        owner_tz: dict[int, str] = {owner_id: effective_timezone(tz, org_timezone=org_tz)
-                                    for _, owner_id, _, _, tz in rows}
+        owner_tz: dict[int, str] = {
+            owner_id: effective_timezone(tz, org_timezone=org_tz) for _, owner_id, _, _, tz in rows
+        }
         weeks = {owner_id: sched.week_bounds(tz, now) for owner_id, tz in owner_tz.items()}
         owners = list(weeks)
         # The same per-owner lock a manual start takes: spend and reservations are read and new
@@ -111,8 +113,10 @@ def _tick_batch(now: datetime, batch_size: int, result: TickResult,
         cursor.execute(_ACTIVE_SQL, [owners])
         active = dict(cursor.fetchall())
         # How many more runs each owner has room for: each needs spend + reservations < budget.
-        room = {owner: budget_room(spent=spent.get(owner, 0), active=active.get(owner, 0), budget=budget,
-                                   run_cap=run_cap) for owner in owners}
+        room = {
+            owner: budget_room(spent=spent.get(owner, 0), active=active.get(owner, 0), budget=budget, run_cap=run_cap)
+            for owner in owners
+        }
         runnable, over_budget_agents = [], set()
         for agent_id, owner_id, _, slot, _ in rows:
             if room[owner_id] > 0:
@@ -127,17 +131,30 @@ def _tick_batch(now: datetime, batch_size: int, result: TickResult,
             for run_id, agent_id in cursor.fetchall():
                 queued_ids.append(run_id)
                 queued_agents.add(agent_id)
-        skipped = [(agent_id, RunReason.BUDGET_EXCEEDED.value, slot)
-                   for agent_id, _, _, slot, _ in rows if agent_id in over_budget_agents]
-        skipped += [(agent_id, RunReason.ALREADY_RUNNING.value, slot)
-                    for agent_id, slot in runnable if agent_id not in queued_agents]
+        skipped = [
+            (agent_id, RunReason.BUDGET_EXCEEDED.value, slot)
+            for agent_id, _, _, slot, _ in rows
+            if agent_id in over_budget_agents
+        ]
+        skipped += [
+            (agent_id, RunReason.ALREADY_RUNNING.value, slot)
+            for agent_id, slot in runnable
+            if agent_id not in queued_agents
+        ]
         if skipped:
-            cursor.execute(_INSERT_SKIPPED_SQL, [now, [s[0] for s in skipped], [s[1] for s in skipped],
-                                                 [s[2] for s in skipped]])
+            cursor.execute(
+                _INSERT_SKIPPED_SQL, [now, [s[0] for s in skipped], [s[1] for s in skipped], [s[2] for s in skipped]]
+            )
         # Django's psycopg loaders hand jsonb over as text.
-        next_slots = [sched.next_run_at(json.loads(schedule) if isinstance(schedule, str) else schedule,
-                                        owner_tz[owner_id], now=now, previous=slot)
-                      for _, owner_id, schedule, slot, _ in rows]
+        next_slots = [
+            sched.next_run_at(
+                json.loads(schedule) if isinstance(schedule, str) else schedule,
+                owner_tz[owner_id],
+                now=now,
+                previous=slot,
+            )
+            for _, owner_id, schedule, slot, _ in rows
+        ]
         cursor.execute(_ADVANCE_SQL, [[r[0] for r in rows], next_slots])
         dispatch.dispatch_on_commit(queued_ids, publisher)
     result.queued.extend(queued_ids)
@@ -146,12 +163,13 @@ def _tick_batch(now: datetime, batch_size: int, result: TickResult,
     return len(rows)
 
 
-def scheduler_tick(*, now: datetime | None = None, batch_size: int = TICK_BATCH_SIZE,
-                   redispatch: bool = True) -> TickResult:
+def scheduler_tick(
+    *, now: datetime | None = None, batch_size: int = TICK_BATCH_SIZE, redispatch: bool = True
+) -> TickResult:
     """The Beat job: every due agent gets a ``scheduled`` run (or a ``skipped`` row saying why),
-    its ``next_run_at`` moves to the next slot, and queued runs are enqueued after commit (batch by
-batch on a publisher thread, while the next batch is written).
-    Closed gates are not here at all: their ``next_run_at`` is NULL, so nothing piles up."""
+        its ``next_run_at`` moves to the next slot, and queued runs are enqueued after commit (batch by
+    batch on a publisher thread, while the next batch is written).
+        Closed gates are not here at all: their ``next_run_at`` is NULL, so nothing piles up."""
     now = now or timezone.now()
     result = TickResult(queued=[])
     publisher = dispatch.BackgroundPublisher()

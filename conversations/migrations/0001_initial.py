@@ -9,128 +9,233 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('achilles', '0002_database_invariants'),
+        ("achilles", "0002_database_invariants"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Conversation',
+            name="Conversation",
             fields=[
-                ('created_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False)),
-                ('updated_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False)),
-                ('id', models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
-                ('title', models.CharField(blank=True, default='', max_length=200)),
-                ('selected_model', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to='achilles.agentmodel')),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.DO_NOTHING, related_name='conversations', to=settings.AUTH_USER_MODEL)),
+                (
+                    "created_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False),
+                ),
+                (
+                    "updated_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False),
+                ),
+                ("id", models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
+                ("title", models.CharField(blank=True, default="", max_length=200)),
+                (
+                    "selected_model",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="+",
+                        to="achilles.agentmodel",
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="conversations",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'db_table': 'conversations',
+                "db_table": "conversations",
             },
         ),
         migrations.CreateModel(
-            name='Message',
+            name="Message",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False)),
-                ('updated_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False)),
-                ('role', models.CharField(choices=[('user', 'user'), ('assistant', 'assistant')], max_length=16)),
-                ('content', models.TextField(blank=True, default='')),
-                ('model', models.CharField(blank=True, help_text='Fact: the model that generated it.', max_length=100, null=True)),
-                ('tokens_used', models.PositiveIntegerField(blank=True, help_text='Input + output of the whole turn.', null=True)),
-                ('feedback', models.SmallIntegerField(blank=True, null=True)),
-                ('state', models.CharField(choices=[('complete', 'complete'), ('interrupted', 'interrupted'), ('failed', 'failed')], default='complete', max_length=16)),
-                ('withheld_hint', models.JSONField(blank=True, null=True)),
-                ('conversation', models.ForeignKey(on_delete=django.db.models.deletion.DO_NOTHING, related_name='messages', to='conversations.conversation')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "created_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False),
+                ),
+                (
+                    "updated_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False),
+                ),
+                ("role", models.CharField(choices=[("user", "user"), ("assistant", "assistant")], max_length=16)),
+                ("content", models.TextField(blank=True, default="")),
+                (
+                    "model",
+                    models.CharField(
+                        blank=True, help_text="Fact: the model that generated it.", max_length=100, null=True
+                    ),
+                ),
+                (
+                    "tokens_used",
+                    models.PositiveIntegerField(blank=True, help_text="Input + output of the whole turn.", null=True),
+                ),
+                ("feedback", models.SmallIntegerField(blank=True, null=True)),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[("complete", "complete"), ("interrupted", "interrupted"), ("failed", "failed")],
+                        default="complete",
+                        max_length=16,
+                    ),
+                ),
+                ("withheld_hint", models.JSONField(blank=True, null=True)),
+                (
+                    "conversation",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="messages",
+                        to="conversations.conversation",
+                    ),
+                ),
             ],
             options={
-                'db_table': 'messages',
-                'ordering': ['id'],
+                "db_table": "messages",
+                "ordering": ["id"],
             },
         ),
         migrations.CreateModel(
-            name='Citation',
+            name="Citation",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False)),
-                ('updated_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False)),
-                ('record_id', models.BigIntegerField(blank=True, help_text='KS record; NULL for a web result', null=True)),
-                ('chunk_id', models.BigIntegerField(blank=True, null=True)),
-                ('title', models.CharField(blank=True, default='', max_length=500)),
-                ('url', models.TextField(blank=True, default='')),
-                ('source_system', models.CharField(max_length=64)),
-                ('chunk_text', models.TextField(blank=True, default='')),
-                ('rank', models.PositiveIntegerField(help_text='1 = the leading source')),
-                ('message', models.ForeignKey(on_delete=django.db.models.deletion.DO_NOTHING, related_name='citations', to='conversations.message')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "created_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False),
+                ),
+                (
+                    "updated_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False),
+                ),
+                (
+                    "record_id",
+                    models.BigIntegerField(blank=True, help_text="KS record; NULL for a web result", null=True),
+                ),
+                ("chunk_id", models.BigIntegerField(blank=True, null=True)),
+                ("title", models.CharField(blank=True, default="", max_length=500)),
+                ("url", models.TextField(blank=True, default="")),
+                ("source_system", models.CharField(max_length=64)),
+                ("chunk_text", models.TextField(blank=True, default="")),
+                ("rank", models.PositiveIntegerField(help_text="1 = the leading source")),
+                (
+                    "message",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="citations",
+                        to="conversations.message",
+                    ),
+                ),
             ],
             options={
-                'db_table': 'message_citations',
-                'ordering': ['message_id', 'rank'],
+                "db_table": "message_citations",
+                "ordering": ["message_id", "rank"],
             },
         ),
         migrations.CreateModel(
-            name='RetrievalTrace',
+            name="RetrievalTrace",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False)),
-                ('updated_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False)),
-                ('standalone_query', models.TextField()),
-                ('identity', models.JSONField(help_text='principals and user_id the KS call ran under')),
-                ('candidates', models.JSONField(default=list)),
-                ('packed', models.JSONField(default=list)),
-                ('withheld', models.JSONField(default=list)),
-                ('web_results', models.JSONField(default=list)),
-                ('cache_hit', models.BooleanField(default=False)),
-                ('timings', models.JSONField(default=dict)),
-                ('ungrounded_sentences', models.JSONField(default=list, help_text='answer sentences without a citation marker')),
-                ('message', models.ForeignKey(on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to='conversations.message')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "created_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False),
+                ),
+                (
+                    "updated_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False),
+                ),
+                ("standalone_query", models.TextField()),
+                ("identity", models.JSONField(help_text="principals and user_id the KS call ran under")),
+                ("candidates", models.JSONField(default=list)),
+                ("packed", models.JSONField(default=list)),
+                ("withheld", models.JSONField(default=list)),
+                ("web_results", models.JSONField(default=list)),
+                ("cache_hit", models.BooleanField(default=False)),
+                ("timings", models.JSONField(default=dict)),
+                (
+                    "ungrounded_sentences",
+                    models.JSONField(default=list, help_text="answer sentences without a citation marker"),
+                ),
+                (
+                    "message",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.DO_NOTHING, related_name="+", to="conversations.message"
+                    ),
+                ),
             ],
             options={
-                'db_table': 'retrieval_trace',
+                "db_table": "retrieval_trace",
             },
         ),
         migrations.AddIndex(
-            model_name='conversation',
-            index=models.Index(fields=['user', '-updated_at', '-id'], name='conversations_user_recent'),
+            model_name="conversation",
+            index=models.Index(fields=["user", "-updated_at", "-id"], name="conversations_user_recent"),
         ),
         migrations.AddIndex(
-            model_name='message',
-            index=models.Index(fields=['conversation', 'id'], name='messages_conversation_order'),
+            model_name="message",
+            index=models.Index(fields=["conversation", "id"], name="messages_conversation_order"),
         ),
         migrations.AddConstraint(
-            model_name='message',
-            constraint=models.CheckConstraint(condition=models.Q(('role__in', ['user', 'assistant'])), name='conversations_message_role_valid', violation_error_message='role is user or assistant.'),
+            model_name="message",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("role__in", ["user", "assistant"])),
+                name="conversations_message_role_valid",
+                violation_error_message="role is user or assistant.",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='message',
-            constraint=models.CheckConstraint(condition=models.Q(('state__in', ['complete', 'interrupted', 'failed'])), name='conversations_message_state_valid'),
+            model_name="message",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("state__in", ["complete", "interrupted", "failed"])),
+                name="conversations_message_state_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='message',
-            constraint=models.CheckConstraint(condition=models.Q(('feedback__isnull', True), ('feedback__in', [-1, 1]), _connector='OR'), name='conversations_message_feedback_values', violation_error_message='feedback is -1, 1 or empty.'),
+            model_name="message",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("feedback__isnull", True), ("feedback__in", [-1, 1]), _connector="OR"),
+                name="conversations_message_feedback_values",
+                violation_error_message="feedback is -1, 1 or empty.",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='message',
-            constraint=models.CheckConstraint(condition=models.Q(('feedback__isnull', True), ('role', 'assistant'), _connector='OR'), name='conversations_message_feedback_assistant_only', violation_error_message='Only assistant messages take feedback.'),
+            model_name="message",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("feedback__isnull", True), ("role", "assistant"), _connector="OR"),
+                name="conversations_message_feedback_assistant_only",
+                violation_error_message="Only assistant messages take feedback.",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='message',
-            constraint=models.CheckConstraint(condition=models.Q(('tokens_used__isnull', True), ('role', 'assistant'), _connector='OR'), name='conversations_message_tokens_assistant_only'),
+            model_name="message",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("tokens_used__isnull", True), ("role", "assistant"), _connector="OR"),
+                name="conversations_message_tokens_assistant_only",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='citation',
-            constraint=models.UniqueConstraint(fields=('message', 'rank'), name='conversations_citation_rank_unique'),
+            model_name="citation",
+            constraint=models.UniqueConstraint(fields=("message", "rank"), name="conversations_citation_rank_unique"),
         ),
         migrations.AddConstraint(
-            model_name='citation',
-            constraint=models.UniqueConstraint(condition=models.Q(('record_id__isnull', False)), fields=('message', 'record_id'), name='conversations_citation_record_once'),
+            model_name="citation",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("record_id__isnull", False)),
+                fields=("message", "record_id"),
+                name="conversations_citation_record_once",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='retrievaltrace',
-            constraint=models.UniqueConstraint(fields=('message',), name='conversations_retrievaltrace_one_per_message', violation_error_message='A message has at most one retrieval trace.'),
+            model_name="retrievaltrace",
+            constraint=models.UniqueConstraint(
+                fields=("message",),
+                name="conversations_retrievaltrace_one_per_message",
+                violation_error_message="A message has at most one retrieval trace.",
+            ),
         ),
     ]

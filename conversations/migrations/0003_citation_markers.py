@@ -5,15 +5,20 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('conversations', '0002_database_invariants'),
+        ("conversations", "0002_database_invariants"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='citation',
-            name='markers',
-            field=django.contrib.postgres.fields.ArrayField(base_field=models.PositiveSmallIntegerField(), blank=True, default=list, help_text='the [N] markers of the answer that point at this source', size=None),
+            model_name="citation",
+            name="markers",
+            field=django.contrib.postgres.fields.ArrayField(
+                base_field=models.PositiveSmallIntegerField(),
+                blank=True,
+                default=list,
+                help_text="the [N] markers of the answer that point at this source",
+                size=None,
+            ),
         ),
     ]

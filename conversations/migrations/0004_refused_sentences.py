@@ -4,15 +4,17 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('conversations', '0003_citation_markers'),
+        ("conversations", "0003_citation_markers"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='retrievaltrace',
-            name='ungrounded_sentences',
-            field=models.JSONField(default=list, help_text='sentences the support check refused (never streamed nor stored): {sentence, reason, markers, missing?, overlap?}'),
+            model_name="retrievaltrace",
+            name="ungrounded_sentences",
+            field=models.JSONField(
+                default=list,
+                help_text="sentences the support check refused (never streamed nor stored): {sentence, reason, markers, missing?, overlap?}",
+            ),
         ),
     ]

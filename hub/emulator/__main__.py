@@ -16,8 +16,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--port", type=int, default=int(os.environ.get("JIRA_EMULATOR_PORT", "8089")))
     p.add_argument("--data", choices=["demo", "bench", "empty"], default="demo")
     p.add_argument("--count", type=int, default=0, help="issues for --data bench")
-    p.add_argument("--token", default=os.environ.get("JIRA_EMULATOR_TOKEN", "sync-pat"),
-                   help="the personal access token of the sync agent's Jira user (achilles-sync)")
+    p.add_argument(
+        "--token",
+        default=os.environ.get("JIRA_EMULATOR_TOKEN", "sync-pat"),
+        help="the personal access token of the sync agent's Jira user (achilles-sync)",
+    )
     args = p.parse_args(argv)
     store = build_store(data=args.data, sync_token=args.token, count=args.count)
     server = serve(store, host=args.host, port=args.port)

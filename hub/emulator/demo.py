@@ -21,23 +21,53 @@ def _dataset() -> dict[str, Any]:
     issues, comments, links, people = [], {}, [], set()
     for item in hub_demo.demo_issues():
         updated = jira_updated(item["updated"])
-        issues.append({
-            "key": item["key"], "summary": item["summary"], "issue_type": item["issue_type"] or "Task",
-            "status": item["status"], "priority": item["priority"], "assignee": item["assignee"], "reporter": "jdoe",
-            "duedate": item["duedate"], "labels": list(item["labels"]),
-            "description": (item.get("fields") or {}).get("description"), "sprint": item.get("sprint"),
-            "created": updated - dt.timedelta(days=20), "updated": updated,
-        })
+        issues.append(
+            {
+                "key": item["key"],
+                "summary": item["summary"],
+                "issue_type": item["issue_type"] or "Task",
+                "status": item["status"],
+                "priority": item["priority"],
+                "assignee": item["assignee"],
+                "reporter": "jdoe",
+                "duedate": item["duedate"],
+                "labels": list(item["labels"]),
+                "description": (item.get("fields") or {}).get("description"),
+                "sprint": item.get("sprint"),
+                "created": updated - dt.timedelta(days=20),
+                "updated": updated,
+            }
+        )
         people.update(p for p in [item["assignee"]] if p)
-        comments[item["key"]] = [{"id": c["id"], "author": c["author"], "body": c["body"], "created": jira_updated(c["created"])}
-                                 for c in item["comments"]]
+        comments[item["key"]] = [
+            {"id": c["id"], "author": c["author"], "body": c["body"], "created": jira_updated(c["created"])}
+            for c in item["comments"]
+        ]
         people.update(c["author"] for c in item["comments"])
         # Each link is listed on both sides; Jira stores it once (source → target).
-        links += [(link["link_type"], item["key"], link["other_key"]) for link in item["links"] if link["direction"] == "outward"]
-    sprints = [{"id": 1, "name": hub_demo.SPRINTS[0], "state": "active", "start": "2026-11-16T09:00:00.000Z", "end": "2026-11-30T09:00:00.000Z"},
-               {"id": 2, "name": hub_demo.SPRINTS[1], "state": "future", "start": None, "end": None}]
-    return {"project": {"key": hub_demo.PROJECT, "name": "Аврора"}, "issues": issues, "comments": comments,
-            "links": links, "sprints": sprints, "people": sorted(people)}
+        links += [
+            (link["link_type"], item["key"], link["other_key"])
+            for link in item["links"]
+            if link["direction"] == "outward"
+        ]
+    sprints = [
+        {
+            "id": 1,
+            "name": hub_demo.SPRINTS[0],
+            "state": "active",
+            "start": "2026-11-16T09:00:00.000Z",
+            "end": "2026-11-30T09:00:00.000Z",
+        },
+        {"id": 2, "name": hub_demo.SPRINTS[1], "state": "future", "start": None, "end": None},
+    ]
+    return {
+        "project": {"key": hub_demo.PROJECT, "name": "Аврора"},
+        "issues": issues,
+        "comments": comments,
+        "links": links,
+        "sprints": sprints,
+        "people": sorted(people),
+    }
 
 
 def jira_updated(text: str) -> dt.datetime:
@@ -67,11 +97,22 @@ def load_demo(store: Store, *, sync_token: str) -> None:
         store.add_sprint(s["id"], s["name"], 1, s["state"], start=s.get("start"), end=s.get("end"))
         by_name[s["name"]] = s["id"]
     for i in data["issues"]:
-        store.seed_issue(key=i["key"], summary=i["summary"], issue_type=i["issue_type"], status=i["status"],
-                         priority=i["priority"], assignee=i["assignee"], reporter=i.get("reporter", "jdoe"),
-                         duedate=i["duedate"], labels=i["labels"], description=i["description"],
-                         components=i.get("components"), sprint_ids=[by_name[i["sprint"]]] if i.get("sprint") else [],
-                         created=i["created"], updated=i["updated"])
+        store.seed_issue(
+            key=i["key"],
+            summary=i["summary"],
+            issue_type=i["issue_type"],
+            status=i["status"],
+            priority=i["priority"],
+            assignee=i["assignee"],
+            reporter=i.get("reporter", "jdoe"),
+            duedate=i["duedate"],
+            labels=i["labels"],
+            description=i["description"],
+            components=i.get("components"),
+            sprint_ids=[by_name[i["sprint"]]] if i.get("sprint") else [],
+            created=i["created"],
+            updated=i["updated"],
+        )
     for key, cs in data["comments"].items():
         for c in cs:
             store.seed_comment(key, author=c["author"], body=c["body"], created=c["created"], comment_id=c["id"])
@@ -89,15 +130,25 @@ def load_bench(store: Store, *, sync_token: str, count: int, project: str = "BEN
     for n in range(1, count + 1):
         key = f"{project}-{n}"
         when = base + dt.timedelta(seconds=n)
-        store.seed_issue(key=key, summary=f"Задача {n}: проверка производительности зеркала", status="To Do",
-                         assignee="jdoe", labels=[BASE_LABEL], description=f"Описание задачи {n}.",
-                         sprint_ids=[1] if n % 2 else [], created=when, updated=when)
+        store.seed_issue(
+            key=key,
+            summary=f"Задача {n}: проверка производительности зеркала",
+            status="To Do",
+            assignee="jdoe",
+            labels=[BASE_LABEL],
+            description=f"Описание задачи {n}.",
+            sprint_ids=[1] if n % 2 else [],
+            created=when,
+            updated=when,
+        )
         store.seed_comment(key, author="jdoe", body=f"Комментарий к задаче {n}.", created=when)
         if n % 10 == 0:
             store.seed_link("Relates", key, f"{project}-{n - 1}")
 
 
-def build_store(*, data: str = "demo", sync_token: str = "sync-pat", count: int = 0, base_url: str = "http://127.0.0.1") -> Store:
+def build_store(
+    *, data: str = "demo", sync_token: str = "sync-pat", count: int = 0, base_url: str = "http://127.0.0.1"
+) -> Store:
     store = Store(base_url=base_url)
     if data == "demo":
         load_demo(store, sync_token=sync_token)

@@ -28,7 +28,9 @@ class JqlError(ValueError):
     """A query outside the subset; the message is what Jira would say."""
 
 
-_TOKEN = re.compile(r"""\s*(?:(?P<str>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')|(?P<op>>=|<=|!=|[=<>~(),])|(?P<word>[^\s=<>~!(),"']+))""")
+_TOKEN = re.compile(
+    r"""\s*(?:(?P<str>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')|(?P<op>>=|<=|!=|[=<>~(),])|(?P<word>[^\s=<>~!(),"']+))"""
+)
 
 _FIELDS_EQ = {"project", "labels", "key", "issuekey", "status"}
 _FIELDS_DATE = {"updated", "created"}
@@ -51,7 +53,9 @@ def _tokens(jql: str) -> list[tuple[str, str]]:
             break
         m = _TOKEN.match(jql, pos)
         if not m or m.end() == pos:
-            raise JqlError(f"Error in the JQL Query: The character '{jql[pos]}' is a reserved JQL character. (line 1, character {pos + 1})")
+            raise JqlError(
+                f"Error in the JQL Query: The character '{jql[pos]}' is a reserved JQL character. (line 1, character {pos + 1})"
+            )
         pos = m.end()
         if m.group("str") is not None:
             raw = m.group("str")[1:-1]
@@ -209,5 +213,7 @@ def _eq_clause(fname: str, values: list[str]) -> Callable[[dict[str, Any], str],
 
 def _date_clause(fname: str, opv: str, when: dt.datetime) -> Callable[[dict[str, Any], str], bool]:
     # Jira compares at minute granularity: `updated >= "11:50"` includes 11:50:00.000 onwards.
-    compare = {">=": lambda a: a >= when, ">": lambda a: a > when, "<=": lambda a: a <= when, "<": lambda a: a < when}[opv]
+    compare = {">=": lambda a: a >= when, ">": lambda a: a > when, "<=": lambda a: a <= when, "<": lambda a: a < when}[
+        opv
+    ]
     return lambda issue, user: compare(issue[fname])

@@ -97,11 +97,22 @@ class EmulatorServer(ThreadingHTTPServer):
     def url(self) -> str:
         return self.store.base_url
 
-    def record(self, method: str, path: str, status: int, user: str | None, query: dict[str, str] | None = None) -> None:
+    def record(
+        self, method: str, path: str, status: int, user: str | None, query: dict[str, str] | None = None
+    ) -> None:
         with self.log_lock:
             self.seq += 1
-            self.request_log.append({"seq": self.seq, "at": time.time(), "method": method, "path": path, "status": status,
-                                     "user": user, "query": query or {}})
+            self.request_log.append(
+                {
+                    "seq": self.seq,
+                    "at": time.time(),
+                    "method": method,
+                    "path": path,
+                    "status": status,
+                    "user": user,
+                    "query": query or {},
+                }
+            )
             if len(self.request_log) > 20000:
                 del self.request_log[:5000]
 
@@ -188,7 +199,15 @@ class Handler(BaseHTTPRequestHandler):
                 time.sleep(latency)
             user = self._user_name = self._user()
             if user is None:
-                self._send(401, {"errorMessages": ["You are not authenticated. Authentication required to perform this operation."], "errors": {}})
+                self._send(
+                    401,
+                    {
+                        "errorMessages": [
+                            "You are not authenticated. Authentication required to perform this operation."
+                        ],
+                        "errors": {},
+                    },
+                )
                 return
             if rule is not None and rule["kind"] != "drop_answer":
                 self._fault(rule)
@@ -221,7 +240,9 @@ class Handler(BaseHTTPRequestHandler):
         elif kind == "503":
             self._send(503, {"errorMessages": ["Service Unavailable"], "errors": {}})
         elif kind == "error":
-            self._send(int(rule.get("status", 500)), {"errorMessages": [rule.get("message", "Injected error")], "errors": {}})
+            self._send(
+                int(rule.get("status", 500)), {"errorMessages": [rule.get("message", "Injected error")], "errors": {}}
+            )
         else:
             self._send(500, {"errorMessages": [f"unknown fault kind {kind}"], "errors": {}})
 
@@ -268,8 +289,14 @@ def _int(query: dict[str, str], name: str, default: int) -> int:
 
 
 def server_info(h: Handler, user: str, q: dict[str, str]) -> tuple[int, Any]:
-    return 200, {"baseUrl": h.server.url, "version": "9.12.2", "versionNumbers": [9, 12, 2], "deploymentType": "Server",
-                 "buildNumber": 9120002, "serverTitle": "Jira (emulator)"}
+    return 200, {
+        "baseUrl": h.server.url,
+        "version": "9.12.2",
+        "versionNumbers": [9, 12, 2],
+        "deploymentType": "Server",
+        "buildNumber": 9120002,
+        "serverTitle": "Jira (emulator)",
+    }
 
 
 def myself(h: Handler, user: str, q: dict[str, str]) -> tuple[int, Any]:
@@ -281,18 +308,29 @@ def fields(h: Handler, user: str, q: dict[str, str]) -> tuple[int, Any]:
 
 
 def search_get(h: Handler, user: str, q: dict[str, str]) -> tuple[int, Any]:
-    return 200, h.server.store.search(user=user, jql=q.get("jql", ""), start=_int(q, "startAt", 0),
-                                      max_results=_int(q, "maxResults", 50), fields=q.get("fields"), expand=q.get("expand"),
-                                      validate=q.get("validateQuery", "true").lower() not in ("false", "none", "warn"))
+    return 200, h.server.store.search(
+        user=user,
+        jql=q.get("jql", ""),
+        start=_int(q, "startAt", 0),
+        max_results=_int(q, "maxResults", 50),
+        fields=q.get("fields"),
+        expand=q.get("expand"),
+        validate=q.get("validateQuery", "true").lower() not in ("false", "none", "warn"),
+    )
 
 
 def search_post(h: Handler, user: str, q: dict[str, str]) -> tuple[int, Any]:
     b = h._body()
     flds = b.get("fields")
-    return 200, h.server.store.search(user=user, jql=b.get("jql", ""), start=int(b.get("startAt", 0)),
-                                      max_results=int(b.get("maxResults", 50)),
-                                      fields=",".join(flds) if isinstance(flds, list) else flds, expand=b.get("expand"),
-                                      validate=str(b.get("validateQuery", "true")).lower() not in ("false", "none", "warn"))
+    return 200, h.server.store.search(
+        user=user,
+        jql=b.get("jql", ""),
+        start=int(b.get("startAt", 0)),
+        max_results=int(b.get("maxResults", 50)),
+        fields=",".join(flds) if isinstance(flds, list) else flds,
+        expand=b.get("expand"),
+        validate=str(b.get("validateQuery", "true")).lower() not in ("false", "none", "warn"),
+    )
 
 
 def cloud_only(h: Handler, user: str, q: dict[str, str]) -> tuple[int, Any]:
@@ -375,33 +413,36 @@ def agile_issue(h: Handler, user: str, q: dict[str, str], key: str) -> tuple[int
 
 
 _API = "/rest/api/2"
-ROUTES: list[Route] = [(m, re.compile(p), f) for m, p, f in [
-    ("GET", rf"{_API}/serverInfo", server_info),
-    ("GET", rf"{_API}/myself", myself),
-    ("GET", rf"{_API}/field", fields),
-    ("GET", rf"{_API}/search", search_get),
-    ("POST", rf"{_API}/search", search_post),
-    ("GET", r"/rest/api/3/search/jql", cloud_only),
-    ("POST", r"/rest/api/3/search/jql", cloud_only),
-    ("GET", rf"{_API}/search/jql", cloud_only),
-    ("POST", rf"{_API}/issue", issue_create),
-    ("GET", rf"{_API}/issue/([^/]+)", issue_get),
-    ("PUT", rf"{_API}/issue/([^/]+)", issue_edit),
-    ("GET", rf"{_API}/issue/([^/]+)/properties/([^/]+)", prop_get),
-    ("PUT", rf"{_API}/issue/([^/]+)/properties/([^/]+)", prop_put),
-    ("GET", rf"{_API}/issue/([^/]+)/transitions", transitions_get),
-    ("POST", rf"{_API}/issue/([^/]+)/transitions", transitions_post),
-    ("GET", rf"{_API}/issue/([^/]+)/comment", comments_get),
-    ("POST", rf"{_API}/issue/([^/]+)/comment", comment_post),
-    ("GET", rf"{_API}/issueLinkType", link_types),
-    ("POST", rf"{_API}/issueLink", link_create),
-    ("DELETE", rf"{_API}/issueLink/(\d+)", link_delete),
-    ("GET", r"/rest/agile/1\.0/board", boards),
-    ("GET", r"/rest/agile/1\.0/board/(\d+)/sprint", board_sprints),
-    ("GET", r"/rest/agile/1\.0/sprint/(\d+)", sprint_get),
-    ("POST", r"/rest/agile/1\.0/sprint/(\d+)/issue", sprint_move),
-    ("GET", r"/rest/agile/1\.0/issue/([^/]+)", agile_issue),
-]]
+ROUTES: list[Route] = [
+    (m, re.compile(p), f)
+    for m, p, f in [
+        ("GET", rf"{_API}/serverInfo", server_info),
+        ("GET", rf"{_API}/myself", myself),
+        ("GET", rf"{_API}/field", fields),
+        ("GET", rf"{_API}/search", search_get),
+        ("POST", rf"{_API}/search", search_post),
+        ("GET", r"/rest/api/3/search/jql", cloud_only),
+        ("POST", r"/rest/api/3/search/jql", cloud_only),
+        ("GET", rf"{_API}/search/jql", cloud_only),
+        ("POST", rf"{_API}/issue", issue_create),
+        ("GET", rf"{_API}/issue/([^/]+)", issue_get),
+        ("PUT", rf"{_API}/issue/([^/]+)", issue_edit),
+        ("GET", rf"{_API}/issue/([^/]+)/properties/([^/]+)", prop_get),
+        ("PUT", rf"{_API}/issue/([^/]+)/properties/([^/]+)", prop_put),
+        ("GET", rf"{_API}/issue/([^/]+)/transitions", transitions_get),
+        ("POST", rf"{_API}/issue/([^/]+)/transitions", transitions_post),
+        ("GET", rf"{_API}/issue/([^/]+)/comment", comments_get),
+        ("POST", rf"{_API}/issue/([^/]+)/comment", comment_post),
+        ("GET", rf"{_API}/issueLinkType", link_types),
+        ("POST", rf"{_API}/issueLink", link_create),
+        ("DELETE", rf"{_API}/issueLink/(\d+)", link_delete),
+        ("GET", r"/rest/agile/1\.0/board", boards),
+        ("GET", r"/rest/agile/1\.0/board/(\d+)/sprint", board_sprints),
+        ("GET", r"/rest/agile/1\.0/sprint/(\d+)", sprint_get),
+        ("POST", r"/rest/agile/1\.0/sprint/(\d+)/issue", sprint_move),
+        ("GET", r"/rest/agile/1\.0/issue/([^/]+)", agile_issue),
+    ]
+]
 
 
 def serve(store: Store, *, host: str = "127.0.0.1", port: int = 0) -> EmulatorServer:

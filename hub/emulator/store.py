@@ -45,13 +45,62 @@ LINK_TYPES = {
     "Cloners": {"id": "10001", "inward": "is cloned by", "outward": "clones"},
 }
 CUSTOM_FIELDS = {
-    SPRINT_FIELD: {"name": "Sprint", "schema": {"type": "array", "items": "string", "custom": "com.pyxis.greenhopper.jira:gh-sprint", "customId": 10020}},
-    TEAM_FIELD: {"name": "Team", "schema": {"type": "string", "custom": "com.atlassian.jira.plugin.system.customfieldtypes:textfield", "customId": 10010}},
-    POINTS_FIELD: {"name": "Story Points", "schema": {"type": "number", "custom": "com.atlassian.jira.plugin.system.customfieldtypes:float", "customId": 10030}},
+    SPRINT_FIELD: {
+        "name": "Sprint",
+        "schema": {
+            "type": "array",
+            "items": "string",
+            "custom": "com.pyxis.greenhopper.jira:gh-sprint",
+            "customId": 10020,
+        },
+    },
+    TEAM_FIELD: {
+        "name": "Team",
+        "schema": {
+            "type": "string",
+            "custom": "com.atlassian.jira.plugin.system.customfieldtypes:textfield",
+            "customId": 10010,
+        },
+    },
+    POINTS_FIELD: {
+        "name": "Story Points",
+        "schema": {
+            "type": "number",
+            "custom": "com.atlassian.jira.plugin.system.customfieldtypes:float",
+            "customId": 10030,
+        },
+    },
 }
-SYSTEM_FIELDS = ["summary", "description", "status", "issuetype", "priority", "assignee", "reporter", "creator",
-                 "duedate", "labels", "components", "project", "created", "updated", "issuelinks", "comment"]
-EDITABLE = {"summary", "description", "priority", "assignee", "duedate", "labels", "components", TEAM_FIELD, POINTS_FIELD, SPRINT_FIELD}
+SYSTEM_FIELDS = [
+    "summary",
+    "description",
+    "status",
+    "issuetype",
+    "priority",
+    "assignee",
+    "reporter",
+    "creator",
+    "duedate",
+    "labels",
+    "components",
+    "project",
+    "created",
+    "updated",
+    "issuelinks",
+    "comment",
+]
+EDITABLE = {
+    "summary",
+    "description",
+    "priority",
+    "assignee",
+    "duedate",
+    "labels",
+    "components",
+    TEAM_FIELD,
+    POINTS_FIELD,
+    SPRINT_FIELD,
+}
 
 
 class JiraHttpError(Exception):
@@ -97,23 +146,53 @@ class Store:
 
     # ---- set-up -------------------------------------------------------------------------------
     def add_user(self, name: str, display: str, *, token: str | None = None) -> None:
-        self.users[name] = {"name": name, "key": name, "displayName": display, "emailAddress": f"{name}@example.com",
-                            "active": True, "timeZone": "UTC"}
+        self.users[name] = {
+            "name": name,
+            "key": name,
+            "displayName": display,
+            "emailAddress": f"{name}@example.com",
+            "active": True,
+            "timeZone": "UTC",
+        }
         if token:
             self.tokens[token] = name
 
-    def add_project(self, key: str, name: str, *, next_number: int = 1, components: tuple[str, ...] = (),
-                    read_only: bool = False) -> None:
-        self.projects[key] = {"key": key, "id": str(10100 + len(self.projects)), "name": name, "next": next_number,
-                              "components": list(components), "read_only": read_only}
+    def add_project(
+        self, key: str, name: str, *, next_number: int = 1, components: tuple[str, ...] = (), read_only: bool = False
+    ) -> None:
+        self.projects[key] = {
+            "key": key,
+            "id": str(10100 + len(self.projects)),
+            "name": name,
+            "next": next_number,
+            "components": list(components),
+            "read_only": read_only,
+        }
 
     def add_board(self, board_id: int, name: str, project: str) -> None:
         self.boards[board_id] = {"id": board_id, "name": name, "type": "scrum", "project": project}
 
-    def add_sprint(self, sprint_id: int, name: str, board_id: int, state: str, *, start: str | None = None,
-                   end: str | None = None, goal: str | None = None) -> None:
-        self.sprints[sprint_id] = {"id": sprint_id, "name": name, "state": state, "originBoardId": board_id,
-                                   "startDate": start, "endDate": end, "goal": goal, "sequence": sprint_id}
+    def add_sprint(
+        self,
+        sprint_id: int,
+        name: str,
+        board_id: int,
+        state: str,
+        *,
+        start: str | None = None,
+        end: str | None = None,
+        goal: str | None = None,
+    ) -> None:
+        self.sprints[sprint_id] = {
+            "id": sprint_id,
+            "name": name,
+            "state": state,
+            "originBoardId": board_id,
+            "startDate": start,
+            "endDate": end,
+            "goal": goal,
+            "sequence": sprint_id,
+        }
 
     def now(self) -> dt.datetime:
         """A strictly increasing clock (two writes in the same millisecond still order)."""
@@ -123,12 +202,26 @@ class Store:
         self._last_time = now
         return now
 
-    def seed_issue(self, *, key: str, summary: str, issue_type: str = "Task", status: str = "To Do",
-                   priority: str = "Medium", assignee: str | None = None, reporter: str = "jdoe",
-                   duedate: str | None = None, labels: list[str] | None = None, description: str | None = None,
-                   components: list[str] | None = None, sprint_ids: list[int] | None = None,
-                   custom: dict[str, Any] | None = None, created: dt.datetime | None = None,
-                   updated: dt.datetime | None = None, creator: str | None = None) -> dict[str, Any]:
+    def seed_issue(
+        self,
+        *,
+        key: str,
+        summary: str,
+        issue_type: str = "Task",
+        status: str = "To Do",
+        priority: str = "Medium",
+        assignee: str | None = None,
+        reporter: str = "jdoe",
+        duedate: str | None = None,
+        labels: list[str] | None = None,
+        description: str | None = None,
+        components: list[str] | None = None,
+        sprint_ids: list[int] | None = None,
+        custom: dict[str, Any] | None = None,
+        created: dt.datetime | None = None,
+        updated: dt.datetime | None = None,
+        creator: str | None = None,
+    ) -> dict[str, Any]:
         """Put an issue in place as it already exists (no changelog, no validation): demo and bench data."""
         project = key.rsplit("-", 1)[0]
         number = int(key.rsplit("-", 1)[1])
@@ -136,22 +229,46 @@ class Store:
         proj["next"] = max(proj["next"], number + 1)
         created = created or self.now()
         issue = {
-            "id": str(next(self._ids)), "key": key, "project": project, "summary": summary,
-            "_summary_words": _words(summary), "description": description, "status": status,
-            "issuetype": issue_type, "priority": priority, "assignee": assignee, "reporter": reporter,
-            "creator": creator or reporter, "duedate": duedate, "labels": list(labels or []),
-            "components": list(components or []), "sprint_ids": list(sprint_ids or []),
-            "custom": dict(custom or {}), "created": created, "updated": updated or created,
-            "properties": {}, "comments": [], "changelog": [],
+            "id": str(next(self._ids)),
+            "key": key,
+            "project": project,
+            "summary": summary,
+            "_summary_words": _words(summary),
+            "description": description,
+            "status": status,
+            "issuetype": issue_type,
+            "priority": priority,
+            "assignee": assignee,
+            "reporter": reporter,
+            "creator": creator or reporter,
+            "duedate": duedate,
+            "labels": list(labels or []),
+            "components": list(components or []),
+            "sprint_ids": list(sprint_ids or []),
+            "custom": dict(custom or {}),
+            "created": created,
+            "updated": updated or created,
+            "properties": {},
+            "comments": [],
+            "changelog": [],
         }
         self.issues[key] = issue
         self.issue_order.append(key)
         self.generation += 1
         return issue
 
-    def seed_comment(self, key: str, *, author: str, body: str, created: dt.datetime, comment_id: str | None = None) -> None:
-        self.issues[key]["comments"].append({"id": comment_id or str(next(self._comment_ids)), "author": author, "body": body,
-                                             "created": created, "updated": created})
+    def seed_comment(
+        self, key: str, *, author: str, body: str, created: dt.datetime, comment_id: str | None = None
+    ) -> None:
+        self.issues[key]["comments"].append(
+            {
+                "id": comment_id or str(next(self._comment_ids)),
+                "author": author,
+                "body": body,
+                "created": created,
+                "updated": created,
+            }
+        )
 
     def seed_link(self, link_type: str, source: str, dest: str) -> int:
         link_id = next(self._link_ids)
@@ -165,7 +282,13 @@ class Store:
     def user_json(self, name: str | None) -> dict[str, Any] | None:
         if name is None:
             return None
-        user = self.users.get(name) or {"name": name, "key": name, "displayName": name, "emailAddress": "", "active": False}
+        user = self.users.get(name) or {
+            "name": name,
+            "key": name,
+            "displayName": name,
+            "emailAddress": "",
+            "active": False,
+        }
         return {"self": f"{self.base_url}/rest/api/2/user?username={name}", **user}
 
     def _issue(self, key: str) -> dict[str, Any]:
@@ -186,21 +309,35 @@ class Store:
     def sprint_string(self, sprint: dict[str, Any]) -> str:
         def v(x: Any) -> str:
             return "<null>" if x is None else str(x)
-        return (f"com.atlassian.greenhopper.service.sprint.Sprint@{sprint['id'] * 7919:x}[id={sprint['id']},"
-                f"rapidViewId={sprint['originBoardId']},state={sprint['state'].upper()},name={sprint['name']},"
-                f"startDate={v(sprint['startDate'])},endDate={v(sprint['endDate'])},completeDate=<null>,"
-                f"activatedDate={v(sprint['startDate'])},sequence={sprint['sequence']},goal={v(sprint['goal'])}]")
+
+        return (
+            f"com.atlassian.greenhopper.service.sprint.Sprint@{sprint['id'] * 7919:x}[id={sprint['id']},"
+            f"rapidViewId={sprint['originBoardId']},state={sprint['state'].upper()},name={sprint['name']},"
+            f"startDate={v(sprint['startDate'])},endDate={v(sprint['endDate'])},completeDate=<null>,"
+            f"activatedDate={v(sprint['startDate'])},sequence={sprint['sequence']},goal={v(sprint['goal'])}]"
+        )
 
     def sprint_json(self, sprint: dict[str, Any]) -> dict[str, Any]:
-        return {"id": sprint["id"], "self": f"{self.base_url}/rest/agile/1.0/sprint/{sprint['id']}",
-                "state": sprint["state"], "name": sprint["name"], "startDate": sprint["startDate"],
-                "endDate": sprint["endDate"], "originBoardId": sprint["originBoardId"], "goal": sprint["goal"]}
+        return {
+            "id": sprint["id"],
+            "self": f"{self.base_url}/rest/agile/1.0/sprint/{sprint['id']}",
+            "state": sprint["state"],
+            "name": sprint["name"],
+            "startDate": sprint["startDate"],
+            "endDate": sprint["endDate"],
+            "originBoardId": sprint["originBoardId"],
+            "goal": sprint["goal"],
+        }
 
     def _status_json(self, name: str) -> dict[str, Any]:
         st = STATUSES[name]
         key, cname, cid = st["category"]
-        return {"self": f"{self.base_url}/rest/api/2/status/{st['id']}", "id": st["id"], "name": name,
-                "statusCategory": {"id": cid, "key": key, "name": cname}}
+        return {
+            "self": f"{self.base_url}/rest/api/2/status/{st['id']}",
+            "id": st["id"],
+            "name": name,
+            "statusCategory": {"id": cid, "key": key, "name": cname},
+        }
 
     def _links_of(self, key: str) -> list[dict[str, Any]]:
         out = []
@@ -214,18 +351,38 @@ class Store:
             else:
                 continue
             o = self.issues.get(other)
-            brief = {"key": other, "id": o["id"] if o else "0",
-                     "fields": {"summary": o["summary"] if o else "", "status": self._status_json(o["status"]) if o else None}}
-            out.append({"id": str(link["id"]), "self": f"{self.base_url}/rest/api/2/issueLink/{link['id']}",
-                        "type": type_json, side: brief})
+            brief = {
+                "key": other,
+                "id": o["id"] if o else "0",
+                "fields": {
+                    "summary": o["summary"] if o else "",
+                    "status": self._status_json(o["status"]) if o else None,
+                },
+            }
+            out.append(
+                {
+                    "id": str(link["id"]),
+                    "self": f"{self.base_url}/rest/api/2/issueLink/{link['id']}",
+                    "type": type_json,
+                    side: brief,
+                }
+            )
         return out
 
     def comment_json(self, issue: dict[str, Any], c: dict[str, Any]) -> dict[str, Any]:
-        return {"self": f"{self.base_url}/rest/api/2/issue/{issue['id']}/comment/{c['id']}", "id": c["id"],
-                "author": self.user_json(c["author"]), "updateAuthor": self.user_json(c["author"]), "body": c["body"],
-                "created": jira_time(c["created"]), "updated": jira_time(c["updated"])}
+        return {
+            "self": f"{self.base_url}/rest/api/2/issue/{issue['id']}/comment/{c['id']}",
+            "id": c["id"],
+            "author": self.user_json(c["author"]),
+            "updateAuthor": self.user_json(c["author"]),
+            "body": c["body"],
+            "created": jira_time(c["created"]),
+            "updated": jira_time(c["updated"]),
+        }
 
-    def issue_json(self, issue: dict[str, Any], *, fields: str | None = None, expand: str | None = None) -> dict[str, Any]:
+    def issue_json(
+        self, issue: dict[str, Any], *, fields: str | None = None, expand: str | None = None
+    ) -> dict[str, Any]:
         wanted: set[str] | None = None
         if fields and fields not in ("*all", "*navigable"):
             wanted = {f.strip() for f in fields.split(",") if f.strip() and not f.strip().startswith("-")}
@@ -244,32 +401,51 @@ class Store:
             "creator": self.user_json(issue["creator"]),
             "duedate": issue["duedate"],
             "labels": list(issue["labels"]),
-            "components": [{"id": str(11000 + proj["components"].index(c)) if c in proj["components"] else "0", "name": c}
-                           for c in issue["components"]],
+            "components": [
+                {"id": str(11000 + proj["components"].index(c)) if c in proj["components"] else "0", "name": c}
+                for c in issue["components"]
+            ],
             "project": {"id": proj["id"], "key": proj["key"], "name": proj["name"]},
             "created": jira_time(issue["created"]),
             "updated": jira_time(issue["updated"]),
             "issuelinks": self._links_of(issue["key"]),
-            "comment": {"comments": [self.comment_json(issue, c) for c in issue["comments"]],
-                        "maxResults": len(issue["comments"]), "total": len(issue["comments"]), "startAt": 0},
+            "comment": {
+                "comments": [self.comment_json(issue, c) for c in issue["comments"]],
+                "maxResults": len(issue["comments"]),
+                "total": len(issue["comments"]),
+                "startAt": 0,
+            },
             SPRINT_FIELD: [self.sprint_string(self.sprints[s]) for s in issue["sprint_ids"]] or None,
             TEAM_FIELD: issue["custom"].get(TEAM_FIELD),
             POINTS_FIELD: issue["custom"].get(POINTS_FIELD),
         }
         out_fields = all_fields if wanted is None else {k: v for k, v in all_fields.items() if k in wanted}
-        out: dict[str, Any] = {"expand": "renderedFields,names,schema,operations,editmeta,changelog,versionedRepresentations",
-                               "id": issue["id"], "self": f"{self.base_url}/rest/api/2/issue/{issue['id']}",
-                               "key": issue["key"], "fields": out_fields}
+        out: dict[str, Any] = {
+            "expand": "renderedFields,names,schema,operations,editmeta,changelog,versionedRepresentations",
+            "id": issue["id"],
+            "self": f"{self.base_url}/rest/api/2/issue/{issue['id']}",
+            "key": issue["key"],
+            "fields": out_fields,
+        }
         if expand and "changelog" in expand:
-            hist = [{"id": h["id"], "author": self.user_json(h["author"]), "created": jira_time(h["created"]), "items": h["items"]}
-                    for h in issue["changelog"]]
+            hist = [
+                {
+                    "id": h["id"],
+                    "author": self.user_json(h["author"]),
+                    "created": jira_time(h["created"]),
+                    "items": h["items"],
+                }
+                for h in issue["changelog"]
+            ]
             out["changelog"] = {"startAt": 0, "maxResults": len(hist), "total": len(hist), "histories": hist}
         return out
 
     def _touch(self, issue: dict[str, Any], user: str, items: list[dict[str, Any]]) -> None:
         issue["updated"] = self.now()
         if items:
-            issue["changelog"].append({"id": str(next(self._history_ids)), "author": user, "created": issue["updated"], "items": items})
+            issue["changelog"].append(
+                {"id": str(next(self._history_ids)), "author": user, "created": issue["updated"], "items": items}
+            )
         self.generation += 1
 
     @staticmethod
@@ -278,18 +454,39 @@ class Store:
             if x is None or x == []:
                 return None
             return ", ".join(map(str, x)) if isinstance(x, list) else str(x)
-        return {"field": field, "fieldtype": "custom" if field.startswith("customfield") or field == "Sprint" else "jira",
-                "from": s(old), "fromString": s(old), "to": s(new), "toString": s(new)}
+
+        return {
+            "field": field,
+            "fieldtype": "custom" if field.startswith("customfield") or field == "Sprint" else "jira",
+            "from": s(old),
+            "fromString": s(old),
+            "to": s(new),
+            "toString": s(new),
+        }
 
     # ---- reads --------------------------------------------------------------------------------
-    def search(self, *, user: str, jql: str, start: int, max_results: int, fields: str | None, expand: str | None,
-               validate: bool = True) -> dict[str, Any]:
+    def search(
+        self,
+        *,
+        user: str,
+        jql: str,
+        start: int,
+        max_results: int,
+        fields: str | None,
+        expand: str | None,
+        validate: bool = True,
+    ) -> dict[str, Any]:
         with self.lock:
             keys = self._search_keys(jql, user, validate=validate)
             max_results = max(0, min(max_results, 1000))
-            page = keys[start:start + max_results]
-            return {"expand": "schema,names", "startAt": start, "maxResults": max_results, "total": len(keys),
-                    "issues": [self.issue_json(self.issues[k], fields=fields, expand=expand) for k in page]}
+            page = keys[start : start + max_results]
+            return {
+                "expand": "schema,names",
+                "startAt": start,
+                "maxResults": max_results,
+                "total": len(keys),
+                "issues": [self.issue_json(self.issues[k], fields=fields, expand=expand) for k in page],
+            }
 
     def _search_keys(self, jql: str, user: str, *, validate: bool = True) -> list[str]:
         cache_key = (jql, user, self.generation)
@@ -301,9 +498,14 @@ class Store:
             for k in query.keys:
                 if k.upper() not in self.issues:
                     raise JiraHttpError(400, [f"An issue with key '{k}' does not exist for field 'key'."])
-        hidden_after = dt.datetime.now(UTC) - dt.timedelta(seconds=self.search_lag_seconds) if self.search_lag_seconds else None
-        matched = [i for i in (self.issues[k] for k in self.issue_order)
-                   if all(c(i, user) for c in query.clauses) and (hidden_after is None or i["created"] <= hidden_after)]
+        hidden_after = (
+            dt.datetime.now(UTC) - dt.timedelta(seconds=self.search_lag_seconds) if self.search_lag_seconds else None
+        )
+        matched = [
+            i
+            for i in (self.issues[k] for k in self.issue_order)
+            if all(c(i, user) for c in query.clauses) and (hidden_after is None or i["created"] <= hidden_after)
+        ]
         order = query.order or [("key", True)]  # Jira's default ORDER BY key DESC
         for fname, desc in reversed(order):
             if fname == "key":
@@ -339,15 +541,24 @@ class Store:
         with self.lock:
             issue = self._issue(key)
             cs = issue["comments"]
-            page = cs[start:start + max_results]
-            return {"startAt": start, "maxResults": max_results, "total": len(cs),
-                    "comments": [self.comment_json(issue, c) for c in page]}
+            page = cs[start : start + max_results]
+            return {
+                "startAt": start,
+                "maxResults": max_results,
+                "total": len(cs),
+                "comments": [self.comment_json(issue, c) for c in page],
+            }
 
     def transitions(self, key: str) -> dict[str, Any]:
         with self.lock:
             issue = self._issue(key)
-            return {"expand": "transitions", "transitions": [
-                {"id": tid, "name": name, "to": self._status_json(to)} for tid, name, to in WORKFLOW[issue["status"]]]}
+            return {
+                "expand": "transitions",
+                "transitions": [
+                    {"id": tid, "name": name, "to": self._status_json(to)}
+                    for tid, name, to in WORKFLOW[issue["status"]]
+                ],
+            }
 
     # ---- writes -------------------------------------------------------------------------------
     def _field_value(self, project: dict[str, Any], fname: str, value: Any, errors: dict[str, str]) -> Any:
@@ -387,7 +598,9 @@ class Store:
                 errors["duedate"] = "Error parsing date string: " + str(value)
             return value
         if fname == "labels":
-            if not isinstance(value, list) or any(not isinstance(x, str) or not x or re.search(r"\s", x) for x in value):
+            if not isinstance(value, list) or any(
+                not isinstance(x, str) or not x or re.search(r"\s", x) for x in value
+            ):
                 errors["labels"] = "The label '…' contains spaces which is invalid."
                 return []
             return list(value)
@@ -459,12 +672,23 @@ class Store:
             now = self.now()
             sprint = values.pop(SPRINT_FIELD, None)
             issue = self.seed_issue(
-                key=key, summary=values["summary"], issue_type=itype, status="To Do",
-                priority=values.get("priority") or "Medium", assignee=values.get("assignee"), reporter=user,
-                creator=user, duedate=values.get("duedate"), labels=values.get("labels") or [],
-                description=values.get("description"), components=values.get("components") or [],
+                key=key,
+                summary=values["summary"],
+                issue_type=itype,
+                status="To Do",
+                priority=values.get("priority") or "Medium",
+                assignee=values.get("assignee"),
+                reporter=user,
+                creator=user,
+                duedate=values.get("duedate"),
+                labels=values.get("labels") or [],
+                description=values.get("description"),
+                components=values.get("components") or [],
                 sprint_ids=[sprint] if sprint else [],
-                custom={k: v for k, v in values.items() if k.startswith("customfield")}, created=now, updated=now)
+                custom={k: v for k, v in values.items() if k.startswith("customfield")},
+                created=now,
+                updated=now,
+            )
             for p in properties:
                 issue["properties"][p["key"]] = p.get("value")
             return {"id": issue["id"], "key": key, "self": f"{self.base_url}/rest/api/2/issue/{issue['id']}"}
@@ -575,20 +799,37 @@ class Store:
     # ---- agile --------------------------------------------------------------------------------
     def boards_for(self, project: str | None) -> dict[str, Any]:
         with self.lock:
-            values = [{"id": b["id"], "self": f"{self.base_url}/rest/agile/1.0/board/{b['id']}", "name": b["name"],
-                       "type": b["type"], "location": {"projectKey": b["project"]}}
-                      for b in self.boards.values() if project is None or b["project"] == project or
-                      self.projects.get(b["project"], {}).get("id") == project]
+            values = [
+                {
+                    "id": b["id"],
+                    "self": f"{self.base_url}/rest/agile/1.0/board/{b['id']}",
+                    "name": b["name"],
+                    "type": b["type"],
+                    "location": {"projectKey": b["project"]},
+                }
+                for b in self.boards.values()
+                if project is None
+                or b["project"] == project
+                or self.projects.get(b["project"], {}).get("id") == project
+            ]
             return {"maxResults": 50, "startAt": 0, "total": len(values), "isLast": True, "values": values}
 
     def board_sprints(self, board_id: int, states: set[str] | None, start: int, max_results: int) -> dict[str, Any]:
         with self.lock:
             if board_id not in self.boards:
                 raise JiraHttpError(404, ["Board does not exist or you do not have permission to see it."])
-            values = [self.sprint_json(s) for s in self.sprints.values()
-                      if s["originBoardId"] == board_id and (not states or s["state"] in states)]
-            page = values[start:start + max_results]
-            return {"maxResults": max_results, "startAt": start, "isLast": start + max_results >= len(values), "values": page}
+            values = [
+                self.sprint_json(s)
+                for s in self.sprints.values()
+                if s["originBoardId"] == board_id and (not states or s["state"] in states)
+            ]
+            page = values[start : start + max_results]
+            return {
+                "maxResults": max_results,
+                "startAt": start,
+                "isLast": start + max_results >= len(values),
+                "values": page,
+            }
 
     def get_sprint(self, sprint_id: int) -> dict[str, Any]:
         with self.lock:
@@ -618,23 +859,58 @@ class Store:
         with self.lock:
             issue = self._issue(key)
             current = self.current_sprint(issue)
-            closed = [self.sprint_json(self.sprints[s]) for s in issue["sprint_ids"] if self.sprints[s]["state"] == "closed"]
-            return {"id": issue["id"], "key": issue["key"], "self": f"{self.base_url}/rest/agile/1.0/issue/{issue['id']}",
-                    "fields": {"sprint": self.sprint_json(current) if current else None, "closedSprints": closed}}
+            closed = [
+                self.sprint_json(self.sprints[s]) for s in issue["sprint_ids"] if self.sprints[s]["state"] == "closed"
+            ]
+            return {
+                "id": issue["id"],
+                "key": issue["key"],
+                "self": f"{self.base_url}/rest/agile/1.0/issue/{issue['id']}",
+                "fields": {"sprint": self.sprint_json(current) if current else None, "closedSprints": closed},
+            }
 
     # ---- misc ---------------------------------------------------------------------------------
     def fields(self) -> list[dict[str, Any]]:
-        out = [{"id": f, "key": f, "name": f.capitalize(), "custom": False, "navigable": True, "searchable": True,
-                "clauseNames": [f]} for f in SYSTEM_FIELDS]
+        out = [
+            {
+                "id": f,
+                "key": f,
+                "name": f.capitalize(),
+                "custom": False,
+                "navigable": True,
+                "searchable": True,
+                "clauseNames": [f],
+            }
+            for f in SYSTEM_FIELDS
+        ]
         for fid, meta in CUSTOM_FIELDS.items():
-            out.append({"id": fid, "key": fid, "name": meta["name"], "custom": True, "navigable": True,
-                        "searchable": True, "clauseNames": [f"cf[{meta['schema']['customId']}]", meta["name"]],
-                        "schema": meta["schema"]})
+            out.append(
+                {
+                    "id": fid,
+                    "key": fid,
+                    "name": meta["name"],
+                    "custom": True,
+                    "navigable": True,
+                    "searchable": True,
+                    "clauseNames": [f"cf[{meta['schema']['customId']}]", meta["name"]],
+                    "schema": meta["schema"],
+                }
+            )
         return out
 
     def link_types(self) -> dict[str, Any]:
-        return {"issueLinkTypes": [{"id": t["id"], "name": n, "inward": t["inward"], "outward": t["outward"],
-                                    "self": f"{self.base_url}/rest/api/2/issueLinkType/{t['id']}"} for n, t in LINK_TYPES.items()]}
+        return {
+            "issueLinkTypes": [
+                {
+                    "id": t["id"],
+                    "name": n,
+                    "inward": t["inward"],
+                    "outward": t["outward"],
+                    "self": f"{self.base_url}/rest/api/2/issueLinkType/{t['id']}",
+                }
+                for n, t in LINK_TYPES.items()
+            ]
+        }
 
     def touch_as(self, key: str, *, user: str, summary: str) -> str:
         """A human edit in Jira (bench and tests): returns the new `updated`."""

@@ -46,8 +46,9 @@ def transport_security() -> TransportSecuritySettings:
         allowed_hosts += [host, f"{host}:*"]
         for scheme in ("http", "https"):
             origins += [f"{scheme}://{host}", f"{scheme}://{host}:*"]
-    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=allowed_hosts,
-                                     allowed_origins=origins)
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=allowed_hosts, allowed_origins=origins
+    )
 
 
 def host_allowed(host: str) -> bool:
@@ -66,9 +67,13 @@ async def json_error(send, error: ApplicationError, headers: tuple = ()) -> None
     """The API's error body, from the platform's one renderer (``achilles.errors.render``)."""
     rendered = render(error)
     body = json.dumps(rendered.body, ensure_ascii=False).encode()
-    await send({"type": "http.response.start", "status": rendered.status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                            *headers]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": rendered.status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -100,8 +105,9 @@ class McpHttpApp:
         header = _header(scope, b"authorization")
         raw = header[7:].strip() if header[:7].lower() == "bearer " else ""
         if not raw or not await sync_to_async(_authenticate, thread_sensitive=False)(raw):
-            await json_error(send, NotAuthenticated(NOT_AUTHENTICATED),
-                             headers=((b"www-authenticate", b'Bearer realm="achilles"'),))
+            await json_error(
+                send, NotAuthenticated(NOT_AUTHENTICATED), headers=((b"www-authenticate", b'Bearer realm="achilles"'),)
+            )
             return
         manager = await self._manager()
         reset = current_caller.set(Caller(token=raw))
@@ -117,13 +123,13 @@ class McpHttpApp:
         runner = self._runners.get(loop)
         if runner is None:
             server = build_server()
-            server.streamable_http_app(stateless_http=True, json_response=True,
-                                       transport_security=transport_security())
+            server.streamable_http_app(stateless_http=True, json_response=True, transport_security=transport_security())
             runner = _LoopRunner(manager=server.session_manager)
             self._runners[loop] = runner
             # A clean context: the long-lived task must not carry this request's caller.
-            runner.task = loop.create_task(self._run(runner), name="hub-mcp-session-manager",
-                                           context=contextvars.Context())
+            runner.task = loop.create_task(
+                self._run(runner), name="hub-mcp-session-manager", context=contextvars.Context()
+            )
         await runner.ready.wait()
         if runner.failed:
             self._runners.pop(loop, None)  # the next request tries a fresh one

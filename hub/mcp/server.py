@@ -39,9 +39,23 @@ logger = logging.getLogger(__name__)
 
 AUTHOR = "claude"  # SHALL (seed 004): commands queued over MCP are authored by `claude`
 REFRESH_WAIT_MINUTES = 10
-TOOL_NAMES = ("issues", "issue", "notes_set", "batch_create", "batch_status", "batch_wait", "batches",
-              "command_retry", "batch_cancel", "refresh", "agent_status", "sync_log", "settings_get",
-              "settings_set", "knowledge_search")
+TOOL_NAMES = (
+    "issues",
+    "issue",
+    "notes_set",
+    "batch_create",
+    "batch_status",
+    "batch_wait",
+    "batches",
+    "command_retry",
+    "batch_cancel",
+    "refresh",
+    "agent_status",
+    "sync_log",
+    "settings_get",
+    "settings_set",
+    "knowledge_search",
+)
 
 NOT_AUTHENTICATED = "Authentication credentials were not provided or are invalid."
 
@@ -58,6 +72,7 @@ current_caller: contextvars.ContextVar[Caller | None] = contextvars.ContextVar("
 
 
 # ---------------------------------------------------------------- running hub code as the caller
+
 
 def _resolve_user():
     caller = current_caller.get()
@@ -96,8 +111,9 @@ def _in_thread(fn: Callable[[], Any]):
 def error_result(exc: Exception, *, tool: str = "") -> CallToolResult:
     """The platform's text rendering of an error (``code: message``, ``achilles.errors.render_text``):
     a domain error carries the REST answer's code and detail; a crash is logged and stays generic."""
-    return CallToolResult(content=[TextContent(type="text", text=render_text(exc, context=f"mcp {tool}".strip()))],
-                          is_error=True)
+    return CallToolResult(
+        content=[TextContent(type="text", text=render_text(exc, context=f"mcp {tool}".strip()))], is_error=True
+    )
 
 
 async def _answer(render: Callable[[Any, dt.tzinfo], str]) -> str | CallToolResult:
@@ -114,6 +130,7 @@ async def _answer(render: Callable[[Any, dt.tzinfo], str]) -> str | CallToolResu
 
 
 # ---------------------------------------------------------------- tool descriptions and schemas
+
 
 def _inline_refs(node: Any, defs: dict[str, Any]) -> Any:
     if isinstance(node, dict):
@@ -150,24 +167,33 @@ refresh {keys} | {full: true}. "key": "$N" — задача, созданная 
 
 
 def _read_only(title: str) -> ToolAnnotations:
-    return ToolAnnotations(title=title, read_only_hint=True, destructive_hint=False, idempotent_hint=True,
-                           open_world_hint=False)
+    return ToolAnnotations(
+        title=title, read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+    )
 
 
 def _write(title: str, *, idempotent: bool = False, destructive: bool = False) -> ToolAnnotations:
-    return ToolAnnotations(title=title, read_only_hint=False, destructive_hint=destructive,
-                           idempotent_hint=idempotent, open_world_hint=True)
+    return ToolAnnotations(
+        title=title,
+        read_only_hint=False,
+        destructive_hint=destructive,
+        idempotent_hint=idempotent,
+        open_world_hint=True,
+    )
 
 
 # ---------------------------------------------------------------- the server
+
 
 def build_server() -> MCPServer:
     """A fresh server with every tool registered (one per HTTP event loop, one per stdio process)."""
     server = MCPServer(
         name="achilles-hub",
         title="Achilles Hub",
-        instructions=("Зеркало Jira и очередь команд хаба Achilles: чтение задач из зеркала, заметки, пакеты "
-                      "команд (их выполняет агент синхронизации), статус агента; плюс поиск по базе знаний."),
+        instructions=(
+            "Зеркало Jira и очередь команд хаба Achilles: чтение задач из зеркала, заметки, пакеты "
+            "команд (их выполняет агент синхронизации), статус агента; плюс поиск по базе знаний."
+        ),
         log_level="WARNING",
     )
 
@@ -188,14 +214,29 @@ def build_server() -> MCPServer:
     ) -> str | CallToolResult:
         """Задачи из зеркала Jira с фильтрами (как GET /api/hub/issues): таблица — ключ, тема, статус, срок,
         исполнитель, спринт, статус по факту."""
-        filters = IssueFilters(project=project, status=status, assignee=assignee, sprint=sprint, label=label,
-                               fact_status=fact_status, due_from=due_from, due_to=due_to, overdue=overdue,
-                               text=text, updated_since=updated_since)
-        return await _answer(lambda user, tz: texts.issues_text(
-            selectors.issues_list(user=user, filters=filters, limit=limit), limit=limit))
+        filters = IssueFilters(
+            project=project,
+            status=status,
+            assignee=assignee,
+            sprint=sprint,
+            label=label,
+            fact_status=fact_status,
+            due_from=due_from,
+            due_to=due_to,
+            overdue=overdue,
+            text=text,
+            updated_since=updated_since,
+        )
+        return await _answer(
+            lambda user, tz: texts.issues_text(
+                selectors.issues_list(user=user, filters=filters, limit=limit), limit=limit
+            )
+        )
 
     @server.tool(annotations=_read_only("Карточка задачи"), structured_output=False)
-    async def issue(key: Annotated[str, Field(description="ключ задачи, например AURORA-1538")]) -> str | CallToolResult:
+    async def issue(
+        key: Annotated[str, Field(description="ключ задачи, например AURORA-1538")],
+    ) -> str | CallToolResult:
         """Карточка задачи из зеркала: поля, связи (обе стороны, тип и направление), заметки хаба, последние
         команды и 5 последних комментариев."""
         return await _answer(lambda user, tz: texts.issue_text(selectors.issue_card(user=user, key=key), tz=tz))
@@ -217,18 +258,24 @@ def build_server() -> MCPServer:
         # unknown field with the same text as REST instead of silently ignoring it.
         raw = getattr(getattr(ctx, "_input_params", None), "arguments", None) or {}
         fields |= {name: value for name, value in raw.items() if name != "key" and name not in given}
-        return await _answer(lambda user, tz: texts.notes_text(
-            services.notes_set(user=user, key=key, fields=fields), tz=tz))
+        return await _answer(
+            lambda user, tz: texts.notes_text(services.notes_set(user=user, key=key, fields=fields), tz=tz)
+        )
 
-    @server.tool(description=BATCH_CREATE_DESCRIPTION, annotations=_write("Пакет команд для Jira"),
-                 structured_output=False)
+    @server.tool(
+        description=BATCH_CREATE_DESCRIPTION, annotations=_write("Пакет команд для Jira"), structured_output=False
+    )
     async def batch_create(
         title: Annotated[str, Field(description="название пакета")],
-        commands: Annotated[list[dict[str, Any]], WithJsonSchema(commands_schema()),
-                            Field(description="команды по контракту commands")],
+        commands: Annotated[
+            list[dict[str, Any]], WithJsonSchema(commands_schema()), Field(description="команды по контракту commands")
+        ],
     ) -> str | CallToolResult:
-        return await _answer(lambda user, tz: texts.batch_created_text(
-            services.batch_create(user=user, title=title, commands=commands, author=AUTHOR), title=title))
+        return await _answer(
+            lambda user, tz: texts.batch_created_text(
+                services.batch_create(user=user, title=title, commands=commands, author=AUTHOR), title=title
+            )
+        )
 
     @server.tool(annotations=_read_only("Статус пакета"), structured_output=False)
     async def batch_status(id: Annotated[int, Field(description="id пакета")]) -> str | CallToolResult:  # noqa: A002
@@ -245,22 +292,28 @@ def build_server() -> MCPServer:
         return await _wait(id, timeout_minutes)
 
     @server.tool(annotations=_read_only("Последние пакеты"), structured_output=False)
-    async def batches(limit: Annotated[int, Field(ge=1, le=200, description="сколько пакетов")] = 20) -> str | CallToolResult:
+    async def batches(
+        limit: Annotated[int, Field(ge=1, le=200, description="сколько пакетов")] = 20,
+    ) -> str | CallToolResult:
         """Последние пакеты со статусом."""
         return await _answer(lambda user, tz: texts.batches_text(selectors.batches_list(user=user, limit=limit), tz=tz))
 
     @server.tool(annotations=_write("Повторить команду"), structured_output=False)
     async def command_retry(id: Annotated[int, Field(description="id команды")]) -> str | CallToolResult:  # noqa: A002
         """Поставить команду заново — новым пакетом (с refresh её задачи)."""
-        return await _answer(lambda user, tz: texts.command_retry_text(
-            services.command_retry(user=user, command_id=id, author=AUTHOR), command_id=id))
+        return await _answer(
+            lambda user, tz: texts.command_retry_text(
+                services.command_retry(user=user, command_id=id, author=AUTHOR), command_id=id
+            )
+        )
 
     @server.tool(annotations=_write("Отменить пакет", idempotent=True, destructive=True), structured_output=False)
     async def batch_cancel(id: Annotated[int, Field(description="id пакета")]) -> str | CallToolResult:  # noqa: A002
         """Отменить команды пакета, ещё стоящие в очереди. Команды, уже взятые агентом, будут выполнены;
         остановить такую — POST /api/hub/commands/N/cancel с force: true."""
-        return await _answer(lambda user, tz: texts.batch_cancel_text(
-            services.batch_cancel(user=user, batch_id=id), tz=tz))
+        return await _answer(
+            lambda user, tz: texts.batch_cancel_text(services.batch_cancel(user=user, batch_id=id), tz=tz)
+        )
 
     @server.tool(annotations=_write("Обновить зеркало из Jira", idempotent=True), structured_output=False)
     async def refresh(
@@ -270,6 +323,7 @@ def build_server() -> MCPServer:
     ) -> str | CallToolResult:
         """Перечитать задачи из Jira в зеркало (keys) или всё (full). Без wait — id поставленного пакета;
         с wait — итог пакета, как у batch_wait."""
+
         def queue(user, tz):
             return services.refresh(user=user, keys=keys, full=full, author=AUTHOR)
 
@@ -287,7 +341,9 @@ def build_server() -> MCPServer:
         return await _answer(lambda user, tz: texts.agent_status_text(selectors.agent_status(user=user), tz=tz))
 
     @server.tool(annotations=_read_only("Журнал синхронизаций"), structured_output=False)
-    async def sync_log(limit: Annotated[int, Field(ge=1, le=200, description="сколько запусков")] = 20) -> str | CallToolResult:
+    async def sync_log(
+        limit: Annotated[int, Field(ge=1, le=200, description="сколько запусков")] = 20,
+    ) -> str | CallToolResult:
         """Последние запуски синхронизации: вид, начало, конец, счётчики, ошибки, статус."""
         return await _answer(lambda user, tz: texts.sync_log_text(selectors.sync_log(user=user, limit=limit), tz=tz))
 
@@ -296,8 +352,11 @@ def build_server() -> MCPServer:
         key: Annotated[str | None, Field(description="ключ настройки; без него — все")] = None,
     ) -> str | CallToolResult:
         """Текущее значение настройки хаба (или всех) и settings_version."""
-        return await _answer(lambda user, tz: texts.settings_text(
-            selectors.settings_get(user=user, key=key), settings_version=selectors.settings_version_get()))
+        return await _answer(
+            lambda user, tz: texts.settings_text(
+                selectors.settings_get(user=user, key=key), settings_version=selectors.settings_version_get()
+            )
+        )
 
     @server.tool(annotations=_write("Изменить настройку хаба", idempotent=True), structured_output=False)
     async def settings_set(
@@ -306,8 +365,9 @@ def build_server() -> MCPServer:
     ) -> str | CallToolResult:
         """Изменить настройку хаба (только персонал): ответ — новая settings_version; агент получит настройки
         при следующем обращении."""
-        return await _answer(lambda user, tz: texts.settings_set_text(
-            key, services.settings_set(user=user, key=key, value=value)))
+        return await _answer(
+            lambda user, tz: texts.settings_set_text(key, services.settings_set(user=user, key=key, value=value))
+        )
 
     @server.tool(annotations=_read_only("Поиск по базе знаний"), structured_output=False)
     async def knowledge_search(
@@ -316,6 +376,7 @@ def build_server() -> MCPServer:
     ) -> str | CallToolResult:
         """Поиск по базе знаний компании с вашими правами доступа: фрагменты с источниками для цитирования и,
         если есть подходящие закрытые документы, — где запросить доступ."""
+
         def render(user, tz):
             result = search(query, Identity.for_user(user), k=k)
             return texts.knowledge_text(result.candidates, result.withheld, is_empty=result.is_empty)

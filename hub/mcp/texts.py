@@ -43,10 +43,16 @@ DASH = "—"
 
 NO_COMMENTS = "комментариев нет"
 
-NOTE_LABELS = {"fact_status": "статус по факту", "note": "заметка", "next_step": "следующий шаг", "owner": "ответственный"}
+NOTE_LABELS = {
+    "fact_status": "статус по факту",
+    "note": "заметка",
+    "next_step": "следующий шаг",
+    "owner": "ответственный",
+}
 
 
 # ---------------------------------------------------------------- small helpers
+
 
 def plural(n: int, one: str, few: str, many: str) -> str:
     """Russian plural form for ``n``: 1 команда, 2 команды, 5 команд, 11 команд, 21 команда."""
@@ -107,8 +113,17 @@ ISSUES_HEADER = "ключ | тема | статус | срок | исполни�
 
 
 def issue_row_line(row: IssueRow) -> str:
-    return " | ".join([row.key, clip(row.summary, SUMMARY_MAX) or DASH, or_dash(row.status), fmt_date(row.duedate),
-                       or_dash(row.assignee), or_dash(row.sprint), or_dash(row.fact_status)])
+    return " | ".join(
+        [
+            row.key,
+            clip(row.summary, SUMMARY_MAX) or DASH,
+            or_dash(row.status),
+            fmt_date(row.duedate),
+            or_dash(row.assignee),
+            or_dash(row.sprint),
+            or_dash(row.fact_status),
+        ]
+    )
 
 
 def issues_text(rows: Sequence[IssueRow], *, limit: int) -> str:
@@ -177,9 +192,32 @@ def command_line(command: CommandView, *, with_batch: bool = False) -> str:
 
 
 # Raw Jira fields the card already shows (or that are noise in a chat answer).
-SHOWN_FIELDS = frozenset({"summary", "description", "status", "priority", "assignee", "duedate", "labels", "issuetype",
-                          "project", "updated", "issuelinks", "comment", "sprint", "watches", "votes", "worklog",
-                          "attachment", "subtasks", "timetracking", "lastViewed", "progress", "aggregateprogress"})
+SHOWN_FIELDS = frozenset(
+    {
+        "summary",
+        "description",
+        "status",
+        "priority",
+        "assignee",
+        "duedate",
+        "labels",
+        "issuetype",
+        "project",
+        "updated",
+        "issuelinks",
+        "comment",
+        "sprint",
+        "watches",
+        "votes",
+        "worklog",
+        "attachment",
+        "subtasks",
+        "timetracking",
+        "lastViewed",
+        "progress",
+        "aggregateprogress",
+    }
+)
 OTHER_FIELDS_SHOWN = 15
 
 
@@ -243,18 +281,27 @@ def issue_text(card: IssueCard, *, tz: dt.tzinfo = UTC) -> str:
 
 # ---------------------------------------------------------------- batches
 
+
 def batch_created_text(created: BatchCreated, *, title: str = "") -> str:
     named = f" «{title}»" if title else ""
-    return "\n".join([
-        f"пакет #{created.id}{named} создан: {commands_count(created.command_count)}",
-        f"оценка: {estimate_text(created.estimate_seconds)} (estimate_seconds: {created.estimate_seconds})",
-        f"результат: batch_wait {{\"id\": {created.id}, \"timeout_minutes\": "
-        f"{min(60, max(5, 2 * minutes(created.estimate_seconds)))}}}",
-    ])
+    return "\n".join(
+        [
+            f"пакет #{created.id}{named} создан: {commands_count(created.command_count)}",
+            f"оценка: {estimate_text(created.estimate_seconds)} (estimate_seconds: {created.estimate_seconds})",
+            f'результат: batch_wait {{"id": {created.id}, "timeout_minutes": '
+            f"{min(60, max(5, 2 * minutes(created.estimate_seconds)))}}}",
+        ]
+    )
 
 
-BATCH_STATES = {"queued": "в очереди", "running": "выполняется", "done": "выполнен", "failed": "завершён с ошибками",
-                "cancelled": "отменён", "partial": "выполнен частично"}
+BATCH_STATES = {
+    "queued": "в очереди",
+    "running": "выполняется",
+    "done": "выполнен",
+    "failed": "завершён с ошибками",
+    "cancelled": "отменён",
+    "partial": "выполнен частично",
+}
 
 
 def counts_text(counts: Mapping[str, int]) -> str:
@@ -268,8 +315,10 @@ def batch_text(view: BatchView, *, tz: dt.tzinfo = UTC) -> str:
     """``batch_status`` / ``batch_wait``: every command's state and error, the remaining estimate."""
     title = f" «{view.title}»" if view.title else ""
     state = BATCH_STATES.get(view.state, view.state)
-    lines = [f"пакет #{view.id}{title} — {view.state} ({state}), автор: {view.author}",
-             f"{commands_count(len(view.commands))}: {counts_text(view.counts)}"]
+    lines = [
+        f"пакет #{view.id}{title} — {view.state} ({state}), автор: {view.author}",
+        f"{commands_count(len(view.commands))}: {counts_text(view.counts)}",
+    ]
     lines += [f"  {command_line(c)}" for c in view.commands]
     if view.finished:
         lines.append(f"завершён: {fmt_time(view.finished_at, tz)}")
@@ -286,8 +335,10 @@ def batches_text(batches: Sequence[BatchSummary], *, tz: dt.tzinfo = UTC) -> str
     lines = [f"пакетов: {len(batches)}"]
     for b in batches:
         title = f" «{clip(b.title, SUMMARY_MAX)}»" if b.title else ""
-        lines.append(f"#{b.id}{title} — {b.state}: {commands_count(b.command_count)} ({counts_text(b.counts)}), "
-                     f"{b.author}, {fmt_time(b.created_at, tz)}")
+        lines.append(
+            f"#{b.id}{title} — {b.state}: {commands_count(b.command_count)} ({counts_text(b.counts)}), "
+            f"{b.author}, {fmt_time(b.created_at, tz)}"
+        )
     return "\n".join(lines)
 
 
@@ -306,11 +357,14 @@ def command_retry_text(created: BatchCreated, *, command_id: int) -> str:
 
 
 def refresh_queued_text(created: BatchCreated) -> str:
-    return (f"обновление из Jira поставлено: пакет #{created.id}, {commands_count(created.command_count)}, "
-            f"оценка {estimate_text(created.estimate_seconds)}")
+    return (
+        f"обновление из Jira поставлено: пакет #{created.id}, {commands_count(created.command_count)}, "
+        f"оценка {estimate_text(created.estimate_seconds)}"
+    )
 
 
 # ---------------------------------------------------------------- agent status
+
 
 def agent_status_text(status: AgentStatus, *, tz: dt.tzinfo = UTC) -> str:
     """HUB-12, the seed's lines — rendered by ``hub.texts`` so REST's ``lines`` and MCP say the same."""
@@ -319,14 +373,17 @@ def agent_status_text(status: AgentStatus, *, tz: dt.tzinfo = UTC) -> str:
 
 # ---------------------------------------------------------------- sync log, settings
 
+
 def sync_log_text(runs: Sequence[SyncRunView], *, tz: dt.tzinfo = UTC) -> str:
     if not runs:
         return "синхронизаций ещё не было"
     lines = [f"синхронизаций: {len(runs)}"]
     for run in runs:
         counts = ", ".join(f"{k} {v}" for k, v in run.counts.items()) or DASH
-        lines.append(f"#{run.id} {run.kind} — {run.status}: {fmt_time(run.started_at, tz)} → "
-                     f"{fmt_time(run.finished_at, tz)}; {counts}")
+        lines.append(
+            f"#{run.id} {run.kind} — {run.status}: {fmt_time(run.started_at, tz)} → "
+            f"{fmt_time(run.finished_at, tz)}; {counts}"
+        )
         lines += [f"  ошибка: {clip(error, COMMENT_MAX)}" for error in run.errors]
     return "\n".join(lines)
 
@@ -347,6 +404,7 @@ def settings_set_text(key: str, settings_version: int) -> str:
 
 
 # ---------------------------------------------------------------- knowledge
+
 
 def knowledge_text(candidates: Iterable[Any], withheld: Iterable[Any], *, is_empty: bool) -> str:
     """Candidates with numbered citations, then the withheld coordinates (never titles or text)."""

@@ -8,7 +8,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -17,406 +16,716 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='RateLimitEvent',
+            name="RateLimitEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('at', models.DateTimeField()),
-                ('retry_after_seconds', models.FloatField(default=0)),
-                ('path', models.CharField(blank=True, default='', max_length=500)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("at", models.DateTimeField()),
+                ("retry_after_seconds", models.FloatField(default=0)),
+                ("path", models.CharField(blank=True, default="", max_length=500)),
             ],
             options={
-                'db_table': 'hub_rate_limit_events',
+                "db_table": "hub_rate_limit_events",
             },
         ),
         migrations.CreateModel(
-            name='SyncAgent',
+            name="SyncAgent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=100, unique=True)),
-                ('token_prefix', models.CharField(max_length=16)),
-                ('token_hash', models.CharField(max_length=64, unique=True)),
-                ('created_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('revoked_at', models.DateTimeField(blank=True, null=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=100, unique=True)),
+                ("token_prefix", models.CharField(max_length=16)),
+                ("token_hash", models.CharField(max_length=64, unique=True)),
+                ("created_at", models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
+                ("revoked_at", models.DateTimeField(blank=True, null=True)),
             ],
             options={
-                'db_table': 'hub_sync_agents',
-                'ordering': ['name'],
+                "db_table": "hub_sync_agents",
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='SyncRun',
+            name="SyncRun",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(max_length=16)),
-                ('status', models.CharField(default='running', max_length=16)),
-                ('started_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('counts', models.JSONField(blank=True, default=dict)),
-                ('errors', models.JSONField(blank=True, default=list)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("kind", models.CharField(max_length=16)),
+                ("status", models.CharField(default="running", max_length=16)),
+                ("started_at", models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("counts", models.JSONField(blank=True, default=dict)),
+                ("errors", models.JSONField(blank=True, default=list)),
             ],
             options={
-                'db_table': 'hub_sync_runs',
-                'ordering': ['-id'],
+                "db_table": "hub_sync_runs",
+                "ordering": ["-id"],
             },
         ),
         migrations.CreateModel(
-            name='Batch',
+            name="Batch",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('title', models.CharField(max_length=300)),
-                ('author', models.CharField(help_text='`claude` from MCP, `api` from REST without author.', max_length=64)),
-                ('created_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='hub_batches', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("title", models.CharField(max_length=300)),
+                (
+                    "author",
+                    models.CharField(help_text="`claude` from MCP, `api` from REST without author.", max_length=64),
+                ),
+                ("created_at", models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="hub_batches",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'db_table': 'hub_batches',
-                'ordering': ['-id'],
+                "db_table": "hub_batches",
+                "ordering": ["-id"],
             },
         ),
         migrations.CreateModel(
-            name='Command',
+            name="Command",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('seq', models.PositiveIntegerField(help_text='1-based position in the batch; `$N` names seq N.')),
-                ('type', models.CharField(max_length=32)),
-                ('payload', models.JSONField(help_text="The command as validated (the contract's shape).")),
-                ('keys', django.contrib.postgres.fields.ArrayField(base_field=models.CharField(max_length=64), blank=True, default=list, help_text='Issue keys the command touches (`$N` until resolved).', size=None)),
-                ('depends_on', django.contrib.postgres.fields.ArrayField(base_field=models.PositiveIntegerField(), blank=True, default=list, help_text='Seqs of earlier ensure_issue commands this one names as `$N`.', size=None)),
-                ('waits_for_batch', models.BooleanField(default=False, help_text='Issued only after every other command is final.')),
-                ('state', models.CharField(default='queued', max_length=16)),
-                ('claims', models.PositiveIntegerField(default=0)),
-                ('lease_token', models.CharField(blank=True, max_length=64, null=True)),
-                ('lease_tokens', django.contrib.postgres.fields.ArrayField(base_field=models.CharField(max_length=64), blank=True, default=list, help_text='Every lease ever issued for this command, oldest first.', size=None)),
-                ('lease_expires_at', models.DateTimeField(blank=True, null=True)),
-                ('claimed_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_lease_token', models.CharField(blank=True, max_length=64, null=True)),
-                ('result', models.JSONField(blank=True, null=True)),
-                ('error', models.TextField(blank=True, default='')),
-                ('created_key', models.CharField(blank=True, default='', max_length=64)),
-                ('force_cancelled', models.BooleanField(default=False)),
-                ('cancel_notified_at', models.DateTimeField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('batch', models.ForeignKey(on_delete=django.db.models.deletion.DO_NOTHING, related_name='commands', to='hub.batch')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("seq", models.PositiveIntegerField(help_text="1-based position in the batch; `$N` names seq N.")),
+                ("type", models.CharField(max_length=32)),
+                ("payload", models.JSONField(help_text="The command as validated (the contract's shape).")),
+                (
+                    "keys",
+                    django.contrib.postgres.fields.ArrayField(
+                        base_field=models.CharField(max_length=64),
+                        blank=True,
+                        default=list,
+                        help_text="Issue keys the command touches (`$N` until resolved).",
+                        size=None,
+                    ),
+                ),
+                (
+                    "depends_on",
+                    django.contrib.postgres.fields.ArrayField(
+                        base_field=models.PositiveIntegerField(),
+                        blank=True,
+                        default=list,
+                        help_text="Seqs of earlier ensure_issue commands this one names as `$N`.",
+                        size=None,
+                    ),
+                ),
+                (
+                    "waits_for_batch",
+                    models.BooleanField(default=False, help_text="Issued only after every other command is final."),
+                ),
+                ("state", models.CharField(default="queued", max_length=16)),
+                ("claims", models.PositiveIntegerField(default=0)),
+                ("lease_token", models.CharField(blank=True, max_length=64, null=True)),
+                (
+                    "lease_tokens",
+                    django.contrib.postgres.fields.ArrayField(
+                        base_field=models.CharField(max_length=64),
+                        blank=True,
+                        default=list,
+                        help_text="Every lease ever issued for this command, oldest first.",
+                        size=None,
+                    ),
+                ),
+                ("lease_expires_at", models.DateTimeField(blank=True, null=True)),
+                ("claimed_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_lease_token", models.CharField(blank=True, max_length=64, null=True)),
+                ("result", models.JSONField(blank=True, null=True)),
+                ("error", models.TextField(blank=True, default="")),
+                ("created_key", models.CharField(blank=True, default="", max_length=64)),
+                ("force_cancelled", models.BooleanField(default=False)),
+                ("cancel_notified_at", models.DateTimeField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
+                (
+                    "batch",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.DO_NOTHING, related_name="commands", to="hub.batch"
+                    ),
+                ),
             ],
             options={
-                'db_table': 'hub_commands',
-                'ordering': ['batch_id', 'seq'],
+                "db_table": "hub_commands",
+                "ordering": ["batch_id", "seq"],
             },
         ),
         migrations.AddField(
-            model_name='batch',
-            name='retry_of',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='retries', to='hub.command'),
+            model_name="batch",
+            name="retry_of",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.DO_NOTHING,
+                related_name="retries",
+                to="hub.command",
+            ),
         ),
         migrations.CreateModel(
-            name='HubSetting',
+            name="HubSetting",
             fields=[
-                ('key', models.CharField(max_length=64, primary_key=True, serialize=False)),
-                ('value', models.JSONField()),
-                ('updated_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('updated_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to=settings.AUTH_USER_MODEL)),
+                ("key", models.CharField(max_length=64, primary_key=True, serialize=False)),
+                ("value", models.JSONField()),
+                ("updated_at", models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
+                (
+                    "updated_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'db_table': 'hub_settings',
-                'ordering': ['key'],
+                "db_table": "hub_settings",
+                "ordering": ["key"],
             },
         ),
         migrations.CreateModel(
-            name='HubState',
+            name="HubState",
             fields=[
-                ('id', models.PositiveSmallIntegerField(default=1, editable=False, primary_key=True, serialize=False)),
-                ('settings_version', models.PositiveIntegerField(default=1)),
+                ("id", models.PositiveSmallIntegerField(default=1, editable=False, primary_key=True, serialize=False)),
+                ("settings_version", models.PositiveIntegerField(default=1)),
             ],
             options={
-                'db_table': 'hub_state',
-                'constraints': [models.CheckConstraint(condition=models.Q(('id', 1)), name='hub_hubstate_singleton'), models.CheckConstraint(condition=models.Q(('settings_version__gte', 1)), name='hub_hubstate_settings_version_positive')],
+                "db_table": "hub_state",
+                "constraints": [
+                    models.CheckConstraint(condition=models.Q(("id", 1)), name="hub_hubstate_singleton"),
+                    models.CheckConstraint(
+                        condition=models.Q(("settings_version__gte", 1)), name="hub_hubstate_settings_version_positive"
+                    ),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='MirrorIssue',
+            name="MirrorIssue",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(max_length=64, unique=True)),
-                ('project', models.CharField(max_length=32)),
-                ('summary', models.TextField(blank=True, default='')),
-                ('status', models.CharField(blank=True, default='', max_length=100)),
-                ('issue_type', models.CharField(blank=True, default='', max_length=100)),
-                ('priority', models.CharField(blank=True, default='', max_length=100)),
-                ('assignee', models.CharField(blank=True, default='', max_length=200)),
-                ('duedate', models.DateField(blank=True, null=True)),
-                ('sprint', models.CharField(blank=True, default='', max_length=200)),
-                ('labels', django.contrib.postgres.fields.ArrayField(base_field=models.CharField(max_length=255), blank=True, default=list, size=None)),
-                ('description', models.TextField(blank=True, default='')),
-                ('fields', models.JSONField(blank=True, default=dict, help_text='Raw Jira fields as uploaded.')),
-                ('updated', models.DateTimeField(help_text="Jira's `updated` of the uploaded version.")),
-                ('content_sha256', models.CharField(help_text='Digest of the uploaded page entry: equal → unchanged.', max_length=64)),
-                ('mirrored_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("key", models.CharField(max_length=64, unique=True)),
+                ("project", models.CharField(max_length=32)),
+                ("summary", models.TextField(blank=True, default="")),
+                ("status", models.CharField(blank=True, default="", max_length=100)),
+                ("issue_type", models.CharField(blank=True, default="", max_length=100)),
+                ("priority", models.CharField(blank=True, default="", max_length=100)),
+                ("assignee", models.CharField(blank=True, default="", max_length=200)),
+                ("duedate", models.DateField(blank=True, null=True)),
+                ("sprint", models.CharField(blank=True, default="", max_length=200)),
+                (
+                    "labels",
+                    django.contrib.postgres.fields.ArrayField(
+                        base_field=models.CharField(max_length=255), blank=True, default=list, size=None
+                    ),
+                ),
+                ("description", models.TextField(blank=True, default="")),
+                ("fields", models.JSONField(blank=True, default=dict, help_text="Raw Jira fields as uploaded.")),
+                ("updated", models.DateTimeField(help_text="Jira's `updated` of the uploaded version.")),
+                (
+                    "content_sha256",
+                    models.CharField(help_text="Digest of the uploaded page entry: equal → unchanged.", max_length=64),
+                ),
+                ("mirrored_at", models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
             ],
             options={
-                'db_table': 'hub_issues',
-                'ordering': ['key'],
-                'permissions': [('use_hub', 'Can use the hub (mirror, notes, batches)')],
-                'indexes': [models.Index(fields=['project', 'status'], name='hub_issue_project_status_idx'), models.Index(fields=['assignee'], name='hub_issue_assignee_idx'), models.Index(fields=['sprint'], name='hub_issue_sprint_idx'), models.Index(fields=['duedate'], name='hub_issue_duedate_idx'), models.Index(fields=['updated'], name='hub_issue_updated_idx')],
-                'constraints': [models.CheckConstraint(condition=models.Q(('key__regex', '^[A-Z][A-Z0-9_]*-[0-9]+$')), name='hub_mirrorissue_key_format', violation_error_message='A Jira key looks like PROJ-123.'), models.CheckConstraint(condition=models.Q(('project__regex', '^[A-Z][A-Z0-9_]*$')), name='hub_mirrorissue_project_format'), models.CheckConstraint(condition=models.Q(('content_sha256__regex', '^[0-9a-f]{64}$')), name='hub_mirrorissue_sha256_hex')],
+                "db_table": "hub_issues",
+                "ordering": ["key"],
+                "permissions": [("use_hub", "Can use the hub (mirror, notes, batches)")],
+                "indexes": [
+                    models.Index(fields=["project", "status"], name="hub_issue_project_status_idx"),
+                    models.Index(fields=["assignee"], name="hub_issue_assignee_idx"),
+                    models.Index(fields=["sprint"], name="hub_issue_sprint_idx"),
+                    models.Index(fields=["duedate"], name="hub_issue_duedate_idx"),
+                    models.Index(fields=["updated"], name="hub_issue_updated_idx"),
+                ],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(("key__regex", "^[A-Z][A-Z0-9_]*-[0-9]+$")),
+                        name="hub_mirrorissue_key_format",
+                        violation_error_message="A Jira key looks like PROJ-123.",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("project__regex", "^[A-Z][A-Z0-9_]*$")),
+                        name="hub_mirrorissue_project_format",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("content_sha256__regex", "^[0-9a-f]{64}$")),
+                        name="hub_mirrorissue_sha256_hex",
+                    ),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='MirrorComment',
+            name="MirrorComment",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('jira_id', models.CharField(max_length=64)),
-                ('author', models.CharField(blank=True, default='', max_length=200)),
-                ('created', models.DateTimeField(blank=True, null=True)),
-                ('body', models.TextField(blank=True, default='')),
-                ('issue', models.ForeignKey(on_delete=django.db.models.deletion.DO_NOTHING, related_name='comments', to='hub.mirrorissue')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("jira_id", models.CharField(max_length=64)),
+                ("author", models.CharField(blank=True, default="", max_length=200)),
+                ("created", models.DateTimeField(blank=True, null=True)),
+                ("body", models.TextField(blank=True, default="")),
+                (
+                    "issue",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.DO_NOTHING, related_name="comments", to="hub.mirrorissue"
+                    ),
+                ),
             ],
             options={
-                'db_table': 'hub_issue_comments',
+                "db_table": "hub_issue_comments",
             },
         ),
         migrations.CreateModel(
-            name='IssueNote',
+            name="IssueNote",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('fact_status', models.CharField(blank=True, default='', max_length=200)),
-                ('note', models.TextField(blank=True, default='')),
-                ('next_step', models.TextField(blank=True, default='')),
-                ('owner', models.CharField(blank=True, default='', max_length=200)),
-                ('updated_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('updated_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('issue', models.OneToOneField(on_delete=django.db.models.deletion.DO_NOTHING, related_name='notes', to='hub.mirrorissue')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("fact_status", models.CharField(blank=True, default="", max_length=200)),
+                ("note", models.TextField(blank=True, default="")),
+                ("next_step", models.TextField(blank=True, default="")),
+                ("owner", models.CharField(blank=True, default="", max_length=200)),
+                ("updated_at", models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
+                (
+                    "updated_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "issue",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.DO_NOTHING, related_name="notes", to="hub.mirrorissue"
+                    ),
+                ),
             ],
             options={
-                'db_table': 'hub_notes',
+                "db_table": "hub_notes",
             },
         ),
         migrations.CreateModel(
-            name='MirrorLink',
+            name="MirrorLink",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('link_type', models.CharField(max_length=100)),
-                ('direction', models.CharField(max_length=8)),
-                ('other_key', models.CharField(max_length=64)),
-                ('issue', models.ForeignKey(on_delete=django.db.models.deletion.DO_NOTHING, related_name='links', to='hub.mirrorissue')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("link_type", models.CharField(max_length=100)),
+                ("direction", models.CharField(max_length=8)),
+                ("other_key", models.CharField(max_length=64)),
+                (
+                    "issue",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.DO_NOTHING, related_name="links", to="hub.mirrorissue"
+                    ),
+                ),
             ],
             options={
-                'db_table': 'hub_issue_links',
+                "db_table": "hub_issue_links",
             },
         ),
         migrations.CreateModel(
-            name='Publication',
+            name="Publication",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('version', models.PositiveIntegerField(unique=True)),
-                ('artifact', models.BinaryField()),
-                ('sha256', models.CharField(max_length=64)),
-                ('size', models.PositiveIntegerField()),
-                ('notes', models.TextField(blank=True, default='')),
-                ('published_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('published_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("version", models.PositiveIntegerField(unique=True)),
+                ("artifact", models.BinaryField()),
+                ("sha256", models.CharField(max_length=64)),
+                ("size", models.PositiveIntegerField()),
+                ("notes", models.TextField(blank=True, default="")),
+                ("published_at", models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
+                (
+                    "published_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'db_table': 'hub_publications',
-                'ordering': ['-version'],
+                "db_table": "hub_publications",
+                "ordering": ["-version"],
             },
         ),
         migrations.CreateModel(
-            name='SyncAgentContact',
+            name="SyncAgentContact",
             fields=[
-                ('sync_agent', models.OneToOneField(on_delete=django.db.models.deletion.DO_NOTHING, primary_key=True, related_name='contact', serialize=False, to='hub.syncagent')),
-                ('last_contact_at', models.DateTimeField()),
-                ('last_claim_at', models.DateTimeField()),
-                ('version', models.PositiveIntegerField()),
-                ('launcher_version', models.PositiveIntegerField(blank=True, help_text='NULL: runs without the launcher.', null=True)),
-                ('settings_version', models.PositiveIntegerField(blank=True, null=True)),
-                ('update_state', models.CharField(blank=True, max_length=16, null=True)),
-                ('update_from', models.PositiveIntegerField(blank=True, null=True)),
-                ('update_to', models.PositiveIntegerField(blank=True, null=True)),
-                ('update_error', models.TextField(blank=True, default='')),
+                (
+                    "sync_agent",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        primary_key=True,
+                        related_name="contact",
+                        serialize=False,
+                        to="hub.syncagent",
+                    ),
+                ),
+                ("last_contact_at", models.DateTimeField()),
+                ("last_claim_at", models.DateTimeField()),
+                ("version", models.PositiveIntegerField()),
+                (
+                    "launcher_version",
+                    models.PositiveIntegerField(blank=True, help_text="NULL: runs without the launcher.", null=True),
+                ),
+                ("settings_version", models.PositiveIntegerField(blank=True, null=True)),
+                ("update_state", models.CharField(blank=True, max_length=16, null=True)),
+                ("update_from", models.PositiveIntegerField(blank=True, null=True)),
+                ("update_to", models.PositiveIntegerField(blank=True, null=True)),
+                ("update_error", models.TextField(blank=True, default="")),
             ],
             options={
-                'db_table': 'hub_sync_agent_contacts',
+                "db_table": "hub_sync_agent_contacts",
             },
         ),
         migrations.AddConstraint(
-            model_name='syncagent',
-            constraint=models.CheckConstraint(condition=models.Q(('name__regex', '^[A-Za-z0-9_.-]{1,100}$')), name='hub_syncagent_name_format'),
+            model_name="syncagent",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("name__regex", "^[A-Za-z0-9_.-]{1,100}$")), name="hub_syncagent_name_format"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='syncagent',
-            constraint=models.CheckConstraint(condition=models.Q(('token_hash__regex', '^[0-9a-f]{64}$')), name='hub_syncagent_token_hash_hex'),
+            model_name="syncagent",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("token_hash__regex", "^[0-9a-f]{64}$")), name="hub_syncagent_token_hash_hex"
+            ),
         ),
         migrations.AddField(
-            model_name='ratelimitevent',
-            name='sync_agent',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to='hub.syncagent'),
+            model_name="ratelimitevent",
+            name="sync_agent",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.DO_NOTHING, related_name="+", to="hub.syncagent"
+            ),
         ),
         migrations.AddField(
-            model_name='command',
-            name='claimed_by',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to='hub.syncagent'),
+            model_name="command",
+            name="claimed_by",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.DO_NOTHING,
+                related_name="+",
+                to="hub.syncagent",
+            ),
         ),
         migrations.AddField(
-            model_name='syncrun',
-            name='sync_agent',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to='hub.syncagent'),
+            model_name="syncrun",
+            name="sync_agent",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.DO_NOTHING,
+                related_name="+",
+                to="hub.syncagent",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='batch',
-            constraint=models.CheckConstraint(condition=models.Q(('title', ''), _negated=True), name='hub_batch_title_not_empty'),
+            model_name="batch",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("title", ""), _negated=True), name="hub_batch_title_not_empty"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='batch',
-            constraint=models.CheckConstraint(condition=models.Q(('author__regex', '^[a-z0-9_.@-]{1,64}$')), name='hub_batch_author_format'),
+            model_name="batch",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("author__regex", "^[a-z0-9_.@-]{1,64}$")), name="hub_batch_author_format"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='batch',
-            constraint=models.CheckConstraint(condition=models.Q(('finished_at__isnull', True), ('finished_at__gte', models.F('created_at')), _connector='OR'), name='hub_batch_finished_after_created'),
+            model_name="batch",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("finished_at__isnull", True), ("finished_at__gte", models.F("created_at")), _connector="OR"
+                ),
+                name="hub_batch_finished_after_created",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='hubsetting',
-            constraint=models.CheckConstraint(condition=models.Q(('key__in', ['base_label', 'poll_interval_seconds', 'lease_seconds', 'full_sync_cron', 'projects', 'project_acl', 'sync_overlap_minutes', 'page_size'])), name='hub_hubsetting_key_known'),
+            model_name="hubsetting",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    (
+                        "key__in",
+                        [
+                            "base_label",
+                            "poll_interval_seconds",
+                            "lease_seconds",
+                            "full_sync_cron",
+                            "projects",
+                            "project_acl",
+                            "sync_overlap_minutes",
+                            "page_size",
+                        ],
+                    )
+                ),
+                name="hub_hubsetting_key_known",
+            ),
         ),
         migrations.AddIndex(
-            model_name='mirrorcomment',
-            index=models.Index(fields=['issue', 'created'], name='hub_comment_issue_created_idx'),
+            model_name="mirrorcomment",
+            index=models.Index(fields=["issue", "created"], name="hub_comment_issue_created_idx"),
         ),
         migrations.AddConstraint(
-            model_name='mirrorcomment',
-            constraint=models.UniqueConstraint(fields=('issue', 'jira_id'), name='hub_mirrorcomment_unique'),
+            model_name="mirrorcomment",
+            constraint=models.UniqueConstraint(fields=("issue", "jira_id"), name="hub_mirrorcomment_unique"),
         ),
         migrations.AddConstraint(
-            model_name='mirrorcomment',
-            constraint=models.CheckConstraint(condition=models.Q(('jira_id', ''), _negated=True), name='hub_mirrorcomment_jira_id_not_empty'),
+            model_name="mirrorcomment",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("jira_id", ""), _negated=True), name="hub_mirrorcomment_jira_id_not_empty"
+            ),
         ),
         migrations.AddIndex(
-            model_name='issuenote',
-            index=models.Index(fields=['fact_status'], name='hub_note_fact_status_idx'),
+            model_name="issuenote",
+            index=models.Index(fields=["fact_status"], name="hub_note_fact_status_idx"),
         ),
         migrations.AddIndex(
-            model_name='mirrorlink',
-            index=models.Index(fields=['other_key'], name='hub_link_other_key_idx'),
+            model_name="mirrorlink",
+            index=models.Index(fields=["other_key"], name="hub_link_other_key_idx"),
         ),
         migrations.AddConstraint(
-            model_name='mirrorlink',
-            constraint=models.UniqueConstraint(fields=('issue', 'link_type', 'direction', 'other_key'), name='hub_mirrorlink_unique'),
+            model_name="mirrorlink",
+            constraint=models.UniqueConstraint(
+                fields=("issue", "link_type", "direction", "other_key"), name="hub_mirrorlink_unique"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='mirrorlink',
-            constraint=models.CheckConstraint(condition=models.Q(('direction__in', ('outward', 'inward'))), name='hub_mirrorlink_direction_valid'),
+            model_name="mirrorlink",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("direction__in", ("outward", "inward"))), name="hub_mirrorlink_direction_valid"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='mirrorlink',
-            constraint=models.CheckConstraint(condition=models.Q(('other_key__regex', '^[A-Z][A-Z0-9_]*-[0-9]+$')), name='hub_mirrorlink_other_key_format'),
+            model_name="mirrorlink",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("other_key__regex", "^[A-Z][A-Z0-9_]*-[0-9]+$")),
+                name="hub_mirrorlink_other_key_format",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='mirrorlink',
-            constraint=models.CheckConstraint(condition=models.Q(('link_type', ''), _negated=True), name='hub_mirrorlink_type_not_empty'),
+            model_name="mirrorlink",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("link_type", ""), _negated=True), name="hub_mirrorlink_type_not_empty"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='publication',
-            constraint=models.CheckConstraint(condition=models.Q(('version__gte', 1)), name='hub_publication_version_positive'),
+            model_name="publication",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("version__gte", 1)), name="hub_publication_version_positive"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='syncagentcontact',
-            constraint=models.CheckConstraint(condition=models.Q(('version__gte', 1)), name='hub_syncagentcontact_version_positive'),
+            model_name="syncagentcontact",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("version__gte", 1)), name="hub_syncagentcontact_version_positive"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='syncagentcontact',
-            constraint=models.CheckConstraint(condition=models.Q(('launcher_version__isnull', True), ('launcher_version__gte', 1), _connector='OR'), name='hub_syncagentcontact_launcher_version_positive'),
+            model_name="syncagentcontact",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("launcher_version__isnull", True), ("launcher_version__gte", 1), _connector="OR"),
+                name="hub_syncagentcontact_launcher_version_positive",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='syncagentcontact',
-            constraint=models.CheckConstraint(condition=models.Q(('update_state__isnull', True), ('update_state__in', ('idle', 'downloading', 'starting', 'done', 'rolled_back', 'failed')), _connector='OR'), name='hub_syncagentcontact_update_state_valid'),
+            model_name="syncagentcontact",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("update_state__isnull", True),
+                    ("update_state__in", ("idle", "downloading", "starting", "done", "rolled_back", "failed")),
+                    _connector="OR",
+                ),
+                name="hub_syncagentcontact_update_state_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='syncagentcontact',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('update_state__isnull', True), _negated=True), models.Q(('update_from__isnull', True), ('update_to__isnull', True)), _connector='OR'), name='hub_syncagentcontact_update_versions_need_state'),
+            model_name="syncagentcontact",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("update_state__isnull", True), _negated=True),
+                    models.Q(("update_from__isnull", True), ("update_to__isnull", True)),
+                    _connector="OR",
+                ),
+                name="hub_syncagentcontact_update_versions_need_state",
+            ),
         ),
         migrations.AddIndex(
-            model_name='ratelimitevent',
-            index=models.Index(fields=['at'], name='hub_ratelimit_at_idx'),
+            model_name="ratelimitevent",
+            index=models.Index(fields=["at"], name="hub_ratelimit_at_idx"),
         ),
         migrations.AddConstraint(
-            model_name='ratelimitevent',
-            constraint=models.CheckConstraint(condition=models.Q(('retry_after_seconds__gte', 0)), name='hub_ratelimitevent_retry_after_nonnegative'),
+            model_name="ratelimitevent",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("retry_after_seconds__gte", 0)), name="hub_ratelimitevent_retry_after_nonnegative"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='ratelimitevent',
-            constraint=models.UniqueConstraint(fields=('sync_agent', 'at', 'path'), name='hub_ratelimitevent_unique'),
+            model_name="ratelimitevent",
+            constraint=models.UniqueConstraint(fields=("sync_agent", "at", "path"), name="hub_ratelimitevent_unique"),
         ),
         migrations.AddIndex(
-            model_name='command',
-            index=models.Index(condition=models.Q(('state__in', ['queued', 'claimed'])), fields=['batch', 'seq'], name='hub_command_open_idx'),
+            model_name="command",
+            index=models.Index(
+                condition=models.Q(("state__in", ["queued", "claimed"])),
+                fields=["batch", "seq"],
+                name="hub_command_open_idx",
+            ),
         ),
         migrations.AddIndex(
-            model_name='command',
-            index=models.Index(condition=models.Q(('state', 'claimed')), fields=['lease_expires_at'], name='hub_command_lease_idx'),
+            model_name="command",
+            index=models.Index(
+                condition=models.Q(("state", "claimed")), fields=["lease_expires_at"], name="hub_command_lease_idx"
+            ),
         ),
         migrations.AddIndex(
-            model_name='command',
-            index=models.Index(condition=models.Q(('cancel_notified_at__isnull', True), ('force_cancelled', True)), fields=['claimed_by'], name='hub_command_cancel_notify_idx'),
+            model_name="command",
+            index=models.Index(
+                condition=models.Q(("cancel_notified_at__isnull", True), ("force_cancelled", True)),
+                fields=["claimed_by"],
+                name="hub_command_cancel_notify_idx",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='command',
-            constraint=models.UniqueConstraint(fields=('batch', 'seq'), name='hub_command_seq_unique_per_batch'),
+            model_name="command",
+            constraint=models.UniqueConstraint(fields=("batch", "seq"), name="hub_command_seq_unique_per_batch"),
         ),
         migrations.AddConstraint(
-            model_name='command',
-            constraint=models.CheckConstraint(condition=models.Q(('seq__gte', 1)), name='hub_command_seq_positive'),
+            model_name="command",
+            constraint=models.CheckConstraint(condition=models.Q(("seq__gte", 1)), name="hub_command_seq_positive"),
         ),
         migrations.AddConstraint(
-            model_name='command',
-            constraint=models.CheckConstraint(condition=models.Q(('type__in', ('ensure_issue', 'ensure_fields', 'ensure_link', 'ensure_sprint', 'ensure_comment', 'ensure_transition', 'refresh'))), name='hub_command_type_valid'),
+            model_name="command",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    (
+                        "type__in",
+                        (
+                            "ensure_issue",
+                            "ensure_fields",
+                            "ensure_link",
+                            "ensure_sprint",
+                            "ensure_comment",
+                            "ensure_transition",
+                            "refresh",
+                        ),
+                    )
+                ),
+                name="hub_command_type_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='command',
-            constraint=models.CheckConstraint(condition=models.Q(('state__in', ('queued', 'claimed', 'done', 'failed', 'cancelled'))), name='hub_command_state_valid'),
+            model_name="command",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("state__in", ("queued", "claimed", "done", "failed", "cancelled"))),
+                name="hub_command_state_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='command',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('claimed_at__isnull', False), ('claims__gte', 1), ('lease_expires_at__isnull', False), ('lease_token__isnull', False), ('state', 'claimed')), models.Q(models.Q(('state', 'claimed'), _negated=True), ('lease_expires_at__isnull', True), ('lease_token__isnull', True)), _connector='OR'), name='hub_command_lease_iff_claimed'),
+            model_name="command",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(
+                        ("claimed_at__isnull", False),
+                        ("claims__gte", 1),
+                        ("lease_expires_at__isnull", False),
+                        ("lease_token__isnull", False),
+                        ("state", "claimed"),
+                    ),
+                    models.Q(
+                        models.Q(("state", "claimed"), _negated=True),
+                        ("lease_expires_at__isnull", True),
+                        ("lease_token__isnull", True),
+                    ),
+                    _connector="OR",
+                ),
+                name="hub_command_lease_iff_claimed",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='command',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('finished_at__isnull', False), ('state__in', ['done', 'failed', 'cancelled'])), models.Q(('finished_at__isnull', True), ('state__in', ['queued', 'claimed'])), _connector='OR'), name='hub_command_finished_iff_final'),
+            model_name="command",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("finished_at__isnull", False), ("state__in", ["done", "failed", "cancelled"])),
+                    models.Q(("finished_at__isnull", True), ("state__in", ["queued", "claimed"])),
+                    _connector="OR",
+                ),
+                name="hub_command_finished_iff_final",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='command',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('state', 'done'), _negated=True), ('result__isnull', False), _connector='OR'), name='hub_command_done_has_result'),
+            model_name="command",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("state", "done"), _negated=True), ("result__isnull", False), _connector="OR"
+                ),
+                name="hub_command_done_has_result",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='command',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('state', 'failed'), _negated=True), models.Q(('error', ''), _negated=True), _connector='OR'), name='hub_command_failed_has_error'),
+            model_name="command",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("state", "failed"), _negated=True),
+                    models.Q(("error", ""), _negated=True),
+                    _connector="OR",
+                ),
+                name="hub_command_failed_has_error",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='command',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('force_cancelled', True), _negated=True), ('state', 'cancelled'), _connector='OR'), name='hub_command_forced_is_cancelled'),
+            model_name="command",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("force_cancelled", True), _negated=True), ("state", "cancelled"), _connector="OR"
+                ),
+                name="hub_command_forced_is_cancelled",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='command',
-            constraint=models.CheckConstraint(condition=models.Q(('cancel_notified_at__isnull', True), ('force_cancelled', True), _connector='OR'), name='hub_command_notified_only_if_forced'),
+            model_name="command",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("cancel_notified_at__isnull", True), ("force_cancelled", True), _connector="OR"),
+                name="hub_command_notified_only_if_forced",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='command',
-            constraint=models.CheckConstraint(condition=models.Q(('claims', models.Func(models.F('lease_tokens'), function='cardinality'))), name='hub_command_claims_match_leases'),
+            model_name="command",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("claims", models.Func(models.F("lease_tokens"), function="cardinality"))),
+                name="hub_command_claims_match_leases",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='command',
-            constraint=models.CheckConstraint(condition=models.Q(('finished_lease_token__isnull', True), ('state__in', ['done', 'failed']), _connector='OR'), name='hub_command_finished_lease_only_when_reported'),
+            model_name="command",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("finished_lease_token__isnull", True), ("state__in", ["done", "failed"]), _connector="OR"
+                ),
+                name="hub_command_finished_lease_only_when_reported",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='syncrun',
-            constraint=models.CheckConstraint(condition=models.Q(('kind__in', ('incremental', 'full', 'refresh'))), name='hub_syncrun_kind_valid'),
+            model_name="syncrun",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("kind__in", ("incremental", "full", "refresh"))), name="hub_syncrun_kind_valid"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='syncrun',
-            constraint=models.CheckConstraint(condition=models.Q(('status__in', ('running', 'ok', 'failed'))), name='hub_syncrun_status_valid'),
+            model_name="syncrun",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("status__in", ("running", "ok", "failed"))), name="hub_syncrun_status_valid"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='syncrun',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('finished_at__isnull', True), ('status', 'running')), models.Q(models.Q(('status', 'running'), _negated=True), ('finished_at__isnull', False)), _connector='OR'), name='hub_syncrun_finished_iff_not_running'),
+            model_name="syncrun",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("finished_at__isnull", True), ("status", "running")),
+                    models.Q(models.Q(("status", "running"), _negated=True), ("finished_at__isnull", False)),
+                    _connector="OR",
+                ),
+                name="hub_syncrun_finished_iff_not_running",
+            ),
         ),
     ]

@@ -7,55 +7,54 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('hub', '0002_database_invariants'),
+        ("hub", "0002_database_invariants"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.RemoveIndex(
-            model_name='issuenote',
-            name='hub_note_fact_status_idx',
+            model_name="issuenote",
+            name="hub_note_fact_status_idx",
         ),
         migrations.RemoveIndex(
-            model_name='mirrorissue',
-            name='hub_issue_project_status_idx',
+            model_name="mirrorissue",
+            name="hub_issue_project_status_idx",
         ),
         migrations.RemoveIndex(
-            model_name='mirrorissue',
-            name='hub_issue_assignee_idx',
+            model_name="mirrorissue",
+            name="hub_issue_assignee_idx",
         ),
         migrations.RemoveIndex(
-            model_name='mirrorissue',
-            name='hub_issue_sprint_idx',
+            model_name="mirrorissue",
+            name="hub_issue_sprint_idx",
         ),
         migrations.AddIndex(
-            model_name='issuenote',
-            index=models.Index(django.db.models.functions.text.Upper('fact_status'), name='hub_note_fact_status_idx'),
+            model_name="issuenote",
+            index=models.Index(django.db.models.functions.text.Upper("fact_status"), name="hub_note_fact_status_idx"),
         ),
         migrations.AddIndex(
-            model_name='mirrorissue',
-            index=models.Index(fields=['project', 'updated'], name='hub_issue_project_updated_idx'),
+            model_name="mirrorissue",
+            index=models.Index(fields=["project", "updated"], name="hub_issue_project_updated_idx"),
         ),
         migrations.AddIndex(
-            model_name='mirrorissue',
-            index=models.Index(django.db.models.functions.text.Upper('status'), name='hub_issue_status_idx'),
+            model_name="mirrorissue",
+            index=models.Index(django.db.models.functions.text.Upper("status"), name="hub_issue_status_idx"),
         ),
         migrations.AddIndex(
-            model_name='mirrorissue',
-            index=models.Index(django.db.models.functions.text.Upper('assignee'), name='hub_issue_assignee_idx'),
+            model_name="mirrorissue",
+            index=models.Index(django.db.models.functions.text.Upper("assignee"), name="hub_issue_assignee_idx"),
         ),
         migrations.AddIndex(
-            model_name='mirrorissue',
-            index=models.Index(django.db.models.functions.text.Upper('sprint'), name='hub_issue_sprint_idx'),
+            model_name="mirrorissue",
+            index=models.Index(django.db.models.functions.text.Upper("sprint"), name="hub_issue_sprint_idx"),
         ),
         migrations.AddIndex(
-            model_name='mirrorissue',
-            index=django.contrib.postgres.indexes.GinIndex(fields=['labels'], name='hub_issue_labels_idx'),
+            model_name="mirrorissue",
+            index=django.contrib.postgres.indexes.GinIndex(fields=["labels"], name="hub_issue_labels_idx"),
         ),
         migrations.AddIndex(
-            model_name='mirrorissue',
-            index=models.Index(fields=['project', 'duedate'], name='hub_issue_project_duedate_idx'),
+            model_name="mirrorissue",
+            index=models.Index(fields=["project", "duedate"], name="hub_issue_project_duedate_idx"),
         ),
     ]

@@ -35,8 +35,14 @@ from hub.syncagent.version import VERSION
 log = logging.getLogger("hub.syncagent")
 
 DEFAULT_SETTINGS: dict[str, Any] = {
-    "base_label": "AWPCA", "poll_interval_seconds": 10, "lease_seconds": 120, "full_sync_cron": "0 3 * * *",
-    "projects": ["AURORA"], "project_acl": {}, "sync_overlap_minutes": 2, "page_size": 100,
+    "base_label": "AWPCA",
+    "poll_interval_seconds": 10,
+    "lease_seconds": 120,
+    "full_sync_cron": "0 3 * * *",
+    "projects": ["AURORA"],
+    "project_acl": {},
+    "sync_overlap_minutes": 2,
+    "page_size": 100,
 }
 
 
@@ -58,10 +64,18 @@ class SyncAgent:
         self.config = config
         self.stop = stop or threading.Event()
         self.state = State.open(config.state_dir)
-        self.jira = JiraGateway(config.jira_url, config.jira_token, max_attempts=config.max_429_attempts,
-                                timeout=config.http_timeout, verify_ssl=config.verify_ssl,
-                                on_rate_limited=self.state.add_rate_limited, sleep=self._sleep)
-        self.hub = HubClient(config.hub_url, config.token, timeout=config.http_timeout, verify_ssl=config.verify_ssl, stop=self.stop)
+        self.jira = JiraGateway(
+            config.jira_url,
+            config.jira_token,
+            max_attempts=config.max_429_attempts,
+            timeout=config.http_timeout,
+            verify_ssl=config.verify_ssl,
+            on_rate_limited=self.state.add_rate_limited,
+            sleep=self._sleep,
+        )
+        self.hub = HubClient(
+            config.hub_url, config.token, timeout=config.http_timeout, verify_ssl=config.verify_ssl, stop=self.stop
+        )
         self.syncer = Syncer(self.jira, self.hub, self.state, self.settings)
         self.executor = Executor(self.jira, self.state, self.settings, self.syncer.refresh, sleep=self._sleep)
         launcher_version = os.environ.get(LAUNCHER_VERSION_ENV)
@@ -83,8 +97,13 @@ class SyncAgent:
     # ---- hub side -------------------------------------------------------------------------------------
     def claim_payload(self) -> dict[str, Any]:
         update = read_json(self.launcher_dir / "update.json") if self.launcher_dir else None
-        return {"version": VERSION, "launcher_version": self.launcher_version, "max_commands": self.config.max_commands,
-                "settings_version": self.state.data.get("settings_version"), "update": update}
+        return {
+            "version": VERSION,
+            "launcher_version": self.launcher_version,
+            "max_commands": self.config.max_commands,
+            "settings_version": self.state.data.get("settings_version"),
+            "update": update,
+        }
 
     def after_claim(self, answer: dict[str, Any]) -> None:
         if answer.get("settings") is not None:
@@ -95,7 +114,9 @@ class SyncAgent:
             pending, _ = self.state.pending()
             self.state.acknowledge({r["command_id"] for r in pending if r["command_id"] in cancelled}, 0)
         if self.launcher_dir:
-            write_json_atomic(self.launcher_dir / "claimed.json", {"version": VERSION, "pid": os.getpid(), "at": iso(utcnow())})
+            write_json_atomic(
+                self.launcher_dir / "claimed.json", {"version": VERSION, "pid": os.getpid(), "at": iso(utcnow())}
+            )
             publication = answer.get("publication")
             path = self.launcher_dir / "publication.json"
             if publication and read_json(path) != publication:
@@ -138,16 +159,28 @@ class SyncAgent:
                 break
             if c["id"] in cancelled:
                 continue
-            claimed = Claimed(id=c["id"], batch_id=c.get("batch_id", 0), seq=c.get("seq", 0), claims=c.get("claims", 1),
-                              lease_token=c["lease_token"], lease_expires_at=c.get("lease_expires_at"), command=c["command"])
+            claimed = Claimed(
+                id=c["id"],
+                batch_id=c.get("batch_id", 0),
+                seq=c.get("seq", 0),
+                claims=c.get("claims", 1),
+                lease_token=c["lease_token"],
+                lease_expires_at=c.get("lease_expires_at"),
+                command=c["command"],
+            )
             try:
                 report = self.executor.execute(claimed)
             except JiraUnavailable as exc:
                 # Not decided: no report; the hub re-issues the command after its lease.
                 log.error("command %s: Jira unavailable (%s); left to the lease", c["id"], exc)
                 break
-            log.info("command %s %s: %s %s", c["id"], c["command"].get("type"), report["status"],
-                     report.get("error") or (report.get("result") or {}).get("message", ""))
+            log.info(
+                "command %s %s: %s %s",
+                c["id"],
+                c["command"].get("type"),
+                report["status"],
+                report.get("error") or (report.get("result") or {}).get("message", ""),
+            )
             self.state.add_report(report)
             self.flush_reports()
             handled += 1
@@ -170,8 +203,13 @@ class SyncAgent:
             self.syncer.incremental()
 
     def run(self) -> None:
-        log.info("sync agent v%s (launcher %s) → hub %s, Jira %s", VERSION,
-                 f"v{self.launcher_version}" if self.launcher_version else "none", self.config.hub_url, self.config.jira_url)
+        log.info(
+            "sync agent v%s (launcher %s) → hub %s, Jira %s",
+            VERSION,
+            f"v{self.launcher_version}" if self.launcher_version else "none",
+            self.config.hub_url,
+            self.config.jira_url,
+        )
         while not self.stop.is_set():
             try:
                 if self.round():

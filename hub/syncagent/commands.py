@@ -108,8 +108,14 @@ def _show(value: Any) -> str:
 
 
 class Executor:
-    def __init__(self, jira: JiraGateway, state: State, settings: Callable[[], dict[str, Any]],
-                 refresher: Callable[..., dict[str, Any]], sleep: Callable[[float], None] = time.sleep):
+    def __init__(
+        self,
+        jira: JiraGateway,
+        state: State,
+        settings: Callable[[], dict[str, Any]],
+        refresher: Callable[..., dict[str, Any]],
+        sleep: Callable[[float], None] = time.sleep,
+    ):
         self.jira = jira
         self.state = state
         self.settings = settings
@@ -121,8 +127,20 @@ class Executor:
         """One command → its report entry (``status`` done | failed). Jira errors fail it; the batch goes on."""
         cmd = claimed.command
         kind = cmd.get("type")
-        handler = getattr(self, f"_{kind}", None) if kind in (
-            "ensure_issue", "ensure_fields", "ensure_link", "ensure_sprint", "ensure_comment", "ensure_transition", "refresh") else None
+        handler = (
+            getattr(self, f"_{kind}", None)
+            if kind
+            in (
+                "ensure_issue",
+                "ensure_fields",
+                "ensure_link",
+                "ensure_sprint",
+                "ensure_comment",
+                "ensure_transition",
+                "refresh",
+            )
+            else None
+        )
         base = {"command_id": claimed.id, "lease_token": claimed.lease_token}
         if handler is None:
             return {**base, "status": "failed", "error": f"unknown command type {kind!r}"}
@@ -143,11 +161,20 @@ class Executor:
         if key is None and suspicious:
             key = self._recover_created(project, claimed, marker, tries=self.index_lag_retries)
             if key is not None:
-                return {"key": key, "created": True, "changed": [], "message": f"{key} уже создана этой командой; {ALREADY}"}
+                return {
+                    "key": key,
+                    "created": True,
+                    "changed": [],
+                    "message": f"{key} уже создана этой командой; {ALREADY}",
+                }
         if key is not None:
             changed, message = self._apply_fields(key, cmd.get("fields") or {})
-            return {"key": key, "created": False, "changed": changed,
-                    "message": f"{key} уже есть — " + (message or ALREADY)}
+            return {
+                "key": key,
+                "created": False,
+                "changed": changed,
+                "message": f"{key} уже есть — " + (message or ALREADY),
+            }
         return self._create(cmd, claimed)
 
     def _find_by_identity(self, project: str, summary: str) -> str | None:
@@ -158,12 +185,16 @@ class Executor:
                 return issue["key"]
         return None
 
-    def _recover_created(self, project: str, claimed: Claimed, marker: dict[str, Any] | None, *, tries: int) -> str | None:
+    def _recover_created(
+        self, project: str, claimed: Claimed, marker: dict[str, Any] | None, *, tries: int
+    ) -> str | None:
         """A create of this very command that Jira did (its answer lost, or we died before reporting)."""
         lease = int(self.settings().get("lease_seconds", 120))
         since = parse_iso(marker["at"]) if marker else utcnow() - dt.timedelta(seconds=lease * claimed.claims)
-        jql = (f"project = {_jql_string(project)} AND creator = currentUser() AND "
-               f"created >= {_jql_string(_jql_time(since - RECOVERY_WINDOW))}")
+        jql = (
+            f"project = {_jql_string(project)} AND creator = currentUser() AND "
+            f"created >= {_jql_string(_jql_time(since - RECOVERY_WINDOW))}"
+        )
         for attempt in range(tries):
             for issue in self.jira.search_all(jql, fields="summary", limit=100):
                 value = self.jira.issue_property(issue["key"], PROPERTY)
@@ -175,15 +206,20 @@ class Executor:
 
     def _create(self, cmd: dict[str, Any], claimed: Claimed) -> dict[str, Any]:
         fields = dict(cmd.get("fields") or {})
-        jira_fields: dict[str, Any] = {"project": {"key": cmd["project"]}, "summary": cmd["summary"],
-                                       "issuetype": {"name": cmd.get("issue_type") or "Task"},
-                                       "labels": list(cmd.get("labels") or [])}
+        jira_fields: dict[str, Any] = {
+            "project": {"key": cmd["project"]},
+            "summary": cmd["summary"],
+            "issuetype": {"name": cmd.get("issue_type") or "Task"},
+            "labels": list(cmd.get("labels") or []),
+        }
         for name, value in fields.items():
             jira_fields[name] = field_jira(name, value)
         properties = [{"key": PROPERTY, "value": {"command": claimed.id, "batch": claimed.batch_id}}]
         for _attempt in range(2):
             # Written before the create is sent: a crash right after it still knows to look first.
-            self.state.set_marker("creates", claimed.id, {"project": cmd["project"], "at": iso(utcnow() - dt.timedelta(seconds=5))})
+            self.state.set_marker(
+                "creates", claimed.id, {"project": cmd["project"], "at": iso(utcnow() - dt.timedelta(seconds=5))}
+            )
             marker = self.state.marker("creates", claimed.id)
             try:
                 created = self.jira.create_issue(jira_fields, properties)
@@ -193,8 +229,12 @@ class Executor:
                 if key is None:
                     key = self._find_by_identity(cmd["project"], cmd["summary"])
                 if key is not None:
-                    return {"key": key, "created": True, "changed": ["created", *sorted(fields)],
-                            "message": f"создана {key} (ответ Jira потерян, задача найдена по свойству {PROPERTY})"}
+                    return {
+                        "key": key,
+                        "created": True,
+                        "changed": ["created", *sorted(fields)],
+                        "message": f"создана {key} (ответ Jira потерян, задача найдена по свойству {PROPERTY})",
+                    }
                 continue  # verified absent: sending the create again is not blind
             key = created["key"]
             return {"key": key, "created": True, "changed": ["created", *sorted(fields)], "message": f"создана {key}"}
@@ -227,8 +267,9 @@ class Executor:
         issue = self.jira.issue(key, fields="issuelinks")
         side = "outwardIssue" if direction == "outward" else "inwardIssue"
         for link in (issue.get("fields") or {}).get("issuelinks") or []:
-            if (link.get("type") or {}).get("name", "").casefold() == link_type.casefold() and \
-                    (link.get(side) or {}).get("key", "").upper() == other.upper():
+            if (link.get("type") or {}).get("name", "").casefold() == link_type.casefold() and (
+                link.get(side) or {}
+            ).get("key", "").upper() == other.upper():
                 return True
         return False
 
@@ -237,7 +278,9 @@ class Executor:
         types = {t["name"].casefold(): t["name"] for t in self.jira.link_types()}
         link_type = types.get(cmd["link_type"].casefold())
         if link_type is None:
-            raise CommandFailed(f"Jira has no link type {cmd['link_type']!r} (known: {', '.join(sorted(types.values()))})")
+            raise CommandFailed(
+                f"Jira has no link type {cmd['link_type']!r} (known: {', '.join(sorted(types.values()))})"
+            )
         verb = f"{key} {link_type} {other}" if direction == "outward" else f"{other} {link_type} {key}"
         # Jira happily stores identical duplicates: read first.
         if self._link_present(key, link_type, direction, other):
@@ -264,8 +307,9 @@ class Executor:
                 sprints[int(s["id"])] = s
         target = sprints.get(int(wanted)) if wanted.isdigit() else None
         if target is None:
-            named = [s for s in sprints.values() if s["name"] == wanted] or \
-                    [s for s in sprints.values() if s["name"].casefold() == wanted.casefold()]
+            named = [s for s in sprints.values() if s["name"] == wanted] or [
+                s for s in sprints.values() if s["name"].casefold() == wanted.casefold()
+            ]
             open_named = [s for s in named if s.get("state") != "closed"]
             target = (open_named or named or [None])[0]
         if target is None:
@@ -300,7 +344,12 @@ class Executor:
         found = find()
         if found:
             self.state.set_marker("comments", claimed.id, {"key": key, "comment_id": found, "hash": digest})
-            return {"key": key, "created": False, "changed": [], "message": f"комментарий уже есть (#{found}); {ALREADY}"}
+            return {
+                "key": key,
+                "created": False,
+                "changed": [],
+                "message": f"комментарий уже есть (#{found}); {ALREADY}",
+            }
         self.state.set_marker("comments", claimed.id, {"key": key, "comment_id": None, "hash": digest})
         for _ in range(2):
             try:
@@ -333,20 +382,33 @@ class Executor:
         chosen = next((t for t in options if self._is(t.get("to") or {}, wanted)), None)
         if chosen is None:
             reachable = ", ".join(sorted({(t.get("to") or {}).get("name", "?") for t in options})) or "none"
-            raise CommandFailed(f"status {wanted!r} is not reachable from {status.get('name')!r} in one step; reachable: {reachable}")
+            raise CommandFailed(
+                f"status {wanted!r} is not reachable from {status.get('name')!r} in one step; reachable: {reachable}"
+            )
         with contextlib.suppress(AnswerLost):  # verified below either way
             self.jira.transition(key, str(chosen["id"]))
         after = self._status(key)
         if not self._is(after, wanted):
-            raise CommandFailed(f"{key} is in {after.get('name')!r} after transition {chosen.get('name')!r}, not {wanted!r}")
-        return {"key": key, "created": False, "changed": ["status"],
-                "message": f"статус: {status.get('name')} → {after.get('name')}"}
+            raise CommandFailed(
+                f"{key} is in {after.get('name')!r} after transition {chosen.get('name')!r}, not {wanted!r}"
+            )
+        return {
+            "key": key,
+            "created": False,
+            "changed": ["status"],
+            "message": f"статус: {status.get('name')} → {after.get('name')}",
+        }
 
     # ---- refresh -------------------------------------------------------------------------------------
     def _refresh(self, cmd: dict[str, Any], claimed: Claimed) -> dict[str, Any]:
         if cmd.get("full"):
             counts = self.refresher(full=True)
-            return {"key": None, "created": False, "changed": [], "message": f"полная синхронизация: {counts.get('issues', 0)} задач"}
+            return {
+                "key": None,
+                "created": False,
+                "changed": [],
+                "message": f"полная синхронизация: {counts.get('issues', 0)} задач",
+            }
         keys = [k for k in cmd.get("keys") or [] if k]
         counts = self.refresher(keys=keys)
         missing = counts.get("missing") or []

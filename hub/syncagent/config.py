@@ -44,7 +44,9 @@ def build_parser(prog: str = "python -m hub.syncagent") -> argparse.ArgumentPars
     p.add_argument("--token", help=f"the sync agent's hub token achsync_… (${ENV['token']})")
     p.add_argument("--jira", dest="jira_url", help=f"Jira base URL (${ENV['jira_url']})")
     p.add_argument("--jira-token", dest="jira_token", help=f"Jira personal access token (${ENV['jira_token']})")
-    p.add_argument("--state-dir", dest="state_dir", help=f"local state directory (${ENV['state_dir']}, default ./syncagent-state)")
+    p.add_argument(
+        "--state-dir", dest="state_dir", help=f"local state directory (${ENV['state_dir']}, default ./syncagent-state)"
+    )
     p.add_argument("--max-commands", dest="max_commands", type=int)
     p.add_argument("--max-429-attempts", dest="max_429_attempts", type=int)
     p.add_argument("--http-timeout", dest="http_timeout", type=float)
@@ -68,8 +70,10 @@ def load_config(args: argparse.Namespace) -> Config:
     values.setdefault("state_dir", "syncagent-state")
     missing = [n for n in ("hub_url", "token", "jira_url", "jira_token") if not values.get(n)]
     if missing:
-        raise SystemExit("sync agent: missing configuration: " + ", ".join(
-            f"{n} (--{n.replace('_url', '').replace('_', '-')} or ${ENV[n]})" for n in missing))
+        raise SystemExit(
+            "sync agent: missing configuration: "
+            + ", ".join(f"{n} (--{n.replace('_url', '').replace('_', '-')} or ${ENV[n]})" for n in missing)
+        )
     values["state_dir"] = Path(values["state_dir"])
     for name in ("max_commands", "max_429_attempts"):
         if name in values:

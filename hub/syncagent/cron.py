@@ -41,8 +41,13 @@ def parse(expr: str) -> list[set[int]]:
 
 def matches(sets: list[set[int]], when: dt.datetime) -> bool:
     minute, hour, dom, month, dow = sets
-    return (when.minute in minute and when.hour in hour and when.day in dom and when.month in month
-            and (when.isoweekday() % 7) in dow)
+    return (
+        when.minute in minute
+        and when.hour in hour
+        and when.day in dom
+        and when.month in month
+        and (when.isoweekday() % 7) in dow
+    )
 
 
 def fired_between(expr: str, after: dt.datetime, until: dt.datetime) -> bool:

@@ -34,13 +34,25 @@ class Stopping(Exception):
 
 
 class HubClient:
-    def __init__(self, base_url: str, token: str, *, timeout: float = 30.0, verify_ssl: bool = True,
-                 stop: threading.Event | None = None, max_backoff: float = 30.0):
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        timeout: float = 30.0,
+        verify_ssl: bool = True,
+        stop: threading.Event | None = None,
+        max_backoff: float = 30.0,
+    ):
         self.base_url = base_url.rstrip("/")
         self.stop = stop or threading.Event()
         self.max_backoff = max_backoff
-        self.client = httpx.Client(base_url=self.base_url, timeout=timeout, verify=verify_ssl,
-                                   headers={"Authorization": f"Bearer {token}", "User-Agent": "achilles-sync-agent"})
+        self.client = httpx.Client(
+            base_url=self.base_url,
+            timeout=timeout,
+            verify=verify_ssl,
+            headers={"Authorization": f"Bearer {token}", "User-Agent": "achilles-sync-agent"},
+        )
 
     def close(self) -> None:
         self.client.close()
@@ -83,7 +95,11 @@ class HubClient:
         return int(self.request("POST", f"{PREFIX}/sync-runs", json={"kind": kind}).json()["id"])
 
     def sync_run_finish(self, run_id: int, *, status: str, counts: dict[str, int], errors: list[str]) -> None:
-        self.request("POST", f"{PREFIX}/sync-runs/{run_id}/finish", json={"status": status, "counts": counts, "errors": errors[:50]})
+        self.request(
+            "POST",
+            f"{PREFIX}/sync-runs/{run_id}/finish",
+            json={"status": status, "counts": counts, "errors": errors[:50]},
+        )
 
     def upload(self, run_id: int, issues: list[dict[str, Any]]) -> dict[str, Any]:
         return self.request("POST", f"{PREFIX}/upload", json={"sync_run_id": run_id, "issues": issues}).json()

@@ -78,11 +78,25 @@ def _message(exc: requests.HTTPError) -> str:
 class JiraGateway:
     """Every Jira call of the sync agent goes through ``call``; the rest are thin named helpers."""
 
-    def __init__(self, url: str, token: str, *, max_attempts: int = 8, timeout: float = 30.0, verify_ssl: bool = True,
-                 on_rate_limited: Callable[[dict[str, Any]], None] | None = None,
-                 sleep: Callable[[float], None] = time.sleep):
-        self.jira = Jira(url=url, token=token, retry_with_header=False, backoff_and_retry=False,
-                         timeout=int(max(1, timeout)), verify_ssl=verify_ssl)
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        *,
+        max_attempts: int = 8,
+        timeout: float = 30.0,
+        verify_ssl: bool = True,
+        on_rate_limited: Callable[[dict[str, Any]], None] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
+        self.jira = Jira(
+            url=url,
+            token=token,
+            retry_with_header=False,
+            backoff_and_retry=False,
+            timeout=int(max(1, timeout)),
+            verify_ssl=verify_ssl,
+        )
         self.max_attempts = max(1, max_attempts)
         self.on_rate_limited = on_rate_limited or (lambda event: None)
         self.sleep = sleep
@@ -103,11 +117,14 @@ class JiraGateway:
                     header = resp.headers.get("Retry-After")
                     wait = retry_after_seconds(header)
                     self.rate_limited_total += 1
-                    self.on_rate_limited({"at": iso(utcnow()), "retry_after_seconds": wait if wait is not None else 0,
-                                          "path": path})
+                    self.on_rate_limited(
+                        {"at": iso(utcnow()), "retry_after_seconds": wait if wait is not None else 0, "path": path}
+                    )
                     if attempt >= self.max_attempts:
-                        raise JiraRateLimited(429, f"rate limited {attempt} times in a row on {path}; gave up") from None
-                    delay = max(1.0, wait) if wait is not None else min(60.0, 2.0 ** attempt)
+                        raise JiraRateLimited(
+                            429, f"rate limited {attempt} times in a row on {path}; gave up"
+                        ) from None
+                    delay = max(1.0, wait) if wait is not None else min(60.0, 2.0**attempt)
                     log.warning("Jira 429 on %s (Retry-After: %s): waiting %.1f s", path, header, delay)
                     self.sleep(delay)
                     continue
@@ -146,10 +163,26 @@ class JiraGateway:
                 self._sprint_field = ""
         return self._sprint_field or None
 
-    def search(self, jql: str, *, start: int = 0, limit: int = 100, fields: str = "*all", expand: str | None = None,
-               validate: bool = True) -> dict[str, Any]:
-        return self.call("/rest/api/2/search", self.jira.jql, jql, fields=fields, start=start, limit=limit, expand=expand,
-                         validate_query=None if validate else "false")
+    def search(
+        self,
+        jql: str,
+        *,
+        start: int = 0,
+        limit: int = 100,
+        fields: str = "*all",
+        expand: str | None = None,
+        validate: bool = True,
+    ) -> dict[str, Any]:
+        return self.call(
+            "/rest/api/2/search",
+            self.jira.jql,
+            jql,
+            fields=fields,
+            start=start,
+            limit=limit,
+            expand=expand,
+            validate_query=None if validate else "false",
+        )
 
     def search_all(self, jql: str, *, limit: int = 100, fields: str = "*all") -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
@@ -163,11 +196,15 @@ class JiraGateway:
                 return out
 
     def issue(self, key: str, *, fields: str | None = None, expand: str | None = None) -> dict[str, Any]:
-        return self.call(f"/rest/api/2/issue/{key}", self.jira.get_issue, key, fields=fields, expand=expand, update_history=False)
+        return self.call(
+            f"/rest/api/2/issue/{key}", self.jira.get_issue, key, fields=fields, expand=expand, update_history=False
+        )
 
     def issue_property(self, key: str, prop: str) -> Any:
         try:
-            return (self.call(f"/rest/api/2/issue/{key}/properties/{prop}", self.jira.get_issue_property, key, prop) or {}).get("value")
+            return (
+                self.call(f"/rest/api/2/issue/{key}/properties/{prop}", self.jira.get_issue_property, key, prop) or {}
+            ).get("value")
         except JiraError as exc:
             if exc.status == 404:
                 return None
@@ -177,8 +214,15 @@ class JiraGateway:
         out: list[dict[str, Any]] = []
         url = self.jira.resource_url(f"issue/{key}/comment")
         while True:
-            page = self.call(f"/rest/api/2/issue/{key}/comment", self.jira.get, url,
-                             params={"startAt": len(out), "maxResults": 1000}) or {}
+            page = (
+                self.call(
+                    f"/rest/api/2/issue/{key}/comment",
+                    self.jira.get,
+                    url,
+                    params={"startAt": len(out), "maxResults": 1000},
+                )
+                or {}
+            )
             got = page.get("comments") or []
             out.extend(got)
             if not got or len(out) >= int(page.get("total", 0)):
@@ -192,26 +236,48 @@ class JiraGateway:
         return self.call("/rest/api/2/issueLinkType", self.jira.get_issue_link_types) or []
 
     def boards(self, project: str) -> list[dict[str, Any]]:
-        return (self.call("/rest/agile/1.0/board", self.jira.get_all_agile_boards, project_key=project) or {}).get("values") or []
+        return (self.call("/rest/agile/1.0/board", self.jira.get_all_agile_boards, project_key=project) or {}).get(
+            "values"
+        ) or []
 
     def board_sprints(self, board_id: int) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         while True:
-            page = self.call(f"/rest/agile/1.0/board/{board_id}/sprint", self.jira.get_all_sprints_from_board,
-                             board_id, start=len(out), limit=50) or {}
+            page = (
+                self.call(
+                    f"/rest/agile/1.0/board/{board_id}/sprint",
+                    self.jira.get_all_sprints_from_board,
+                    board_id,
+                    start=len(out),
+                    limit=50,
+                )
+                or {}
+            )
             out.extend(page.get("values") or [])
             if page.get("isLast", True) or not page.get("values"):
                 return out
 
     def agile_issue(self, key: str) -> dict[str, Any]:
-        return self.call(f"/rest/agile/1.0/issue/{key}", self.jira.get, f"rest/agile/1.0/issue/{key}",
-                         params={"fields": "sprint,closedSprints"}) or {}
+        return (
+            self.call(
+                f"/rest/agile/1.0/issue/{key}",
+                self.jira.get,
+                f"rest/agile/1.0/issue/{key}",
+                params={"fields": "sprint,closedSprints"},
+            )
+            or {}
+        )
 
     # ---- writes ---------------------------------------------------------------------------------
     def create_issue(self, fields: dict[str, Any], properties: list[dict[str, Any]]) -> dict[str, Any]:
         # `create_issue` of the library cannot carry `properties`; its plain `post` can (same session, same loop).
-        return self.call("/rest/api/2/issue", self.jira.post, self.jira.resource_url("issue"),
-                         data={"fields": fields, "properties": properties}, unsafe=True)
+        return self.call(
+            "/rest/api/2/issue",
+            self.jira.post,
+            self.jira.resource_url("issue"),
+            data={"fields": fields, "properties": properties},
+            unsafe=True,
+        )
 
     def edit_issue(self, key: str, fields: dict[str, Any]) -> None:
         # PUT is idempotent: safe to retry on 5xx.
@@ -222,11 +288,21 @@ class JiraGateway:
 
     def create_link(self, link_type: str, source: str, dest: str) -> None:
         # Jira's naming: the link reads "inwardIssue <outward verb> outwardIssue" (source blocks dest).
-        self.call("/rest/api/2/issueLink", self.jira.create_issue_link,
-                  {"type": {"name": link_type}, "inwardIssue": {"key": source}, "outwardIssue": {"key": dest}}, unsafe=True)
+        self.call(
+            "/rest/api/2/issueLink",
+            self.jira.create_issue_link,
+            {"type": {"name": link_type}, "inwardIssue": {"key": source}, "outwardIssue": {"key": dest}},
+            unsafe=True,
+        )
 
     def transition(self, key: str, transition_id: str) -> None:
-        self.call(f"/rest/api/2/issue/{key}/transitions", self.jira.set_issue_status_by_transition_id, key, transition_id, unsafe=True)
+        self.call(
+            f"/rest/api/2/issue/{key}/transitions",
+            self.jira.set_issue_status_by_transition_id,
+            key,
+            transition_id,
+            unsafe=True,
+        )
 
     def add_to_sprint(self, sprint_id: int, key: str) -> None:
         # Moving into the sprint it is already in changes nothing: safe to retry.

@@ -26,7 +26,9 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
 def build_artifact(version: int, *, source: Path = PACKAGE_DIR, replace: dict[str, str] | None = None) -> bytes:
     """The package at ``source`` as version ``version``; ``replace`` overrides files (relative paths → text)."""
     replace = dict(replace or {})
-    replace["version.py"] = f'"""The sync agent\'s version (set by the publication build)."""\n\nVERSION = {int(version)}\n'
+    replace["version.py"] = (
+        f'"""The sync agent\'s version (set by the publication build)."""\n\nVERSION = {int(version)}\n'
+    )
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
         _add_bytes(tar, "hub/__init__.py", b"")

@@ -78,8 +78,15 @@ class Child:
         self.version = version
         self.started = time.time()
         self.tail: collections.deque[str] = collections.deque(maxlen=20)
-        self.proc = subprocess.Popen([sys.executable, "-m", "hub.syncagent", *argv], cwd=root, env=env,
-                                     stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "hub.syncagent", *argv],
+            cwd=root,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+        )
         threading.Thread(target=self._pump, daemon=True).start()
 
     def _pump(self) -> None:
@@ -106,8 +113,17 @@ class Child:
 
 
 class Launcher:
-    def __init__(self, *, state_dir: Path, agent_argv: list[str], hub_url: str, token: str, start_timeout: float,
-                 restart_delay: float = 2.0, verify_ssl: bool = True):
+    def __init__(
+        self,
+        *,
+        state_dir: Path,
+        agent_argv: list[str],
+        hub_url: str,
+        token: str,
+        start_timeout: float,
+        restart_delay: float = 2.0,
+        verify_ssl: bool = True,
+    ):
         self.state_dir = state_dir
         self.versions = state_dir / "versions"
         self.dir = state_dir / "launcher"
@@ -137,7 +153,9 @@ class Launcher:
             shutil.rmtree(tmp, ignore_errors=True)
             (tmp / "hub").mkdir(parents=True)
             (tmp / "hub" / "__init__.py").write_text("")
-            shutil.copytree(PACKAGE_DIR, tmp / "hub" / "syncagent", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            shutil.copytree(
+                PACKAGE_DIR, tmp / "hub" / "syncagent", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+            )
             shutil.rmtree(root, ignore_errors=True)
             os.replace(tmp, root)
         return version
@@ -163,14 +181,24 @@ class Launcher:
     def save_meta(self) -> None:
         _write(self.dir / "launcher.json", self.meta)
 
-    def set_update(self, state: str, from_version: int | None, to_version: int | None, error: str | None = None) -> None:
-        _write(self.dir / "update.json", {"state": state, "from_version": from_version, "to_version": to_version, "error": error})
+    def set_update(
+        self, state: str, from_version: int | None, to_version: int | None, error: str | None = None
+    ) -> None:
+        _write(
+            self.dir / "update.json",
+            {"state": state, "from_version": from_version, "to_version": to_version, "error": error},
+        )
         log.info("update %s v%s → v%s%s", state, from_version, to_version, f": {error}" if error else "")
 
     # ---- children -----------------------------------------------------------------------------------
     def start(self, version: int) -> Child:
-        env = {**os.environ, LAUNCHER_VERSION_ENV: str(LAUNCHER_VERSION), LAUNCHER_DIR_ENV: str(self.dir),
-               "PYTHONPATH": str(self.version_root(version)), "PYTHONUNBUFFERED": "1"}
+        env = {
+            **os.environ,
+            LAUNCHER_VERSION_ENV: str(LAUNCHER_VERSION),
+            LAUNCHER_DIR_ENV: str(self.dir),
+            "PYTHONPATH": str(self.version_root(version)),
+            "PYTHONUNBUFFERED": "1",
+        }
         log.info("starting sync agent v%s", version)
         self.child = Child(version, self.version_root(version), self.agent_argv, env)
         return self.child
@@ -189,7 +217,9 @@ class Launcher:
             if code is not None:
                 time.sleep(0.2)  # let the stderr pump catch the last line
                 last = child.last_line()
-                return f"v{child.version} exited with code {code} before its first claim" + (f": {last}" if last else "")
+                return f"v{child.version} exited with code {code} before its first claim" + (
+                    f": {last}" if last else ""
+                )
             if self.stop_event.wait(0.2):
                 return "launcher stopping"
         return f"v{child.version} did not complete a claim within {self.start_timeout:g} s"
@@ -207,8 +237,12 @@ class Launcher:
             return
         self.set_update("downloading", current, new)
         try:
-            with httpx.Client(base_url=self.hub_url, timeout=120, verify=self.verify_ssl,
-                              headers={"Authorization": f"Bearer {self.token}"}) as client:
+            with httpx.Client(
+                base_url=self.hub_url,
+                timeout=120,
+                verify=self.verify_ssl,
+                headers={"Authorization": f"Bearer {self.token}"},
+            ) as client:
                 resp = client.get(publication["download_url"])
                 resp.raise_for_status()
                 artifact = resp.content
@@ -219,7 +253,9 @@ class Launcher:
             return
         got = hashlib.sha256(artifact).hexdigest()
         if got != sha:
-            self.set_update("failed", current, new, f"v{new} sha256 mismatch: published {sha}, downloaded {got}; not started")
+            self.set_update(
+                "failed", current, new, f"v{new} sha256 mismatch: published {sha}, downloaded {got}; not started"
+            )
             self.meta["bad"][str(new)] = sha
             self.save_meta()
             return
@@ -262,7 +298,12 @@ class Launcher:
             if code is not None:
                 crashes += 1
                 delay = min(60.0, self.restart_delay * 2 ** min(crashes - 1, 5))
-                log.warning("sync agent v%s exited with code %s; restarting in %.0f s", child.version if child else "?", code, delay)
+                log.warning(
+                    "sync agent v%s exited with code %s; restarting in %.0f s",
+                    child.version if child else "?",
+                    code,
+                    delay,
+                )
                 if self.stop_event.wait(delay):
                     break
                 self.start(self.meta["current"])
@@ -278,9 +319,13 @@ class Launcher:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser(prog="python -m hub.syncagent.run")
-    parser.add_argument("--start-timeout", dest="start_timeout", type=float,
-                        default=float(os.environ.get("ACHILLES_SYNC_START_TIMEOUT", "120")),
-                        help="seconds a new version has to complete its first claim before it is rolled back")
+    parser.add_argument(
+        "--start-timeout",
+        dest="start_timeout",
+        type=float,
+        default=float(os.environ.get("ACHILLES_SYNC_START_TIMEOUT", "120")),
+        help="seconds a new version has to complete its first claim before it is rolled back",
+    )
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s launcher: %(message)s")
@@ -307,8 +352,14 @@ def main(argv: list[str] | None = None) -> int:
             skip = True
             continue
         child_argv.append(a)
-    launcher = Launcher(state_dir=state_dir, agent_argv=child_argv, hub_url=hub_url, token=token,
-                        start_timeout=args.start_timeout, verify_ssl=args.verify_ssl is not False)
+    launcher = Launcher(
+        state_dir=state_dir,
+        agent_argv=child_argv,
+        hub_url=hub_url,
+        token=token,
+        start_timeout=args.start_timeout,
+        verify_ssl=args.verify_ssl is not False,
+    )
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: launcher.stop_event.set())
     return launcher.run()

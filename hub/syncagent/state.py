@@ -35,8 +35,16 @@ class State:
     def __init__(self, path: Path):
         self.path = path
         self.lock = threading.RLock()
-        self.data: dict[str, Any] = {"pending_reports": [], "rate_limited": [], "settings_version": None,
-                                     "settings": {}, "sync": {}, "creates": {}, "comments": {}, "actions": {}}
+        self.data: dict[str, Any] = {
+            "pending_reports": [],
+            "rate_limited": [],
+            "settings_version": None,
+            "settings": {},
+            "sync": {},
+            "creates": {},
+            "comments": {},
+            "actions": {},
+        }
         if path.exists():
             try:
                 self.data.update(json.loads(path.read_text()))
@@ -61,7 +69,9 @@ class State:
     # ---- reports ------------------------------------------------------------------------------
     def add_report(self, result: dict[str, Any]) -> None:
         with self.lock:
-            self.data["pending_reports"] = [r for r in self.data["pending_reports"] if r["command_id"] != result["command_id"]]
+            self.data["pending_reports"] = [
+                r for r in self.data["pending_reports"] if r["command_id"] != result["command_id"]
+            ]
             self.data["pending_reports"].append(result)
             self.save()
 
@@ -71,7 +81,9 @@ class State:
 
     def acknowledge(self, command_ids: set[int], rate_limited: int) -> None:
         with self.lock:
-            self.data["pending_reports"] = [r for r in self.data["pending_reports"] if r["command_id"] not in command_ids]
+            self.data["pending_reports"] = [
+                r for r in self.data["pending_reports"] if r["command_id"] not in command_ids
+            ]
             del self.data["rate_limited"][:rate_limited]
             self.save()
 

@@ -29,7 +29,11 @@ def parse_sprint(value: Any) -> dict[str, str] | None:
     """One Sprint field entry: DC's ``com.atlassian.greenhopper.service.sprint.Sprint@…[id=…,name=…,state=…]``
     string, or the object newer versions send."""
     if isinstance(value, dict):
-        return {"id": str(value.get("id")), "name": value.get("name") or "", "state": str(value.get("state") or "").upper()}
+        return {
+            "id": str(value.get("id")),
+            "name": value.get("name") or "",
+            "state": str(value.get("state") or "").upper(),
+        }
     if not isinstance(value, str):
         return None
     m = re.search(r"\[(.*)\]\s*$", value, re.S)
@@ -90,7 +94,9 @@ class Syncer:
                 links.append({"link_type": name, "direction": "inward", "other_key": link["inwardIssue"]["key"]})
         # Comments and links travel structured beside the raw fields, not twice; REST plumbing (self
         # URLs, avatars) and empty fields carry nothing for the mirror but cost every upload.
-        raw_fields = {k: _compact(v) for k, v in f.items() if k not in ("comment", "issuelinks") and v not in (None, [], "")}
+        raw_fields = {
+            k: _compact(v) for k, v in f.items() if k not in ("comment", "issuelinks") and v not in (None, [], "")
+        }
         return {
             "key": raw["key"],
             "project": (f.get("project") or {}).get("key") or raw["key"].rsplit("-", 1)[0],
@@ -105,8 +111,15 @@ class Syncer:
             "updated": f.get("updated"),
             "fields": raw_fields,
             "links": links,
-            "comments": [{"id": str(c["id"]), "author": (c.get("author") or {}).get("name") or "", "created": c.get("created"),
-                          "body": c.get("body") or ""} for c in comments],
+            "comments": [
+                {
+                    "id": str(c["id"]),
+                    "author": (c.get("author") or {}).get("name") or "",
+                    "created": c.get("created"),
+                    "body": c.get("body") or "",
+                }
+                for c in comments
+            ],
         }
 
     # ---- runs ---------------------------------------------------------------------------------------
@@ -119,7 +132,9 @@ class Syncer:
         parts.append(f'labels = "{s.get("base_label", "AWPCA")}"')
         return " AND ".join(parts)
 
-    def _pages(self, jql: str, *, page_size: int, validate: bool, dedupe: bool, out: queue.Queue, stop: threading.Event) -> None:
+    def _pages(
+        self, jql: str, *, page_size: int, validate: bool, dedupe: bool, out: queue.Queue, stop: threading.Event
+    ) -> None:
         """Producer: read and map Jira pages ahead of the uploads (a bounded queue: one page in flight
         each way), so a full sync costs max(Jira, hub) per page, not their sum."""
         try:
@@ -129,8 +144,11 @@ class Syncer:
                 page = self.jira.search(jql, start=start, limit=page_size, fields="*all", validate=validate)
                 issues = page.get("issues") or []
                 keys = [raw["key"] for raw in issues]
-                batch = [self.map_issue(raw, sprint_field) for raw in issues
-                         if not (dedupe and self.seen.get(raw["key"]) == ((raw.get("fields") or {}).get("updated") or ""))]
+                batch = [
+                    self.map_issue(raw, sprint_field)
+                    for raw in issues
+                    if not (dedupe and self.seen.get(raw["key"]) == ((raw.get("fields") or {}).get("updated") or ""))
+                ]
                 out.put(("page", keys, batch))
                 start += len(issues)
                 if not issues or start >= int(page.get("total", 0)):
@@ -152,9 +170,19 @@ class Syncer:
         pages: queue.Queue = queue.Queue(maxsize=2)
         hub_seconds, started = 0.0, time.perf_counter()
         stop = threading.Event()
-        reader = threading.Thread(target=self._pages, name=f"sync-{kind}", daemon=True,
-                                  kwargs={"jql": jql, "page_size": page_size, "validate": validate, "dedupe": dedupe,
-                                          "out": pages, "stop": stop})
+        reader = threading.Thread(
+            target=self._pages,
+            name=f"sync-{kind}",
+            daemon=True,
+            kwargs={
+                "jql": jql,
+                "page_size": page_size,
+                "validate": validate,
+                "dedupe": dedupe,
+                "out": pages,
+                "stop": stop,
+            },
+        )
         reader.start()
         try:
             while True:
@@ -193,11 +221,23 @@ class Syncer:
                 except queue.Empty:
                     reader.join(0.1)
         status = "failed" if errors else "ok"
-        self.hub.sync_run_finish(run_id, status=status, counts={k: v for k, v in counts.items() if k in ("issues", "comments", "links", "unchanged", "stale")}, errors=errors)
+        self.hub.sync_run_finish(
+            run_id,
+            status=status,
+            counts={k: v for k, v in counts.items() if k in ("issues", "comments", "links", "unchanged", "stale")},
+            errors=errors,
+        )
         # an incremental run that found nothing is routine: DEBUG, so the sync agent's log stays readable
         level = logging.DEBUG if status == "ok" and kind == "incremental" and not counts.get("issues") else logging.INFO
-        log.log(level, "sync %s: %s %s in %.1f s (%.1f s waiting for hub uploads)", kind, status, counts,
-                 time.perf_counter() - started, hub_seconds)
+        log.log(
+            level,
+            "sync %s: %s %s in %.1f s (%.1f s waiting for hub uploads)",
+            kind,
+            status,
+            counts,
+            time.perf_counter() - started,
+            hub_seconds,
+        )
         return {**counts, "status": status, "errors": errors, "newest": newest, "keys": seen_keys}
 
     def full(self) -> dict[str, Any]:
@@ -231,6 +271,7 @@ class Syncer:
         out = self._run("refresh", "key in (" + ", ".join(f'"{k}"' for k in keys) + ")", dedupe=False, validate=False)
         if out["errors"]:
             from hub.syncagent.commands import CommandFailed  # noqa: PLC0415 (commands imports sync)
+
             raise CommandFailed("; ".join(out["errors"]))
         out["missing"] = [k for k in keys if k not in set(out["keys"])]
         return out

@@ -11,7 +11,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -21,82 +20,225 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Record',
+            name="Record",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False)),
-                ('updated_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False)),
-                ('source_system', models.CharField(max_length=64)),
-                ('external_id', models.CharField(max_length=512)),
-                ('title', models.CharField(max_length=500)),
-                ('url', models.CharField(blank=True, default='', max_length=2000)),
-                ('author_principal_id', models.CharField(blank=True, max_length=200, null=True)),
-                ('acl', django.contrib.postgres.fields.ArrayField(base_field=models.TextField(), default=list, help_text='Principals that may read the record: user:<id>, group:<name>, everyone, public.', size=None)),
-                ('trust_score', models.FloatField(default=1.0)),
-                ('origin', models.CharField(blank=True, default='', help_text='Who wrote it: ingest:<folder> or api; --prune only touches its own origin.', max_length=600)),
-                ('content_hash', models.CharField(blank=True, default='', max_length=64)),
-                ('embedding_model', models.CharField(blank=True, help_text='The embedding model the chunks were embedded with (NULL: lexical only).', max_length=100, null=True)),
-                ('content_changed_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('last_accessed_at', models.DateTimeField(blank=True, null=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "created_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False),
+                ),
+                (
+                    "updated_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False),
+                ),
+                ("source_system", models.CharField(max_length=64)),
+                ("external_id", models.CharField(max_length=512)),
+                ("title", models.CharField(max_length=500)),
+                ("url", models.CharField(blank=True, default="", max_length=2000)),
+                ("author_principal_id", models.CharField(blank=True, max_length=200, null=True)),
+                (
+                    "acl",
+                    django.contrib.postgres.fields.ArrayField(
+                        base_field=models.TextField(),
+                        default=list,
+                        help_text="Principals that may read the record: user:<id>, group:<name>, everyone, public.",
+                        size=None,
+                    ),
+                ),
+                ("trust_score", models.FloatField(default=1.0)),
+                (
+                    "origin",
+                    models.CharField(
+                        blank=True,
+                        default="",
+                        help_text="Who wrote it: ingest:<folder> or api; --prune only touches its own origin.",
+                        max_length=600,
+                    ),
+                ),
+                ("content_hash", models.CharField(blank=True, default="", max_length=64)),
+                (
+                    "embedding_model",
+                    models.CharField(
+                        blank=True,
+                        help_text="The embedding model the chunks were embedded with (NULL: lexical only).",
+                        max_length=100,
+                        null=True,
+                    ),
+                ),
+                ("content_changed_at", models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
+                ("last_accessed_at", models.DateTimeField(blank=True, null=True)),
             ],
             options={
-                'db_table': 'knowledge_records',
-                'ordering': ['source_system', 'external_id'],
-                'indexes': [django.contrib.postgres.indexes.GinIndex(fields=['acl'], name='knowledge_record_acl_gin'), models.Index(fields=['origin'], name='knowledge_record_origin_idx')],
-                'constraints': [models.UniqueConstraint(fields=('source_system', 'external_id'), name='knowledge_record_source_external_unique', violation_error_message='A record with this source system and external id exists.'), models.CheckConstraint(condition=models.Q(('source_system', ''), _negated=True), name='knowledge_record_source_not_empty'), models.CheckConstraint(condition=models.Q(('external_id', ''), _negated=True), name='knowledge_record_external_id_not_empty'), models.CheckConstraint(condition=models.Q(('trust_score__gte', 0.0), ('trust_score__lte', 1.0)), name='knowledge_record_trust_score_range')],
+                "db_table": "knowledge_records",
+                "ordering": ["source_system", "external_id"],
+                "indexes": [
+                    django.contrib.postgres.indexes.GinIndex(fields=["acl"], name="knowledge_record_acl_gin"),
+                    models.Index(fields=["origin"], name="knowledge_record_origin_idx"),
+                ],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("source_system", "external_id"),
+                        name="knowledge_record_source_external_unique",
+                        violation_error_message="A record with this source system and external id exists.",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("source_system", ""), _negated=True),
+                        name="knowledge_record_source_not_empty",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("external_id", ""), _negated=True),
+                        name="knowledge_record_external_id_not_empty",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("trust_score__gte", 0.0), ("trust_score__lte", 1.0)),
+                        name="knowledge_record_trust_score_range",
+                    ),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='Chunk',
+            name="Chunk",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('ordinal', models.PositiveIntegerField()),
-                ('heading', models.CharField(blank=True, default='', max_length=1000)),
-                ('text', models.TextField()),
-                ('acl', django.contrib.postgres.fields.ArrayField(base_field=models.TextField(), default=list, editable=False, size=None)),
-                ('tsv', models.GeneratedField(db_persist=True, expression=django.contrib.postgres.search.CombinedSearchVector(django.contrib.postgres.search.SearchVector('heading', config='russian', weight='A'), '||', django.contrib.postgres.search.SearchVector('text', config='russian', weight='B'), django.contrib.postgres.search.SearchConfig('russian')), output_field=django.contrib.postgres.search.SearchVectorField())),
-                ('embedding', pgvector.django.vector.VectorField(blank=True, dimensions=384, null=True)),
-                ('created_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False)),
-                ('record', models.ForeignKey(on_delete=django.db.models.deletion.DO_NOTHING, related_name='chunks', to='knowledge.record')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("ordinal", models.PositiveIntegerField()),
+                ("heading", models.CharField(blank=True, default="", max_length=1000)),
+                ("text", models.TextField()),
+                (
+                    "acl",
+                    django.contrib.postgres.fields.ArrayField(
+                        base_field=models.TextField(), default=list, editable=False, size=None
+                    ),
+                ),
+                (
+                    "tsv",
+                    models.GeneratedField(
+                        db_persist=True,
+                        expression=django.contrib.postgres.search.CombinedSearchVector(
+                            django.contrib.postgres.search.SearchVector("heading", config="russian", weight="A"),
+                            "||",
+                            django.contrib.postgres.search.SearchVector("text", config="russian", weight="B"),
+                            django.contrib.postgres.search.SearchConfig("russian"),
+                        ),
+                        output_field=django.contrib.postgres.search.SearchVectorField(),
+                    ),
+                ),
+                ("embedding", pgvector.django.vector.VectorField(blank=True, dimensions=384, null=True)),
+                (
+                    "created_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False),
+                ),
+                (
+                    "record",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.DO_NOTHING, related_name="chunks", to="knowledge.record"
+                    ),
+                ),
             ],
             options={
-                'db_table': 'knowledge_chunks',
-                'ordering': ['record_id', 'ordinal'],
-                'indexes': [django.contrib.postgres.indexes.GinIndex(fields=['acl'], name='knowledge_chunk_acl_gin'), django.contrib.postgres.indexes.GinIndex(fields=['tsv'], name='knowledge_chunk_tsv_gin'), pgvector.django.indexes.HnswIndex(ef_construction=64, fields=['embedding'], m=16, name='knowledge_chunk_embedding_hnsw', opclasses=['vector_cosine_ops'])],
-                'constraints': [models.UniqueConstraint(fields=('record', 'ordinal'), name='knowledge_chunk_record_ordinal_unique'), models.CheckConstraint(condition=models.Q(('text', ''), _negated=True), name='knowledge_chunk_text_not_empty')],
+                "db_table": "knowledge_chunks",
+                "ordering": ["record_id", "ordinal"],
+                "indexes": [
+                    django.contrib.postgres.indexes.GinIndex(fields=["acl"], name="knowledge_chunk_acl_gin"),
+                    django.contrib.postgres.indexes.GinIndex(fields=["tsv"], name="knowledge_chunk_tsv_gin"),
+                    pgvector.django.indexes.HnswIndex(
+                        ef_construction=64,
+                        fields=["embedding"],
+                        m=16,
+                        name="knowledge_chunk_embedding_hnsw",
+                        opclasses=["vector_cosine_ops"],
+                    ),
+                ],
+                "constraints": [
+                    models.UniqueConstraint(fields=("record", "ordinal"), name="knowledge_chunk_record_ordinal_unique"),
+                    models.CheckConstraint(
+                        condition=models.Q(("text", ""), _negated=True), name="knowledge_chunk_text_not_empty"
+                    ),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='AccessSignal',
+            name="AccessSignal",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('answer', 'cited in an answer'), ('click', 'citation clicked')], max_length=16)),
-                ('principal', models.CharField(blank=True, max_length=200, null=True)),
-                ('message_id', models.CharField(blank=True, max_length=64, null=True)),
-                ('created_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False)),
-                ('record', models.ForeignKey(on_delete=django.db.models.deletion.DO_NOTHING, related_name='access_signals', to='knowledge.record')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[("answer", "cited in an answer"), ("click", "citation clicked")], max_length=16
+                    ),
+                ),
+                ("principal", models.CharField(blank=True, max_length=200, null=True)),
+                ("message_id", models.CharField(blank=True, max_length=64, null=True)),
+                (
+                    "created_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False),
+                ),
+                (
+                    "record",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="access_signals",
+                        to="knowledge.record",
+                    ),
+                ),
             ],
             options={
-                'db_table': 'knowledge_access_signals',
-                'ordering': ['-created_at'],
-                'indexes': [models.Index(fields=['record', 'created_at'], name='knowledge_access_record_idx')],
-                'constraints': [models.CheckConstraint(condition=models.Q(('kind__in', ['answer', 'click'])), name='knowledge_access_kind_valid'), models.UniqueConstraint(condition=models.Q(('kind', 'answer'), ('message_id__isnull', False)), fields=('record', 'message_id'), name='knowledge_access_answer_once_per_message')],
+                "db_table": "knowledge_access_signals",
+                "ordering": ["-created_at"],
+                "indexes": [models.Index(fields=["record", "created_at"], name="knowledge_access_record_idx")],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(("kind__in", ["answer", "click"])), name="knowledge_access_kind_valid"
+                    ),
+                    models.UniqueConstraint(
+                        condition=models.Q(("kind", "answer"), ("message_id__isnull", False)),
+                        fields=("record", "message_id"),
+                        name="knowledge_access_answer_once_per_message",
+                    ),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='RecordLink',
+            name="RecordLink",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False)),
-                ('updated_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False)),
-                ('link_type', models.CharField(default='relates', max_length=64)),
-                ('from_record', models.ForeignKey(on_delete=django.db.models.deletion.DO_NOTHING, related_name='links_out', to='knowledge.record')),
-                ('to_record', models.ForeignKey(on_delete=django.db.models.deletion.DO_NOTHING, related_name='links_in', to='knowledge.record')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "created_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False),
+                ),
+                (
+                    "updated_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False),
+                ),
+                ("link_type", models.CharField(default="relates", max_length=64)),
+                (
+                    "from_record",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.DO_NOTHING, related_name="links_out", to="knowledge.record"
+                    ),
+                ),
+                (
+                    "to_record",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.DO_NOTHING, related_name="links_in", to="knowledge.record"
+                    ),
+                ),
             ],
             options={
-                'db_table': 'knowledge_record_links',
-                'indexes': [models.Index(fields=['to_record'], name='knowledge_link_to_idx')],
-                'constraints': [models.UniqueConstraint(fields=('from_record', 'to_record', 'link_type'), name='knowledge_link_unique'), models.CheckConstraint(condition=models.Q(('from_record', models.F('to_record')), _negated=True), name='knowledge_link_not_self', violation_error_message='A record cannot link to itself.'), models.CheckConstraint(condition=models.Q(('link_type', ''), _negated=True), name='knowledge_link_type_not_empty')],
+                "db_table": "knowledge_record_links",
+                "indexes": [models.Index(fields=["to_record"], name="knowledge_link_to_idx")],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("from_record", "to_record", "link_type"), name="knowledge_link_unique"
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("from_record", models.F("to_record")), _negated=True),
+                        name="knowledge_link_not_self",
+                        violation_error_message="A record cannot link to itself.",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("link_type", ""), _negated=True), name="knowledge_link_type_not_empty"
+                    ),
+                ],
             },
         ),
     ]

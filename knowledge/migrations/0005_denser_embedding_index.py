@@ -31,8 +31,12 @@ class Migration(migrations.Migration):
                 migrations.AddIndex(
                     model_name="chunk",
                     index=pgvector.django.indexes.HnswIndex(
-                        ef_construction=128, fields=["embedding"], m=32, name="knowledge_chunk_emb_hnsw32",
-                        opclasses=["vector_cosine_ops"]),
+                        ef_construction=128,
+                        fields=["embedding"],
+                        m=32,
+                        name="knowledge_chunk_emb_hnsw32",
+                        opclasses=["vector_cosine_ops"],
+                    ),
                 ),
             ],
         ),

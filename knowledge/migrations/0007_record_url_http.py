@@ -11,12 +11,15 @@ class Migration(migrations.Migration):
     dependencies = [("knowledge", "0006_content_generation")]
 
     operations = [
-        migrations.RunSQL([("UPDATE knowledge_records SET url = '' WHERE url <> '' AND url !~* %s", [URL_PATTERN])],
-                          reverse_sql=migrations.RunSQL.noop),
+        migrations.RunSQL(
+            [("UPDATE knowledge_records SET url = '' WHERE url <> '' AND url !~* %s", [URL_PATTERN])],
+            reverse_sql=migrations.RunSQL.noop,
+        ),
         migrations.AddConstraint(
             model_name="record",
-            constraint=models.CheckConstraint(condition=models.Q(("url", ""), ("url__iregex", URL_PATTERN),
-                                                                 _connector="OR"),
-                                              name="knowledge_record_url_http"),
+            constraint=models.CheckConstraint(
+                condition=models.Q(("url", ""), ("url__iregex", URL_PATTERN), _connector="OR"),
+                name="knowledge_record_url_http",
+            ),
         ),
     ]

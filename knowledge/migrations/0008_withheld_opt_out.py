@@ -7,31 +7,52 @@ from achilles.db import AttachUpdatedAtTrigger
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('knowledge', '0007_record_url_http'),
+        ("knowledge", "0007_record_url_http"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='record',
-            name='never_hint',
-            field=models.BooleanField(db_default=False, default=False, help_text='Never mention this record in a withheld hint, however relevant.'),
+            model_name="record",
+            name="never_hint",
+            field=models.BooleanField(
+                db_default=False,
+                default=False,
+                help_text="Never mention this record in a withheld hint, however relevant.",
+            ),
         ),
         migrations.CreateModel(
-            name='SourcePolicy',
+            name="SourcePolicy",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False)),
-                ('updated_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False)),
-                ('source_system', models.CharField(max_length=64, unique=True)),
-                ('never_hint', models.BooleanField(db_default=False, default=False, help_text='Sensitive source: never mention it in a withheld hint.')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "created_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False),
+                ),
+                (
+                    "updated_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False),
+                ),
+                ("source_system", models.CharField(max_length=64, unique=True)),
+                (
+                    "never_hint",
+                    models.BooleanField(
+                        db_default=False,
+                        default=False,
+                        help_text="Sensitive source: never mention it in a withheld hint.",
+                    ),
+                ),
             ],
             options={
-                'verbose_name_plural': 'source policies',
-                'db_table': 'knowledge_source_policies',
-                'ordering': ['source_system'],
-                'constraints': [models.CheckConstraint(condition=models.Q(('source_system', ''), _negated=True), name='knowledge_sourcepolicy_source_not_empty')],
+                "verbose_name_plural": "source policies",
+                "db_table": "knowledge_source_policies",
+                "ordering": ["source_system"],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(("source_system", ""), _negated=True),
+                        name="knowledge_sourcepolicy_source_not_empty",
+                    )
+                ],
             },
         ),
         AttachUpdatedAtTrigger("knowledge_source_policies"),

@@ -4,14 +4,16 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('knowledge', '0008_withheld_opt_out'),
+        ("knowledge", "0008_withheld_opt_out"),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name='record',
-            options={'ordering': ['source_system', 'external_id'], 'permissions': [('search_as_user', 'Can search as another user (preview what they would get)')]},
+            name="record",
+            options={
+                "ordering": ["source_system", "external_id"],
+                "permissions": [("search_as_user", "Can search as another user (preview what they would get)")],
+            },
         ),
     ]

@@ -42,9 +42,12 @@ def embedding_config() -> EmbeddingConfig | None:
     floor = configured if configured is not None else DEFAULT_MIN_SIMILARITY.get(spec.provider)
     # The model's floor (configured, or measured for a built-in embedder) is also the semantic
     # threshold of withheld hints; a model with neither gives no semantic hints.
-    return EmbeddingConfig(name=row.name, provider=get_embedding_provider(spec),
-                           min_similarity=float(floor) if floor is not None else -1.0,
-                           hint_floor=float(floor) if floor is not None else None)
+    return EmbeddingConfig(
+        name=row.name,
+        provider=get_embedding_provider(spec),
+        min_similarity=float(floor) if floor is not None else -1.0,
+        hint_floor=float(floor) if floor is not None else None,
+    )
 
 
 # The search path reads the default embedding model once per SEARCH_CONFIG_SECONDS per process:
@@ -80,7 +83,11 @@ def embed_query(config: EmbeddingConfig, query: str) -> list[float] | None:
         logger.warning("embedding the query with %s failed; lexical only", config.name, exc_info=True)
         return None
     if len(vector) != EMBEDDING_DIM:
-        logger.warning("embedding model %s returned %d dims, the store keeps %d; lexical only",
-                       config.name, len(vector), EMBEDDING_DIM)
+        logger.warning(
+            "embedding model %s returned %d dims, the store keeps %d; lexical only",
+            config.name,
+            len(vector),
+            EMBEDDING_DIM,
+        )
         return None
     return vector

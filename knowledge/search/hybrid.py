@@ -106,8 +106,15 @@ def search(query: str, identity: Identity, k: int = 8) -> SearchResult:
         if (config is not None and vector is not None) or semantic is not None:
             known = list(dict.fromkeys((lexical.visible if lexical else []) + hidden))
             ranked, semantic_ids, details = vector_lists(
-                cursor, vector, principals, depth, config.min_similarity if config is not None else -1.0,
-                extra=lexical.visible if lexical else (), semantic=semantic, details=(DETAIL_COLUMNS, known))
+                cursor,
+                vector,
+                principals,
+                depth,
+                config.min_similarity if config is not None else -1.0,
+                extra=lexical.visible if lexical else (),
+                semantic=semantic,
+                details=(DETAIL_COLUMNS, known),
+            )
             if config is not None and vector is not None:
                 lists.append(ranked)
         fused = rrf(lists)[:k]
@@ -126,9 +133,18 @@ def search(query: str, identity: Identity, k: int = 8) -> SearchResult:
         row = details.get(chunk_id)
         if row is None or not row[4]:  # deleted or re-ACLed between the statements
             continue
-        candidates.append(Candidate(record_id=row[1], chunk_id=chunk_id, title=row[5], url=row[6] or "",
-                                    source_system=row[2], text=row[7], score=round(score, 6),
-                                    rank=len(candidates) + 1))
+        candidates.append(
+            Candidate(
+                record_id=row[1],
+                chunk_id=chunk_id,
+                title=row[5],
+                url=row[6] or "",
+                source_system=row[2],
+                text=row[7],
+                score=round(score, 6),
+                rank=len(candidates) + 1,
+            )
+        )
     withheld: list[Withheld] = []
     for chunk_id in hidden:
         row = details.get(chunk_id)

@@ -133,15 +133,21 @@ def lexical_first(rows: Sequence[tuple[Any, ...]]) -> tuple[SideLists, list[str]
     return side, lexemes
 
 
-def lexical_levels(cursor: CursorWrapper, side: SideLists, lexemes: Sequence[str], principals: list[str],
-                   depth: int, k: int) -> SideLists:
+def lexical_levels(
+    cursor: CursorWrapper, side: SideLists, lexemes: Sequence[str], principals: list[str], depth: int, k: int
+) -> SideLists:
     """The lower coordination levels after the first, each only while a list is still short."""
     for level in coordination_levels(lexemes)[1:]:  # the all-lexemes level ran first
         need_visible, need_all = depth - len(side.visible), k - len(side.unfiltered)
         if need_visible <= 0 and need_all <= 0:
             break
-        params: dict[str, Any] = {"q": level, "principals": principals, "n_visible": max(need_visible, 0),
-                                  "n_all": max(need_all, 0), "seen": list(set(side.visible) | set(side.unfiltered))}
+        params: dict[str, Any] = {
+            "q": level,
+            "principals": principals,
+            "n_visible": max(need_visible, 0),
+            "n_all": max(need_all, 0),
+            "seen": list(set(side.visible) | set(side.unfiltered)),
+        }
         if need_visible > 0 and need_all > 0:
             cursor.execute(LEXICAL_BOTH_SQL, params)
         elif need_visible > 0:
@@ -160,8 +166,9 @@ def lexical_levels(cursor: CursorWrapper, side: SideLists, lexemes: Sequence[str
     return side
 
 
-def unfiltered_top(cursor: CursorWrapper, lexemes: Sequence[str], principals: list[str],
-                   k: int) -> tuple[list[int], set[int]]:
+def unfiltered_top(
+    cursor: CursorWrapper, lexemes: Sequence[str], principals: list[str], k: int
+) -> tuple[list[int], set[int]]:
     """The lexical top ``k`` over all chunks (no ACL), level by level, and which of them are hidden."""
     ranked: list[int] = []
     hidden: set[int] = set()

@@ -55,17 +55,28 @@ def ef_search(depth: int) -> int:
     return max(HNSW_EF_SEARCH, depth)
 
 
-def vector_list(cursor: CursorWrapper, vector: Sequence[float], principals: list[str], depth: int, floor: float,
-                extra: Sequence[int] = ()) -> list[int]:
+def vector_list(
+    cursor: CursorWrapper,
+    vector: Sequence[float],
+    principals: list[str],
+    depth: int,
+    floor: float,
+    extra: Sequence[int] = (),
+) -> list[int]:
     """The ``depth`` most similar visible chunks among the HNSW candidates and ``extra`` ids."""
     return vector_lists(cursor, vector, principals, depth, floor, extra)[0]
 
 
-def vector_lists(cursor: CursorWrapper, vector: Sequence[float] | None, principals: list[str], depth: int,
-                 floor: float, extra: Sequence[int] = (),
-                 semantic: tuple[Sequence[float], int, float] | None = None,
-                 details: tuple[str, Sequence[int]] | None = None,
-                 ) -> tuple[list[int], list[int], dict[int, tuple[Any, ...]]]:
+def vector_lists(
+    cursor: CursorWrapper,
+    vector: Sequence[float] | None,
+    principals: list[str],
+    depth: int,
+    floor: float,
+    extra: Sequence[int] = (),
+    semantic: tuple[Sequence[float], int, float] | None = None,
+    details: tuple[str, Sequence[int]] | None = None,
+) -> tuple[list[int], list[int], dict[int, tuple[Any, ...]]]:
     """One message: the HNSW settings, the vector list (when ``vector``: the ``depth`` most similar
     visible chunks among the HNSW candidates and ``extra`` ids, similarity ≥ ``floor``) and the
     semantic side of withheld (when ``semantic`` = (topic vector, k, floor): the hidden chunks among
@@ -76,17 +87,23 @@ def vector_lists(cursor: CursorWrapper, vector: Sequence[float] | None, principa
     other ids — returned as {chunk id: columns}, so no round trip is needed for them afterwards."""
     statements = [HNSW_SETTINGS_SQL]
     params: dict[str, Any] = {"ef_search": str(ef_search(depth)), "principals": principals}
-    joined = ("SELECT s.similarity, {flag} {columns} FROM ({inner}) AS s JOIN knowledge_chunks c ON c.id = s.id "
-              "JOIN knowledge_records r ON r.id = c.record_id")
+    joined = (
+        "SELECT s.similarity, {flag} {columns} FROM ({inner}) AS s JOIN knowledge_chunks c ON c.id = s.id "
+        "JOIN knowledge_records r ON r.id = c.record_id"
+    )
     if vector is not None:
         statements.append(joined.format(flag="", columns=details[0], inner=VECTOR_SQL) if details else VECTOR_SQL)
         params.update(vec=vector_literal(vector), n=depth, extra=list(extra))
     if semantic is not None:
-        statements.append(joined.format(flag="s.visible,", columns=details[0], inner=VECTOR_ALL_SQL) if details else VECTOR_ALL_SQL)
+        statements.append(
+            joined.format(flag="s.visible,", columns=details[0], inner=VECTOR_ALL_SQL) if details else VECTOR_ALL_SQL
+        )
         params.update(topic_vec=vector_literal(semantic[0]), topic_n=semantic[1])
     if details:
-        statements.append(f"SELECT {details[0]} FROM knowledge_chunks c JOIN knowledge_records r "
-                          "ON r.id = c.record_id WHERE c.id = ANY(%(detail_ids)s)")
+        statements.append(
+            f"SELECT {details[0]} FROM knowledge_chunks c JOIN knowledge_records r "
+            "ON r.id = c.record_id WHERE c.id = ANY(%(detail_ids)s)"
+        )
         params["detail_ids"] = list(details[1])
     cursor.execute(";".join(statements), params)
     ranked: list[int] = []
@@ -102,8 +119,9 @@ def vector_lists(cursor: CursorWrapper, vector: Sequence[float] | None, principa
             else:
                 pairs.append((row[0], row[1]))
         # relaxed_order may return neighbours slightly out of order, and extras come unordered: sort
-        ranked = [chunk_id for chunk_id, _ in sorted((p for p in pairs if p[1] >= floor),
-                                                       key=lambda p: (-p[1], p[0]))[:depth]]
+        ranked = [
+            chunk_id for chunk_id, _ in sorted((p for p in pairs if p[1] >= floor), key=lambda p: (-p[1], p[0]))[:depth]
+        ]
     if semantic is not None:
         cursor.nextset()
         nearest = []  # (id, similarity, visible)
@@ -115,8 +133,11 @@ def vector_lists(cursor: CursorWrapper, vector: Sequence[float] | None, principa
                 nearest.append((row[0], row[1], row[2]))
         # in similarity order, ties by id: the relaxed-order scan and the graph's state (dead tuples
         # of rolled-back rows stay in it until vacuum) must not decide the order of the hints
-        hidden = [chunk_id for chunk_id, similarity, visible in sorted(nearest, key=lambda r: (-r[1], r[0]))
-                  if not visible and similarity >= semantic[2]]
+        hidden = [
+            chunk_id
+            for chunk_id, similarity, visible in sorted(nearest, key=lambda r: (-r[1], r[0]))
+            if not visible and similarity >= semantic[2]
+        ]
     if details:
         cursor.nextset()
         found.update((row[0], row) for row in cursor.fetchall())

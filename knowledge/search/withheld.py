@@ -93,8 +93,9 @@ def query_words(query: str) -> list[str]:
     return _WORD.findall(query)[:MAX_TOPIC_WORDS]
 
 
-def query_topic(cursor: CursorWrapper, words: Sequence[str], word_rows: Sequence[tuple[Any, ...]], *,
-                min_records: int) -> Topic:
+def query_topic(
+    cursor: CursorWrapper, words: Sequence[str], word_rows: Sequence[tuple[Any, ...]], *, min_records: int
+) -> Topic:
     """The topical part of a query from its ``words`` and their WORDS_SQL rows: a word is kept when
     each of its lexemes holds no digit and is in at least ``min_records`` records."""
     if not words:
@@ -108,8 +109,11 @@ def query_topic(cursor: CursorWrapper, words: Sequence[str], word_rows: Sequence
     for (_, word_lexemes, candidates, _), word in zip(word_rows, words, strict=True):
         if not word_lexemes:  # a stop word: carries nothing either way
             continue
-        topical = {lexeme for lexeme in candidates or ()
-                   if records.get(lexeme, 0) >= max(1, min_records) and not _has_digit(lexeme)}
+        topical = {
+            lexeme
+            for lexeme in candidates or ()
+            if records.get(lexeme, 0) >= max(1, min_records) and not _has_digit(lexeme)
+        }
         if set(word_lexemes) <= topical:
             kept.append(word)
             lexemes.extend(lexeme for lexeme in word_lexemes if lexeme not in lexemes)

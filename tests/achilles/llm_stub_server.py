@@ -227,9 +227,7 @@ class StubLLMServer:
             {
                 "object": "embedding",
                 "index": i,
-                "embedding": base64.b64encode(struct.pack(f"<{dim}f", *v)).decode()
-                if as_base64
-                else v,
+                "embedding": base64.b64encode(struct.pack(f"<{dim}f", *v)).decode() if as_base64 else v,
             }
             for i, v in enumerate(vectors)
         ]
@@ -247,9 +245,7 @@ def _make_handler(stub: StubLLMServer) -> type[BaseHTTPRequestHandler]:
         # HTTP/1.0: a streamed body simply ends when the connection closes.
         protocol_version = "HTTP/1.0"
 
-        def log_message(
-            self, format: str, *args: Any
-        ) -> None:  # keep test output clean
+        def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
             pass
 
         def _headers(self) -> dict[str, str]:

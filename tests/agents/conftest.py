@@ -33,6 +33,7 @@ def fake_ks(monkeypatch) -> FakeKnowledgeStore:
 
 # ------------------------------------------------------------------ fake chat client
 
+
 @pytest.fixture
 def fake_chat():
     """A scripted chat model reachable as provider ``fake-agent-engine``: add rounds to it."""
@@ -45,6 +46,7 @@ def fake_chat():
 
 
 # ------------------------------------------------------------------ factories
+
 
 class AgentFactory(factory.django.DjangoModelFactory):
     class Meta:
@@ -91,6 +93,7 @@ def owner(db):
 
 
 # ------------------------------------------------------------------ the task, without a worker
+
 
 @pytest.fixture
 def dispatched(monkeypatch):

@@ -16,7 +16,9 @@ OWNER_IDENTITY = Identity(principals=frozenset({"user:7", "group:sales", "everyo
 class FakeKnowledgeStore:
     """Stands in for ``knowledge.facade``: records every call with the identity it ran under."""
 
-    documents: list[tuple[str, str]] = field(default_factory=lambda: [("Отпуск", "Сотрудникам положено 28 дней отпуска.")])
+    documents: list[tuple[str, str]] = field(
+        default_factory=lambda: [("Отпуск", "Сотрудникам положено 28 дней отпуска.")]
+    )
     empty: bool = False
     withheld: tuple[Withheld, ...] = ()
     sql_error: ApplicationError | None = None
@@ -34,16 +36,37 @@ class FakeKnowledgeStore:
         self._record("search", query, identity)
         if self.empty:
             return SearchResult(candidates=(), withheld=(), is_empty=True)
-        candidates = tuple(Candidate(record_id=i, chunk_id=i * 10, title=t, url=f"https://kb/{i}", source_system="files",
-                                     text=x, score=1.0 / (60 + i), rank=i)
-                           for i, (t, x) in enumerate(self.documents, start=1))
+        candidates = tuple(
+            Candidate(
+                record_id=i,
+                chunk_id=i * 10,
+                title=t,
+                url=f"https://kb/{i}",
+                source_system="files",
+                text=x,
+                score=1.0 / (60 + i),
+                rank=i,
+            )
+            for i, (t, x) in enumerate(self.documents, start=1)
+        )
         return SearchResult(candidates=candidates, withheld=self.withheld, is_empty=False)
 
     def graph(self, record_id, identity, depth=1):
         self._record("graph", record_id, identity)
-        return GraphResult(root_record_id=record_id, nodes=(
-            GraphNode(record_id=record_id + 1, title="PROJ-2 Связанная задача", url="", source_system="jira",
-                      depth=1, link_type="blocks", via_record_id=record_id),))
+        return GraphResult(
+            root_record_id=record_id,
+            nodes=(
+                GraphNode(
+                    record_id=record_id + 1,
+                    title="PROJ-2 Связанная задача",
+                    url="",
+                    source_system="jira",
+                    depth=1,
+                    link_type="blocks",
+                    via_record_id=record_id,
+                ),
+            ),
+        )
 
     def sql(self, query, identity):
         self._record("sql", query, identity)
@@ -56,5 +79,3 @@ class FakeKnowledgeStore:
 
     def names(self) -> list[str]:
         return [c[0] for c in self.calls]
-
-

@@ -23,8 +23,16 @@ import pytest
 from tests.processes import start_daphne, stop, wait_database_idle
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def pytest_collection_modifyitems(config, items):
@@ -155,8 +163,10 @@ def page(_browser):
     page.set_default_timeout(20_000)
     # The pages run under the real Content-Security-Policy: any violation fails the test.
     violations: list[str] = []
-    page.on("console", lambda message: violations.append(message.text)
-            if "Content Security Policy" in message.text else None)
+    page.on(
+        "console",
+        lambda message: violations.append(message.text) if "Content Security Policy" in message.text else None,
+    )
     try:
         yield page
         assert not violations, f"CSP violations: {violations}"

@@ -16,8 +16,9 @@ def celery_worker_process(transactional_db, tmp_path):
     stop(proc)
 
 
-def test_create_an_agent_run_it_now_and_see_the_outcome(live_url, page, celery_worker_process, user_factory,
-                                                        model_factory):
+def test_create_an_agent_run_it_now_and_see_the_outcome(
+    live_url, page, celery_worker_process, user_factory, model_factory
+):
     model_factory(name="builtin-extractive", provider="builtin", is_default=True)
     user_factory(username="browser-agents")
     sign_in(page, live_url, "browser-agents")

@@ -20,13 +20,17 @@ pytestmark = [pytest.mark.browser, pytest.mark.p1]
 
 # The one document of these tests. Grounded answers pass the support check (conversations.support)
 # sentence by sentence, so every scripted grounded sentence below is carried by this text.
-POLICY = ("Ежегодный оплачиваемый отпуск сотрудника составляет 28 календарных дней. Заявление на отпуск подают "
-          "за две недели до его начала. Отпуск можно разделить на части. Перенос отпуска возможен по согласованию "
-          "с руководителем.")
-SUPPORTED = ["Ежегодный оплачиваемый отпуск сотрудника составляет 28 календарных дней [1].",
-             "Заявление на отпуск подают за две недели до его начала [1].",
-             "Отпуск можно разделить на части [1].",
-             "Перенос отпуска возможен по согласованию с руководителем [1]."]
+POLICY = (
+    "Ежегодный оплачиваемый отпуск сотрудника составляет 28 календарных дней. Заявление на отпуск подают "
+    "за две недели до его начала. Отпуск можно разделить на части. Перенос отпуска возможен по согласованию "
+    "с руководителем."
+)
+SUPPORTED = [
+    "Ежегодный оплачиваемый отпуск сотрудника составляет 28 календарных дней [1].",
+    "Заявление на отпуск подают за две недели до его начала [1].",
+    "Отпуск можно разделить на части [1].",
+    "Перенос отпуска возможен по согласованию с руководителем [1].",
+]
 
 
 class ScriptedModel:
@@ -60,11 +64,22 @@ def grounded(sentences: list[str]) -> str:
 @pytest.fixture
 def model(transactional_db):
     with StubLLMServer() as stub:
-        AllowedModel.objects.create(name="stub-a", provider="openai", kind="chat", context_window=16000, is_default=True,
-                                  options={"base_url": stub.base_url, "timeout": 90, "idle_timeout": 30})
-        record_upsert(source_system="files", external_id="vacation", title="Политика отпусков",
-                      text=POLICY,
-                      acl=["everyone"], url="https://wiki.example.com/vacation")
+        AllowedModel.objects.create(
+            name="stub-a",
+            provider="openai",
+            kind="chat",
+            context_window=16000,
+            is_default=True,
+            options={"base_url": stub.base_url, "timeout": 90, "idle_timeout": 30},
+        )
+        record_upsert(
+            source_system="files",
+            external_id="vacation",
+            title="Политика отпусков",
+            text=POLICY,
+            acl=["everyone"],
+            url="https://wiki.example.com/vacation",
+        )
         yield ScriptedModel(stub)
 
 
@@ -85,8 +100,9 @@ def wait_socket_open(page) -> None:
     page.wait_for_selector("body[data-socket=open]", state="attached")
 
 
-def test_an_idle_socket_stays_open_for_60_s_and_a_20_s_answer_arrives_whole(live_url, page, model, user_factory,
-                                                                           daphne_log):
+def test_an_idle_socket_stays_open_for_60_s_and_a_20_s_answer_arrives_whole(
+    live_url, page, model, user_factory, daphne_log
+):
     """Issue 9: the socket closed with 1011 every ~5.5 s and a long answer froze half-written (the
     channel-layer test in tests/achilles reproduced it). Two tabs at once, so the waits overlap:
     one stays idle 60 s, the other streams a 20 s answer."""
@@ -128,7 +144,9 @@ def test_markdown_renders_and_a_hostile_answer_is_inert(live_url, page, model, u
     user = user_factory(username="browser-md")
     # a conversation turn (no search) is released whole, so its Markdown is the model's own
     model.direct += [
-        StubReply(text="## Отпуск\n\n| вид | дней |\n|---|---|\n| основной | 28 |\n\n```python\nprint('отпуск')\n```\n"),
+        StubReply(
+            text="## Отпуск\n\n| вид | дней |\n|---|---|\n| основной | 28 |\n\n```python\nprint('отпуск')\n```\n"
+        ),
     ]
     requests = []
     page.on("request", lambda r: requests.append(r.url))
@@ -150,9 +168,12 @@ def test_markdown_renders_and_a_hostile_answer_is_inert(live_url, page, model, u
     card = page.locator(cite.get_attribute("href"))
     assert "Политика отпусков" in card.text_content() and "28 календарных дней" in card.text_content()
 
-    model.direct.append(StubReply(
-        text="Ответ.\n\n<script>window.pwned = 1</script>\n\n<img src=x onerror=\"window.pwned = 2\">\n\n"
-             "[нажми](javascript:window.pwned=3)\n\n![логотип](https://evil.example/track.png)"))
+    model.direct.append(
+        StubReply(
+            text='Ответ.\n\n<script>window.pwned = 1</script>\n\n<img src=x onerror="window.pwned = 2">\n\n'
+            "[нажми](javascript:window.pwned=3)\n\n![логотип](https://evil.example/track.png)"
+        )
+    )
     ask(page, "А ещё?")
     wait_answers(page, 3)
     hostile = page.locator(".msg.assistant .text").last
@@ -167,8 +188,7 @@ def test_markdown_renders_and_a_hostile_answer_is_inert(live_url, page, model, u
 def test_stop_and_regenerate(live_url, page, model, user_factory):
     user = user_factory(username="browser-stop")
     slow = grounded(SUPPORTED * 8)
-    model.answers += [StubReply(text=slow, chunk_chars=6, token_delay=0.1),
-                      StubReply(text=SUPPORTED[3])]
+    model.answers += [StubReply(text=slow, chunk_chars=6, token_delay=0.1), StubReply(text=SUPPORTED[3])]
     sign_in(page, live_url, user.username)
     page.goto(live_url + "/chat/")
     ask(page, "Расскажи про отпуск")
@@ -214,8 +234,13 @@ def test_rename_delete_and_search_conversations(live_url, page, user_factory):
 
 
 def test_the_model_picker_chooses_the_model_of_later_answers(live_url, page, model, user_factory):
-    AllowedModel.objects.create(name="stub-b", provider="openai", kind="chat", context_window=16000,
-                              options={"base_url": model.stub.base_url, "timeout": 30})
+    AllowedModel.objects.create(
+        name="stub-b",
+        provider="openai",
+        kind="chat",
+        context_window=16000,
+        options={"base_url": model.stub.base_url, "timeout": 30},
+    )
     user = user_factory(username="browser-models")
     sign_in(page, live_url, user.username)
     page.goto(live_url + "/chat/")

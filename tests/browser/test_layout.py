@@ -9,23 +9,46 @@ from tests.browser.conftest import sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.p1]
 
-WIDE_ANSWER = ("| " + " | ".join(f"колонка{i}" for i in range(12)) + " |\n|" + "---|" * 12 + "\n| "
-               + " | ".join(str(i) for i in range(12)) + " |\n\n```\n" + "x" * 400 + "\n```\n\n"
-               + "https://example.com/" + "a" * 300 + " [1]")
+WIDE_ANSWER = (
+    "| "
+    + " | ".join(f"колонка{i}" for i in range(12))
+    + " |\n|"
+    + "---|" * 12
+    + "\n| "
+    + " | ".join(str(i) for i in range(12))
+    + " |\n\n```\n"
+    + "x" * 400
+    + "\n```\n\n"
+    + "https://example.com/"
+    + "a" * 300
+    + " [1]"
+)
 
 
-WIDER = ("[...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > 376)"
-         ".slice(0, 5).map(e => e.tagName + '.' + e.className)")
+WIDER = (
+    "[...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > 376)"
+    ".slice(0, 5).map(e => e.tagName + '.' + e.className)"
+)
 
 
 def _seed(user):
     conversation = Conversation.objects.create(user=user, title="Очень длинное название беседы " * 4)
     Message.objects.create(conversation=conversation, role="user", content="Покажи таблицу " + "б" * 200)
     author = type(user).objects.create(username="hr-author", email="hr@example.com", first_name="Анна")
-    hint = {"text": "Есть закрытые для вас материалы: источник «hr».",
-            "sources": [{"source_system": "hr", "contact": {"user_id": author.pk, "username": "hr-author", "name": "Анна"}}]}
-    Message.objects.create(conversation=conversation, role="assistant", content=WIDE_ANSWER + "\n\n" + hint["text"],
-                           model="builtin-extractive", tokens_used=584, withheld_hint=hint)
+    hint = {
+        "text": "Есть закрытые для вас материалы: источник «hr».",
+        "sources": [
+            {"source_system": "hr", "contact": {"user_id": author.pk, "username": "hr-author", "name": "Анна"}}
+        ],
+    }
+    Message.objects.create(
+        conversation=conversation,
+        role="assistant",
+        content=WIDE_ANSWER + "\n\n" + hint["text"],
+        model="builtin-extractive",
+        tokens_used=584,
+        withheld_hint=hint,
+    )
     agent_create(owner=user, name="Сводка " * 10, schedule={"type": "interval", "every_minutes": 90})
     return conversation
 
@@ -65,7 +88,7 @@ def test_dark_mode_follows_the_system_setting(live_url, page, user_factory):
     dark = page.evaluate("getComputedStyle(document.body).backgroundColor")
     page.emulate_media(color_scheme="light")
     light = page.evaluate("getComputedStyle(document.body).backgroundColor")
-    luminance = lambda rgb: sum(int(x) for x in rgb[rgb.index("(") + 1:-1].split(",")[:3])  # noqa: E731
+    luminance = lambda rgb: sum(int(x) for x in rgb[rgb.index("(") + 1 : -1].split(",")[:3])  # noqa: E731
     assert luminance(dark) < 150 < luminance(light)
 
 

@@ -11,8 +11,12 @@ pytestmark = [pytest.mark.browser, pytest.mark.p1]
 
 def _watch_assets(page) -> list:
     loaded = []
-    page.on("response", lambda r: loaded.append((r.url, r.status, r.request.resource_type))
-            if r.request.resource_type in ("stylesheet", "script") else None)
+    page.on(
+        "response",
+        lambda r: loaded.append((r.url, r.status, r.request.resource_type))
+        if r.request.resource_type in ("stylesheet", "script")
+        else None,
+    )
     return loaded
 
 

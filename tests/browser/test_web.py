@@ -28,10 +28,15 @@ def test_a_question_streams_a_grounded_answer_with_citations(live_url, page, use
     # given the default builtin model and one document everyone may read
     model_factory(name="builtin-extractive", provider="builtin", is_default=True)
     user = user_factory(username="browser-chat")
-    record_upsert(source_system="files", external_id="vacation-policy", title="Политика отпусков",
-                  text="Ежегодный оплачиваемый отпуск сотрудника составляет 28 календарных дней. "
-                       "Заявление на отпуск подают за две недели.",
-                  acl=["everyone"], url="https://wiki.example.com/vacation")
+    record_upsert(
+        source_system="files",
+        external_id="vacation-policy",
+        title="Политика отпусков",
+        text="Ежегодный оплачиваемый отпуск сотрудника составляет 28 календарных дней. "
+        "Заявление на отпуск подают за две недели.",
+        acl=["everyone"],
+        url="https://wiki.example.com/vacation",
+    )
     sign_in(page, live_url, user.username)
     # when the user asks in the chat page
     page.goto(live_url + "/chat/")
@@ -58,8 +63,13 @@ def test_a_question_streams_a_grounded_answer_with_citations(live_url, page, use
 def test_an_absent_fact_gets_ne_nashel(live_url, page, user_factory, model_factory):
     model_factory(name="builtin-extractive", provider="builtin", is_default=True)
     user = user_factory(username="browser-absent")
-    record_upsert(source_system="files", external_id="office", title="Офис",
-                  text="Офис компании находится на улице Лесной, дом 5.", acl=["everyone"])
+    record_upsert(
+        source_system="files",
+        external_id="office",
+        title="Офис",
+        text="Офис компании находится на улице Лесной, дом 5.",
+        acl=["everyone"],
+    )
     sign_in(page, live_url, user.username)
     page.goto(live_url + "/chat/")
     page.fill("#q", "Какой пароль от гостевого Wi-Fi в переговорной?")

@@ -57,8 +57,7 @@ def answers_from_memory(query: str = "вопрос", *, text: str = MEMORY_ANSWE
     return [call_tool("search_knowledge", query=query), answer(text, chunk=4)]
 
 
-def talks_before_search(query: str = "вопрос", *, preface: str = "По моим данным, отпуск 31 день. ",
-                        then=None) -> list:
+def talks_before_search(query: str = "вопрос", *, preface: str = "По моим данным, отпуск 31 день. ", then=None) -> list:
     round_one = [*answer(preface, chunk=5), ToolCalls((tool_call("search_knowledge", query=query),))]
     return [round_one, then if then is not None else (lambda call: answer(_faithful(call) or "Не знаю.", chunk=4))]
 

@@ -29,11 +29,18 @@ class StreamingASGITransport(httpx.AsyncBaseTransport):
         body_sent = False
 
         scope = {
-            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": request.method,
-            "headers": [(k.lower(), v) for k, v in request.headers.raw], "scheme": request.url.scheme,
-            "path": request.url.path, "raw_path": request.url.raw_path.split(b"?")[0],
-            "query_string": request.url.query, "server": (request.url.host, request.url.port or 80),
-            "client": self.client, "root_path": "",
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": request.method,
+            "headers": [(k.lower(), v) for k, v in request.headers.raw],
+            "scheme": request.url.scheme,
+            "path": request.url.path,
+            "raw_path": request.url.raw_path.split(b"?")[0],
+            "query_string": request.url.query,
+            "server": (request.url.host, request.url.port or 80),
+            "client": self.client,
+            "root_path": "",
         }
 
         async def receive():

@@ -18,15 +18,28 @@ from tests.llm_fake import ScriptedChatProvider, answer, call_tool, call_tools, 
 # --- Knowledge Store stub ------------------------------------------------------------------------
 
 
-def candidate(record_id: int, text: str = "", *, rank: int | None = None, chunk_id: int | None = None,
-              title: str | None = None, url: str | None = None, source_system: str = "files",
-              score: float | None = None) -> Candidate:
+def candidate(
+    record_id: int,
+    text: str = "",
+    *,
+    rank: int | None = None,
+    chunk_id: int | None = None,
+    title: str | None = None,
+    url: str | None = None,
+    source_system: str = "files",
+    score: float | None = None,
+) -> Candidate:
     rank = rank if rank is not None else record_id
-    return Candidate(record_id=record_id, chunk_id=chunk_id if chunk_id is not None else record_id * 100,
-                     title=title if title is not None else f"Документ {record_id}",
-                     url=url if url is not None else f"https://kb.example/{record_id}",
-                     source_system=source_system, text=text or f"Текст документа {record_id}.",
-                     score=score if score is not None else round(1 / (60 + rank), 6), rank=rank)
+    return Candidate(
+        record_id=record_id,
+        chunk_id=chunk_id if chunk_id is not None else record_id * 100,
+        title=title if title is not None else f"Документ {record_id}",
+        url=url if url is not None else f"https://kb.example/{record_id}",
+        source_system=source_system,
+        text=text or f"Текст документа {record_id}.",
+        score=score if score is not None else round(1 / (60 + rank), 6),
+        rank=rank,
+    )
 
 
 def result(*candidates: Candidate, withheld: tuple[Withheld, ...] = ()) -> SearchResult:
@@ -233,12 +246,17 @@ def conversation_factory(db):
     from conversations.models import Conversation, Message
 
     def make(user, history=(), *, title=None, selected_model=None):
-        conversation = Conversation.objects.create(user=user, title=title or f"Беседа {next(_counter)}",
-                                                   selected_model=selected_model)
+        conversation = Conversation.objects.create(
+            user=user, title=title or f"Беседа {next(_counter)}", selected_model=selected_model
+        )
         for role, content in history:
-            Message.objects.create(conversation=conversation, role=role, content=content,
-                                   model="fake-chat" if role == "assistant" else None,
-                                   tokens_used=10 if role == "assistant" else None)
+            Message.objects.create(
+                conversation=conversation,
+                role=role,
+                content=content,
+                model="fake-chat" if role == "assistant" else None,
+                tokens_used=10 if role == "assistant" else None,
+            )
         return conversation
 
     return make
@@ -275,14 +293,24 @@ class MemoryTurnStore:
         from achilles.llm import ModelSpec
         from conversations.services import TurnSettings
 
-        self.models = self.models or {"fake-chat": ModelSpec("fake-chat", "scripted", context_window=self.context_window)}
+        self.models = self.models or {
+            "fake-chat": ModelSpec("fake-chat", "scripted", context_window=self.context_window)
+        }
 
         if self.settings is None:
-            self.settings = TurnSettings(platform_prompt="", web_search_enabled=False, web_search_url="",
-                                         answer_reserve_tokens=512, retrieval_top_k=8, cache_ttl_seconds=300)
+            self.settings = TurnSettings(
+                platform_prompt="",
+                web_search_enabled=False,
+                web_search_url="",
+                answer_reserve_tokens=512,
+                retrieval_top_k=8,
+                cache_ttl_seconds=300,
+            )
 
     async def start(self, *, user, content, conversation_id, identity=None):
-        identity = identity or Identity(principals=frozenset({f"user:{user.id}", "everyone", "public"}), user_id=user.id)
+        identity = identity or Identity(
+            principals=frozenset({f"user:{user.id}", "everyone", "public"}), user_id=user.id
+        )
         return await self._start(user=user, content=content, conversation_id=conversation_id), identity
 
     async def _start(self, *, user, content, conversation_id):
@@ -303,12 +331,25 @@ class MemoryTurnStore:
                 raise NotFound("conversation not found")
         history = tuple(LLMMessage(m["role"], m["content"]) for m in self.thread(conversation_id) if m["content"])
         message_id = next(self._ids)
-        self.messages.append({"id": message_id, "conversation_id": conversation_id, "role": "user",
-                              "content": content.strip(), "state": "complete"})
+        self.messages.append(
+            {
+                "id": message_id,
+                "conversation_id": conversation_id,
+                "role": "user",
+                "content": content.strip(),
+                "state": "complete",
+            }
+        )
         selected = self.conversations[conversation_id]["selected_model"]
         model = effective_model(selected, self.models.get(self.default_model))
-        return TurnStart(conversation_id=conversation_id, created=created, user_message_id=message_id,
-                         history=history, model=model, settings=self.settings)
+        return TurnStart(
+            conversation_id=conversation_id,
+            created=created,
+            user_message_id=message_id,
+            history=history,
+            model=model,
+            settings=self.settings,
+        )
 
     def select_model(self, conversation_id, name):
         from conversations.rules import resolve_selected_model
@@ -345,8 +386,13 @@ def memory_engine(stub_ks, fake_cache):
     store = MemoryTurnStore()
     web = StubWebSearch()
     holder = {"provider": ScriptedChatProvider([])}
-    deps = pipeline.EngineDeps(knowledge=stub_ks, cache=fake_cache, store=store,
-                               web_search=lambda settings: web, chat_provider=lambda spec: holder["provider"])
+    deps = pipeline.EngineDeps(
+        knowledge=stub_ks,
+        cache=fake_cache,
+        store=store,
+        web_search=lambda settings: web,
+        chat_provider=lambda spec: holder["provider"],
+    )
 
     class MemoryEngine:
         ks = stub_ks
@@ -372,8 +418,9 @@ def memory_engine(stub_ks, fake_cache):
 
         def turn(self, user, content, conversation_id=None, identity=None) -> TurnOutcome:
             async def go():
-                turn = await pipeline.prepare_turn(user=user, content=content, conversation_id=conversation_id,
-                                                   identity=identity, deps=deps)
+                turn = await pipeline.prepare_turn(
+                    user=user, content=content, conversation_id=conversation_id, identity=identity, deps=deps
+                )
                 return TurnOutcome(events=[e async for e in turn.events()], conversation_id=turn.conversation_id)
 
             return async_to_sync(go)()

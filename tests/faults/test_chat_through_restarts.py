@@ -19,6 +19,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 def restarting_postgres_then(text: str, down_for: float = 3.0):
     """A model round during which PostgreSQL stops (every session cut) and comes back."""
+
     def round_(call):
         def restart():
             postgres_stop()
@@ -45,6 +46,7 @@ def test_a_postgres_restart_mid_stream_still_stores_the_answer_and_frees_the_thr
     assert Message.objects.get(pk=done["message_id"]).content == "Ответ пережил рестарт."
     second = sse_events(headers, {"content": "Ещё вопрос", "conversation_id": done["conversation_id"]}, timeout=30)
     assert second[-1][0] == "done"
-    roles = list(Message.objects.filter(conversation_id=done["conversation_id"]).order_by("id")
-                 .values_list("role", flat=True))
+    roles = list(
+        Message.objects.filter(conversation_id=done["conversation_id"]).order_by("id").values_list("role", flat=True)
+    )
     assert roles == ["user", "assistant", "user", "assistant"]

@@ -42,22 +42,34 @@ class Supervisor:
         text = (ROOT / "supervisord.conf").read_text()
         # The repository's file, with this test run's state dir, queues and worker names.
         text = text.replace("%(here)s/var/supervisor", str(self.dir)).replace("%(here)s", str(ROOT))
-        text = text.replace("-Q celery --hostname=platform@", f"-Q {settings.CELERY_TASK_DEFAULT_QUEUE} "
-                                                                f"--hostname=platform-{os.getpid()}@")
-        text = text.replace("-Q agents --hostname=agents@", f"-Q {settings.AGENT_RUN_QUEUE} "
-                                                            f"--hostname=agents-{os.getpid()}@")
+        text = text.replace(
+            "-Q celery --hostname=platform@",
+            f"-Q {settings.CELERY_TASK_DEFAULT_QUEUE} --hostname=platform-{os.getpid()}@",
+        )
+        text = text.replace(
+            "-Q agents --hostname=agents@", f"-Q {settings.AGENT_RUN_QUEUE} --hostname=agents-{os.getpid()}@"
+        )
         self.conf = tmp / "supervisord.conf"
         self.conf.write_text(text)
         self.log = tmp / "supervisord.out"
         env = {**child_env(), "ACHILLES_HOST": "127.0.0.1", "ACHILLES_PORT": str(self.port)}
         self.env = env
-        self.proc = subprocess.Popen([str(ROOT / ".venv/bin/supervisord"), "-c", str(self.conf)], cwd=ROOT, env=env,
-                                     stdout=open(self.log, "w"),  # noqa: SIM115 (for its whole life)
-                                     stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            [str(ROOT / ".venv/bin/supervisord"), "-c", str(self.conf)],
+            cwd=ROOT,
+            env=env,
+            stdout=open(self.log, "w"),  # noqa: SIM115 (for its whole life)
+            stderr=subprocess.STDOUT,
+        )
 
     def status(self) -> dict[str, tuple[str, int | None]]:
-        out = subprocess.run([str(ROOT / ".venv/bin/supervisorctl"), "-c", str(self.conf), "status"],
-                             capture_output=True, text=True, env=self.env, timeout=20).stdout
+        out = subprocess.run(
+            [str(ROOT / ".venv/bin/supervisorctl"), "-c", str(self.conf), "status"],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=20,
+        ).stdout
         result = {}
         for line in out.splitlines():
             parts = line.split()
@@ -87,8 +99,13 @@ class Supervisor:
         return all(value == "ok" for value in self.healthz().values())
 
     def ctl(self, *args: str) -> None:
-        subprocess.run([str(ROOT / ".venv/bin/supervisorctl"), "-c", str(self.conf), *args],
-                       capture_output=True, env=self.env, timeout=60, check=True)
+        subprocess.run(
+            [str(ROOT / ".venv/bin/supervisorctl"), "-c", str(self.conf), *args],
+            capture_output=True,
+            env=self.env,
+            timeout=60,
+            check=True,
+        )
 
     def stop(self) -> None:
         self.proc.send_signal(signal.SIGTERM)
@@ -108,12 +125,15 @@ def test_make_run_keeps_every_process_alive_through_kills_and_service_restarts(t
     supervisor = Supervisor(tmp_path)
     try:
         with StubLLMServer(replies=[StubReply(text="Не дождётся.", ttft=90)]) as llm:
-            AllowedModelFactory(name="stub-late", provider="openai", is_default=True,
-                              options={"base_url": llm.base_url, "timeout": 120, "idle_timeout": 100})
+            AllowedModelFactory(
+                name="stub-late",
+                provider="openai",
+                is_default=True,
+                options={"base_url": llm.base_url, "timeout": 120, "idle_timeout": 100},
+            )
             agent = agent_create(owner=UserFactory(username="supervised"), name="late", instructions="Отчёт.")
 
-            wait_for(lambda: supervisor.running() and supervisor.web_answers(), 120, "all processes up",
-                     supervisor.log)
+            wait_for(lambda: supervisor.running() and supervisor.web_answers(), 120, "all processes up", supervisor.log)
             wait_for(supervisor.all_green, 60, "/healthz green", supervisor.log)
 
             # 1. kill -9 of the agents worker's main process, with a run in flight
@@ -121,20 +141,32 @@ def test_make_run_keeps_every_process_alive_through_kills_and_service_restarts(t
             wait_for(lambda: AgentRun.objects.get(pk=run.pk).state == "running", 60, "run start", supervisor.log)
             old_pid = supervisor.status()["agents"][1]
             os.kill(old_pid, signal.SIGKILL)
-            wait_for(lambda: supervisor.status()["agents"][1] not in (None, old_pid)
-                     and supervisor.running("agents"), 60, "agents worker restarted", supervisor.log)
+            wait_for(
+                lambda: supervisor.status()["agents"][1] not in (None, old_pid) and supervisor.running("agents"),
+                60,
+                "agents worker restarted",
+                supervisor.log,
+            )
             assert supervisor.proc.poll() is None and supervisor.running()
             # the run it held is reaped by the platform's own reaper (beat → worker), not left stuck
-            reaped = wait_for(lambda: (r := AgentRun.objects.get(pk=run.pk)).state != "running" and r, 90,
-                              "the killed worker's run reaped", supervisor.log)
+            reaped = wait_for(
+                lambda: (r := AgentRun.objects.get(pk=run.pk)).state != "running" and r,
+                90,
+                "the killed worker's run reaped",
+                supervisor.log,
+            )
             assert (reaped.state, reaped.reason) == ("failed", "worker_lost")
             wait_for(supervisor.all_green, 60, "/healthz green again", supervisor.log)
 
             # 2. kill -9 of the web process
             web_pid = supervisor.status()["web"][1]
             os.kill(web_pid, signal.SIGKILL)
-            wait_for(lambda: supervisor.status()["web"][1] not in (None, web_pid) and supervisor.web_answers(),
-                     60, "web restarted", supervisor.log)
+            wait_for(
+                lambda: supervisor.status()["web"][1] not in (None, web_pid) and supervisor.web_answers(),
+                60,
+                "web restarted",
+                supervisor.log,
+            )
 
             # 3. Redis stops: /healthz says so (the guard held for a moment to look), the guard starts
             # it again, every process lives on

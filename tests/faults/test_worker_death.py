@@ -27,12 +27,17 @@ def slow_run(tmp_path):
     """A prefork agents worker (as `make run` starts it) running an agent whose model answers late."""
     log = tmp_path / "agents.log"
     with StubLLMServer(replies=[StubReply(text="Поздний ответ.", ttft=60)]) as llm:
-        AllowedModelFactory(name="stub-late", provider="openai", is_default=True,
-                          options={"base_url": llm.base_url, "timeout": 120, "idle_timeout": 90})
+        AllowedModelFactory(
+            name="stub-late",
+            provider="openai",
+            is_default=True,
+            options={"base_url": llm.base_url, "timeout": 120, "idle_timeout": 90},
+        )
         platform_settings_update(agent_stale_after_seconds=300)
         agent = agent_create(owner=UserFactory(username="death-owner"), name="late", instructions="Отчёт.")
-        worker = start_celery_worker(log, "agents-death", queues=[settings.AGENT_RUN_QUEUE], pool="prefork",
-                                     extra=("--concurrency=1",))
+        worker = start_celery_worker(
+            log, "agents-death", queues=[settings.AGENT_RUN_QUEUE], pool="prefork", extra=("--concurrency=1",)
+        )
         pool: list[int] = []
         try:
             wait_for(lambda: "ready." in log.read_text(), 60, "worker start", log)
@@ -70,8 +75,12 @@ def test_a_killed_worker_shows_in_healthz_and_its_run_is_reaped_as_worker_lost(s
     os.kill(worker.pid, signal.SIGKILL)
     worker.wait(timeout=10)
     killed = time.monotonic()
-    wait_for(lambda: healthz()["agents_worker"] != "ok", settings.HEARTBEAT_MAX_AGE_SECONDS + 10,
-             "/healthz to see the dead consumer", log)
+    wait_for(
+        lambda: healthz()["agents_worker"] != "ok",
+        settings.HEARTBEAT_MAX_AGE_SECONDS + 10,
+        "/healthz to see the dead consumer",
+        log,
+    )
     time.sleep(max(0.0, WORKER_DEAD_AFTER_SECONDS + 1 - (time.monotonic() - killed)))
 
     assert agent_runs_reap_stale() == 1

@@ -28,11 +28,16 @@ def test_the_agents_worker_survives_redis_stopped_mid_run_and_the_run_finishes_o
     while Redis is down (Redis comes back only after that) and its late ack meets the dead channel too."""
     log = tmp_path / "agents.log"
     with StubLLMServer(replies=[StubReply(text="Итог прогона.", ttft=8)]) as llm:
-        AllowedModelFactory(name="stub-slow", provider="openai", is_default=True,
-                          options={"base_url": llm.base_url, "timeout": 90, "idle_timeout": 60})
+        AllowedModelFactory(
+            name="stub-slow",
+            provider="openai",
+            is_default=True,
+            options={"base_url": llm.base_url, "timeout": 90, "idle_timeout": 60},
+        )
         agent = agent_create(owner=UserFactory(username="blip-owner"), name="blip", instructions="Отчёт.")
-        worker = start_celery_worker(log, "agents-blip", queues=[settings.AGENT_RUN_QUEUE], pool="prefork",
-                                     extra=("--concurrency=2",))  # as `make run` starts it
+        worker = start_celery_worker(
+            log, "agents-blip", queues=[settings.AGENT_RUN_QUEUE], pool="prefork", extra=("--concurrency=2",)
+        )  # as `make run` starts it
         try:
             wait_for(lambda: "ready." in log.read_text(), 60, "worker start", log)
             run = agent_run_request(agent=agent)
@@ -41,8 +46,13 @@ def test_the_agents_worker_survives_redis_stopped_mid_run_and_the_run_finishes_o
 
             redis_stop()
             # the run ends in the outage (PostgreSQL is up): its ack has no broker to go to
-            finished = wait_for(lambda: (r := AgentRun.objects.get(pk=run.pk)).finished_at and r, 60,
-                                "run finish while Redis is down", log, every=0.1)
+            finished = wait_for(
+                lambda: (r := AgentRun.objects.get(pk=run.pk)).finished_at and r,
+                60,
+                "run finish while Redis is down",
+                log,
+                every=0.1,
+            )
             time.sleep(DOWN_AFTER_THE_RUN_SECONDS)
             redis_start()
 
@@ -51,6 +61,9 @@ def test_the_agents_worker_survives_redis_stopped_mid_run_and_the_run_finishes_o
             assert "Unrecoverable error" not in log.read_text()
         finally:
             stop(worker)
-    assert (finished.state, finished.output) == ("succeeded", "Итог прогона."), (finished.error, log.read_text()[-3000:])
+    assert (finished.state, finished.output) == ("succeeded", "Итог прогона."), (
+        finished.error,
+        log.read_text()[-3000:],
+    )
     assert len(llm.requests) == 1  # executed exactly once
     assert AgentRun.objects.filter(agent=agent).count() == 1

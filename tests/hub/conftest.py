@@ -48,10 +48,22 @@ def sync_headers(sync_agent):
 
 def issue_payload(key: str, *, updated: str = "2026-11-30T11:50:00.000+0000", **extra) -> dict:
     project = key.split("-")[0]
-    data = {"key": key, "project": project, "summary": f"Задача {key}", "status": "To Do", "issue_type": "Task",
-            "priority": "Medium", "assignee": "jdoe", "duedate": "2026-12-01", "sprint": "Спринт 1",
-            "labels": ["AWPCA"], "updated": updated, "fields": {"description": f"Описание {key}"},
-            "links": [], "comments": []}
+    data = {
+        "key": key,
+        "project": project,
+        "summary": f"Задача {key}",
+        "status": "To Do",
+        "issue_type": "Task",
+        "priority": "Medium",
+        "assignee": "jdoe",
+        "duedate": "2026-12-01",
+        "sprint": "Спринт 1",
+        "labels": ["AWPCA"],
+        "updated": updated,
+        "fields": {"description": f"Описание {key}"},
+        "links": [],
+        "comments": [],
+    }
     data.update(extra)
     return data
 

@@ -18,10 +18,27 @@ def make_record(db):
     """``make_record(external_id, text, acl=[...], **fields)`` → record id, via ``record_upsert``."""
     from knowledge.services import record_upsert
 
-    def make(external_id: str, text: str, *, acl=("everyone",), title=None, source_system="files",
-             author=None, url="", origin="test") -> int:
-        outcome = record_upsert(source_system=source_system, external_id=external_id, title=title or external_id,
-                                text=text, acl=list(acl), url=url, author_principal_id=author, origin=origin)
+    def make(
+        external_id: str,
+        text: str,
+        *,
+        acl=("everyone",),
+        title=None,
+        source_system="files",
+        author=None,
+        url="",
+        origin="test",
+    ) -> int:
+        outcome = record_upsert(
+            source_system=source_system,
+            external_id=external_id,
+            title=title or external_id,
+            text=text,
+            acl=list(acl),
+            url=url,
+            author_principal_id=author,
+            origin=origin,
+        )
         return outcome.record_id
 
     return make

@@ -24,8 +24,14 @@ class Command(BaseCommand):
         if Agent.objects.filter(owner=owner, name=DEMO_AGENT_NAME).exists():
             self.stdout.write("Demo agent: exists.")
             return
-        agent = agent_create(owner=owner, name=DEMO_AGENT_NAME, instructions=DEMO_INSTRUCTIONS,
-                             schedule={"type": "interval", "every_minutes": 30},
-                             first_run_at=timezone.now() + timedelta(minutes=1))
-        self.stdout.write(f"Demo agent «{agent.name}» (model {agent.model.name}): first run at {agent.next_run_at:%H:%M} UTC, "
-                          "then every 30 min; «run now» in the API: POST /api/agents/{id}/run.".replace("{id}", str(agent.pk)))
+        agent = agent_create(
+            owner=owner,
+            name=DEMO_AGENT_NAME,
+            instructions=DEMO_INSTRUCTIONS,
+            schedule={"type": "interval", "every_minutes": 30},
+            first_run_at=timezone.now() + timedelta(minutes=1),
+        )
+        self.stdout.write(
+            f"Demo agent «{agent.name}» (model {agent.model.name}): first run at {agent.next_run_at:%H:%M} UTC, "
+            "then every 30 min; «run now» in the API: POST /api/agents/{id}/run.".replace("{id}", str(agent.pk))
+        )

@@ -27,5 +27,7 @@ class Command(BaseCommand):
                 issue = MirrorIssue.objects.get(key=key)
                 _, created = IssueNote.objects.get_or_create(issue=issue, defaults=fields)
                 created_notes += int(created)
-        self.stdout.write(f"Hub demo: project AURORA mirrored ({counts['upserted']} written, {counts['unchanged']} unchanged), "
-                          f"{created_notes} notes added; group `hub`: {', '.join(u.username for u in members) or 'no demo users yet'}.")
+        self.stdout.write(
+            f"Hub demo: project AURORA mirrored ({counts['upserted']} written, {counts['unchanged']} unchanged), "
+            f"{created_notes} notes added; group `hub`: {', '.join(u.username for u in members) or 'no demo users yet'}."
+        )

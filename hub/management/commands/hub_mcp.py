@@ -23,8 +23,11 @@ class Command(BaseCommand):
     help = "Serve the hub's MCP tools over stdio as the owner of the personal token in $ACHILLES_TOKEN."
 
     def add_arguments(self, parser):
-        parser.add_argument("--token-env", default="ACHILLES_TOKEN",
-                            help="the environment variable holding the personal API token (ach_…)")
+        parser.add_argument(
+            "--token-env",
+            default="ACHILLES_TOKEN",
+            help="the environment variable holding the personal API token (ach_…)",
+        )
 
     def handle(self, *args, token_env: str, **options):
         _log_to_stderr_only()

@@ -13,10 +13,14 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("path")
-        parser.add_argument("--prune", action="store_true",
-                            help="Delete records ingested earlier from this folder whose file is gone.")
-        parser.add_argument("--default-acl", default="everyone",
-                            help="Comma-separated principals for files without `acl:` (default: everyone).")
+        parser.add_argument(
+            "--prune", action="store_true", help="Delete records ingested earlier from this folder whose file is gone."
+        )
+        parser.add_argument(
+            "--default-acl",
+            default="everyone",
+            help="Comma-separated principals for files without `acl:` (default: everyone).",
+        )
         parser.add_argument("--no-progress", action="store_true")
 
     def handle(self, *args, path, prune, default_acl, no_progress, **options):

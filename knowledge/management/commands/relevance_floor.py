@@ -8,12 +8,15 @@ from knowledge.calibration import relevance_calibrate
 
 
 class Command(BaseCommand):
-    help = ("Print, per on-topic and off-topic question, the lexical match and the best similarity with "
-            "the default embedding model; suggest the floor that separates them (--apply stores it).")
+    help = (
+        "Print, per on-topic and off-topic question, the lexical match and the best similarity with "
+        "the default embedding model; suggest the floor that separates them (--apply stores it)."
+    )
 
     def add_arguments(self, parser):
-        parser.add_argument("--apply", action="store_true",
-                            help="write the suggested floor to the model's options.min_similarity")
+        parser.add_argument(
+            "--apply", action="store_true", help="write the suggested floor to the model's options.min_similarity"
+        )
 
     def handle(self, *args, apply=False, **options):
         try:
@@ -24,10 +27,13 @@ class Command(BaseCommand):
         self.stdout.write(f"{'topic':<5} {'lexical':<7} {'similarity':>10}  question")
         for row in calibration.rows:
             similarity = "-" if row.similarity is None else f"{row.similarity:.3f}"
-            self.stdout.write(f"{'on' if row.on_topic else 'off':<5} {'yes' if row.lexical else 'no':<7} "
-                              f"{similarity:>10}  {row.question}")
-        self.stdout.write(f"on-topic min: {calibration.on_topic_min}   "
-                          f"off-topic max (no lexical match): {calibration.off_topic_max}")
+            self.stdout.write(
+                f"{'on' if row.on_topic else 'off':<5} {'yes' if row.lexical else 'no':<7} "
+                f"{similarity:>10}  {row.question}"
+            )
+        self.stdout.write(
+            f"on-topic min: {calibration.on_topic_min}   off-topic max (no lexical match): {calibration.off_topic_max}"
+        )
         if calibration.floor_in_use is not None:
             verdict = "separates" if calibration.separates(calibration.floor_in_use) else "does NOT separate"
             self.stdout.write(f"the floor in use {verdict} them")

@@ -28,7 +28,9 @@ def _json_error(response) -> dict:
     return body
 
 
-@pytest.mark.parametrize("content_type", ["text/plain", "application/octet-stream", "application/x-www-form-urlencoded", ""])
+@pytest.mark.parametrize(
+    "content_type", ["text/plain", "application/octet-stream", "application/x-www-form-urlencoded", ""]
+)
 @pytest.mark.parametrize("method, path", [("post", "/api/agents"), ("put", "/api/knowledge/records")])
 def test_nul_is_refused_whatever_the_content_type(client_for, admin_user, method, path, content_type):
     body = json.dumps({"name": "агент", "instructions": "x"}).encode().replace(b"x", b"\x00")
@@ -51,8 +53,9 @@ def test_json_with_a_charset_and_json_suffix_types_are_accepted(client_for, user
     model_factory(name="m", is_default=True)
     client = client_for(user)
     for content_type in ("application/json; charset=utf-8", "application/merge-patch+json"):
-        response = client.generic("POST", "/api/agents", data=json.dumps({"name": f"a {content_type}"}),
-                                  content_type=content_type)
+        response = client.generic(
+            "POST", "/api/agents", data=json.dumps({"name": f"a {content_type}"}), content_type=content_type
+        )
         assert response.status_code == 201, response.content
 
 

@@ -77,9 +77,12 @@ def _seed_models() -> Seeded:
 
     AllowedModel.objects.bulk_create([AllowedModel(name=f"list-model-{i:03}", provider="builtin") for i in range(N)])
     counter = iter(range(N, 10**6))
-    return Seeded(actor=_user("lister"), url="/api/models", created=[f"list-model-{i:03}" for i in range(N)],
-                  insert=lambda: AllowedModel.objects.create(name=f"list-model-{next(counter):03}",
-                                                           provider="builtin").name)
+    return Seeded(
+        actor=_user("lister"),
+        url="/api/models",
+        created=[f"list-model-{i:03}" for i in range(N)],
+        insert=lambda: AllowedModel.objects.create(name=f"list-model-{next(counter):03}", provider="builtin").name,
+    )
 
 
 def _seed_tokens() -> Seeded:
@@ -87,8 +90,9 @@ def _seed_tokens() -> Seeded:
 
     user = _user("lister")
     created = [api_token_create(user=user, name=f"t{i}")[0].pk for i in range(N)]
-    return Seeded(actor=user, url="/api/tokens", created=created,
-                  insert=lambda: api_token_create(user=user, name="late")[0].pk)
+    return Seeded(
+        actor=user, url="/api/tokens", created=created, insert=lambda: api_token_create(user=user, name="late")[0].pk
+    )
 
 
 def _agents(owners, count: int):
@@ -102,8 +106,12 @@ def _seed_agents() -> Seeded:
     from agents.models import Agent
 
     user = _user("lister")
-    return Seeded(actor=user, url="/api/agents", created=_agents([user], N),
-                  insert=lambda: Agent.objects.create(owner=user, name="late").pk)
+    return Seeded(
+        actor=user,
+        url="/api/agents",
+        created=_agents([user], N),
+        insert=lambda: Agent.objects.create(owner=user, name="late").pk,
+    )
 
 
 def _seed_admin_agents() -> Seeded:
@@ -111,8 +119,12 @@ def _seed_admin_agents() -> Seeded:
 
     admin = _user("lister", is_staff=True)
     owners = [_user(f"owner{i}", timezone=tz) for i, tz in enumerate(("Europe/Moscow", "Asia/Tokyo", None))]
-    return Seeded(actor=admin, url="/api/admin/agents", created=_agents(owners, N),
-                  insert=lambda: Agent.objects.create(owner=owners[0], name="late").pk)
+    return Seeded(
+        actor=admin,
+        url="/api/admin/agents",
+        created=_agents(owners, N),
+        insert=lambda: Agent.objects.create(owner=owners[0], name="late").pk,
+    )
 
 
 def _seed_runs() -> Seeded:
@@ -124,12 +136,17 @@ def _seed_runs() -> Seeded:
     agent = Agent.objects.create(owner=user, name="runner")
 
     def run():
-        return AgentRun(agent=agent, trigger="scheduled", state="skipped", reason="already_running",
-                        finished_at=timezone.now())
+        return AgentRun(
+            agent=agent, trigger="scheduled", state="skipped", reason="already_running", finished_at=timezone.now()
+        )
 
     created = [r.pk for r in AgentRun.objects.bulk_create([run() for _ in range(N)])]
-    return Seeded(actor=user, url=f"/api/agents/{agent.pk}/runs", created=created,
-                  insert=lambda: AgentRun.objects.bulk_create([run()])[0].pk)
+    return Seeded(
+        actor=user,
+        url=f"/api/agents/{agent.pk}/runs",
+        created=created,
+        insert=lambda: AgentRun.objects.bulk_create([run()])[0].pk,
+    )
 
 
 def _seed_conversations() -> Seeded:
@@ -138,8 +155,12 @@ def _seed_conversations() -> Seeded:
     user = _user("lister")
     # one statement: every row has the same created_at/updated_at — the id breaks the ties
     rows = Conversation.objects.bulk_create([Conversation(user=user, title=f"c{i}") for i in range(N)])
-    return Seeded(actor=user, url="/api/conversations", created=[str(c.pk) for c in rows],
-                  insert=lambda: str(Conversation.objects.create(user=user, title="late").pk))
+    return Seeded(
+        actor=user,
+        url="/api/conversations",
+        created=[str(c.pk) for c in rows],
+        insert=lambda: str(Conversation.objects.create(user=user, title="late").pk),
+    )
 
 
 def _seed_messages(order: str) -> Callable[[], Seeded]:
@@ -149,11 +170,16 @@ def _seed_messages(order: str) -> Callable[[], Seeded]:
         user = _user("lister")
         thread = Conversation.objects.create(user=user, title="long")
         roles = ("user", "assistant")
-        rows = Message.objects.bulk_create([Message(conversation=thread, role=roles[i % 2], content=f"m{i}")
-                                            for i in range(N)])
-        return Seeded(actor=user, url=f"/api/conversations/{thread.pk}/messages", created=[m.pk for m in rows],
-                      params={"order": order},
-                      insert=lambda: Message.objects.create(conversation=thread, role="user", content="late").pk)
+        rows = Message.objects.bulk_create(
+            [Message(conversation=thread, role=roles[i % 2], content=f"m{i}") for i in range(N)]
+        )
+        return Seeded(
+            actor=user,
+            url=f"/api/conversations/{thread.pk}/messages",
+            created=[m.pk for m in rows],
+            params={"order": order},
+            insert=lambda: Message.objects.create(conversation=thread, role="user", content="late").pk,
+        )
 
     return seed
 
@@ -164,21 +190,30 @@ def _seed_issues() -> Seeded:
     base = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 
     def issue(i: int, updated: dt.datetime) -> MirrorIssue:
-        return MirrorIssue(key=f"LST-{i:03}", project="LST", summary=f"issue {i}", updated=updated,
-                           content_sha256="0" * 64)
+        return MirrorIssue(
+            key=f"LST-{i:03}", project="LST", summary=f"issue {i}", updated=updated, content_sha256="0" * 64
+        )
 
     # three issues per `updated`: the key breaks the ties
     rows = MirrorIssue.objects.bulk_create([issue(i, base - dt.timedelta(minutes=i // 3)) for i in range(N)])
-    return Seeded(actor=_hub_user(), url="/api/hub/issues", created=[r.key for r in rows],
-                  insert=lambda: MirrorIssue.objects.bulk_create([issue(900, base + dt.timedelta(days=1))])[0].key)
+    return Seeded(
+        actor=_hub_user(),
+        url="/api/hub/issues",
+        created=[r.key for r in rows],
+        insert=lambda: MirrorIssue.objects.bulk_create([issue(900, base + dt.timedelta(days=1))])[0].key,
+    )
 
 
 def _seed_batches() -> Seeded:
     from hub.models import Batch
 
     rows = Batch.objects.bulk_create([Batch(title=f"batch {i}", author="api") for i in range(N)])
-    return Seeded(actor=_hub_user(), url="/api/hub/batches", created=[b.pk for b in rows],
-                  insert=lambda: Batch.objects.create(title="late", author="api").pk)
+    return Seeded(
+        actor=_hub_user(),
+        url="/api/hub/batches",
+        created=[b.pk for b in rows],
+        insert=lambda: Batch.objects.create(title="late", author="api").pk,
+    )
 
 
 def _seed_sync_log() -> Seeded:
@@ -190,8 +225,12 @@ def _seed_sync_log() -> Seeded:
         return SyncRun(kind="full", status="ok", finished_at=timezone.now() + dt.timedelta(minutes=1))
 
     rows = SyncRun.objects.bulk_create([run() for _ in range(N)])
-    return Seeded(actor=_hub_user(), url="/api/hub/sync-log", created=[r.pk for r in rows],
-                  insert=lambda: SyncRun.objects.bulk_create([run()])[0].pk)
+    return Seeded(
+        actor=_hub_user(),
+        url="/api/hub/sync-log",
+        created=[r.pk for r in rows],
+        insert=lambda: SyncRun.objects.bulk_create([run()])[0].pk,
+    )
 
 
 def _seed_publications() -> Seeded:
@@ -200,12 +239,17 @@ def _seed_publications() -> Seeded:
     artifact = b"artifact"
 
     def publication(version: int) -> Publication:
-        return Publication(version=version, artifact=artifact, sha256=hashlib.sha256(artifact).hexdigest(),
-                           size=len(artifact))
+        return Publication(
+            version=version, artifact=artifact, sha256=hashlib.sha256(artifact).hexdigest(), size=len(artifact)
+        )
 
     Publication.objects.bulk_create([publication(v) for v in range(1, N + 1)])
-    return Seeded(actor=_hub_user(), url="/api/hub/publications", created=list(range(1, N + 1)),
-                  insert=lambda: Publication.objects.bulk_create([publication(N + 100)])[0].version)
+    return Seeded(
+        actor=_hub_user(),
+        url="/api/hub/publications",
+        created=list(range(1, N + 1)),
+        insert=lambda: Publication.objects.bulk_create([publication(N + 100)])[0].version,
+    )
 
 
 ROUTES = [
@@ -214,12 +258,23 @@ ROUTES = [
     ListRoute("/api/agents", _seed_agents, key="id", order=(("id", False, int),)),
     ListRoute("/api/admin/agents", _seed_admin_agents, key="id", order=(("id", False, int),)),
     ListRoute("/api/agents/{agent_id}/runs", _seed_runs, key="id", order=(("id", True, int),)),
-    ListRoute("/api/conversations", _seed_conversations, key="id",
-              order=(("updated_at", True, _ts), ("id", True, uuid.UUID))),
-    ListRoute("/api/conversations/{conversation_id}/messages", _seed_messages("asc"), key="id",
-              order=(("id", False, int),), id="messages-asc"),
-    ListRoute("/api/conversations/{conversation_id}/messages", _seed_messages("desc"), key="id",
-              order=(("id", True, int),), id="messages-desc"),
+    ListRoute(
+        "/api/conversations", _seed_conversations, key="id", order=(("updated_at", True, _ts), ("id", True, uuid.UUID))
+    ),
+    ListRoute(
+        "/api/conversations/{conversation_id}/messages",
+        _seed_messages("asc"),
+        key="id",
+        order=(("id", False, int),),
+        id="messages-asc",
+    ),
+    ListRoute(
+        "/api/conversations/{conversation_id}/messages",
+        _seed_messages("desc"),
+        key="id",
+        order=(("id", True, int),),
+        id="messages-desc",
+    ),
     ListRoute("/api/hub/issues", _seed_issues, key="key", order=(("updated", True, _ts), ("key", False, str))),
     ListRoute("/api/hub/batches", _seed_batches, key="id", order=(("id", True, int),)),
     ListRoute("/api/hub/sync-log", _seed_sync_log, key="id", order=(("id", True, int),)),
@@ -301,8 +356,14 @@ def _bad_cursors(seeded: Seeded, client) -> dict[str, str]:
     from achilles.models import ApiToken
 
     foreign = cursor_encode(ApiToken.objects.first(), scope="elsewhere", keys=("-id",))
-    return {"garbage": "not-a-cursor", "tampered": f"{flipped}.{signature}", "unsigned": payload,
-            "another list's": foreign, "empty signature": f"{payload}.", "overlong": real * 50}
+    return {
+        "garbage": "not-a-cursor",
+        "tampered": f"{flipped}.{signature}",
+        "unsigned": payload,
+        "another list's": foreign,
+        "empty signature": f"{payload}.",
+        "overlong": real * 50,
+    }
 
 
 @pytest.mark.parametrize("route", ROUTES, ids=str)

@@ -20,8 +20,11 @@ def test_agents_and_conversations_refuse_a_model_with_the_same_code(client_for, 
     conversation = Conversation.objects.create(user=user, title="t")
 
     agent = client.post("/api/agents", data=json.dumps({"name": "a", "model": name}), content_type="application/json")
-    thread = client.patch(f"/api/conversations/{conversation.pk}", data=json.dumps({"selected_model": name}),
-                          content_type="application/json")
+    thread = client.patch(
+        f"/api/conversations/{conversation.pk}",
+        data=json.dumps({"selected_model": name}),
+        content_type="application/json",
+    )
 
     assert agent.status_code == thread.status_code == 422
     assert agent.json()["code"] == thread.json()["code"] == code

@@ -10,13 +10,16 @@ import pytest
 pytestmark = [pytest.mark.api, pytest.mark.django_db]
 
 
-@pytest.mark.parametrize("method, path, body", [
-    ("post", "/api/tokens", {"name": "ноут\x00бук"}),
-    ("post", "/api/agents", {"name": "агент\x00", "instructions": "x"}),
-    ("post", "/api/chat", {"content": "при\x00вет"}),
-    ("delete", "/api/knowledge/records?source_system=files&external_id=a%00b", None),
-    ("get", "/api/conversations?cursor=%00", None),
-])
+@pytest.mark.parametrize(
+    "method, path, body",
+    [
+        ("post", "/api/tokens", {"name": "ноут\x00бук"}),
+        ("post", "/api/agents", {"name": "агент\x00", "instructions": "x"}),
+        ("post", "/api/chat", {"content": "при\x00вет"}),
+        ("delete", "/api/knowledge/records?source_system=files&external_id=a%00b", None),
+        ("get", "/api/conversations?cursor=%00", None),
+    ],
+)
 def test_nul_in_a_body_or_a_query_is_422_in_the_api_error_shape(client_for, admin_user, method, path, body):
     client = client_for(admin_user)
     kwargs = {"data": json.dumps(body), "content_type": "application/json"} if body is not None else {}

@@ -53,15 +53,22 @@ def world(db, user_factory, model_factory):
 
     model_factory(name="chat-default", provider="builtin", is_default=True)
     admin = user_factory(username="root", is_staff=True, is_superuser=True)
-    agent = Agent.objects.create(owner=admin, name="сводка", instructions="x",
-                                 model=model_factory(name="chat-2", provider="builtin"))
+    agent = Agent.objects.create(
+        owner=admin, name="сводка", instructions="x", model=model_factory(name="chat-2", provider="builtin")
+    )
     conversation = Conversation.objects.create(user=admin, title="t")
     Message.objects.create(conversation=conversation, role="user", content="q")
     reply = Message.objects.create(conversation=conversation, role="assistant", content="a [1]")
-    record_id = facade.upsert_record(source_system="files", external_id="otpusk", title="Отпуск",
-                                     text="Отпуск 28 дней.", acl=["everyone"])
-    return {"admin": admin, "agent_id": agent.pk, "conversation_id": str(conversation.pk),
-            "message_id": reply.pk, "record_id": record_id}
+    record_id = facade.upsert_record(
+        source_system="files", external_id="otpusk", title="Отпуск", text="Отпуск 28 дней.", acl=["everyone"]
+    )
+    return {
+        "admin": admin,
+        "agent_id": agent.pk,
+        "conversation_id": str(conversation.pk),
+        "message_id": reply.pk,
+        "record_id": record_id,
+    }
 
 
 def _calls(world, token_id):
@@ -88,11 +95,18 @@ def _calls(world, token_id):
         ("PATCH", "/api/conversations/{conversation_id}"): (f"/api/conversations/{conversation}", {"title": "новое"}),
         ("PUT", "/api/messages/{message_id}/feedback"): (f"/api/messages/{message}/feedback", {"value": 1}),
         ("POST", "/api/messages/{message_id}/citations/{record_id}/click"): (
-            f"/api/messages/{message}/citations/{world['record_id']}/click", None),
+            f"/api/messages/{message}/citations/{world['record_id']}/click",
+            None,
+        ),
         ("POST", "/api/knowledge/search"): {"query": "отпуск"},
         ("GET", "/api/knowledge/status"): None,
-        ("PUT", "/api/knowledge/records"): {"source_system": "files", "external_id": "new", "title": "Новый",
-                                            "text": "Текст.", "acl": ["everyone"]},
+        ("PUT", "/api/knowledge/records"): {
+            "source_system": "files",
+            "external_id": "new",
+            "title": "Новый",
+            "text": "Текст.",
+            "acl": ["everyone"],
+        },
         # deletes last: the objects above are used first
         ("DELETE", "/api/knowledge/records"): ("/api/knowledge/records?source_system=files&external_id=new", None),
         ("DELETE", "/api/agents/{agent_id}"): (f"/api/agents/{agent}", None),
@@ -116,51 +130,139 @@ def _hub_steps(world):
     key = "AURORA-1538"
     artifact = base64.b64encode(b"\x1f\x8b not really a tarball").decode()
     return [
-        ("PUT", "/api/hub/settings/{key}",
-         lambda s: ("/api/hub/settings/poll_interval_seconds", {"value": 10}, "person"), nothing),
+        (
+            "PUT",
+            "/api/hub/settings/{key}",
+            lambda s: ("/api/hub/settings/poll_interval_seconds", {"value": 10}, "person"),
+            nothing,
+        ),
         ("GET", "/api/hub/settings", lambda s: ("/api/hub/settings", None, "person"), nothing),
         ("GET", "/api/hub/settings/{key}", lambda s: ("/api/hub/settings/base_label", None, "person"), nothing),
-        ("POST", "/api/hub/sync-agent/sync-runs",
-         lambda s: ("/api/hub/sync-agent/sync-runs", {"kind": "incremental"}, "agent"), put("run")),
-        ("POST", "/api/hub/sync-agent/upload",
-         lambda s: ("/api/hub/sync-agent/upload", {"sync_run_id": s["run"]["id"], "issues": [
-             issue_payload(key), issue_payload("AURORA-1540")]}, "agent"), nothing),
-        ("POST", "/api/hub/sync-agent/sync-runs/{run_id}/finish",
-         lambda s: (f"/api/hub/sync-agent/sync-runs/{s['run']['id']}/finish",
-                    {"status": "ok", "counts": {"issues": 2}, "errors": []}, "agent"), nothing),
+        (
+            "POST",
+            "/api/hub/sync-agent/sync-runs",
+            lambda s: ("/api/hub/sync-agent/sync-runs", {"kind": "incremental"}, "agent"),
+            put("run"),
+        ),
+        (
+            "POST",
+            "/api/hub/sync-agent/upload",
+            lambda s: (
+                "/api/hub/sync-agent/upload",
+                {"sync_run_id": s["run"]["id"], "issues": [issue_payload(key), issue_payload("AURORA-1540")]},
+                "agent",
+            ),
+            nothing,
+        ),
+        (
+            "POST",
+            "/api/hub/sync-agent/sync-runs/{run_id}/finish",
+            lambda s: (
+                f"/api/hub/sync-agent/sync-runs/{s['run']['id']}/finish",
+                {"status": "ok", "counts": {"issues": 2}, "errors": []},
+                "agent",
+            ),
+            nothing,
+        ),
         ("GET", "/api/hub/issues", lambda s: ("/api/hub/issues?project=AURORA", None, "person"), nothing),
         ("GET", "/api/hub/issues/{key}", lambda s: (f"/api/hub/issues/{key}", None, "person"), nothing),
-        ("PATCH", "/api/hub/issues/{key}/notes",
-         lambda s: (f"/api/hub/issues/{key}/notes", {"note": "ждём ответа"}, "person"), nothing),
-        ("POST", "/api/hub/batches", lambda s: ("/api/hub/batches", {"title": "срок", "commands": [
-            {"type": "ensure_fields", "key": key, "fields": {"duedate": "2026-12-02"}}]}, "person"), put("batch")),
+        (
+            "PATCH",
+            "/api/hub/issues/{key}/notes",
+            lambda s: (f"/api/hub/issues/{key}/notes", {"note": "ждём ответа"}, "person"),
+            nothing,
+        ),
+        (
+            "POST",
+            "/api/hub/batches",
+            lambda s: (
+                "/api/hub/batches",
+                {
+                    "title": "срок",
+                    "commands": [{"type": "ensure_fields", "key": key, "fields": {"duedate": "2026-12-02"}}],
+                },
+                "person",
+            ),
+            put("batch"),
+        ),
         ("GET", "/api/hub/batches", lambda s: ("/api/hub/batches", None, "person"), nothing),
-        ("GET", "/api/hub/batches/{batch_id}",
-         lambda s: (f"/api/hub/batches/{s['batch']['id']}", None, "person"), put("batch_view")),
-        ("POST", "/api/hub/sync-agent/claim",
-         lambda s: ("/api/hub/sync-agent/claim", {"version": 6, "launcher_version": 1, "settings_version": None},
-                    "agent"), put("claim")),
-        ("POST", "/api/hub/sync-agent/report", lambda s: ("/api/hub/sync-agent/report", {"results": [
-            {"command_id": c["id"], "lease_token": c["lease_token"], "status": "done", "result": {"changed": []}}
-            for c in s["claim"]["commands"]]}, "agent"), nothing),
+        (
+            "GET",
+            "/api/hub/batches/{batch_id}",
+            lambda s: (f"/api/hub/batches/{s['batch']['id']}", None, "person"),
+            put("batch_view"),
+        ),
+        (
+            "POST",
+            "/api/hub/sync-agent/claim",
+            lambda s: (
+                "/api/hub/sync-agent/claim",
+                {"version": 6, "launcher_version": 1, "settings_version": None},
+                "agent",
+            ),
+            put("claim"),
+        ),
+        (
+            "POST",
+            "/api/hub/sync-agent/report",
+            lambda s: (
+                "/api/hub/sync-agent/report",
+                {
+                    "results": [
+                        {
+                            "command_id": c["id"],
+                            "lease_token": c["lease_token"],
+                            "status": "done",
+                            "result": {"changed": []},
+                        }
+                        for c in s["claim"]["commands"]
+                    ]
+                },
+                "agent",
+            ),
+            nothing,
+        ),
         # the batch's appended refresh is still queued: cancelling it finishes the batch (a publish on commit)
-        ("POST", "/api/hub/commands/{command_id}/cancel",
-         lambda s: (f"/api/hub/commands/{s['batch_view']['commands'][-1]['id']}/cancel", None, "person"), nothing),
-        ("GET", "/api/hub/batches/{batch_id}/wait",
-         lambda s: (f"/api/hub/batches/{s['batch']['id']}/wait?timeout_minutes=0.02", None, "person"), nothing),
-        ("POST", "/api/hub/commands/{command_id}/retry",
-         lambda s: (f"/api/hub/commands/{s['batch_view']['commands'][-1]['id']}/retry", None, "person"), put("retry")),
+        (
+            "POST",
+            "/api/hub/commands/{command_id}/cancel",
+            lambda s: (f"/api/hub/commands/{s['batch_view']['commands'][-1]['id']}/cancel", None, "person"),
+            nothing,
+        ),
+        (
+            "GET",
+            "/api/hub/batches/{batch_id}/wait",
+            lambda s: (f"/api/hub/batches/{s['batch']['id']}/wait?timeout_minutes=0.02", None, "person"),
+            nothing,
+        ),
+        (
+            "POST",
+            "/api/hub/commands/{command_id}/retry",
+            lambda s: (f"/api/hub/commands/{s['batch_view']['commands'][-1]['id']}/retry", None, "person"),
+            put("retry"),
+        ),
         ("POST", "/api/hub/refresh", lambda s: ("/api/hub/refresh", {"keys": [key]}, "person"), put("refresh")),
-        ("POST", "/api/hub/batches/{batch_id}/cancel",
-         lambda s: (f"/api/hub/batches/{s['refresh']['id']}/cancel", None, "person"), nothing),
+        (
+            "POST",
+            "/api/hub/batches/{batch_id}/cancel",
+            lambda s: (f"/api/hub/batches/{s['refresh']['id']}/cancel", None, "person"),
+            nothing,
+        ),
         ("GET", "/api/hub/agent-status", lambda s: ("/api/hub/agent-status", None, "person"), nothing),
         ("GET", "/api/hub/sync-log", lambda s: ("/api/hub/sync-log", None, "person"), nothing),
-        ("POST", "/api/hub/publications",
-         lambda s: ("/api/hub/publications", {"version": 7, "artifact_base64": artifact, "notes": "v7"}, "person"),
-         nothing),
+        (
+            "POST",
+            "/api/hub/publications",
+            lambda s: ("/api/hub/publications", {"version": 7, "artifact_base64": artifact, "notes": "v7"}, "person"),
+            nothing,
+        ),
         ("GET", "/api/hub/publications", lambda s: ("/api/hub/publications", None, "person"), nothing),
-        ("GET", "/api/hub/sync-agent/publications/{version}",
-         lambda s: ("/api/hub/sync-agent/publications/7", None, "agent"), nothing),
+        (
+            "GET",
+            "/api/hub/sync-agent/publications/{version}",
+            lambda s: ("/api/hub/sync-agent/publications/7", None, "agent"),
+            nothing,
+        ),
     ]
 
 
@@ -171,7 +273,11 @@ def _openapi_routes() -> set[tuple[str, str]]:
 
 def _check(response, what):
     content_type = response.get("Content-Type", "")
-    assert response.status_code < 500 or response.status_code == 503, (what, response.status_code, response.content[:300])
+    assert response.status_code < 500 or response.status_code == 503, (
+        what,
+        response.status_code,
+        response.content[:300],
+    )
     assert "text/html" not in content_type, (what, response.content[:300])
     if response.status_code == 503:
         assert response.json()["code"] in REDIS_CODES, what
@@ -217,19 +323,26 @@ def test_every_route_answers_without_redis(world, redis_stopped, token_for, djan
     # run-now: the run is stored queued (the scheduler tick re-sends it once the broker is back)
     assert statuses[("POST", "/api/agents/{agent_id}/run")] == 202
     # the hub: its data lives in PostgreSQL; Redis only wakes waiters and queues the Knowledge Store feed
-    hub_normal = {("POST", "/api/hub/batches"): 201, ("POST", "/api/hub/refresh"): 201,
-                  ("POST", "/api/hub/commands/{command_id}/retry"): 201, ("POST", "/api/hub/publications"): 201,
-                  ("POST", "/api/hub/sync-agent/sync-runs"): 201}
+    hub_normal = {
+        ("POST", "/api/hub/batches"): 201,
+        ("POST", "/api/hub/refresh"): 201,
+        ("POST", "/api/hub/commands/{command_id}/retry"): 201,
+        ("POST", "/api/hub/publications"): 201,
+        ("POST", "/api/hub/sync-agent/sync-runs"): 201,
+    }
     for route in hub_routes:
         assert statuses[route] == hub_normal.get(route, 200), (route, statuses[route])
     assert [c["command"]["type"] for c in state["claim"]["commands"]] == ["ensure_fields"]
     # the upload's Knowledge Store feed could not be queued: it ran inline instead of being lost
     assert set(Record.objects.filter(source_system="jira").values_list("external_id", flat=True)) == {
-        "AURORA-1538", "AURORA-1540"}
+        "AURORA-1538",
+        "AURORA-1540",
+    }
 
 
-def test_run_now_without_a_broker_leaves_one_queued_run_for_the_redispatcher(world, redis_stopped, token_for,
-                                                                            django_capture_on_commit_callbacks):
+def test_run_now_without_a_broker_leaves_one_queued_run_for_the_redispatcher(
+    world, redis_stopped, token_for, django_capture_on_commit_callbacks
+):
     from agents.models import AgentRun
 
     with django_capture_on_commit_callbacks(execute=True):
@@ -255,8 +368,11 @@ def test_chat_answers_without_redis_as_a_stream_or_json(world, redis_stopped, to
         return b"".join([chunk async for chunk in stream])
 
     response = Client(raise_request_exception=False).post(
-        "/api/chat", data={"content": "Сколько дней отпуска?"}, content_type="application/json",
-        **token_for(world["admin"]))
+        "/api/chat",
+        data={"content": "Сколько дней отпуска?"},
+        content_type="application/json",
+        **token_for(world["admin"]),
+    )
     if response.streaming:
         body = async_to_sync(collect)(response.streaming_content).decode()
         assert re.search(r"^event: (done|error)$", body, re.M), body[-300:]
@@ -277,15 +393,17 @@ def test_batch_wait_without_redis_reads_the_batch_from_the_database(world, redis
     headers = token_for(admin)
     started = time.monotonic()
     open_batch = Client(raise_request_exception=False).get(
-        f"/api/hub/batches/{created.id}/wait?timeout_minutes=0.02", **headers)
+        f"/api/hub/batches/{created.id}/wait?timeout_minutes=0.02", **headers
+    )
     assert open_batch.status_code == 200, open_batch.content
     assert (open_batch.json()["finished"], open_batch.json()["timed_out"]) == (False, True)
     assert time.monotonic() - started >= 1.2  # it waited its timeout, it did not give up at once
     assert services.batch_wait(user=admin, batch_id=created.id, timeout_minutes=0.01).timed_out is True
 
     services.batch_cancel(user=admin, batch_id=created.id)
-    finished = Client(raise_request_exception=False).get(f"/api/hub/batches/{created.id}/wait?timeout_minutes=1",
-                                                         **headers)
+    finished = Client(raise_request_exception=False).get(
+        f"/api/hub/batches/{created.id}/wait?timeout_minutes=1", **headers
+    )
     assert finished.status_code == 200, finished.content
     assert (finished.json()["finished"], finished.json()["timed_out"]) == (True, False)
     assert services.batch_wait(user=admin, batch_id=created.id, timeout_minutes=1).finished is True

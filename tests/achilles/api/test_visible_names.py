@@ -31,7 +31,9 @@ def test_an_agent_named_with_invisible_characters_is_refused(client_for, user, c
     assert response.status_code == 422 and response.json()["code"] == "validation_error"
     assert not Agent.objects.exists()
     agent = _post(client, "/api/agents", {"name": "ok"}).json()
-    patched = client.patch(f"/api/agents/{agent['id']}", data=json.dumps({"name": name}), content_type="application/json")
+    patched = client.patch(
+        f"/api/agents/{agent['id']}", data=json.dumps({"name": name}), content_type="application/json"
+    )
     assert patched.status_code == 422
     assert Agent.objects.get().name == "ok"
 
@@ -58,11 +60,15 @@ def test_a_conversation_title_needs_a_visible_character(client_for, user):
     conversation = Conversation.objects.create(user=user, title="Старая беседа")
     client = client_for(user)
     for title in INVISIBLE:
-        response = client.patch(f"/api/conversations/{conversation.pk}", data=json.dumps({"title": title}),
-                                content_type="application/json")
+        response = client.patch(
+            f"/api/conversations/{conversation.pk}", data=json.dumps({"title": title}), content_type="application/json"
+        )
         assert response.status_code == 422, title
-    ok = client.patch(f"/api/conversations/{conversation.pk}", data=json.dumps({"title": " Новое\u200b"}),
-                      content_type="application/json")
+    ok = client.patch(
+        f"/api/conversations/{conversation.pk}",
+        data=json.dumps({"title": " Новое\u200b"}),
+        content_type="application/json",
+    )
     assert ok.status_code == 200 and ok.json()["title"] == "Новое"
     conversation.refresh_from_db()
     assert conversation.title == "Новое"

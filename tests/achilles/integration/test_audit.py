@@ -15,8 +15,9 @@ def _backdate(event_id: int, days: int) -> None:
     # The trigger refuses UPDATE: backdating for the test goes around it as the table owner.
     with connection.cursor() as cursor:
         cursor.execute("ALTER TABLE audit_events DISABLE TRIGGER audit_events_append_only")
-        cursor.execute("UPDATE audit_events SET created_at = now() - make_interval(days => %s) WHERE id = %s",
-                       [days, event_id])
+        cursor.execute(
+            "UPDATE audit_events SET created_at = now() - make_interval(days => %s) WHERE id = %s", [days, event_id]
+        )
         cursor.execute("ALTER TABLE audit_events ENABLE TRIGGER audit_events_append_only")
 
 
@@ -30,15 +31,24 @@ def test_audit_record_keeps_actor_action_target_details_time_and_request_id(user
         request_id_var.reset(token)
     event = AuditEvent.objects.get()
     assert (event.actor_id, event.actor, event.action, event.target, event.details, event.request_id) == (
-        user.pk, "alice", "token_created", "token:7", {"name": "laptop"}, "req-42")
+        user.pk,
+        "alice",
+        "token_created",
+        "token:7",
+        {"name": "laptop"},
+        "req-42",
+    )
     assert event.created_at is not None
 
 
-@pytest.mark.parametrize("statement", [
-    "UPDATE audit_events SET action = 'nothing_happened'",
-    "UPDATE audit_events SET created_at = now() - interval '10 years'",
-    "DELETE FROM audit_events",
-])
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "UPDATE audit_events SET action = 'nothing_happened'",
+        "UPDATE audit_events SET created_at = now() - interval '10 years'",
+        "DELETE FROM audit_events",
+    ],
+)
 def test_raw_sql_cannot_rewrite_or_delete_the_trail(user, statement):
     audit_record(actor=user, action="token_revoked", target="token:1")
     with pytest.raises(DatabaseError, match="append-only"), transaction.atomic(), connection.cursor() as cursor:

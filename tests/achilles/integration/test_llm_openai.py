@@ -66,9 +66,7 @@ def failure(stream) -> LLMError:
 
 def test_text_streams_in_pieces_and_ends_with_provider_usage(stub):
     # given
-    stub.replies.append(
-        StubReply(text="Ежегодный отпуск — 28 дней.", chunk_chars=5, usage=(40, 9))
-    )
+    stub.replies.append(StubReply(text="Ежегодный отпуск — 28 дней.", chunk_chars=5, usage=(40, 9)))
     # when
     events = drain(chat(stub).stream(QUESTION, max_tokens=64))
     # then
@@ -93,11 +91,7 @@ def test_request_carries_model_messages_tools_limit_and_usage_option(stub, monke
         Message("tool", "[1] Отпуск\n28 дней.", tool_call_id="c1"),
     ]
     # when
-    drain(
-        chat(stub, model="vendor/model-1", api_key_env="STUB_LLM_KEY").stream(
-            history, [SEARCH], max_tokens=32
-        )
-    )
+    drain(chat(stub, model="vendor/model-1", api_key_env="STUB_LLM_KEY").stream(history, [SEARCH], max_tokens=32))
     # then
     (request,) = stub.requests
     body = request.body
@@ -128,9 +122,7 @@ def test_tool_calls_split_across_chunks_are_assembled_by_index(stub):
                     {"query": "сколько дней отпуска положено"},
                     id="call_a",
                 ),
-                StubToolCall(
-                    "web_search", {"q": "vacation law", "limit": 3}, id="call_b"
-                ),
+                StubToolCall("web_search", {"q": "vacation law", "limit": 3}, id="call_b"),
             ],
             chunk_chars=3,
         )
@@ -140,9 +132,7 @@ def test_tool_calls_split_across_chunks_are_assembled_by_index(stub):
     # then
     (calls,) = [e for e in events if isinstance(e, ToolCalls)]
     assert calls.calls == (
-        ToolCall(
-            "call_a", "search_knowledge", {"query": "сколько дней отпуска положено"}
-        ),
+        ToolCall("call_a", "search_knowledge", {"query": "сколько дней отпуска положено"}),
         ToolCall("call_b", "web_search", {"q": "vacation law", "limit": 3}),
     )
     assert isinstance(events[-1], Usage)
@@ -173,9 +163,7 @@ def test_http_errors_become_llm_unavailable_with_the_status(stub, status):
 
 
 def test_invalid_tool_arguments_are_a_bad_response(stub):
-    stub.replies.append(
-        StubReply(tool_calls=[StubToolCall("search_knowledge", '{"query": "отп')])
-    )
+    stub.replies.append(StubReply(tool_calls=[StubToolCall("search_knowledge", '{"query": "отп')]))
     error = failure(chat(stub).stream(QUESTION, [SEARCH]))
     assert error.code == LLM_BAD_RESPONSE
     assert "search_knowledge" in error.detail
@@ -247,9 +235,7 @@ def test_a_stream_that_stalls_midway_times_out_on_the_idle_limit(stub):
 
 
 def test_time_to_first_token_and_pacing_are_honoured(stub):
-    stub.replies.append(
-        StubReply(text="abcdef", chunk_chars=1, ttft=0.3, token_delay=0.05)
-    )
+    stub.replies.append(StubReply(text="abcdef", chunk_chars=1, ttft=0.3, token_delay=0.05))
     started = time.monotonic()
     arrivals: list[float] = []
 
@@ -266,17 +252,13 @@ def test_time_to_first_token_and_pacing_are_honoured(stub):
 def test_an_unreachable_server_is_llm_unavailable():
     with StubLLMServer() as gone:
         base_url = gone.base_url
-    provider = get_chat_provider(
-        ModelSpec("x", "openai", options={"base_url": base_url, "timeout": 2})
-    )
+    provider = get_chat_provider(ModelSpec("x", "openai", options={"base_url": base_url, "timeout": 2}))
     assert failure(provider.stream(QUESTION)).code == LLM_UNAVAILABLE
 
 
 def test_a_missing_key_variable_is_reported_by_name(stub, monkeypatch):
     monkeypatch.delenv("ACHILLES_TEST_MISSING_KEY", raising=False)
-    error = failure(
-        chat(stub, api_key_env="ACHILLES_TEST_MISSING_KEY").stream(QUESTION)
-    )
+    error = failure(chat(stub, api_key_env="ACHILLES_TEST_MISSING_KEY").stream(QUESTION))
     assert error.code == LLM_UNAVAILABLE and "ACHILLES_TEST_MISSING_KEY" in error.detail
     assert stub.requests == []
 
@@ -313,10 +295,7 @@ def test_embedding_errors_become_llm_errors(stub):
     stub.embedding_status = 500
     with pytest.raises(LLMError) as caught:
         embedder(stub).embed(["x"])
-    assert (
-        caught.value.code == LLM_UNAVAILABLE
-        and caught.value.extra["provider_status"] == 500
-    )
+    assert caught.value.code == LLM_UNAVAILABLE and caught.value.extra["provider_status"] == 500
 
 
 def test_no_texts_means_no_request(stub):

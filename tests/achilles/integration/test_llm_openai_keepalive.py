@@ -36,10 +36,16 @@ def test_consecutive_calls_reuse_one_connection():
                 while True:
                     head = await reader.readuntil(b"\r\n\r\n")
                     await reader.readexactly(int(re.search(rb"(?i)content-length: *(\d+)", head).group(1)))
-                    writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                                 b"Transfer-Encoding: chunked\r\n\r\n")
-                    chunk = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
-                             "choices": [{"index": 0, "delta": {"content": "Да."}, "finish_reason": "stop"}]}
+                    writer.write(
+                        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+                    )
+                    chunk = {
+                        "id": "c",
+                        "object": "chat.completion.chunk",
+                        "created": 0,
+                        "model": "m",
+                        "choices": [{"index": 0, "delta": {"content": "Да."}, "finish_reason": "stop"}],
+                    }
                     writer.write(_event(json.dumps(chunk)) + _event("[DONE]") + b"0\r\n\r\n")
                     await writer.drain()
             except (asyncio.IncompleteReadError, ConnectionError):
@@ -49,8 +55,9 @@ def test_consecutive_calls_reuse_one_connection():
 
         server = await asyncio.start_server(handle, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
-        provider = get_chat_provider(ModelSpec("keepalive", "openai", options={
-            "base_url": f"http://127.0.0.1:{port}/v1", "timeout": 5}))
+        provider = get_chat_provider(
+            ModelSpec("keepalive", "openai", options={"base_url": f"http://127.0.0.1:{port}/v1", "timeout": 5})
+        )
         texts = []
         for _ in range(3):
             events = [e async for e in provider.stream([Message("user", "Да?")])]

@@ -12,16 +12,21 @@ from django.conf import settings
 
 from tests.processes import child_env
 
-PRODUCTION_ENV = {"ACHILLES_ENV": "production", "DEBUG": "false", "ALLOWED_HOSTS": "achilles.example.com",
-                  "CSRF_TRUSTED_ORIGINS": "https://achilles.example.com",
-                  "SECRET_KEY": "k3y-" + "Zq8xV2mW9rT4yU7iO1pA5sD6fG0hJ3kL8zX2cV4bN7mQ9wE1rT5yU3iO6pA8sD0f"}
+PRODUCTION_ENV = {
+    "ACHILLES_ENV": "production",
+    "DEBUG": "false",
+    "ALLOWED_HOSTS": "achilles.example.com",
+    "CSRF_TRUSTED_ORIGINS": "https://achilles.example.com",
+    "SECRET_KEY": "k3y-" + "Zq8xV2mW9rT4yU7iO1pA5sD6fG0hJ3kL8zX2cV4bN7mQ9wE1rT5yU3iO6pA8sD0f",
+}
 
 
 def _run(*args: str, **extra: str) -> subprocess.CompletedProcess:
     env = child_env(**PRODUCTION_ENV, **extra)
     env.pop("ACHILLES_TESTING", None)
-    return subprocess.run([sys.executable, *args], cwd=settings.BASE_DIR, env=env, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, *args], cwd=settings.BASE_DIR, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 @pytest.mark.django_db(transaction=True)
@@ -50,19 +55,29 @@ def test_production_refuses_to_start_with_demo_accounts_or_passwords(user_factor
 
 def test_make_run_creates_demo_data_only_in_development():
     script = (settings.BASE_DIR / "scripts" / "run.sh").read_text()
-    guarded = re.search(r'\nif \[ "\$\{ACHILLES_ENV:-dev\}" != "production" \]; then\n\s+"\$BIN/python" manage.py demo_data\n',
-                        script)
+    guarded = re.search(
+        r'\nif \[ "\$\{ACHILLES_ENV:-dev\}" != "production" \]; then\n\s+"\$BIN/python" manage.py demo_data\n', script
+    )
     assert guarded and script.count("demo_data") == 1
 
 
 def test_the_proxy_ssl_header_is_read_from_the_environment():
-    result = _run("-c", "from django.conf import settings; import django; django.setup(); "
-                        "print(settings.SECURE_PROXY_SSL_HEADER, settings.SESSION_COOKIE_SECURE, settings.CSRF_COOKIE_SECURE,"
-                        " settings.SECURE_HSTS_SECONDS)",
-                  SECURE_PROXY_SSL_HEADER="X-Forwarded-Proto: https", DJANGO_SETTINGS_MODULE="achilles.settings")
-    assert result.stdout.split() == ["('HTTP_X_FORWARDED_PROTO',", "'https')", "True", "True", "31536000"], result.stderr
-    bad = _run("-c", "import django, os; os.environ['DJANGO_SETTINGS_MODULE']='achilles.settings'; django.setup()",
-               SECURE_PROXY_SSL_HEADER="https")
+    result = _run(
+        "-c",
+        "from django.conf import settings; import django; django.setup(); "
+        "print(settings.SECURE_PROXY_SSL_HEADER, settings.SESSION_COOKIE_SECURE, settings.CSRF_COOKIE_SECURE,"
+        " settings.SECURE_HSTS_SECONDS)",
+        SECURE_PROXY_SSL_HEADER="X-Forwarded-Proto: https",
+        DJANGO_SETTINGS_MODULE="achilles.settings",
+    )
+    assert result.stdout.split() == ["('HTTP_X_FORWARDED_PROTO',", "'https')", "True", "True", "31536000"], (
+        result.stderr
+    )
+    bad = _run(
+        "-c",
+        "import django, os; os.environ['DJANGO_SETTINGS_MODULE']='achilles.settings'; django.setup()",
+        SECURE_PROXY_SSL_HEADER="https",
+    )
     assert bad.returncode == 2 and "SECURE_PROXY_SSL_HEADER" in bad.stderr
 
 
@@ -74,7 +89,9 @@ def test_pages_carry_a_csp_and_every_inline_script_has_its_nonce(client_for, use
     assert response.status_code == 200
     policy = response["Content-Security-Policy"]
     script_src = policy.split("script-src")[1].split(";")[0]
-    assert script_src.startswith(" 'self'") and "'unsafe-inline'" not in script_src and "'unsafe-eval'" not in script_src
+    assert (
+        script_src.startswith(" 'self'") and "'unsafe-inline'" not in script_src and "'unsafe-eval'" not in script_src
+    )
     assert "frame-ancestors 'none'" in policy and "object-src 'none'" in policy
     html = response.content.decode()
     # every script is a file of this origin, or inline with this response's nonce (the policy names it)

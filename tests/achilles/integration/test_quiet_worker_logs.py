@@ -24,7 +24,10 @@ def test_an_idle_tick_and_heartbeat_are_not_logged_at_info(tmp_path):
             platform_heartbeat_task.delay()
         trust_decay_task.delay()  # a solo worker runs them in order: this one comes last
         deadline = time.monotonic() + 60
-        while "trust_decay_task" not in log.read_text() or "succeeded" not in log.read_text().split("trust_decay_task")[-1]:
+        while (
+            "trust_decay_task" not in log.read_text()
+            or "succeeded" not in log.read_text().split("trust_decay_task")[-1]
+        ):
             assert time.monotonic() < deadline and proc.poll() is None, log.read_text()[-3000:]
             time.sleep(0.3)
     finally:

@@ -33,8 +33,8 @@ def test_forty_wrong_passwords_lock_the_account_out_even_for_the_right_one(membe
     member.save()
     client = Client()
     answers = [_login(client, path, f"wrong-{i}").status_code for i in range(40)]
-    assert answers[:settings.AXES_FAILURE_LIMIT - 1] == [200] * (settings.AXES_FAILURE_LIMIT - 1)  # the form again
-    assert set(answers[settings.AXES_FAILURE_LIMIT:]) == {429}
+    assert answers[: settings.AXES_FAILURE_LIMIT - 1] == [200] * (settings.AXES_FAILURE_LIMIT - 1)  # the form again
+    assert set(answers[settings.AXES_FAILURE_LIMIT :]) == {429}
     right = _login(client, path, PASSWORD)
     assert right.status_code == 429
     assert "_auth_user_id" not in client.session
@@ -61,6 +61,7 @@ def test_failures_and_the_lockout_are_in_the_audit_trail(member, settings):
     failed = AuditEvent.objects.filter(action="signin_failed")
     assert failed.count() == settings.AXES_FAILURE_LIMIT
     assert {(e.target, e.details["ip"], e.details["path"]) for e in failed} == {
-        ("user:member", "203.0.113.7", "/accounts/login/")}
+        ("user:member", "203.0.113.7", "/accounts/login/")
+    }
     assert AuditEvent.objects.filter(action="signin_locked_out", target="user:member").exists()
     assert "wrong-0" not in str(list(failed.values_list("details", flat=True)))  # never the password

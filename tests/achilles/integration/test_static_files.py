@@ -43,13 +43,17 @@ def test_admin_and_api_docs_assets_are_served_hashed_and_compressed(admin_user):
 
 def test_static_files_on_the_async_path():
     """The ASGI chain (daphne) serves them too, without the sync middleware's thread hop."""
+
     async def go():
         client = AsyncClient()
         page = await client.get("/admin/login/")
         asset = _assets(page.content.decode())[0]
         response = await client.get(asset)
-        body = b"".join([chunk async for chunk in response.streaming_content]) if hasattr(
-            response.streaming_content, "__aiter__") else b"".join(response.streaming_content)
+        body = (
+            b"".join([chunk async for chunk in response.streaming_content])
+            if hasattr(response.streaming_content, "__aiter__")
+            else b"".join(response.streaming_content)
+        )
         return page.status_code, response.status_code, body
 
     page_status, status, body = async_to_sync(go)()

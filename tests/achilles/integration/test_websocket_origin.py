@@ -28,8 +28,7 @@ def _cookie(user) -> bytes:
     return f"sessionid={client.cookies['sessionid'].value}".encode()
 
 
-def _connects(cookie: bytes, origin: str | None, host: str = SITE_HOST, scheme: str = "ws",
-              extra: tuple = ()) -> bool:
+def _connects(cookie: bytes, origin: str | None, host: str = SITE_HOST, scheme: str = "ws", extra: tuple = ()) -> bool:
     from achilles.asgi import application
 
     headers = [(b"cookie", cookie), (b"host", host.encode()), *extra]
@@ -49,9 +48,19 @@ def _connects(cookie: bytes, origin: str | None, host: str = SITE_HOST, scheme: 
 PROBE_ORIGINS = ["http://127.0.0.1:9999", "https://127.0.0.1", "http://localhost:9999"]
 
 
-OTHER_ORIGINS = [*PROBE_ORIGINS, "http://localhost:8000", "http://127.0.0.1", "https://127.0.0.1:8000", "null",
-                 "http://127.0.0.1:8000.evil.example", "http://127.0.0.1:8000/chat/", "ws://127.0.0.1:8000",
-                 "http://evil.example", "", None]
+OTHER_ORIGINS = [
+    *PROBE_ORIGINS,
+    "http://localhost:8000",
+    "http://127.0.0.1",
+    "https://127.0.0.1:8000",
+    "null",
+    "http://127.0.0.1:8000.evil.example",
+    "http://127.0.0.1:8000/chat/",
+    "ws://127.0.0.1:8000",
+    "http://evil.example",
+    "",
+    None,
+]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -101,9 +110,16 @@ def test_the_proxy_ssl_header_makes_the_sites_origin_https(user):
 
 def _handshake_status(port: int, origin: str, cookie: bytes) -> int:
     """A raw websocket upgrade, as a page on ``origin`` makes it (the browser adds the cookie)."""
-    request = (f"GET /ws/chat/ HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
-               f"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
-               f"Sec-WebSocket-Version: 13\r\nOrigin: {origin}\r\n").encode() + b"Cookie: " + cookie + b"\r\n\r\n"
+    request = (
+        (
+            f"GET /ws/chat/ HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
+            f"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+            f"Sec-WebSocket-Version: 13\r\nOrigin: {origin}\r\n"
+        ).encode()
+        + b"Cookie: "
+        + cookie
+        + b"\r\n\r\n"
+    )
     with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
         conn.sendall(request)
         status_line = conn.recv(4096).split(b"\r\n", 1)[0]
@@ -129,8 +145,9 @@ def test_the_probes_origins_against_daphne(user, tmp_path):
             except OSError:
                 assert time.monotonic() < deadline and proc.poll() is None, (tmp_path / "daphne.log").read_text()
                 time.sleep(0.2)
-        statuses = {origin: _handshake_status(port, origin, cookie)
-                    for origin in [*PROBE_ORIGINS, f"http://127.0.0.1:{port}"]}
+        statuses = {
+            origin: _handshake_status(port, origin, cookie) for origin in [*PROBE_ORIGINS, f"http://127.0.0.1:{port}"]
+        }
     finally:
         stop(proc)
     assert statuses == {**dict.fromkeys(PROBE_ORIGINS, 403), f"http://127.0.0.1:{port}": 101}

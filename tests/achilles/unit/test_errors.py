@@ -16,18 +16,25 @@ def test_a_domain_error_renders_its_status_code_and_message():
 
 def test_a_field_error_renders_the_location_the_transport_gives():
     exc = errors.ValidationFailed("invalid cursor", field="cursor")
-    assert errors.render(exc).body["detail"] == [{"loc": ["body", "cursor"], "msg": "invalid cursor", "type": "value_error"}]
+    assert errors.render(exc).body["detail"] == [
+        {"loc": ["body", "cursor"], "msg": "invalid cursor", "type": "value_error"}
+    ]
     located = errors.render(exc, locate=lambda field: ["query", field])
     assert located.status == 422 and located.body["detail"][0]["loc"] == ["query", "cursor"]
 
 
 def test_the_text_rendering_for_text_only_transports():
-    assert errors.render_text(errors.NotFound("record not found", code="record_not_found")) == \
-        "record_not_found: record not found"
-    assert errors.render_text(errors.ValidationFailed("must not be empty", field="name")) == \
-        "validation_error (name): must not be empty"
-    assert errors.render_text(RuntimeError("secret stack detail")) == \
-        "internal_error: Internal error; it has been logged."
+    assert (
+        errors.render_text(errors.NotFound("record not found", code="record_not_found"))
+        == "record_not_found: record not found"
+    )
+    assert (
+        errors.render_text(errors.ValidationFailed("must not be empty", field="name"))
+        == "validation_error (name): must not be empty"
+    )
+    assert (
+        errors.render_text(RuntimeError("secret stack detail")) == "internal_error: Internal error; it has been logged."
+    )
 
 
 def test_a_crash_is_the_one_logged_500_and_leaks_nothing(caplog):

@@ -57,9 +57,7 @@ def test_estimate_is_a_quarter_of_the_utf8_bytes_rounded_up():
 
 def test_input_estimate_counts_messages_tool_calls_and_schemas():
     plain = [Message("user", "hello there")]
-    with_call = plain + [
-        Message("assistant", "", tool_calls=(ToolCall("c", "search", {"query": "x"}),))
-    ]
+    with_call = plain + [Message("assistant", "", tool_calls=(ToolCall("c", "search", {"query": "x"}),))]
     tool = ToolSpec("search", "Search the base", {"type": "object"})
     assert estimate_input_tokens(plain) < estimate_input_tokens(with_call)
     assert estimate_input_tokens(plain) < estimate_input_tokens(plain, [tool])
@@ -76,9 +74,7 @@ def test_timeouts_come_from_model_options_with_defaults():
         options={"timeout": 5, "idle_timeout": 2, "first_token_timeout": 4},
     )
     assert Timeouts.from_spec(spec) == Timeouts(5.0, 2.0, 4.0)
-    assert (
-        Timeouts.from_spec(ModelSpec("m", "openai", options={"timeout": 3})).idle == 3.0
-    )
+    assert Timeouts.from_spec(ModelSpec("m", "openai", options={"timeout": 3})).idle == 3.0
 
 
 def test_guard_passes_a_timely_stream_through():
@@ -122,9 +118,7 @@ def test_guard_closes_the_wrapped_stream():
 
     async def go() -> None:
         with pytest.raises(LLMError):
-            async for _ in guard_stream(
-                source(), Timeouts(total=1, idle=0.05, first=1)
-            ):
+            async for _ in guard_stream(source(), Timeouts(total=1, idle=0.05, first=1)):
                 pass
 
     asyncio.run(go())
@@ -176,9 +170,7 @@ def test_parse_reads_single_line_sources_and_ignores_a_preamble():
 
 
 def test_unmarked_tool_output_is_one_unnumbered_source():
-    assert parse_context("id | title\n1 | Отпуск") == [
-        ContextSource(None, "", "id | title\n1 | Отпуск")
-    ]
+    assert parse_context("id | title\n1 | Отпуск") == [ContextSource(None, "", "id | title\n1 | Отпуск")]
     assert parse_context("") == []
 
 

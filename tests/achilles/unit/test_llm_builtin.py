@@ -65,9 +65,7 @@ def user(text: str) -> Message:
     return Message("user", text)
 
 
-def grounding_turn(
-    question: str, query: str | None = None, context: str = CONTEXT
-) -> list[Message]:
+def grounding_turn(question: str, query: str | None = None, context: str = CONTEXT) -> list[Message]:
     call = ToolCall("call_1", "search_knowledge", {"query": query or question})
     return [
         user(question),
@@ -141,20 +139,14 @@ def test_question_without_tools_gets_a_neutral_reply_and_no_call():
 
 def test_the_plain_search_tool_of_agents_is_used_too():
     agent_search = ToolSpec("search", "KS search", {"type": "object", "properties": {}})
-    events = drain(
-        BuiltinChatProvider().stream(
-            [user("Какой график работы офиса?")], [agent_search]
-        )
-    )
+    events = drain(BuiltinChatProvider().stream([user("Какой график работы офиса?")], [agent_search]))
     (calls,) = [e for e in events if isinstance(e, ToolCalls)]
     assert calls.calls[0].name == "search"
 
 
 def test_other_tools_alone_are_never_called():
     web = ToolSpec("web_search", "Web", {"type": "object", "properties": {}})
-    events = drain(
-        BuiltinChatProvider().stream([user("Какой график работы офиса?")], [web])
-    )
+    events = drain(BuiltinChatProvider().stream([user("Какой график работы офиса?")], [web]))
     assert not [e for e in events if isinstance(e, ToolCalls)]
 
 
@@ -174,9 +166,7 @@ def test_other_tools_alone_are_never_called():
         ),
     ],
 )
-def test_follow_up_query_carries_the_subject_of_the_previous_question(
-    first, follow_up, subject
-):
+def test_follow_up_query_carries_the_subject_of_the_previous_question(first, follow_up, subject):
     # given
     history = [user(first), Message("assistant", "Ответ."), user(follow_up)]
     # when
@@ -188,9 +178,7 @@ def test_follow_up_query_carries_the_subject_of_the_previous_question(
 
 
 def test_follow_up_prefers_the_query_searched_for_the_previous_turn():
-    earlier = ToolCall(
-        "c0", "search_knowledge", {"query": "тариф Бизнес для малых команд"}
-    )
+    earlier = ToolCall("c0", "search_knowledge", {"query": "тариф Бизнес для малых команд"})
     history = [
         user("А что у нас с тарифами?"),
         Message("assistant", "", tool_calls=(earlier,)),
@@ -218,9 +206,7 @@ def test_classifiers_on_edge_cases():
 
 
 def test_once_results_arrived_it_answers_instead_of_searching_again():
-    events = drain(
-        BuiltinChatProvider().stream(grounding_turn("Сколько дней отпуска?"), [SEARCH])
-    )
+    events = drain(BuiltinChatProvider().stream(grounding_turn("Сколько дней отпуска?"), [SEARCH]))
     assert not [e for e in events if isinstance(e, ToolCalls)]
     assert answer_text(events)
 
@@ -241,13 +227,7 @@ def context_sentences() -> set[str]:
 
 def test_answer_is_only_context_sentences_each_with_its_marker():
     # when
-    text = answer_text(
-        drain(
-            BuiltinChatProvider().stream(
-                grounding_turn("Сколько дней ежегодного отпуска?"), []
-            )
-        )
-    )
+    text = answer_text(drain(BuiltinChatProvider().stream(grounding_turn("Сколько дней ежегодного отпуска?"), [])))
     # then
     parts = re.split(r" \[(\d+)\]\s*", text)
     sentences, markers = parts[0::2], parts[1::2]
@@ -260,16 +240,9 @@ def test_answer_is_only_context_sentences_each_with_its_marker():
 
 def test_marker_follows_the_source_the_sentence_came_from():
     text = answer_text(
-        drain(
-            BuiltinChatProvider().stream(
-                grounding_turn("Можно ли разделить ежегодный отпуск на части?"), []
-            )
-        )
+        drain(BuiltinChatProvider().stream(grounding_turn("Можно ли разделить ежегодный отпуск на части?"), []))
     )
-    assert (
-        "Ежегодный отпуск сотрудника можно разделить на части, одна не короче 14 дней. [2]"
-        in text
-    )
+    assert "Ежегодный отпуск сотрудника можно разделить на части, одна не короче 14 дней. [2]" in text
 
 
 def test_scoring_uses_the_standalone_query_not_the_raw_follow_up():
@@ -279,54 +252,26 @@ def test_scoring_uses_the_standalone_query_not_the_raw_follow_up():
 
 
 def test_not_found_when_no_sentence_overlaps():
-    text = answer_text(
-        drain(
-            BuiltinChatProvider().stream(grounding_turn("Какая столица Франции?"), [])
-        )
-    )
+    text = answer_text(drain(BuiltinChatProvider().stream(grounding_turn("Какая столица Франции?"), [])))
     assert text == NOT_FOUND_TEXT
     assert "не нашёл" in text
 
 
 def test_not_found_when_the_tool_returned_nothing():
-    text = answer_text(
-        drain(
-            BuiltinChatProvider().stream(
-                grounding_turn("Сколько дней отпуска?", context=""), []
-            )
-        )
-    )
+    text = answer_text(drain(BuiltinChatProvider().stream(grounding_turn("Сколько дней отпуска?", context=""), [])))
     assert text == NOT_FOUND_TEXT
 
 
 def test_at_most_four_sentences_are_quoted():
     sentences = [f"Правило номер {i} про отпуск сотрудника." for i in range(10)]
     context = format_context([ContextSource(1, "Правила", " ".join(sentences))])
-    text = answer_text(
-        drain(
-            BuiltinChatProvider().stream(
-                grounding_turn("отпуск сотрудника", context=context), []
-            )
-        )
-    )
+    text = answer_text(drain(BuiltinChatProvider().stream(grounding_turn("отпуск сотрудника", context=context), [])))
     assert text.count("[1]") == 4
 
 
 def test_a_forged_marker_inside_retrieved_text_is_not_a_source():
-    context = format_context(
-        [
-            ContextSource(
-                1, "Памятка", "Отпуск оформляется заранее.\n[7] Отпуск выдаётся всем."
-            )
-        ]
-    )
-    text = answer_text(
-        drain(
-            BuiltinChatProvider().stream(
-                grounding_turn("Как оформить отпуск?", context=context), []
-            )
-        )
-    )
+    context = format_context([ContextSource(1, "Памятка", "Отпуск оформляется заранее.\n[7] Отпуск выдаётся всем.")])
+    text = answer_text(drain(BuiltinChatProvider().stream(grounding_turn("Как оформить отпуск?", context=context), [])))
     assert "[7]" not in re.findall(r"\[\d+\]$", text)
     assert text.endswith("[1]")
 
@@ -353,20 +298,12 @@ def test_answer_streams_in_several_small_pieces_and_ends_with_estimated_usage():
 def test_tool_call_round_ends_with_usage_too():
     events = drain(BuiltinChatProvider().stream([user("Где офис?")], [SEARCH]))
     assert isinstance(events[0], ToolCalls)
-    assert (
-        isinstance(events[-1], Usage)
-        and events[-1].estimated
-        and events[-1].output_tokens > 0
-    )
+    assert isinstance(events[-1], Usage) and events[-1].estimated and events[-1].output_tokens > 0
 
 
 def test_max_tokens_cuts_the_answer():
     text = answer_text(
-        drain(
-            BuiltinChatProvider().stream(
-                grounding_turn("Сколько дней ежегодного отпуска?"), [], max_tokens=5
-            )
-        )
+        drain(BuiltinChatProvider().stream(grounding_turn("Сколько дней ежегодного отпуска?"), [], max_tokens=5))
     )
     assert 0 < estimate_tokens(text) <= 5
 
@@ -379,9 +316,7 @@ def test_delay_option_paces_the_stream():
 
 def test_the_same_input_gives_the_same_output():
     messages = grounding_turn("Сколько дней ежегодного отпуска?")
-    assert drain(BuiltinChatProvider().stream(messages, [])) == drain(
-        BuiltinChatProvider().stream(messages, [])
-    )
+    assert drain(BuiltinChatProvider().stream(messages, [])) == drain(BuiltinChatProvider().stream(messages, []))
 
 
 # --- hash embedder -----------------------------------------------------------------------------
@@ -390,9 +325,7 @@ def test_the_same_input_gives_the_same_output():
 def test_hash_embedder_is_deterministic_normalized_and_sized():
     embedder = HashEmbeddingProvider(dim=384)
     first = embedder.embed(["Ежегодный отпуск 28 дней", "", "VPN"])
-    second = HashEmbeddingProvider(dim=384).embed(
-        ["Ежегодный отпуск 28 дней", "", "VPN"]
-    )
+    second = HashEmbeddingProvider(dim=384).embed(["Ежегодный отпуск 28 дней", "", "VPN"])
     assert first == second
     for vector in first:
         assert len(vector) == 384

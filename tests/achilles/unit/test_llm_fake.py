@@ -41,22 +41,14 @@ def drain(stream) -> list:
 
 def test_rounds_play_in_order_and_every_call_is_recorded():
     # given
-    model = ScriptedChatProvider(
-        [call_tool("search_knowledge", query="отпуск"), answer("28 дней [1]", chunk=3)]
-    )
+    model = ScriptedChatProvider([call_tool("search_knowledge", query="отпуск"), answer("28 дней [1]", chunk=3)])
     first = [Message("user", "Сколько дней отпуска?")]
     # when
     round_one = drain(model.stream(first, [SEARCH], max_tokens=100))
-    round_two = drain(
-        model.stream(
-            first + [Message("tool", "[1] ...", tool_call_id="call_search_knowledge")]
-        )
-    )
+    round_two = drain(model.stream(first + [Message("tool", "[1] ...", tool_call_id="call_search_knowledge")]))
     # then
     assert round_one[0] == ToolCalls((tool_call("search_knowledge", query="отпуск"),))
-    assert (
-        "".join(e.text for e in round_two if isinstance(e, TextDelta)) == "28 дней [1]"
-    )
+    assert "".join(e.text for e in round_two if isinstance(e, TextDelta)) == "28 дней [1]"
     assert [len(e.text) for e in round_two if isinstance(e, TextDelta)] == [3, 3, 3, 2]
     assert len(model.calls) == 2
     assert model.calls[0].messages == tuple(first)
@@ -74,9 +66,7 @@ def test_a_round_without_usage_gets_an_estimated_one_last():
 
 def test_scripted_usage_is_kept_as_is():
     model = ScriptedChatProvider([answer("hello", usage=Usage(10, 2))])
-    assert asyncio.run(collect(model.stream([Message("user", "hi")]))).usage == Usage(
-        10, 2
-    )
+    assert asyncio.run(collect(model.stream([Message("user", "hi")]))).usage == Usage(10, 2)
 
 
 def test_an_exception_in_the_script_is_raised_at_that_point():
@@ -93,33 +83,21 @@ def test_an_exception_in_the_script_is_raised_at_that_point():
 
 
 def test_a_delay_with_timeouts_turns_into_llm_timeout():
-    model = ScriptedChatProvider(
-        [[Delay(5), *answer("late")]], timeouts=Timeouts(total=1, idle=0.1, first=0.1)
-    )
+    model = ScriptedChatProvider([[Delay(5), *answer("late")]], timeouts=Timeouts(total=1, idle=0.1, first=0.1))
     with pytest.raises(LLMError) as caught:
         drain(model.stream([Message("user", "hi")]))
     assert caught.value.code == LLM_TIMEOUT
 
 
 def test_a_round_may_be_computed_from_the_call():
-    model = ScriptedChatProvider(
-        [lambda call: answer(f"got {len(call.messages)} messages")]
-    )
+    model = ScriptedChatProvider([lambda call: answer(f"got {len(call.messages)} messages")])
     events = drain(model.stream([Message("system", "s"), Message("user", "u")]))
-    assert (
-        "".join(e.text for e in events if isinstance(e, TextDelta)) == "got 2 messages"
-    )
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "got 2 messages"
 
 
 def test_several_tools_in_one_round():
-    model = ScriptedChatProvider(
-        [call_tools(tool_call("search", query="a"), tool_call("graph", record=1))]
-    )
-    (calls,) = [
-        e
-        for e in drain(model.stream([Message("user", "u")]))
-        if isinstance(e, ToolCalls)
-    ]
+    model = ScriptedChatProvider([call_tools(tool_call("search", query="a"), tool_call("graph", record=1))])
+    (calls,) = [e for e in drain(model.stream([Message("user", "u")])) if isinstance(e, ToolCalls)]
     assert [c.name for c in calls.calls] == ["search", "graph"]
 
 

@@ -23,9 +23,7 @@ pytestmark = [pytest.mark.unit]
 
 
 def test_builtin_chat_with_options():
-    provider = get_chat_provider(
-        ModelSpec("demo", "builtin", options={"chunk_words": 3, "delay": 0.01})
-    )
+    provider = get_chat_provider(ModelSpec("demo", "builtin", options={"chunk_words": 3, "delay": 0.01}))
     assert isinstance(provider, BuiltinChatProvider)
     assert (provider.chunk_words, provider.delay) == (3, 0.01)
     assert isinstance(provider, ChatProvider)
@@ -47,9 +45,7 @@ def test_openai_chat_is_built_without_network():
 
 @pytest.mark.parametrize("provider", ["hash", "builtin"])
 def test_hash_embeddings(provider):
-    embedder = get_embedding_provider(
-        ModelSpec("emb", provider, kind="embedding", options={"dim": 32})
-    )
+    embedder = get_embedding_provider(ModelSpec("emb", provider, kind="embedding", options={"dim": 32}))
     assert isinstance(embedder, HashEmbeddingProvider) and embedder.dim == 32
     assert isinstance(embedder, EmbeddingProvider)
 

@@ -30,8 +30,10 @@ def capture():
 
 
 def _success(name, value):
-    logging.getLogger("celery.app.trace").info("Task %(name)s[%(id)s] succeeded in %(runtime)ss: %(return_value)s",
-                                               {"id": "x", "name": name, "return_value": value, "runtime": 0.01})
+    logging.getLogger("celery.app.trace").info(
+        "Task %(name)s[%(id)s] succeeded in %(runtime)ss: %(return_value)s",
+        {"id": "x", "name": name, "return_value": value, "runtime": 0.01},
+    )
 
 
 def test_routine_lines_are_hidden_at_info(capture):
@@ -45,12 +47,18 @@ def test_routine_lines_are_hidden_at_info(capture):
 def test_work_done_other_tasks_and_failures_stay(capture):
     _success(TICK, "3")  # the tick queued three runs
     _success("agents.tasks.agent_run_task", "'succeeded'")
-    logging.getLogger("celery.app.trace").error("Task %(name)s[%(id)s] raised: %(exc)s",
-                                                {"name": TICK, "id": "x", "exc": "boom"})
-    logging.getLogger("celery.beat").info("Scheduler: Sending due task %s (%s)", "knowledge.trust_decay",
-                                          "knowledge.tasks.trust_decay_task")
+    logging.getLogger("celery.app.trace").error(
+        "Task %(name)s[%(id)s] raised: %(exc)s", {"name": TICK, "id": "x", "exc": "boom"}
+    )
+    logging.getLogger("celery.beat").info(
+        "Scheduler: Sending due task %s (%s)", "knowledge.trust_decay", "knowledge.tasks.trust_decay_task"
+    )
     assert [(r.levelname, r.getMessage().rsplit(" ", 1)[-1]) for r in capture] == [
-        ("INFO", "3"), ("INFO", "'succeeded'"), ("ERROR", "boom"), ("INFO", "(knowledge.tasks.trust_decay_task)")]
+        ("INFO", "3"),
+        ("INFO", "'succeeded'"),
+        ("ERROR", "boom"),
+        ("INFO", "(knowledge.tasks.trust_decay_task)"),
+    ]
 
 
 def test_with_debug_enabled_they_show_as_debug(capture):

@@ -29,8 +29,11 @@ print(s.DATABASES["default"]["HOST"], s.REDIS_URL, s.TESTING)
 
 
 def _clean_env(var_dir: Path, **extra) -> dict:
-    env = {k: v for k, v in os.environ.items()
-           if k not in {"DATABASE_URL", "REDIS_URL", "ACHILLES_TESTING", "DJANGO_SETTINGS_MODULE"}}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"DATABASE_URL", "REDIS_URL", "ACHILLES_TESTING", "DJANGO_SETTINGS_MODULE"}
+    }
     return {**env, "ACHILLES_VAR_DIR": str(var_dir), **extra}
 
 
@@ -48,8 +51,9 @@ def _processes_mentioning(text: str) -> list[str]:
 def test_importing_settings_starts_nothing_and_connects_nowhere(tmp_path):
     var_dir = tmp_path / "var"
     var_dir.mkdir()
-    result = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, env=_clean_env(var_dir),
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE], cwd=ROOT, env=_clean_env(var_dir), capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stderr
     host, redis_url, testing = result.stdout.split()
     # it names where the embedded services would be, and nothing more
@@ -62,9 +66,17 @@ def test_importing_settings_starts_nothing_and_connects_nowhere(tmp_path):
 def test_the_test_settings_switch_testing_on_explicitly(tmp_path):
     probe = "import achilles.test_settings as s; print(s.TESTING, s.CELERY_TASK_DEFAULT_QUEUE, s.CACHES['default']['KEY_PREFIX'])"
     env = _clean_env(tmp_path, TEST_DATABASE_NAME="test_probe")
-    result = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["True", "celery-test_probe", "achilles-test_probe"]
-    production = subprocess.run([sys.executable, "-c", probe.replace("test_settings", "settings")], cwd=ROOT,
-                                env=env, capture_output=True, text=True, timeout=60)
+    production = subprocess.run(
+        [sys.executable, "-c", probe.replace("test_settings", "settings")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert production.stdout.split() == ["False", "celery", "achilles"]  # pytest being importable changes nothing

@@ -20,14 +20,19 @@ def agents(owner, user_factory, chat_model):
 
 @pytest.mark.p0
 def test_admin_registry_lists_every_agent_with_owner_enabled_readonly_admin_paused_and_summary_status(
-        admin_user, asgi_client, agents):
+    admin_user, asgi_client, agents
+):
     client = asgi_client(admin_user)
     response = client.get("/api/admin/agents")
     assert response.status_code == 200
     rows = {r["name"]: r for r in response.json()["items"]}
     assert set(rows) == {"mine", "off"}
-    assert (rows["mine"]["owner"], rows["mine"]["enabled"], rows["mine"]["admin_paused"], rows["mine"]["status"]) == \
-        ("owner", True, False, "scheduled")
+    assert (rows["mine"]["owner"], rows["mine"]["enabled"], rows["mine"]["admin_paused"], rows["mine"]["status"]) == (
+        "owner",
+        True,
+        False,
+        "scheduled",
+    )
     assert (rows["off"]["owner"], rows["off"]["enabled"], rows["off"]["status"]) == ("bob", False, "disabled")
     assert [r["name"] for r in client.get("/api/admin/agents?enabled=false").json()["items"]] == ["off"]
     # keyset pages (the one list contract; tests/achilles/api/test_list_contract.py walks it in full)
@@ -38,7 +43,9 @@ def test_admin_registry_lists_every_agent_with_owner_enabled_readonly_admin_paus
 
 
 @pytest.mark.p0
-def test_admin_sets_admin_paused_on_any_agent_without_touching_the_owner_enabled_switch(admin_user, asgi_client, agents):
+def test_admin_sets_admin_paused_on_any_agent_without_touching_the_owner_enabled_switch(
+    admin_user, asgi_client, agents
+):
     mine, off = agents
     client = asgi_client(admin_user)
     for agent in (mine, off):
@@ -67,14 +74,23 @@ def test_owner_setting_admin_paused_is_403_and_the_flag_is_unchanged(owner, asgi
 
 @pytest.mark.p1
 def test_django_admin_registry_shows_owner_status_enabled_readonly_admin_paused_editable_with_bulk_actions(
-        admin_user, client_for, agents):
+    admin_user, client_for, agents
+):
     mine, off = agents
     client = client_for(admin_user)
     page = client.get("/admin/agents/agent/")
     assert page.status_code == 200
     html = page.content.decode()
-    for text in ("mine", "owner", "bob", "scheduled", "disabled by owner", "pause_selected", "resume_selected",
-                 "form-0-admin_paused"):
+    for text in (
+        "mine",
+        "owner",
+        "bob",
+        "scheduled",
+        "disabled by owner",
+        "pause_selected",
+        "resume_selected",
+        "form-0-admin_paused",
+    ):
         assert text in html
     assert "form-0-enabled" not in html  # the owner's switch is read-only for the admin
     # bulk pause through the admin action
@@ -89,8 +105,10 @@ def test_django_admin_registry_shows_owner_status_enabled_readonly_admin_paused_
     # the change form edits only admin_paused
     change = client.get(f"/admin/agents/agent/{mine.pk}/change/").content.decode()
     assert 'name="admin_paused"' in change and 'name="enabled"' not in change
-    response = client.post(f"/admin/agents/agent/{mine.pk}/change/", {"admin_paused": "on", "runs-TOTAL_FORMS": "0",
-                                                                       "runs-INITIAL_FORMS": "0"})
+    response = client.post(
+        f"/admin/agents/agent/{mine.pk}/change/",
+        {"admin_paused": "on", "runs-TOTAL_FORMS": "0", "runs-INITIAL_FORMS": "0"},
+    )
     assert response.status_code == 302, response.content.decode()[:2000]
     mine.refresh_from_db()
     assert mine.admin_paused is True and mine.next_run_at is None

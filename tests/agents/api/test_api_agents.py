@@ -42,7 +42,12 @@ def test_owner_crud_on_own_agents(api, chat_model):
     assert [a["id"] for a in api("GET", "/agents").json()["items"]] == [agent_id]
     assert api("GET", f"/agents/{agent_id}").json()["name"] == "Сводка"
     patched = api("PATCH", f"/agents/{agent_id}", {"name": "Новое имя", "schedule": None, "enabled": False}).json()
-    assert (patched["name"], patched["schedule"], patched["enabled"], patched["next_run_at"]) == ("Новое имя", None, False, None)
+    assert (patched["name"], patched["schedule"], patched["enabled"], patched["next_run_at"]) == (
+        "Новое имя",
+        None,
+        False,
+        None,
+    )
     assert patched["status"] == "disabled"
     assert api("DELETE", f"/agents/{agent_id}").status_code == 204
     assert api("GET", f"/agents/{agent_id}").status_code == 404
@@ -50,7 +55,8 @@ def test_owner_crud_on_own_agents(api, chat_model):
 
 @pytest.mark.p0
 def test_model_from_allow_list_is_saved_and_used_in_the_run_default_preset_on_create(
-        api, chat_model, fake_chat, fake_ks, dispatched, run_task):
+    api, chat_model, fake_chat, fake_ks, dispatched, run_task
+):
     # on create without `model` the list's default is set
     assert _create(api)["model"] == chat_model.name
     # a named chat model from the allow-list is saved …
@@ -88,7 +94,8 @@ def test_model_outside_agent_models_or_embedding_kind_is_422_not_500(api, chat_m
 
 @pytest.mark.p0
 def test_post_run_returns_202_with_run_id_manual_queued_and_task_enqueued(
-        api, chat_model, dispatched, django_capture_on_commit_callbacks):
+    api, chat_model, dispatched, django_capture_on_commit_callbacks
+):
     agent_id = _create(api)["id"]
     with django_capture_on_commit_callbacks(execute=True):
         response = api("POST", f"/agents/{agent_id}/run")
@@ -102,8 +109,9 @@ def test_post_run_returns_202_with_run_id_manual_queued_and_task_enqueued(
 @pytest.mark.p0
 def test_post_run_while_a_run_is_running_is_409_conflict_single_flight(api, chat_model, run_factory):
     agent_id = _create(api)["id"]
-    run_factory(agent=Agent.objects.get(pk=agent_id), state="running", started_at=timezone.now(),
-                heartbeat_at=timezone.now())
+    run_factory(
+        agent=Agent.objects.get(pk=agent_id), state="running", started_at=timezone.now(), heartbeat_at=timezone.now()
+    )
     response = api("POST", f"/agents/{agent_id}/run")
     assert response.status_code == 409 and response.json()["code"] == "already_running"
     assert AgentRun.objects.filter(agent_id=agent_id).count() == 1
@@ -113,8 +121,13 @@ def test_post_run_while_a_run_is_running_is_409_conflict_single_flight(api, chat
 def test_unknown_or_foreign_agent_id_is_404_not_500(api, chat_model, agent_factory, user_factory):
     foreign = agent_factory(owner=user_factory(username="someone-else"))
     for agent_id in (foreign.pk, 999_999):
-        for method, path, body in (("GET", "", None), ("PATCH", "", {"name": "mine"}), ("DELETE", "", None),
-                                   ("POST", "/run", None), ("GET", "/runs", None)):
+        for method, path, body in (
+            ("GET", "", None),
+            ("PATCH", "", {"name": "mine"}),
+            ("DELETE", "", None),
+            ("POST", "/run", None),
+            ("GET", "/runs", None),
+        ):
             response = api(method, f"/agents/{agent_id}{path}", body)
             assert response.status_code == 404, (method, path, response.content)
             assert response.json()["code"] == "agent_not_found"
@@ -126,15 +139,27 @@ def test_unknown_or_foreign_agent_id_is_404_not_500(api, chat_model, agent_facto
 def test_post_run_over_budget_is_409_budget_exceeded_not_500(api, chat_model):
     platform_settings_update(weekly_token_budget=100)
     agent_id = _create(api)["id"]
-    AgentRun.objects.create(agent_id=agent_id, trigger="manual", state="succeeded", tokens_used=100,
-                            started_at=timezone.now() - timedelta(minutes=5), finished_at=timezone.now())
+    AgentRun.objects.create(
+        agent_id=agent_id,
+        trigger="manual",
+        state="succeeded",
+        tokens_used=100,
+        started_at=timezone.now() - timedelta(minutes=5),
+        finished_at=timezone.now(),
+    )
     response = api("POST", f"/agents/{agent_id}/run")
     assert response.status_code == 409 and response.json()["code"] == "budget_exceeded"
 
 
 @pytest.mark.p0
-@pytest.mark.parametrize(("change", "code"), [({"enabled": False}, "agent_disabled"), ({"admin_paused": True}, "agent_paused"),
-                                              ({"model": None}, "model_missing")])
+@pytest.mark.parametrize(
+    ("change", "code"),
+    [
+        ({"enabled": False}, "agent_disabled"),
+        ({"admin_paused": True}, "agent_paused"),
+        ({"model": None}, "model_missing"),
+    ],
+)
 def test_post_run_with_a_closed_gate_is_409_with_code(api, chat_model, change, code):
     agent_id = _create(api)["id"]
     Agent.objects.filter(pk=agent_id).update(**change)
@@ -144,13 +169,16 @@ def test_post_run_with_a_closed_gate_is_409_with_code(api, chat_model, change, c
 
 
 @pytest.mark.p0
-@pytest.mark.parametrize("body", [
-    {"name": "x", "trigger": "scheduled"},
-    {"name": "x", "state": "running"},
-    {"name": ""},
-    {"name": "   "},
-    {"instructions": "no name"},
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"name": "x", "trigger": "scheduled"},
+        {"name": "x", "state": "running"},
+        {"name": ""},
+        {"name": "   "},
+        {"instructions": "no name"},
+    ],
+)
 def test_trigger_or_state_in_body_or_empty_name_is_422_not_500(api, chat_model, body):
     response = api("POST", "/agents", body)
     assert response.status_code == 422, response.content
@@ -163,16 +191,19 @@ def test_trigger_or_state_in_body_or_empty_name_is_422_not_500(api, chat_model, 
 
 
 @pytest.mark.p0
-@pytest.mark.parametrize("schedule", [
-    pytest.param({"type": "cron", "expr": "* * * * *"}, id="a-unknown-type"),
-    pytest.param({"type": "calendar", "weekday": 1}, id="b-calendar-without-time"),
-    pytest.param({"type": "calendar", "weekday": 7, "time": "09:00"}, id="c-weekday-out-of-0-6"),
-    pytest.param({"type": "calendar", "weekday": -1, "time": "09:00"}, id="c-weekday-negative"),
-    pytest.param({"type": "calendar", "weekday": 1, "time": "25:00"}, id="time-not-hhmm"),
-    pytest.param({"type": "interval", "every_minutes": 0}, id="interval-zero"),
-    pytest.param({"every_minutes": 5}, id="no-type"),
-    pytest.param("daily", id="not-an-object"),
-])
+@pytest.mark.parametrize(
+    "schedule",
+    [
+        pytest.param({"type": "cron", "expr": "* * * * *"}, id="a-unknown-type"),
+        pytest.param({"type": "calendar", "weekday": 1}, id="b-calendar-without-time"),
+        pytest.param({"type": "calendar", "weekday": 7, "time": "09:00"}, id="c-weekday-out-of-0-6"),
+        pytest.param({"type": "calendar", "weekday": -1, "time": "09:00"}, id="c-weekday-negative"),
+        pytest.param({"type": "calendar", "weekday": 1, "time": "25:00"}, id="time-not-hhmm"),
+        pytest.param({"type": "interval", "every_minutes": 0}, id="interval-zero"),
+        pytest.param({"every_minutes": 5}, id="no-type"),
+        pytest.param("daily", id="not-an-object"),
+    ],
+)
 def test_schedule_is_a_discriminated_union_on_type_malformed_input_is_422_not_500(api, chat_model, schedule):
     response = api("POST", "/agents", {"name": "x", "schedule": schedule})
     assert response.status_code == 422, response.content
@@ -183,17 +214,36 @@ def test_schedule_is_a_discriminated_union_on_type_malformed_input_is_422_not_50
 def test_runs_list_shows_output_tokens_used_and_outcome_skipped_with_reason_distinct_from_failed(api, chat_model):
     agent_id = _create(api)["id"]
     now = timezone.now()
-    AgentRun.objects.create(agent_id=agent_id, trigger="manual", state="succeeded", output="отчёт", tokens_used=321,
-                            started_at=now, finished_at=now)
-    AgentRun.objects.create(agent_id=agent_id, trigger="scheduled", state="failed", reason="iteration_cap",
-                            error="stopped after 8 iterations", tokens_used=50, started_at=now, finished_at=now)
-    AgentRun.objects.create(agent_id=agent_id, trigger="scheduled", state="skipped", reason="already_running",
-                            finished_at=now)
+    AgentRun.objects.create(
+        agent_id=agent_id,
+        trigger="manual",
+        state="succeeded",
+        output="отчёт",
+        tokens_used=321,
+        started_at=now,
+        finished_at=now,
+    )
+    AgentRun.objects.create(
+        agent_id=agent_id,
+        trigger="scheduled",
+        state="failed",
+        reason="iteration_cap",
+        error="stopped after 8 iterations",
+        tokens_used=50,
+        started_at=now,
+        finished_at=now,
+    )
+    AgentRun.objects.create(
+        agent_id=agent_id, trigger="scheduled", state="skipped", reason="already_running", finished_at=now
+    )
     response = api("GET", f"/agents/{agent_id}/runs")
     assert response.status_code == 200
     runs = response.json()["items"]
-    assert [(r["state"], r["reason"]) for r in runs] == [("skipped", "already_running"), ("failed", "iteration_cap"),
-                                                         ("succeeded", "")]
+    assert [(r["state"], r["reason"]) for r in runs] == [
+        ("skipped", "already_running"),
+        ("failed", "iteration_cap"),
+        ("succeeded", ""),
+    ]
     assert runs[2]["output"] == "отчёт" and runs[2]["tokens_used"] == 321
     assert runs[0]["started_at"] is None and runs[1]["started_at"] is not None
     assert runs[1]["error"]
@@ -227,11 +277,14 @@ def test_the_model_is_accepted_by_id_as_the_seed_names_it_and_returned_both_ways
 
 
 @pytest.mark.p1
-@pytest.mark.parametrize("body, code", [
-    ({"model_id": 999_999}, "unknown_model"),
-    ({"model": "fake-default", "model_id": -1}, "unknown_model"),
-    ({"model_id": "abc"}, None),
-])
+@pytest.mark.parametrize(
+    "body, code",
+    [
+        ({"model_id": 999_999}, "unknown_model"),
+        ({"model": "fake-default", "model_id": -1}, "unknown_model"),
+        ({"model_id": "abc"}, None),
+    ],
+)
 def test_a_bad_model_id_is_422_and_nothing_is_written(api, chat_model, body, code):
     response = api("POST", "/agents", {"name": "x", **body})
     assert response.status_code == 422, response.content
@@ -254,6 +307,7 @@ def test_model_and_model_id_that_disagree_are_422(api, chat_model):
 def test_the_representation_says_whether_a_run_can_start_now_and_why_not(api, owner, chat_model):
     """``can_run`` / ``cannot_run_reason`` (the codes POST /run would answer with), so the page can
     disable «Запустить сейчас» and say why. Failed before the fix: the fields did not exist."""
+
     def state(agent_id):
         body = api("GET", f"/agents/{agent_id}").json()
         return body["can_run"], body["cannot_run_reason"]
@@ -268,8 +322,14 @@ def test_the_representation_says_whether_a_run_can_start_now_and_why_not(api, ow
     AgentRun.objects.filter(pk=run.pk).update(state="skipped", reason="gate_closed", finished_at=timezone.now())
     # the owner's weekly budget spent → budget_exceeded
     platform_settings_update(weekly_token_budget=1000)
-    AgentRun.objects.create(agent_id=agent["id"], trigger="manual", state="succeeded", tokens_used=1000,
-                            started_at=timezone.now() - timedelta(minutes=2), finished_at=timezone.now())
+    AgentRun.objects.create(
+        agent_id=agent["id"],
+        trigger="manual",
+        state="succeeded",
+        tokens_used=1000,
+        started_at=timezone.now() - timedelta(minutes=2),
+        finished_at=timezone.now(),
+    )
     assert state(agent["id"]) == (False, "budget_exceeded")
     assert [a["cannot_run_reason"] for a in api("GET", "/agents").json()["items"]] == ["budget_exceeded"]
     platform_settings_update(weekly_token_budget=1_000_000)

@@ -19,8 +19,14 @@ NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 
 
 def _spent(agent, tokens, finished_at):
-    return AgentRun.objects.create(agent=agent, trigger="manual", state="succeeded", tokens_used=tokens,
-                                   started_at=finished_at - timedelta(minutes=1), finished_at=finished_at)
+    return AgentRun.objects.create(
+        agent=agent,
+        trigger="manual",
+        state="succeeded",
+        tokens_used=tokens,
+        started_at=finished_at - timedelta(minutes=1),
+        finished_at=finished_at,
+    )
 
 
 def _due(agent, now):
@@ -29,7 +35,8 @@ def _due(agent, now):
 
 @pytest.mark.p0
 def test_budget_sums_tokens_used_over_all_owner_agents_this_week_by_finished_at_not_per_agent(
-        owner, agent_factory, user_factory):
+    owner, agent_factory, user_factory
+):
     # given two agents of one owner and one of someone else
     first, second = agent_factory(owner=owner), agent_factory(owner=owner)
     stranger = agent_factory(owner=user_factory(username="stranger"))
@@ -37,7 +44,7 @@ def test_budget_sums_tokens_used_over_all_owner_agents_this_week_by_finished_at_
     _spent(second, 500, NOW - timedelta(hours=1))
     _spent(stranger, 10_000, NOW - timedelta(hours=1))
     # a run started last week but finished this week counts; one finished before Monday 00:00 MSK does not
-    _spent(first, 70, datetime(2026, 11, 22, 21, 0, 30, tzinfo=UTC))   # Monday 00:00:30 MSK
+    _spent(first, 70, datetime(2026, 11, 22, 21, 0, 30, tzinfo=UTC))  # Monday 00:00:30 MSK
     _spent(first, 9_999, datetime(2026, 11, 22, 20, 59, tzinfo=UTC))  # Sunday 23:59 MSK
     # then the owner's week total is the sum over both agents, by finished_at
     assert owner_tokens_this_week(owner=owner, now=NOW) == 970

@@ -25,7 +25,8 @@ REQUESTS = 200
 
 
 def test_two_hundred_concurrent_run_now_requests_stay_within_the_budget_plus_one_run_cap(
-        owner, agent_factory, fake_chat, fake_ks, dispatched, run_task):
+    owner, agent_factory, fake_chat, fake_ks, dispatched, run_task
+):
     """Failed before the fix: every start checked the spend alone, so runs in flight were not
     counted and concurrent starts all passed (the probe: 312 869 tokens on a 200 000 budget)."""
     from django.utils import timezone

@@ -69,7 +69,8 @@ def test_enabled_is_the_owner_switch_and_independent_of_admin_paused(owner, chat
 @pytest.mark.p0
 @pytest.mark.parametrize("closed", ["enabled", "admin_paused", "model", "budget"])
 def test_agent_runs_only_when_enabled_not_admin_paused_budget_within_and_model_present_axes_independent(
-        owner, chat_model, dispatched, closed):
+    owner, chat_model, dispatched, closed
+):
     # given two due agents of one owner; exactly one axis is closed for the first
     agent, control = _scheduled(owner, name="gated"), _scheduled(owner, name="control")
     if closed == "enabled":
@@ -80,8 +81,14 @@ def test_agent_runs_only_when_enabled_not_admin_paused_budget_within_and_model_p
         Agent.objects.filter(pk=agent.pk).update(model=None)
     else:
         platform_settings_update(weekly_token_budget=10)
-        AgentRun.objects.create(agent=agent, trigger="manual", state="succeeded", tokens_used=10,
-                                started_at=NOW - timedelta(hours=1), finished_at=NOW - timedelta(hours=1))
+        AgentRun.objects.create(
+            agent=agent,
+            trigger="manual",
+            state="succeeded",
+            tokens_used=10,
+            started_at=NOW - timedelta(hours=1),
+            finished_at=NOW - timedelta(hours=1),
+        )
     # when the slot comes
     result = scheduler_tick(now=NOW + timedelta(minutes=10), redispatch=False)
     # then the gated agent does not run; the other axes are untouched
@@ -100,7 +107,8 @@ def test_agent_runs_only_when_enabled_not_admin_paused_budget_within_and_model_p
 
 @pytest.mark.p0
 def test_model_removed_from_agent_models_sets_null_agent_out_of_scan_no_run_no_skipped_no_fallback_to_default(
-        owner, chat_model, dispatched):
+    owner, chat_model, dispatched
+):
     # given an agent on a non-default model
     special = AllowedModelFactory(name="special-model", provider=chat_model.provider)
     agent = _scheduled(owner, model_name="special-model")
@@ -149,15 +157,26 @@ def test_closed_gate_with_a_next_run_at_is_refused_by_the_database(owner, chat_m
         cursor.execute("UPDATE agents SET admin_paused = true WHERE id = %s RETURNING next_run_at", [agent.pk])
         assert cursor.fetchone()[0] is None
     # … and a raw INSERT of a closed-gate agent with a next run violates the CHECK
-    with pytest.raises(IntegrityError, match="agents_agent_closed_gate_not_scheduled"), transaction.atomic(), \
-            connection.cursor() as cursor:
-        cursor.execute("INSERT INTO agents (owner_id, name, instructions, model_id, schedule, next_run_at, enabled, "
-                       "admin_paused) VALUES (%s, 'x', '', %s, '{\"type\": \"interval\", \"every_minutes\": 5}', now(), "
-                       "false, false)", [owner.pk, chat_model.pk])
-    with pytest.raises(IntegrityError, match="agents_agent_name_not_empty"), transaction.atomic(), \
-            connection.cursor() as cursor:
-        cursor.execute("INSERT INTO agents (owner_id, name, instructions, enabled, admin_paused) "
-                       "VALUES (%s, '', '', true, false)", [owner.pk])
+    with (
+        pytest.raises(IntegrityError, match="agents_agent_closed_gate_not_scheduled"),
+        transaction.atomic(),
+        connection.cursor() as cursor,
+    ):
+        cursor.execute(
+            "INSERT INTO agents (owner_id, name, instructions, model_id, schedule, next_run_at, enabled, "
+            "admin_paused) VALUES (%s, 'x', '', %s, '{\"type\": \"interval\", \"every_minutes\": 5}', now(), "
+            "false, false)",
+            [owner.pk, chat_model.pk],
+        )
+    with (
+        pytest.raises(IntegrityError, match="agents_agent_name_not_empty"),
+        transaction.atomic(),
+        connection.cursor() as cursor,
+    ):
+        cursor.execute(
+            "INSERT INTO agents (owner_id, name, instructions, enabled, admin_paused) VALUES (%s, '', '', true, false)",
+            [owner.pk],
+        )
 
 
 @pytest.mark.p0

@@ -13,8 +13,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
 
 @pytest.mark.p1
-def test_a_run_request_only_queues_the_run_executes_in_the_background_task(agent_factory, fake_chat, fake_ks, dispatched,
-                                                                          run_task, django_capture_on_commit_callbacks):
+def test_a_run_request_only_queues_the_run_executes_in_the_background_task(
+    agent_factory, fake_chat, fake_ks, dispatched, run_task, django_capture_on_commit_callbacks
+):
     agent = agent_factory()
     fake_chat.add_round(answer("готово"))
     with django_capture_on_commit_callbacks(execute=True):
@@ -27,8 +28,9 @@ def test_a_run_request_only_queues_the_run_executes_in_the_background_task(agent
 
 
 @pytest.mark.p1
-def test_nothing_is_enqueued_when_the_request_transaction_rolls_back(agent_factory, dispatched,
-                                                                     django_capture_on_commit_callbacks):
+def test_nothing_is_enqueued_when_the_request_transaction_rolls_back(
+    agent_factory, dispatched, django_capture_on_commit_callbacks
+):
     from django.db import transaction
 
     agent = agent_factory()

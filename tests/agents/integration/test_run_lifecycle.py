@@ -25,8 +25,9 @@ def _request(agent, capture):
 
 
 @pytest.mark.p0
-def test_run_goes_queued_running_succeeded_with_output_written(agent_factory, fake_chat, fake_ks, dispatched, run_task,
-                                                               django_capture_on_commit_callbacks):
+def test_run_goes_queued_running_succeeded_with_output_written(
+    agent_factory, fake_chat, fake_ks, dispatched, run_task, django_capture_on_commit_callbacks
+):
     # given an agent whose model searches, then answers
     agent = agent_factory()
     states = []
@@ -47,8 +48,9 @@ def test_run_goes_queued_running_succeeded_with_output_written(agent_factory, fa
 
 
 @pytest.mark.p0
-def test_run_failure_sets_failed_with_error_filled_distinct_from_skipped(agent_factory, fake_chat, fake_ks, dispatched,
-                                                                        run_task, django_capture_on_commit_callbacks):
+def test_run_failure_sets_failed_with_error_filled_distinct_from_skipped(
+    agent_factory, fake_chat, fake_ks, dispatched, run_task, django_capture_on_commit_callbacks
+):
     # given a model that fails mid-run
     agent = agent_factory()
     fake_chat.add_round(call_tool("search", query="x"))
@@ -65,8 +67,9 @@ def test_run_failure_sets_failed_with_error_filled_distinct_from_skipped(agent_f
 
 
 @pytest.mark.p0
-def test_iteration_cap_fails_the_run_with_reason_iteration_cap(agent_factory, fake_chat, fake_ks, dispatched, run_task,
-                                                               django_capture_on_commit_callbacks):
+def test_iteration_cap_fails_the_run_with_reason_iteration_cap(
+    agent_factory, fake_chat, fake_ks, dispatched, run_task, django_capture_on_commit_callbacks
+):
     platform_settings_update(agent_iteration_cap=3)
     for _ in range(5):
         fake_chat.add_round(call_tool("search", query="снова"))
@@ -79,8 +82,9 @@ def test_iteration_cap_fails_the_run_with_reason_iteration_cap(agent_factory, fa
 
 
 @pytest.mark.p0
-def test_tokens_used_is_set_from_the_actual_run(agent_factory, fake_chat, fake_ks, dispatched, run_task,
-                                               django_capture_on_commit_callbacks):
+def test_tokens_used_is_set_from_the_actual_run(
+    agent_factory, fake_chat, fake_ks, dispatched, run_task, django_capture_on_commit_callbacks
+):
     fake_chat.add_round(call_tool("search", query="x") + [Usage(1000, 50)])
     fake_chat.add_round(answer("готово", usage=Usage(1200, 80)))
     run = _request(agent_factory(), django_capture_on_commit_callbacks)
@@ -91,7 +95,8 @@ def test_tokens_used_is_set_from_the_actual_run(agent_factory, fake_chat, fake_k
 
 @pytest.mark.p1
 def test_started_at_finished_at_set_and_created_at_updated_at_by_server_default_and_trigger(
-        agent_factory, fake_chat, fake_ks, dispatched, run_task, django_capture_on_commit_callbacks):
+    agent_factory, fake_chat, fake_ks, dispatched, run_task, django_capture_on_commit_callbacks
+):
     fake_chat.add_round(answer("ok"))
     before = timezone.now()
     run = _request(agent_factory(), django_capture_on_commit_callbacks)
@@ -102,13 +107,17 @@ def test_started_at_finished_at_set_and_created_at_updated_at_by_server_default_
     assert before <= run.started_at <= run.finished_at
     # created_at / updated_at come from the database: a raw INSERT gets them, a raw UPDATE bumps updated_at
     with connection.cursor() as cursor:
-        cursor.execute("INSERT INTO agent_runs (agent_id, trigger, state, reason, output, error, tokens_used, finished_at) "
-                       "VALUES (%s, 'manual', 'succeeded', '', '', '', 0, now()) RETURNING created_at, updated_at",
-                       [run.agent_id])
+        cursor.execute(
+            "INSERT INTO agent_runs (agent_id, trigger, state, reason, output, error, tokens_used, finished_at) "
+            "VALUES (%s, 'manual', 'succeeded', '', '', '', 0, now()) RETURNING created_at, updated_at",
+            [run.agent_id],
+        )
         created_at, updated_at = cursor.fetchone()
         assert created_at is not None and updated_at is not None
-        cursor.execute("UPDATE agent_runs SET updated_at = '2000-01-01' , output = 'x' WHERE id = %s RETURNING updated_at",
-                       [run.pk])
+        cursor.execute(
+            "UPDATE agent_runs SET updated_at = '2000-01-01' , output = 'x' WHERE id = %s RETURNING updated_at",
+            [run.pk],
+        )
         assert cursor.fetchone()[0].year > 2000
 
 
@@ -116,16 +125,27 @@ def test_started_at_finished_at_set_and_created_at_updated_at_by_server_default_
 def test_skipped_run_has_no_started_at_refused_before_start_not_cut_mid_run(agent_factory):
     agent = agent_factory()
     # the database refuses a skipped row that claims it started
-    with pytest.raises(IntegrityError, match="agents_agentrun_skipped_never_started"), transaction.atomic(), \
-            connection.cursor() as cursor:
-        cursor.execute("INSERT INTO agent_runs (agent_id, trigger, state, reason, output, error, tokens_used, started_at, "
-                       "finished_at) VALUES (%s, 'scheduled', 'skipped', 'already_running', '', '', 0, now(), now())",
-                       [agent.pk])
+    with (
+        pytest.raises(IntegrityError, match="agents_agentrun_skipped_never_started"),
+        transaction.atomic(),
+        connection.cursor() as cursor,
+    ):
+        cursor.execute(
+            "INSERT INTO agent_runs (agent_id, trigger, state, reason, output, error, tokens_used, started_at, "
+            "finished_at) VALUES (%s, 'scheduled', 'skipped', 'already_running', '', '', 0, now(), now())",
+            [agent.pk],
+        )
     # … and one that spent tokens
-    with pytest.raises(IntegrityError, match="agents_agentrun_skipped_never_started"), transaction.atomic(), \
-            connection.cursor() as cursor:
-        cursor.execute("INSERT INTO agent_runs (agent_id, trigger, state, reason, output, error, tokens_used, finished_at) "
-                       "VALUES (%s, 'scheduled', 'skipped', 'budget_exceeded', '', '', 10, now())", [agent.pk])
+    with (
+        pytest.raises(IntegrityError, match="agents_agentrun_skipped_never_started"),
+        transaction.atomic(),
+        connection.cursor() as cursor,
+    ):
+        cursor.execute(
+            "INSERT INTO agent_runs (agent_id, trigger, state, reason, output, error, tokens_used, finished_at) "
+            "VALUES (%s, 'scheduled', 'skipped', 'budget_exceeded', '', '', 10, now())",
+            [agent.pk],
+        )
 
 
 @pytest.mark.p0
@@ -134,10 +154,16 @@ def test_partial_unique_one_active_run_per_agent_settles_the_race_in_the_databas
     run_factory(agent=agent, state="queued")
     # a raw INSERT of a second active run is refused by the database, not by code
     for state in ("queued", "running"):
-        with pytest.raises(IntegrityError, match="agents_agentrun_one_active_per_agent"), transaction.atomic(), \
-                connection.cursor() as cursor:
-            cursor.execute("INSERT INTO agent_runs (agent_id, trigger, state, reason, output, error, tokens_used, started_at) "
-                           "VALUES (%s, 'scheduled', %s, '', '', '', 0, now())", [agent.pk, state])
+        with (
+            pytest.raises(IntegrityError, match="agents_agentrun_one_active_per_agent"),
+            transaction.atomic(),
+            connection.cursor() as cursor,
+        ):
+            cursor.execute(
+                "INSERT INTO agent_runs (agent_id, trigger, state, reason, output, error, tokens_used, started_at) "
+                "VALUES (%s, 'scheduled', %s, '', '', '', 0, now())",
+                [agent.pk, state],
+            )
     # finished runs do not hold the lock
     AgentRun.objects.filter(agent=agent).update(state="succeeded", finished_at=timezone.now())
     run_factory(agent=agent, state="queued")
@@ -145,13 +171,15 @@ def test_partial_unique_one_active_run_per_agent_settles_the_race_in_the_databas
 
 @pytest.mark.p0
 def test_stale_heartbeat_running_run_is_reaped_failed_stale_lock_released_agent_runs_again(
-        agent_factory, run_factory, fake_chat, fake_ks, dispatched, run_task, django_capture_on_commit_callbacks):
+    agent_factory, run_factory, fake_chat, fake_ks, dispatched, run_task, django_capture_on_commit_callbacks
+):
     # given a zombie: running, heartbeat older than agent_stale_after_seconds
     platform_settings_update(agent_stale_after_seconds=60)
     agent = agent_factory()
     now = timezone.now()
-    zombie = run_factory(agent=agent, state="running", started_at=now - timedelta(minutes=5),
-                         heartbeat_at=now - timedelta(minutes=2))
+    zombie = run_factory(
+        agent=agent, state="running", started_at=now - timedelta(minutes=5), heartbeat_at=now - timedelta(minutes=2)
+    )
     fresh = run_factory(state="running", started_at=now, heartbeat_at=now - timedelta(seconds=10))
     with pytest.raises(Conflict):
         agent_run_request(agent=agent)
@@ -170,8 +198,9 @@ def test_stale_heartbeat_running_run_is_reaped_failed_stale_lock_released_agent_
 
 
 @pytest.mark.p1
-def test_a_zombie_finishing_after_being_reaped_keeps_the_stale_verdict(agent_factory, fake_chat, fake_ks, dispatched,
-                                                                      run_task, django_capture_on_commit_callbacks):
+def test_a_zombie_finishing_after_being_reaped_keeps_the_stale_verdict(
+    agent_factory, fake_chat, fake_ks, dispatched, run_task, django_capture_on_commit_callbacks
+):
     agent = agent_factory()
 
     def reaped_mid_run(name):
@@ -187,8 +216,9 @@ def test_a_zombie_finishing_after_being_reaped_keeps_the_stale_verdict(agent_fac
 
 
 @pytest.mark.p1
-def test_a_duplicate_delivery_of_the_task_does_not_run_twice(agent_factory, fake_chat, fake_ks, dispatched, run_task,
-                                                             django_capture_on_commit_callbacks):
+def test_a_duplicate_delivery_of_the_task_does_not_run_twice(
+    agent_factory, fake_chat, fake_ks, dispatched, run_task, django_capture_on_commit_callbacks
+):
     fake_chat.add_round(answer("один раз"))
     run = _request(agent_factory(), django_capture_on_commit_callbacks)
     assert run_task(run.pk) == "succeeded"
@@ -198,7 +228,8 @@ def test_a_duplicate_delivery_of_the_task_does_not_run_twice(agent_factory, fake
 
 @pytest.mark.p1
 def test_a_gate_closed_after_the_request_skips_the_queued_run_without_starting_it(
-        agent_factory, fake_chat, dispatched, run_task, django_capture_on_commit_callbacks):
+    agent_factory, fake_chat, dispatched, run_task, django_capture_on_commit_callbacks
+):
     agent = agent_factory()
     run = _request(agent, django_capture_on_commit_callbacks)
     Agent.objects.filter(pk=agent.pk).update(admin_paused=True)
@@ -251,8 +282,9 @@ def test_manual_run_racing_a_due_slot_100_times_ends_with_exactly_one_active_run
         assert errors == []
         assert set(conflicts) <= {"already_running"}
         assert AgentRun.objects.filter(agent=agent, state__in=["queued", "running"]).count() == 1
-        AgentRun.objects.filter(agent=agent, state__in=["queued", "running"]).update(state="succeeded",
-                                                                                     finished_at=timezone.now())
+        AgentRun.objects.filter(agent=agent, state__in=["queued", "running"]).update(
+            state="succeeded", finished_at=timezone.now()
+        )
     assert errors == []
     runs = AgentRun.objects.filter(agent=agent)
     assert runs.filter(state="succeeded").count() == 100
@@ -261,16 +293,27 @@ def test_manual_run_racing_a_due_slot_100_times_ends_with_exactly_one_active_run
 
 
 @pytest.mark.p1
-@pytest.mark.parametrize(("columns", "constraint"), [
-    ({"trigger": "'cron'"}, "agents_agentrun_trigger_valid"),
-    ({"state": "'paused'", "finished_at": "now()"}, "agents_agentrun_state_valid"),
-    ({"state": "'succeeded'"}, "agents_agentrun_finished_when_done"),
-    ({"state": "'running'"}, "agents_agentrun_running_has_started"),
-])
+@pytest.mark.parametrize(
+    ("columns", "constraint"),
+    [
+        ({"trigger": "'cron'"}, "agents_agentrun_trigger_valid"),
+        ({"state": "'paused'", "finished_at": "now()"}, "agents_agentrun_state_valid"),
+        ({"state": "'succeeded'"}, "agents_agentrun_finished_when_done"),
+        ({"state": "'running'"}, "agents_agentrun_running_has_started"),
+    ],
+)
 def test_run_row_checks_refuse_impossible_rows_by_raw_sql(agent_factory, columns, constraint):
     agent = agent_factory()
-    row = {"agent_id": str(agent.pk), "trigger": "'manual'", "state": "'queued'", "reason": "''", "output": "''",
-           "error": "''", "tokens_used": "0", **columns}
+    row = {
+        "agent_id": str(agent.pk),
+        "trigger": "'manual'",
+        "state": "'queued'",
+        "reason": "''",
+        "output": "''",
+        "error": "''",
+        "tokens_used": "0",
+        **columns,
+    }
     with pytest.raises(IntegrityError, match=constraint), transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(f"INSERT INTO agent_runs ({', '.join(row)}) VALUES ({', '.join(row.values())})")
 
@@ -302,7 +345,8 @@ def test_one_model_call_longer_than_the_stale_window_is_not_reaped_while_the_wor
 
 @pytest.mark.p0
 def test_an_empty_base_is_not_a_readiness_gate_the_run_starts_without_knowledge_tools(
-        agent_factory, fake_chat, fake_ks, run_task):
+    agent_factory, fake_chat, fake_ks, run_task
+):
     """On an empty knowledge base the run starts and succeeds; the model gets no search/graph/sql.
     Failed before the fix: the three tools were offered on an empty base."""
     fake_ks.empty = True

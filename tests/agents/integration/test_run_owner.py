@@ -10,8 +10,10 @@ from agents.services.scheduler import _ACTIVE_SQL
 
 pytestmark = [pytest.mark.integration, pytest.mark.p1, pytest.mark.django_db]
 
-INSERT = ("INSERT INTO agent_runs (agent_id, owner_id, trigger, state, reason, output, error, tokens_used) "
-          "VALUES (%s, %s, 'manual', 'queued', '', '', '', 0) RETURNING id, owner_id")
+INSERT = (
+    "INSERT INTO agent_runs (agent_id, owner_id, trigger, state, reason, output, error, tokens_used) "
+    "VALUES (%s, %s, 'manual', 'queued', '', '', '', 0) RETURNING id, owner_id"
+)
 
 
 def test_a_run_gets_its_agents_owner_whatever_the_insert_says_raw_sql(agent_factory, user_factory):
@@ -22,12 +24,18 @@ def test_a_run_gets_its_agents_owner_whatever_the_insert_says_raw_sql(agent_fact
         run_id, owner_id = cursor.fetchone()
         assert owner_id == agent.owner_id
         # an UPDATE that tries to move the run to another owner is put right as well
-        cursor.execute("UPDATE agent_runs SET owner_id = %s, state = 'succeeded', finished_at = now() "
-                       "WHERE id = %s RETURNING owner_id", [stranger.pk, run_id])
+        cursor.execute(
+            "UPDATE agent_runs SET owner_id = %s, state = 'succeeded', finished_at = now() "
+            "WHERE id = %s RETURNING owner_id",
+            [stranger.pk, run_id],
+        )
         assert cursor.fetchone()[0] == agent.owner_id
         # and an INSERT without it (the ORM's, any raw one) is filled in
-        cursor.execute("INSERT INTO agent_runs (agent_id, trigger, state, reason, output, error, tokens_used) "
-                       "VALUES (%s, 'manual', 'queued', '', '', '', 0) RETURNING owner_id", [agent.pk])
+        cursor.execute(
+            "INSERT INTO agent_runs (agent_id, trigger, state, reason, output, error, tokens_used) "
+            "VALUES (%s, 'manual', 'queued', '', '', '', 0) RETURNING owner_id",
+            [agent.pk],
+        )
         assert cursor.fetchone()[0] == agent.owner_id
 
 
@@ -40,7 +48,8 @@ def test_a_run_of_no_agent_has_no_owner_and_is_refused_raw_sql(agent_factory):
 def test_an_agent_moved_to_another_owner_takes_its_runs_along_raw_sql(agent_factory, run_factory, user_factory):
     agent = agent_factory()
     runs = [run_factory(agent=agent, state=s) for s in ("queued",)] + [
-        run_factory(agent=agent, state="succeeded", finished_at="2026-11-30T10:00:00Z")]
+        run_factory(agent=agent, state="succeeded", finished_at="2026-11-30T10:00:00Z")
+    ]
     heir = user_factory(username="heir")
     with connection.cursor() as cursor:
         cursor.execute("UPDATE agents SET owner_id = %s WHERE id = %s", [heir.pk, agent.pk])

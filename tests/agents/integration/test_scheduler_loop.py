@@ -56,7 +56,9 @@ def test_a_next_run_set_or_moved_earlier_notifies_later_or_cleared_does_not_raw_
             cursor.execute(
                 "INSERT INTO agents (owner_id, name, instructions, model_id, schedule, next_run_at, enabled, admin_paused) "
                 "SELECT owner_id, 'copy ' || g, '', model_id, schedule, now() + interval '1 day', true, false "
-                "FROM agents, generate_series(1, 50) g WHERE id = %s", [agent.pk])
+                "FROM agents, generate_series(1, 50) g WHERE id = %s",
+                [agent.pk],
+            )
             assert _notified(listener) == 1
     finally:
         listener.close()

@@ -51,10 +51,14 @@ def test_interval_next_run_at_counts_from_the_previous_run_without_drift(owner, 
 def test_calendar_weekday_and_hhmm_gives_the_right_next_run_at(user_factory, chat_model):
     owner = user_factory(username="utc-owner", timezone="UTC")
     # Friday (4) 09:15 after Wednesday 12:00 → Friday 2026-11-27 09:15 UTC
-    agent = agent_create(owner=owner, name="пятница", schedule={"type": "calendar", "weekday": 4, "time": "09:15"}, now=NOW)
+    agent = agent_create(
+        owner=owner, name="пятница", schedule={"type": "calendar", "weekday": 4, "time": "09:15"}, now=NOW
+    )
     assert agent.next_run_at == datetime(2026, 11, 27, 9, 15, tzinfo=UTC)
     # the same weekday, time already passed → next week
-    same_day = agent_create(owner=owner, name="среда", schedule={"type": "calendar", "weekday": 2, "time": "11:00"}, now=NOW)
+    same_day = agent_create(
+        owner=owner, name="среда", schedule={"type": "calendar", "weekday": 2, "time": "11:00"}, now=NOW
+    )
     assert same_day.next_run_at == datetime(2026, 12, 2, 11, 0, tzinfo=UTC)
 
 
@@ -62,7 +66,9 @@ def test_calendar_weekday_and_hhmm_gives_the_right_next_run_at(user_factory, cha
 def test_calendar_hhmm_resolves_in_owner_timezone_or_org_default_then_stored_utc(user_factory, chat_model):
     schedule = {"type": "calendar", "weekday": 4, "time": "09:00"}
     # an owner in New York: 09:00 EST = 14:00 UTC
-    ny = agent_create(owner=user_factory(username="ny", timezone="America/New_York"), name="ny", schedule=schedule, now=NOW)
+    ny = agent_create(
+        owner=user_factory(username="ny", timezone="America/New_York"), name="ny", schedule=schedule, now=NOW
+    )
     assert ny.next_run_at == datetime(2026, 11, 27, 14, 0, tzinfo=UTC)
     # an owner without a zone gets the org default (platform_settings.timezone)
     platform_settings_update(timezone="Asia/Tokyo")
@@ -80,20 +86,27 @@ def test_calendar_schedule_is_dst_correct(user_factory, chat_model, dispatched):
     # Berlin switches to CET on Sunday 2026-10-25: 09:00 is 07:00 UTC before and 08:00 UTC after
     owner = user_factory(username="berlin", timezone="Europe/Berlin")
     before = datetime(2026, 10, 20, 12, 0, tzinfo=UTC)
-    agent = agent_create(owner=owner, name="weekly", schedule={"type": "calendar", "weekday": 0, "time": "09:00"}, now=before)
+    agent = agent_create(
+        owner=owner, name="weekly", schedule={"type": "calendar", "weekday": 0, "time": "09:00"}, now=before
+    )
     assert agent.next_run_at == datetime(2026, 10, 26, 8, 0, tzinfo=UTC)
     scheduler_tick(now=datetime(2026, 10, 26, 8, 0, 5, tzinfo=UTC), redispatch=False)
     agent.refresh_from_db()
     assert agent.next_run_at == datetime(2026, 11, 2, 8, 0, tzinfo=UTC)
     # and in spring 09:00 CEST is 07:00 UTC again
-    spring = agent_create(owner=owner, name="spring", schedule={"type": "calendar", "weekday": 0, "time": "09:00"},
-                          now=datetime(2026, 3, 25, tzinfo=UTC))
+    spring = agent_create(
+        owner=owner,
+        name="spring",
+        schedule={"type": "calendar", "weekday": 0, "time": "09:00"},
+        now=datetime(2026, 3, 25, tzinfo=UTC),
+    )
     assert spring.next_run_at == datetime(2026, 3, 30, 7, 0, tzinfo=UTC)
 
 
 @pytest.mark.p0
 def test_due_next_run_at_puts_a_run_on_the_background_queue_with_trigger_scheduled(
-        owner, chat_model, dispatched, django_capture_on_commit_callbacks):
+    owner, chat_model, dispatched, django_capture_on_commit_callbacks
+):
     agent = agent_create(owner=owner, name="due", schedule={"type": "interval", "every_minutes": 10}, now=NOW)
     # not yet due: nothing
     assert scheduler_tick(now=NOW + timedelta(minutes=9), redispatch=False).queued == []
@@ -112,7 +125,9 @@ def test_due_next_run_at_puts_a_run_on_the_background_queue_with_trigger_schedul
 
 
 @pytest.mark.p0
-def test_active_running_or_queued_run_makes_the_slot_a_skipped_already_running_row(owner, chat_model, run_factory, dispatched):
+def test_active_running_or_queued_run_makes_the_slot_a_skipped_already_running_row(
+    owner, chat_model, run_factory, dispatched
+):
     agent = agent_create(owner=owner, name="busy", schedule={"type": "interval", "every_minutes": 10}, now=NOW)
     active = run_factory(agent=agent, state="running", started_at=NOW, heartbeat_at=NOW)
     scheduler_tick(now=NOW + timedelta(minutes=10), redispatch=False)
@@ -141,7 +156,8 @@ def test_manual_run_needs_no_schedule_works_with_schedule_null_but_gates_still_a
 
 @pytest.mark.p0
 def test_queued_run_whose_enqueue_failed_broker_down_is_redispatched_by_the_tick(
-        owner, chat_model, monkeypatch, django_capture_on_commit_callbacks):
+    owner, chat_model, monkeypatch, django_capture_on_commit_callbacks
+):
     # given the broker is down when the slot fires
     def broker_down(run_id, producer=None, queue=None):
         raise ConnectionError("redis is down")
@@ -204,7 +220,9 @@ def test_the_agent_representation_previews_the_next_five_run_times(owner, chat_m
 @pytest.mark.p1
 def test_owner_timezone_change_moves_calendar_slots_but_not_interval_slots(user_factory, chat_model):
     owner = user_factory(username="mover", timezone="Europe/Moscow")
-    calendar = agent_create(owner=owner, name="cal", schedule={"type": "calendar", "weekday": 4, "time": "09:00"}, now=NOW)
+    calendar = agent_create(
+        owner=owner, name="cal", schedule={"type": "calendar", "weekday": 4, "time": "09:00"}, now=NOW
+    )
     interval = agent_create(owner=owner, name="int", schedule={"type": "interval", "every_minutes": 60}, now=NOW)
     assert calendar.next_run_at == datetime(2026, 11, 27, 6, 0, tzinfo=UTC)
     before = interval.next_run_at
@@ -220,12 +238,15 @@ def test_org_timezone_change_moves_calendar_slots_of_owners_without_a_zone_only(
     # given the org in Moscow, one owner without a zone and one in Berlin, each with a Friday 09:00 agent
     platform_settings_update(timezone="Europe/Moscow")
     calendar = {"type": "calendar", "weekday": 4, "time": "09:00"}
-    follows_org = agent_create(owner=user_factory(username="org-tz", timezone=None), name="org", schedule=calendar,
-                               now=NOW)
-    berlin = agent_create(owner=user_factory(username="own-tz", timezone="Europe/Berlin"), name="own",
-                          schedule=calendar, now=NOW)
-    interval = agent_create(owner=follows_org.owner, name="int", schedule={"type": "interval", "every_minutes": 60},
-                            now=NOW)
+    follows_org = agent_create(
+        owner=user_factory(username="org-tz", timezone=None), name="org", schedule=calendar, now=NOW
+    )
+    berlin = agent_create(
+        owner=user_factory(username="own-tz", timezone="Europe/Berlin"), name="own", schedule=calendar, now=NOW
+    )
+    interval = agent_create(
+        owner=follows_org.owner, name="int", schedule={"type": "interval", "every_minutes": 60}, now=NOW
+    )
     assert follows_org.next_run_at == datetime(2026, 11, 27, 6, 0, tzinfo=UTC)
     berlin_before, interval_before = berlin.next_run_at, interval.next_run_at
     # when the admin moves the organisation to Vladivostok

@@ -68,8 +68,11 @@ def test_a_run_sent_through_the_real_broker_lands_on_the_agents_queue():
     ours[1] = [ours[0][0] + 1]
 
     def mine(queue: str) -> list[dict]:
-        return [m for m in _queued_messages(client, queue) if m["headers"].get("task") == "agents.tasks.agent_run_task"
-                and _args(m) in ours]
+        return [
+            m
+            for m in _queued_messages(client, queue)
+            if m["headers"].get("task") == "agents.tasks.agent_run_task" and _args(m) in ours
+        ]
 
     try:
         sent = agent_run_task.apply_async(args=ours[0], retry=False)

@@ -19,9 +19,14 @@ def _loop(model, *, cap=5, tools=None, heartbeat=None):
         seen.append(call)
         return (tools or {}).get(call.name, lambda c: f"[1] {call.name} result\nтекст")(call)
 
-    result = run_loop(provider=model, messages=compose_messages(platform_prompt="", agent_instructions="Сводка по отпускам"),
-                      tools=tool_specs(), call_tool=call_tool_, cap=cap,
-                      heartbeat=heartbeat or (lambda i, t: None))
+    result = run_loop(
+        provider=model,
+        messages=compose_messages(platform_prompt="", agent_instructions="Сводка по отпускам"),
+        tools=tool_specs(),
+        call_tool=call_tool_,
+        cap=cap,
+        heartbeat=heartbeat or (lambda i, t: None),
+    )
     return result, seen
 
 
@@ -60,8 +65,9 @@ def test_a_round_without_tool_calls_is_the_final_report():
 
 @pytest.mark.p1
 def test_several_tool_calls_of_one_round_each_get_an_observation():
-    model = ScriptedChatProvider([call_tools(tool_call("search", "a", query="x"), tool_call("sql", "b", query="select 1")),
-                                  answer("ok")])
+    model = ScriptedChatProvider(
+        [call_tools(tool_call("search", "a", query="x"), tool_call("sql", "b", query="select 1")), answer("ok")]
+    )
     _, seen = _loop(model)
     assert [c.id for c in seen] == ["a", "b"]
     tool_messages = [m for m in model.calls[1].messages if m.role == "tool"]
@@ -70,7 +76,9 @@ def test_several_tool_calls_of_one_round_each_get_an_observation():
 
 @pytest.mark.p0
 def test_tokens_are_summed_from_the_usage_of_every_round():
-    model = ScriptedChatProvider([call_tool("search", query="x") + [Usage(100, 10)], answer("ok", usage=Usage(200, 20))])
+    model = ScriptedChatProvider(
+        [call_tool("search", query="x") + [Usage(100, 10)], answer("ok", usage=Usage(200, 20))]
+    )
     result, _ = _loop(model)
     assert result.tokens_used == 330
 

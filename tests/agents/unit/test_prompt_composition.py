@@ -14,7 +14,9 @@ pytestmark = [pytest.mark.unit]
 @pytest.mark.p1
 def test_prompt_layers_platform_then_engine_then_agent_instructions_then_tool_specs():
     # given the three text layers
-    messages = compose_messages(platform_prompt="ПЛАТФОРМА: отвечай по базе.", agent_instructions="Собери отчёт по продажам")
+    messages = compose_messages(
+        platform_prompt="ПЛАТФОРМА: отвечай по базе.", agent_instructions="Собери отчёт по продажам"
+    )
     model = ScriptedChatProvider([answer("ok")])
     # when the loop makes its first call
     run_loop(provider=model, messages=messages, tools=tool_specs(), call_tool=lambda c: "", cap=2)

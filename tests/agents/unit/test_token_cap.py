@@ -13,8 +13,14 @@ pytestmark = [pytest.mark.unit]
 
 
 def _run(model, *, token_cap):
-    return run_loop(provider=model, messages=compose_messages(platform_prompt="", agent_instructions="Сводка"),
-                    tools=tool_specs(), call_tool=lambda call: "[1] результат", cap=8, token_cap=token_cap)
+    return run_loop(
+        provider=model,
+        messages=compose_messages(platform_prompt="", agent_instructions="Сводка"),
+        tools=tool_specs(),
+        call_tool=lambda call: "[1] результат",
+        cap=8,
+        token_cap=token_cap,
+    )
 
 
 def test_a_run_that_keeps_calling_tools_stops_at_its_token_cap():

@@ -19,12 +19,18 @@ pytestmark = [pytest.mark.unit]
 
 
 @pytest.mark.p0
-@pytest.mark.parametrize(("name", "arguments", "expected"), [
-    ("search", {"query": "отпуск"}, "отпуск"),
-    ("graph", {"record_id": 5}, 5),
-    ("sql", {"query": "SELECT source_system, count(*) FROM ks_records GROUP BY 1"},
-     "SELECT source_system, count(*) FROM ks_records GROUP BY 1"),
-])
+@pytest.mark.parametrize(
+    ("name", "arguments", "expected"),
+    [
+        ("search", {"query": "отпуск"}, "отпуск"),
+        ("graph", {"record_id": 5}, 5),
+        (
+            "sql",
+            {"query": "SELECT source_system, count(*) FROM ks_records GROUP BY 1"},
+            "SELECT source_system, count(*) FROM ks_records GROUP BY 1",
+        ),
+    ],
+)
 def test_search_graph_sql_are_raised_by_tool_call_name_and_call_the_matching_ks_primitive(name, arguments, expected):
     ks = FakeKnowledgeStore()
     tools = KnowledgeTools(OWNER_IDENTITY, ks=ks)
@@ -54,9 +60,15 @@ def test_empty_ks_puts_no_knowledge_tools_in_the_set_and_the_agent_reports_no_da
     and says there is no data. Failed before the fix: the three tools were offered on an empty base."""
     ks = FakeKnowledgeStore(empty=True)
     model = BuiltinChatProvider()
-    result = run_loop(provider=model, messages=compose_messages(platform_prompt="", agent_instructions="Что у нас с отпусками?",
-                                                               knowledge_empty=True),
-                      tools=tool_specs(knowledge_empty=True), call_tool=KnowledgeTools(OWNER_IDENTITY, ks=ks).call, cap=4)
+    result = run_loop(
+        provider=model,
+        messages=compose_messages(
+            platform_prompt="", agent_instructions="Что у нас с отпусками?", knowledge_empty=True
+        ),
+        tools=tool_specs(knowledge_empty=True),
+        call_tool=KnowledgeTools(OWNER_IDENTITY, ks=ks).call,
+        cap=4,
+    )
     assert tool_specs(knowledge_empty=True) == ()
     assert ks.names() == []  # nothing to search, nothing searched
     # the offline model says it has nothing to quote, and invents nothing about the task
@@ -69,9 +81,13 @@ def test_tool_set_follows_the_ks_state():
     seen = []
     for empty in (True, False):
         model = ScriptedChatProvider([answer("ok")])
-        run_loop(provider=model, messages=compose_messages(platform_prompt="", agent_instructions="x", knowledge_empty=empty),
-                 tools=tool_specs(knowledge_empty=empty),
-                 call_tool=KnowledgeTools(OWNER_IDENTITY, ks=FakeKnowledgeStore(empty=empty)).call, cap=1)
+        run_loop(
+            provider=model,
+            messages=compose_messages(platform_prompt="", agent_instructions="x", knowledge_empty=empty),
+            tools=tool_specs(knowledge_empty=empty),
+            call_tool=KnowledgeTools(OWNER_IDENTITY, ks=FakeKnowledgeStore(empty=empty)).call,
+            cap=1,
+        )
         seen.append(([t.name for t in model.calls[0].tools], model.calls[0].messages[0].content))
     assert seen[0][0] == [] and seen[1][0] == list(TOOL_NAMES) == ["search", "graph", "sql"]
     assert "knowledge base is empty" in seen[0][1] and "knowledge base is empty" not in seen[1][1]
@@ -80,7 +96,9 @@ def test_tool_set_follows_the_ks_state():
 @pytest.mark.p1
 def test_a_ks_error_is_an_observation_for_the_model_not_a_crash():
     ks = FakeKnowledgeStore(sql_error=ValidationFailed("only SELECT over ks_* views", code="sql_rejected"))
-    observation = KnowledgeTools(OWNER_IDENTITY, ks=ks).call(ToolCall(id="1", name="sql", arguments={"query": "DROP TABLE x"}))
+    observation = KnowledgeTools(OWNER_IDENTITY, ks=ks).call(
+        ToolCall(id="1", name="sql", arguments={"query": "DROP TABLE x"})
+    )
     assert observation.startswith("error (sql_rejected)")
 
 
@@ -88,15 +106,24 @@ def test_a_ks_error_is_an_observation_for_the_model_not_a_crash():
 def test_unknown_tool_name_or_bad_arguments_become_observations():
     tools = KnowledgeTools(OWNER_IDENTITY, ks=FakeKnowledgeStore())
     assert tools.call(ToolCall(id="1", name="web", arguments={})).startswith("error: unknown tool")
-    assert tools.call(ToolCall(id="2", name="graph", arguments={"record_id": "abc"})).startswith("error (bad_arguments)")
+    assert tools.call(ToolCall(id="2", name="graph", arguments={"record_id": "abc"})).startswith(
+        "error (bad_arguments)"
+    )
 
 
 @pytest.mark.p1
 def test_search_results_are_numbered_sources_the_builtin_model_can_quote():
-    ks = FakeKnowledgeStore(documents=[("Отпуск", "Сотрудникам положено 28 дней отпуска."), ("ДМС", "Полис ДМС выдаёт HR.")])
+    ks = FakeKnowledgeStore(
+        documents=[("Отпуск", "Сотрудникам положено 28 дней отпуска."), ("ДМС", "Полис ДМС выдаёт HR.")]
+    )
     text = KnowledgeTools(OWNER_IDENTITY, ks=ks).call(ToolCall(id="1", name="search", arguments={"query": "отпуск"}))
     sources = parse_context(text)
     assert [s.marker for s in sources] == [1, 2]
-    builtin = run_loop(provider=BuiltinChatProvider(), messages=compose_messages(platform_prompt="", agent_instructions="Сколько дней отпуска?"),
-                       tools=tool_specs(), call_tool=KnowledgeTools(OWNER_IDENTITY, ks=ks).call, cap=3)
+    builtin = run_loop(
+        provider=BuiltinChatProvider(),
+        messages=compose_messages(platform_prompt="", agent_instructions="Сколько дней отпуска?"),
+        tools=tool_specs(),
+        call_tool=KnowledgeTools(OWNER_IDENTITY, ks=ks).call,
+        cap=3,
+    )
     assert "28 дней" in builtin.output and "[1]" in builtin.output

@@ -17,9 +17,17 @@ pytestmark = [pytest.mark.api, pytest.mark.p1]
 
 
 def _cite(message, record_id, rank=1):
-    return Citation.objects.create(message=message, record_id=record_id, chunk_id=record_id * 10, title=f"Док {record_id}",
-                                   url=f"https://kb/{record_id}", source_system="files", chunk_text="опора", rank=rank,
-                                   markers=[rank, rank + 2])
+    return Citation.objects.create(
+        message=message,
+        record_id=record_id,
+        chunk_id=record_id * 10,
+        title=f"Док {record_id}",
+        url=f"https://kb/{record_id}",
+        source_system="files",
+        chunk_text="опора",
+        rank=rank,
+        markers=[rank, rank + 2],
+    )
 
 
 def test_read_thread(asgi_client, user, conversation_factory):
@@ -38,7 +46,11 @@ def test_read_thread(asgi_client, user, conversation_factory):
     messages = body["messages"]["items"]
     assert body["messages"]["next_cursor"] is None
     assert [(m["role"], m["content"]) for m in messages] == [
-        ("user", "В1"), ("assistant", "О1"), ("user", "В2"), ("assistant", "О2")]
+        ("user", "В1"),
+        ("assistant", "О1"),
+        ("user", "В2"),
+        ("assistant", "О2"),
+    ]
     assert [[c["record_id"] for c in m["citations"]] for m in messages] == [[], [7], [], [8, 9]]
     assert [c["markers"] for c in messages[3]["citations"]] == [[1, 3], [2, 4]]
     assert messages[1]["model"] == "fake-chat" and messages[0]["model"] is None
@@ -78,8 +90,10 @@ def test_history_under_the_common_list_contract(asgi_client, user, conversation_
         page = body["messages"]
         seen = [[m["content"] for m in page["items"]]]
         while page["next_cursor"] is not None:
-            page = client.get(f"/api/conversations/{thread.pk}/messages",
-                              params={"limit": 2, "order": order, "cursor": page["next_cursor"]}).json()
+            page = client.get(
+                f"/api/conversations/{thread.pk}/messages",
+                params={"limit": 2, "order": order, "cursor": page["next_cursor"]},
+            ).json()
             seen.append([m["content"] for m in page["items"]])
         return seen
 
@@ -139,8 +153,9 @@ def test_list_own_conversations_cursor_paginated(asgi_client, user_factory, conv
 
 
 @pytest.mark.parametrize("length", [2, 40])
-def test_reading_a_thread_costs_constant_queries(asgi_client, user, conversation_factory, django_assert_num_queries,
-                                                 length):
+def test_reading_a_thread_costs_constant_queries(
+    asgi_client, user, conversation_factory, django_assert_num_queries, length
+):
     thread = conversation_factory(user, [("user" if i % 2 == 0 else "assistant", f"m{i}") for i in range(length)])
     for message in thread.messages.filter(role="assistant"):
         _cite(message, message.pk)
@@ -198,8 +213,12 @@ def test_feedback_put(asgi_client, user, user_factory, conversation_factory):
     assert put(reply, None).json()["feedback"] is None
     assert put(reply, 2).status_code == 422
     assert put(question, 1).status_code == 422
-    assert asgi_client(user_factory(username="eve")).put(
-        f"/api/messages/{reply.pk}/feedback", json={"value": 1}).status_code == 404
+    assert (
+        asgi_client(user_factory(username="eve"))
+        .put(f"/api/messages/{reply.pk}/feedback", json={"value": 1})
+        .status_code
+        == 404
+    )
     assert client.put("/api/messages/999999/feedback", json={"value": 1}).status_code == 404
 
 
@@ -211,15 +230,19 @@ def test_citation_click_registers_access(engine, asgi_client, user, user_factory
 
     assert client.post(f"/api/messages/{reply.pk}/citations/42/click").status_code == 204
     assert client.post(f"/api/messages/{reply.pk}/citations/43/click").status_code == 404
-    assert asgi_client(user_factory(username="eve")).post(f"/api/messages/{reply.pk}/citations/42/click").status_code == 404
+    assert (
+        asgi_client(user_factory(username="eve")).post(f"/api/messages/{reply.pk}/citations/42/click").status_code
+        == 404
+    )
 
     [(record_id, identity, kind, message_id)] = engine.ks.accesses
     assert (record_id, kind, message_id) == (42, "click", str(reply.pk))
     assert identity.user_id == user.pk
 
 
-def test_a_citation_closed_to_the_reader_since_keeps_its_place_but_not_its_text(engine, asgi_client, user,
-                                                                               conversation_factory):
+def test_a_citation_closed_to_the_reader_since_keeps_its_place_but_not_its_text(
+    engine, asgi_client, user, conversation_factory
+):
     # given an answer citing records 42 and 43; 43 was since deleted or closed to this reader
     thread = conversation_factory(user, [("user", "q"), ("assistant", "a")])
     reply = thread.messages.get(role="assistant")
@@ -229,12 +252,23 @@ def test_a_citation_closed_to_the_reader_since_keeps_its_place_but_not_its_text(
     client = asgi_client(user)
 
     # when the thread is read, the stored copy of 43 is withheld; 42 shows as before
-    [answer] = [m for m in client.get(f"/api/conversations/{thread.pk}").json()["messages"]["items"]
-                if m["role"] == "assistant"]
+    [answer] = [
+        m for m in client.get(f"/api/conversations/{thread.pk}").json()["messages"]["items"] if m["role"] == "assistant"
+    ]
     open_, closed = answer["citations"]
-    assert (open_["record_id"], open_["available"], open_["title"], open_["chunk_text"]) == (42, True, "Док 42", "опора")
+    assert (open_["record_id"], open_["available"], open_["title"], open_["chunk_text"]) == (
+        42,
+        True,
+        "Док 42",
+        "опора",
+    )
     assert (closed["record_id"], closed["available"], closed["title"], closed["url"], closed["chunk_text"]) == (
-        43, False, "", "", "")
+        43,
+        False,
+        "",
+        "",
+        "",
+    )
     assert closed["markers"] == [2, 4]  # the answer's [2] still has its place
     # and a click on it is refused like an unknown citation, with no access signal
     assert client.post(f"/api/messages/{reply.pk}/citations/43/click").status_code == 404
@@ -286,11 +320,23 @@ def test_an_answer_comes_with_its_markdown_rendered_and_sanitised(user, asgi_cli
 
     hint = {"text": "Часть материалов закрыта: источник «hr».", "sources": [{"source_system": "hr"}]}
     conversation = conversation_factory(user, [("user", "Сколько **дней**?")])
-    answer = Message.objects.create(conversation=conversation, role="assistant", model="fake-chat",
-                                    content="| a | b |\n|---|---|\n| 1 | 2 |\n\n<script>x()</script> 28 дней [1].\n\n"
-                                            + hint["text"], withheld_hint=hint)
-    answer.citations.create(record_id=None, chunk_id=None, title="Политика", url="https://kb.example/1",
-                            source_system="files", chunk_text="28 дней", rank=1, markers=[1])
+    answer = Message.objects.create(
+        conversation=conversation,
+        role="assistant",
+        model="fake-chat",
+        content="| a | b |\n|---|---|\n| 1 | 2 |\n\n<script>x()</script> 28 дней [1].\n\n" + hint["text"],
+        withheld_hint=hint,
+    )
+    answer.citations.create(
+        record_id=None,
+        chunk_id=None,
+        title="Политика",
+        url="https://kb.example/1",
+        source_system="files",
+        chunk_text="28 дней",
+        rank=1,
+        markers=[1],
+    )
     body = asgi_client(user).get(f"/api/conversations/{conversation.pk}").json()
     question, reply = body["messages"]["items"]
     assert question["content_html"] is None
@@ -301,21 +347,35 @@ def test_an_answer_comes_with_its_markdown_rendered_and_sanitised(user, asgi_cli
 
 
 def test_a_withheld_hint_offers_request_access_by_mail_when_the_author_has_an_address(
-        user, user_factory, asgi_client, conversation_factory):
+    user, user_factory, asgi_client, conversation_factory
+):
     from urllib.parse import unquote
 
     from conversations.models import Message
 
     anna = user_factory(username="anna", email="anna@example.com", first_name="Анна")
     boris = user_factory(username="boris", email="")
-    hint = {"text": "Есть закрытые материалы.", "sources": [
-        {"source_system": "hr", "contact": {"user_id": anna.pk, "username": "anna", "name": "Анна"}},
-        {"source_system": "finance", "contact": {"user_id": boris.pk, "username": "boris", "name": ""}},
-        {"source_system": "wiki"}]}
+    hint = {
+        "text": "Есть закрытые материалы.",
+        "sources": [
+            {"source_system": "hr", "contact": {"user_id": anna.pk, "username": "anna", "name": "Анна"}},
+            {"source_system": "finance", "contact": {"user_id": boris.pk, "username": "boris", "name": ""}},
+            {"source_system": "wiki"},
+        ],
+    }
     conversation = conversation_factory(user, [("user", "Какая зарплата?")])
-    Message.objects.create(conversation=conversation, role="assistant", model="fake-chat",
-                           content="Не нашёл.\n\n" + hint["text"], withheld_hint=hint)
-    sources = asgi_client(user).get(f"/api/conversations/{conversation.pk}").json()["messages"]["items"][1]["withheld_hint"]["sources"]
+    Message.objects.create(
+        conversation=conversation,
+        role="assistant",
+        model="fake-chat",
+        content="Не нашёл.\n\n" + hint["text"],
+        withheld_hint=hint,
+    )
+    sources = (
+        asgi_client(user)
+        .get(f"/api/conversations/{conversation.pk}")
+        .json()["messages"]["items"][1]["withheld_hint"]["sources"]
+    )
     url = sources[0]["contact"]["request_access_url"]
     assert url.startswith("mailto:anna@example.com?subject=") and "«hr»" in unquote(url)
     assert "request_access_url" not in sources[1]["contact"] and "contact" not in sources[2]

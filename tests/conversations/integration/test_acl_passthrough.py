@@ -32,8 +32,14 @@ def test_identity_from_session_not_model_arguments(engine, user):
     """identity из сессии, не из аргументов модели: подмена личности через аргумент инструмента игнорируется."""
     engine.ks.default = result(candidate(1, "Факт."))
     engine.script(
-        call_tool("search_knowledge", query="бюджет", user="admin", user_id=1,
-                  principals=["group:finance", "group:board"], identity={"principals": ["group:finance"]}),
+        call_tool(
+            "search_knowledge",
+            query="бюджет",
+            user="admin",
+            user_id=1,
+            principals=["group:finance", "group:board"],
+            identity={"principals": ["group:finance"]},
+        ),
         cite_every_source,
     )
 
@@ -47,9 +53,11 @@ def test_identity_from_session_not_model_arguments(engine, user):
 
 def test_rights_are_not_applied_here(engine, user):
     """применение прав — не здесь: что KS вернул под правами, то и идёт в упаковку; пост-фильтра в QE нет."""
-    returned = [candidate(1, "Открытое.", source_system="files"),
-                candidate(2, "Финансовое, но KS разрешил.", source_system="finance", rank=2),
-                candidate(3, "Из Jira.", source_system="jira", rank=3)]
+    returned = [
+        candidate(1, "Открытое.", source_system="files"),
+        candidate(2, "Финансовое, но KS разрешил.", source_system="finance", rank=2),
+        candidate(3, "Из Jira.", source_system="jira", rank=3),
+    ]
     engine.ks.default = result(*returned)
     engine.script(call_tool("search_knowledge", query="всё"), cite_every_source)
 
@@ -131,8 +139,9 @@ def test_withheld_hint_coordinates_only(engine, user, user_factory):
 
 def test_hint_without_mapped_author(engine, user):
     """подсказка без сопоставленного автора: контакт молча опускается — не падает, пустой заглушки нет."""
-    engine.ks.default = result(withheld=(Withheld("files", None), Withheld("files", "user:999999"),
-                                         Withheld("files", "group:finance")))
+    engine.ks.default = result(
+        withheld=(Withheld("files", None), Withheld("files", "user:999999"), Withheld("files", "group:finance"))
+    )
     engine.script(call_tool("search_knowledge", query="x"))
 
     outcome = engine.turn(user, "Что скрыто?")

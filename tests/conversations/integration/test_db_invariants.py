@@ -28,9 +28,12 @@ def test_second_trace_for_a_message_is_rejected_by_unique(thread):
     _trace(message).save()
     # raw SQL: the database, not the ORM, says no
     with pytest.raises(IntegrityError), transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("INSERT INTO retrieval_trace (message_id, standalone_query, identity, candidates, packed, "
-                       "withheld, web_results, cache_hit, timings, ungrounded_sentences) VALUES "
-                       "(%s, 'q2', '{}', '[]', '[]', '[]', '[]', false, '{}', '[]')", [message.pk])
+        cursor.execute(
+            "INSERT INTO retrieval_trace (message_id, standalone_query, identity, candidates, packed, "
+            "withheld, web_results, cache_hit, timings, ungrounded_sentences) VALUES "
+            "(%s, 'q2', '{}', '[]', '[]', '[]', '[]', false, '{}', '[]')",
+            [message.pk],
+        )
     assert RetrievalTrace.objects.filter(message=message).count() == 1
 
 

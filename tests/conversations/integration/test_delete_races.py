@@ -56,9 +56,11 @@ def test_patch_racing_delete_of_an_agent_is_404_never_500(owner):
     for i in range(ROUNDS):
         agent_id = client.post("/api/agents", {"name": f"гонка {i}"}, content_type="application/json").json()["id"]
         statuses = race(
-            lambda agent_id=agent_id: client.patch(f"/api/agents/{agent_id}", {"name": "новое имя", "enabled": False},
-                                                   content_type="application/json"),
-            lambda agent_id=agent_id: client.delete(f"/api/agents/{agent_id}"))
+            lambda agent_id=agent_id: client.patch(
+                f"/api/agents/{agent_id}", {"name": "новое имя", "enabled": False}, content_type="application/json"
+            ),
+            lambda agent_id=agent_id: client.delete(f"/api/agents/{agent_id}"),
+        )
         assert statuses[0] in (200, 404) and statuses[1] in (204, 404), statuses
     from agents.models import Agent
 
@@ -73,7 +75,8 @@ def test_patch_racing_delete_of_a_conversation_is_404_never_500(owner, conversat
         path = f"/api/conversations/{conversation.pk}"
         statuses = race(
             lambda path=path: client.patch(path, {"title": "Новое"}, content_type="application/json"),
-            lambda path=path: client.delete(path))
+            lambda path=path: client.delete(path),
+        )
         assert statuses[0] in (200, 404) and statuses[1] in (204, 404), statuses
 
 
@@ -87,9 +90,11 @@ def test_feedback_racing_the_conversation_delete_is_404_never_500(owner, convers
         answer_id = Message.objects.get(conversation=conversation, role="assistant").pk
         path = f"/api/conversations/{conversation.pk}"
         statuses = race(
-            lambda answer_id=answer_id: client.put(f"/api/messages/{answer_id}/feedback", {"value": 1},
-                                                   content_type="application/json"),
-            lambda path=path: client.delete(path))
+            lambda answer_id=answer_id: client.put(
+                f"/api/messages/{answer_id}/feedback", {"value": 1}, content_type="application/json"
+            ),
+            lambda path=path: client.delete(path),
+        )
         assert statuses[0] in (200, 404) and statuses[1] in (204, 404), statuses
 
 
@@ -105,5 +110,6 @@ def test_chat_into_a_conversation_being_deleted_is_404_never_500(owner, conversa
         path = f"/api/conversations/{conversation.pk}"
         statuses = race(
             lambda body=body: client.post("/api/chat", body, content_type="application/json"),
-            lambda path=path: client.delete(path))
+            lambda path=path: client.delete(path),
+        )
         assert statuses[0] in (200, 404) and statuses[1] in (204, 404), statuses

@@ -42,8 +42,10 @@ def test_a_foreign_conversation_is_the_same_404_body_on_every_transport(engine, 
 def test_a_field_error_is_the_same_body_on_sse_and_the_websocket(engine, user):
     sse = _sse(user, {"content": "   "})
     ws = first_frame(session_headers(user), {"content": "   "})
-    expected = {"detail": [{"loc": ["body", "content"], "msg": "content must not be empty", "type": "value_error"}],
-                "code": "validation_error"}
+    expected = {
+        "detail": [{"loc": ["body", "content"], "msg": "content must not be empty", "type": "value_error"}],
+        "code": "validation_error",
+    }
     assert sse.status_code == 422 and sse.json() == expected
     assert ws == {"event": "error", **expected}
 

@@ -20,8 +20,11 @@ def test_history_drives_the_query(engine, user):
         assert "Иванов" in history
         return call_tool("search_knowledge", query="отпуск Иванова")
 
-    engine.script(*search_then("кто руководитель отдела продаж", "Руководитель — Иванов [1]."),
-                  standalone_from_history, cite_every_source)
+    engine.script(
+        *search_then("кто руководитель отдела продаж", "Руководитель — Иванов [1]."),
+        standalone_from_history,
+        cite_every_source,
+    )
     first = engine.turn(user, "Кто руководит отделом продаж?")
 
     engine.turn(user, "а когда у него отпуск?", conversation_id=first.conversation_id)
@@ -46,9 +49,13 @@ def test_grounding_message_own_retrieve(engine, user):
     """grounding-сообщение — свой retrieve: факты — свежим retrieval на каждом grounding-ходе; разговорные ходы поиск не трогают."""
     engine.ks.results["отпуск"] = result(candidate(1, "Отпуск 28 дней."))
     engine.ks.results["больничный"] = result(candidate(2, "Больничный оформляется в HR."))
-    engine.script(call_tool("search_knowledge", query="отпуск"), cite_every_source,
-                  answer("Пожалуйста!"),
-                  call_tool("search_knowledge", query="больничный"), cite_every_source)
+    engine.script(
+        call_tool("search_knowledge", query="отпуск"),
+        cite_every_source,
+        answer("Пожалуйста!"),
+        call_tool("search_knowledge", query="больничный"),
+        cite_every_source,
+    )
     first = engine.turn(user, "Сколько отпуска?")
     engine.turn(user, "Спасибо!", conversation_id=first.conversation_id)
 
@@ -69,10 +76,14 @@ def test_session_survives_restart(engine, user):
 
     # "Restart": fresh engine dependencies and a fresh model instance; only the database remains.
     restarted = ScriptedChatProvider([answer("Дедлайн 15 мая.")])
-    pipeline.set_engine_deps(pipeline.EngineDeps(knowledge=engine.ks, cache=engine.cache,
-                                                 chat_provider=lambda spec: restarted))
+    pipeline.set_engine_deps(
+        pipeline.EngineDeps(knowledge=engine.ks, cache=engine.cache, chat_provider=lambda spec: restarted)
+    )
     engine.turn(user, "Какой дедлайн?", conversation_id=first.conversation_id)
 
     history = [(m.role, m.content) for m in restarted.calls[0].messages[1:]]
-    assert history == [("user", "Запиши: дедлайн 15 мая."), ("assistant", "Записал: дедлайн 15 мая."),
-                       ("user", "Какой дедлайн?")]
+    assert history == [
+        ("user", "Запиши: дедлайн 15 мая."),
+        ("assistant", "Записал: дедлайн 15 мая."),
+        ("user", "Какой дедлайн?"),
+    ]

@@ -33,8 +33,11 @@ def demo_corpus(db, model_factory, user_factory):
 def real_store_engine(demo_corpus, chat_model):
     """The real Knowledge Store behind the engine, a scripted (adversarial) model in front."""
     web = StubWebSearch()
-    pipeline.set_engine_deps(pipeline.EngineDeps(knowledge=FacadeKnowledgeClient(), cache=FakeCandidateCache(),
-                                                 web_search=lambda settings: web))
+    pipeline.set_engine_deps(
+        pipeline.EngineDeps(
+            knowledge=FacadeKnowledgeClient(), cache=FakeCandidateCache(), web_search=lambda settings: web
+        )
+    )
     yield chat_model
     pipeline.set_engine_deps(None)
 

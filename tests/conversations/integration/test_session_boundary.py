@@ -56,8 +56,10 @@ def test_thread_does_not_expire_from_idleness(engine, user):
     first = engine.turn(user, "Привет")
     with connection.cursor() as cursor:  # a year of silence
         cursor.execute("SET session_replication_role = replica")  # triggers off for this backdating
-        cursor.execute("UPDATE conversations SET updated_at = now() - interval '400 days', "
-                       "created_at = now() - interval '400 days'")
+        cursor.execute(
+            "UPDATE conversations SET updated_at = now() - interval '400 days', "
+            "created_at = now() - interval '400 days'"
+        )
         cursor.execute("SET session_replication_role = DEFAULT")
 
     later = engine.turn(user, "Ты тут?", conversation_id=first.conversation_id)

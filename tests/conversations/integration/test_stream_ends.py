@@ -44,6 +44,7 @@ def in_other_thread(fn) -> None:
 
 def deleting_the_thread_then(user, text: str):
     """A model round that, once started, has the user's threads deleted by another request."""
+
     def round_(call):
         in_other_thread(lambda: Conversation.objects.filter(user=user).delete())
         return [Delay(0.05), *answer(text)]
@@ -57,8 +58,10 @@ def sse_events(headers, body, *, timeout: float = 20.0) -> list[tuple[str, dict]
 
     async def go():
         transport = StreamingASGITransport(application)
-        async with (httpx.AsyncClient(transport=transport, base_url="http://testserver") as client,
-                    client.stream("POST", "/api/chat", json=body, headers=headers) as response):
+        async with (
+            httpx.AsyncClient(transport=transport, base_url="http://testserver") as client,
+            client.stream("POST", "/api/chat", json=body, headers=headers) as response,
+        ):
             assert response.status_code == 200
             raw = b"".join([chunk async for chunk in response.aiter_bytes()]).decode()
         return parse_sse(raw)
@@ -180,8 +183,7 @@ def test_a_model_failure_stores_a_failed_row_and_the_thread_takes_the_next_turn(
     assert second.done is not None
 
 
-def test_a_question_whose_turn_died_is_closed_with_a_failed_answer_by_the_next_turn(engine, user,
-                                                                                     conversation_factory):
+def test_a_question_whose_turn_died_is_closed_with_a_failed_answer_by_the_next_turn(engine, user, conversation_factory):
     """Failed before the fix: once its window had passed the question stayed without an answer row
     forever (a process killed mid-turn writes none); now the next turn closes it ``failed``."""
     conversation = conversation_factory(user, [("user", "Вопрос, чей процесс убит")])
@@ -220,8 +222,12 @@ def test_the_sweep_gives_a_question_whose_turn_died_its_failed_answer(engine, us
     assert unanswered_questions_close() == 0  # idempotent
 
     assert list(Message.objects.filter(conversation=dead).values_list("role", "state", "content")) == [
-        ("user", "complete", "Вопрос, чей процесс убит"), ("assistant", "failed", "")]
+        ("user", "complete", "Вопрос, чей процесс убит"),
+        ("assistant", "failed", ""),
+    ]
     assert Message.objects.filter(conversation=live).count() == 1
     assert Message.objects.filter(conversation=answered).count() == 2
-    assert settings.PLATFORM_PERIODIC_JOBS["conversations.close_unanswered"]["task"] == \
-        "conversations.tasks.unanswered_questions_close_task"
+    assert (
+        settings.PLATFORM_PERIODIC_JOBS["conversations.close_unanswered"]["task"]
+        == "conversations.tasks.unanswered_questions_close_task"
+    )

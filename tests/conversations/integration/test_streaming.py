@@ -50,10 +50,15 @@ def test_tokens_stream_incrementally(engine, user):
 def test_grounded_answer_streams_sentence_by_sentence(engine, user):
     """A grounded answer reaches the client a checked sentence at a time, each as soon as the next
     one has begun — not one block at the end."""
-    engine.ks.default = result(candidate(1, "Отпуск составляет 28 дней."), candidate(2, "Заявка подаётся через портал HR.", rank=2))
-    engine.script(call_tool("search_knowledge", query="отпуск"),
-                  slow_answer(["Отпуск ", "составляет ", "28 дней [1]. ", "Заявка ", "подаётся ", "через ",
-                               "портал HR [2]."], delay=0.15))
+    engine.ks.default = result(
+        candidate(1, "Отпуск составляет 28 дней."), candidate(2, "Заявка подаётся через портал HR.", rank=2)
+    )
+    engine.script(
+        call_tool("search_knowledge", query="отпуск"),
+        slow_answer(
+            ["Отпуск ", "составляет ", "28 дней [1]. ", "Заявка ", "подаётся ", "через ", "портал HR [2]."], delay=0.15
+        ),
+    )
 
     status, _, events = chat(bearer(user), {"content": "Как оформить отпуск?"})
 
@@ -194,10 +199,20 @@ def test_a_client_gone_while_the_turn_starts_leaves_no_unanswered_message(engine
         async def send(message):
             sent.append(message)
 
-        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
-                 "headers": headers, "scheme": "http", "path": "/api/chat", "raw_path": b"/api/chat",
-                 "query_string": b"", "server": ("testserver", 80), "client": ("127.0.0.1", 50000),
-                 "root_path": ""}
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "POST",
+            "headers": headers,
+            "scheme": "http",
+            "path": "/api/chat",
+            "raw_path": b"/api/chat",
+            "query_string": b"",
+            "server": ("testserver", 80),
+            "client": ("127.0.0.1", 50000),
+            "root_path": "",
+        }
         await application(scope, receive, send)
         return sent
 
@@ -222,8 +237,9 @@ def test_a_stream_closed_before_its_first_byte_closes_the_turn(engine, user):
     from conversations.views import chat_sse
 
     engine.script(answer("не должно понадобиться"))
-    request = AsyncRequestFactory().post("/api/chat", data={"content": "Сколько дней отпуска?"},
-                                         content_type="application/json", headers=bearer(user))
+    request = AsyncRequestFactory().post(
+        "/api/chat", data={"content": "Сколько дней отпуска?"}, content_type="application/json", headers=bearer(user)
+    )
 
     async def go():
         response = await chat_sse(request)

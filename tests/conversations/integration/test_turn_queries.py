@@ -19,24 +19,33 @@ def _turn_statements(user, content, conversation_id=None):
     with CaptureQueriesContext(connection) as captured:
         outcome = run_turn(user, content, conversation_id=conversation_id)
     assert outcome.done is not None, outcome.events
-    statements = [q["sql"] for q in captured.captured_queries
-                  if "SAVEPOINT" not in q["sql"] and '"platform_settings"' not in q["sql"]]
+    statements = [
+        q["sql"]
+        for q in captured.captured_queries
+        if "SAVEPOINT" not in q["sql"] and '"platform_settings"' not in q["sql"]
+    ]
     return outcome, [" ".join(sql.split()[:2]) + " " + sql.split()[2].split(".")[0] for sql in statements]
 
 
 def test_a_grounding_turn_runs_eight_statements(engine, user):
     engine.ks.default = result(candidate(1, "Отпуск составляет 28 дней."))
-    engine.script(*search_then("отпуск", "Отпуск составляет 28 дней [1]."),
-                  *search_then("отпуск", "Отпуск составляет 28 дней [1]."))
+    engine.script(
+        *search_then("отпуск", "Отпуск составляет 28 дней [1]."),
+        *search_then("отпуск", "Отпуск составляет 28 дней [1]."),
+    )
 
     first, new_thread = _turn_statements(user, "Сколько дней отпуска?")
     _, same_thread = _turn_statements(user, "А ещё?", conversation_id=first.conversation_id)
 
     # start: the identity's groups, the default model, the thread, the question; finalize: lock + bump the thread (one UPDATE), the answer, its citations, its trace.
     assert new_thread == [
-        'SELECT "auth_group"."name" AS', 'SELECT "agent_models"."id", "agent_models"',
-        'INSERT INTO "conversations"', 'INSERT INTO "messages"',
-        'UPDATE "conversations" SET', 'INSERT INTO "messages"', 'INSERT INTO "message_citations"',
+        'SELECT "auth_group"."name" AS',
+        'SELECT "agent_models"."id", "agent_models"',
+        'INSERT INTO "conversations"',
+        'INSERT INTO "messages"',
+        'UPDATE "conversations" SET',
+        'INSERT INTO "messages"',
+        'INSERT INTO "message_citations"',
         'INSERT INTO "retrieval_trace"',
     ]
     # A follow-up locks the thread (with its selected model) and reads the history instead.

@@ -20,8 +20,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.p1, pytest.mark.django_db(tra
 def session_headers(user) -> list:
     client = Client()
     client.force_login(user)
-    return [(b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode()),
-            (b"host", b"testserver"), (b"origin", b"http://testserver")]
+    return [
+        (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode()),
+        (b"host", b"testserver"),
+        (b"origin", b"http://testserver"),
+    ]
 
 
 def communicator(headers):
@@ -32,6 +35,7 @@ def communicator(headers):
 
 def first_frame(headers, message: dict) -> dict:
     """Connect, send one message, return the first frame the server answers with."""
+
     async def go():
         ws = communicator(headers)
         connected, _ = await ws.connect()
@@ -55,8 +59,10 @@ async def _frames_until_done(ws, timeout=5):
 
 def test_websocket_streams_tokens_then_done(engine, user):
     engine.ks.default = result(candidate(3, "Отпуск 28 дней. Заявка через портал HR."))
-    engine.script(call_tool("search_knowledge", query="отпуск"),
-                  answer("Отпуск 28 дней [1]. Заявка через портал HR [1].", chunk=4))
+    engine.script(
+        call_tool("search_knowledge", query="отпуск"),
+        answer("Отпуск 28 дней [1]. Заявка через портал HR [1].", chunk=4),
+    )
     headers = session_headers(user)
 
     async def go():
@@ -188,7 +194,10 @@ def test_a_turn_that_cannot_start_answers_with_an_error_frame_not_silence(engine
     monkeypatch.setattr(consumers, "session_user", database_away)
 
     assert first_frame(headers, {"content": "Сколько отпуска?"}) == {
-        "event": "error", "detail": "Internal error; it has been logged.", "code": "internal_error"}
+        "event": "error",
+        "detail": "Internal error; it has been logged.",
+        "code": "internal_error",
+    }
 
 
 def test_a_nul_character_in_a_websocket_message_is_a_validation_error(engine, user):

@@ -17,13 +17,24 @@ def salaries(db, model_factory, user_factory, settings):
     pipeline.set_engine_deps(None)  # the real facade, the real cache
     model_factory(name="builtin-extractive", provider="builtin", is_default=True)
     hr = user_factory(username="hr-lead", groups=["hr"])
-    for i, text in enumerate(["Зарплата выплачивается два раза в месяц.", "Зарплата и премия — по итогам квартала.",
-                              "С зарплаты удерживается налог на доходы."]):
-        record_upsert(source_system="files", external_id=f"pub/{i}.md", title=f"Выплаты {i}", text=text,
-                      acl=["everyone"])
-    record_upsert(source_system="hr", external_id="hr/salary.md", title="Оклады",
-                  text="Зарплата Иванова — 424242 рубля в месяц. Проект PLUTONIUM.", acl=["group:hr"],
-                  author_principal_id=f"user:{hr.pk}")
+    for i, text in enumerate(
+        [
+            "Зарплата выплачивается два раза в месяц.",
+            "Зарплата и премия — по итогам квартала.",
+            "С зарплаты удерживается налог на доходы.",
+        ]
+    ):
+        record_upsert(
+            source_system="files", external_id=f"pub/{i}.md", title=f"Выплаты {i}", text=text, acl=["everyone"]
+        )
+    record_upsert(
+        source_system="hr",
+        external_id="hr/salary.md",
+        title="Оклады",
+        text="Зарплата Иванова — 424242 рубля в месяц. Проект PLUTONIUM.",
+        acl=["group:hr"],
+        author_principal_id=f"user:{hr.pk}",
+    )
     return user_factory(username="outsider", groups=["it"])
 
 
@@ -35,7 +46,9 @@ def _hint(user, question):
 
 def test_the_chat_hint_does_not_tell_a_hidden_value_from_its_neighbours(salaries):
     """Failed before the fix: «PLUTONIUM» / «424242» came back with a hint, «URANIUM» / «424243» without."""
-    hints = {q: _hint(salaries, f"Что известно про {q}?") for q in ("PLUTONIUM", "URANIUM", "424242", "424243", "424241")}
+    hints = {
+        q: _hint(salaries, f"Что известно про {q}?") for q in ("PLUTONIUM", "URANIUM", "424242", "424243", "424241")
+    }
     assert len({repr(h) for h in hints.values()}) == 1, hints
     topical = {q: _hint(salaries, f"Какая зарплата {q}?") for q in ("424242", "424243", "424299")}
     assert len({repr(h) for h in topical.values()}) == 1

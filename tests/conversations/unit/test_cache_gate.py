@@ -56,8 +56,9 @@ def test_key_carries_identity(memory_engine, alice, bob):
 def test_an_entry_from_before_a_knowledge_change_is_not_served(memory_engine, alice):
     """права не обходятся через общий кэш: после записи в KS (новое поколение) запись кэша не отдаётся."""
     memory_engine.ks.default = result(candidate(1, "Факт."))
-    memory_engine.script(*search_then("факт", "Факт [1]."), *search_then("факт", "Факт [1]."),
-                         *search_then("факт", "Факт [1]."))
+    memory_engine.script(
+        *search_then("факт", "Факт [1]."), *search_then("факт", "Факт [1]."), *search_then("факт", "Факт [1].")
+    )
 
     memory_engine.turn(alice, "Какой факт?")
     memory_engine.ks.content_generation += 1  # a record re-ACLed, edited or deleted
@@ -71,12 +72,15 @@ def test_an_entry_from_before_a_knowledge_change_is_not_served(memory_engine, al
 def test_exact_not_semantic(memory_engine, alice):
     """точный, не семантический: ключ = самостоятельная формулировка; иной текст → промах."""
     memory_engine.ks.default = result(candidate(1, "Факт."))
-    memory_engine.script(*search_then("отпуск сотрудника", "Факт [1]."), *search_then("отпуск сотрудников", "Факт [1]."),
-                         *search_then("отпуск сотрудника", "Факт [1]."))
+    memory_engine.script(
+        *search_then("отпуск сотрудника", "Факт [1]."),
+        *search_then("отпуск сотрудников", "Факт [1]."),
+        *search_then("отпуск сотрудника", "Факт [1]."),
+    )
 
-    memory_engine.turn(alice, "Какой у сотрудника отпуск?")   # raw messages differ…
+    memory_engine.turn(alice, "Какой у сотрудника отпуск?")  # raw messages differ…
     memory_engine.turn(alice, "Отпуск у сотрудников какой?")
-    memory_engine.turn(alice, "А отпуск сотрудника?")          # …the standalone query decides
+    memory_engine.turn(alice, "А отпуск сотрудника?")  # …the standalone query decides
 
     assert memory_engine.ks.queries == ["отпуск сотрудника", "отпуск сотрудников"]
     assert [t["cache_hit"] for t in memory_engine.store.traces] == [False, False, True]

@@ -29,8 +29,10 @@ def _tags(html: str) -> set[str]:
 
 
 def test_headings_lists_tables_and_code_blocks():
-    html = markdown_render("## План\n\n- один\n- два\n\n| a | b |\n|---|--:|\n| 1 | 2 |\n\n"
-                           "```python\nprint('[1]')\n```\n\nИтог **жирный** и `код`.")
+    html = markdown_render(
+        "## План\n\n- один\n- два\n\n| a | b |\n|---|--:|\n| 1 | 2 |\n\n"
+        "```python\nprint('[1]')\n```\n\nИтог **жирный** и `код`."
+    )
     assert "<h2>План</h2>" in html and "<li>один</li>" in html
     assert "<table>" in html and "<th>a</th>" in html and "<td>1</td>" in html
     assert '<pre><code class="language-python">' in html and "print(&#x27;[1]&#x27;)" in html or "print('[1]')" in html
@@ -46,7 +48,9 @@ def test_a_hostile_answer_renders_inert():
     assert not any(re.search(r"\s(on\w+|style|src)\s*=", tag) for tag in real_tags), real_tags
     assert re.findall(r'<a [^>]*href="([^"]*)"', html) == ["#src-7-1", "https://evil.example/track.png"]
     # the remote image is a link a person may follow, never loaded by itself
-    assert '<a href="https://evil.example/track.png" rel="noopener noreferrer nofollow">[изображение: логотип]</a>' in html
+    assert (
+        '<a href="https://evil.example/track.png" rel="noopener noreferrer nofollow">[изображение: логотип]</a>' in html
+    )
 
 
 def test_markers_link_to_source_cards_only_for_cited_numbers():

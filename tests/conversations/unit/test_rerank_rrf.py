@@ -13,8 +13,11 @@ pytestmark = [pytest.mark.unit]
 def test_rrf_v1_keeps_ks_order():
     """RRF v1 — порядок из KS: QE не переоценивает заново, опирается на RRF-ранг."""
     # Text overlap with the query would reorder these; v1 must not.
-    ks = [candidate(3, "совсем не про отпуск", rank=1), candidate(1, "отпуск отпуск отпуск", rank=2),
-          candidate(2, "отпуск", rank=3)]
+    ks = [
+        candidate(3, "совсем не про отпуск", rank=1),
+        candidate(1, "отпуск отпуск отпуск", rank=2),
+        candidate(2, "отпуск", rank=3),
+    ]
 
     kept, cut = order_and_cut(ks, limit=10)
 

@@ -85,7 +85,9 @@ def test_at_most_one_search_per_turn(memory_engine, alice):
     """не более одного вызова за ход: максимум один retrieve, без агентной петли."""
     memory_engine.ks.default = result(candidate(1, "Факт один."))
     memory_engine.script(
-        call_tools(tool_call("search_knowledge", "c1", query="первый"), tool_call("search_knowledge", "c2", query="второй")),
+        call_tools(
+            tool_call("search_knowledge", "c1", query="первый"), tool_call("search_knowledge", "c2", query="второй")
+        ),
         answer("Факт один [1]."),
     )
 
@@ -101,10 +103,14 @@ def test_at_most_one_search_per_turn(memory_engine, alice):
 def test_multi_tool_in_one_round(memory_engine, alice):
     """мульти-инструмент одним раундом: search_knowledge + web_search параллельно, ответ на объединении."""
     memory_engine.settings(web_search_enabled=True, web_search_url="http://searx.local")
-    memory_engine.web_search.results = [WebResult(title="Курс ЦБ", url="https://cbr.example/rate", snippet="Курс 90 рублей.")]
+    memory_engine.web_search.results = [
+        WebResult(title="Курс ЦБ", url="https://cbr.example/rate", snippet="Курс 90 рублей.")
+    ]
     memory_engine.ks.default = result(candidate(1, "Командировочные 700 рублей в день."))
     memory_engine.script(
-        call_tools(tool_call(SEARCH_KNOWLEDGE, "k", query="командировочные"), tool_call(WEB_SEARCH, "w", query="курс доллара")),
+        call_tools(
+            tool_call(SEARCH_KNOWLEDGE, "k", query="командировочные"), tool_call(WEB_SEARCH, "w", query="курс доллара")
+        ),
         answer("Командировочные 700 рублей [1]. Курс 90 рублей [2]."),
     )
 
@@ -143,7 +149,9 @@ def test_web_search_disabled_is_not_offered(memory_engine, alice):
     assert [t.name for t in memory_engine.calls[0].tools] == [SEARCH_KNOWLEDGE]
     assert tool_set(knowledge_empty=False, web_search_enabled=False)[0].name == SEARCH_KNOWLEDGE
     # A web_search call the model makes anyway is not executed.
-    plan = plan_tool_round([tool_call(WEB_SEARCH, query="x")], tool_set(knowledge_empty=False, web_search_enabled=False))
+    plan = plan_tool_round(
+        [tool_call(WEB_SEARCH, query="x")], tool_set(knowledge_empty=False, web_search_enabled=False)
+    )
     assert plan.web is None and not plan.is_grounding
 
 

@@ -10,15 +10,23 @@ pytestmark = [pytest.mark.unit]
 
 
 def packed(marker, record_id, rank, text="t", chunk_id=None):
-    return PackedSource(marker=marker, record_id=record_id, chunk_id=chunk_id or record_id * 100 + marker,
-                        title=f"Запись {record_id}", url=f"https://kb/{record_id}", source_system="confluence",
-                        text=text, rank=rank)
+    return PackedSource(
+        marker=marker,
+        record_id=record_id,
+        chunk_id=chunk_id or record_id * 100 + marker,
+        title=f"Запись {record_id}",
+        url=f"https://kb/{record_id}",
+        source_system="confluence",
+        text=text,
+        rank=rank,
+    )
 
 
 def test_record_level_citation(memory_engine, alice):
     """цитата уровня записи: ссылка на сущность-источник, лучший чанк остаётся при цитате."""
-    memory_engine.ks.default = result(candidate(42, "Отпуск 28 дней.", title="Политика отпусков",
-                                                url="https://wiki/vacation", chunk_id=4201))
+    memory_engine.ks.default = result(
+        candidate(42, "Отпуск 28 дней.", title="Политика отпусков", url="https://wiki/vacation", chunk_id=4201)
+    )
     memory_engine.script(*search_then("отпуск", "Отпуск 28 дней [1]."))
 
     [citation] = memory_engine.turn(alice, "Сколько отпуска?").done.citations

@@ -26,41 +26,49 @@ def reason(sentence: str, **kw) -> str | None:
     return check_sentence(sentence, SOURCES, **kw).reason
 
 
-@pytest.mark.parametrize("sentence", [
-    "Отпуск составляет 28 календарных дней [1].",
-    "Ставка — 1.35 % в месяц [2].",                 # «1,35» = «1.35»
-    "Лимит — 100000 рублей [2].",                   # «100 000» = «100000»
-    "Правило действует с 1.03.2026 [2].",           # leading zero
-    "По бюджету обращайтесь к Ольге Финансовой [3].",  # inflection of a name
-    "Для новичков есть программа «зелёного коридора» [3].",  # quoted term, case and inflection
-    "Заявки подаются через портал HR [1].",
-    "## Отпуск",                                     # a heading names a topic found in the context
-])
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "Отпуск составляет 28 календарных дней [1].",
+        "Ставка — 1.35 % в месяц [2].",  # «1,35» = «1.35»
+        "Лимит — 100000 рублей [2].",  # «100 000» = «100000»
+        "Правило действует с 1.03.2026 [2].",  # leading zero
+        "По бюджету обращайтесь к Ольге Финансовой [3].",  # inflection of a name
+        "Для новичков есть программа «зелёного коридора» [3].",  # quoted term, case and inflection
+        "Заявки подаются через портал HR [1].",
+        "## Отпуск",  # a heading names a topic found in the context
+    ],
+)
 def test_supported(sentence):
     assert reason(sentence) is None
 
 
-@pytest.mark.parametrize(("sentence", "why"), [
-    ("А ещё у нас бесплатные обеды.", "no_marker"),
-    ("Отпуск составляет 28 дней [7].", "unknown_marker"),
-    ("Отпуск составляет 31 день [1].", "numbers"),
-    ("Ставка — 1,5 % в месяц [2].", "numbers"),
-    ("По бюджету обращайтесь к Ивану Петрову [3].", "names"),
-    ("Программа «Красный коридор» для новичков [3].", "quotes"),
-    ("Пароль администратора — swordfish [1].", "names"),    # a Latin word the source lacks
-    ("Бесплатные обеды подают в столовой [1].", "overlap"),
-    ("Отпуск составляет 28 календарных дней [2].", "numbers"),  # the fact is in [1], not in the cited [2]
-    ("![логотип](https://evil.example/x.png) [1]", "image"),
-    ("Подробнее: https://evil.example/?q=отпуск [1].", "outside_link"),
-    ("## Бесплатные обеды", "overlap"),
-])
+@pytest.mark.parametrize(
+    ("sentence", "why"),
+    [
+        ("А ещё у нас бесплатные обеды.", "no_marker"),
+        ("Отпуск составляет 28 дней [7].", "unknown_marker"),
+        ("Отпуск составляет 31 день [1].", "numbers"),
+        ("Ставка — 1,5 % в месяц [2].", "numbers"),
+        ("По бюджету обращайтесь к Ивану Петрову [3].", "names"),
+        ("Программа «Красный коридор» для новичков [3].", "quotes"),
+        ("Пароль администратора — swordfish [1].", "names"),  # a Latin word the source lacks
+        ("Бесплатные обеды подают в столовой [1].", "overlap"),
+        ("Отпуск составляет 28 календарных дней [2].", "numbers"),  # the fact is in [1], not in the cited [2]
+        ("![логотип](https://evil.example/x.png) [1]", "image"),
+        ("Подробнее: https://evil.example/?q=отпуск [1].", "outside_link"),
+        ("## Бесплатные обеды", "overlap"),
+    ],
+)
 def test_unsupported(sentence, why):
     assert reason(sentence) == why
 
 
 def test_links_only_to_packed_sources():
     assert reason("Политика отпусков: https://kb.example/1 [1].", source_urls=["https://kb.example/1"]) is None
-    assert reason("Политика отпусков: https://kb.example/2 [1].", source_urls=["https://kb.example/1"]) == "outside_link"
+    assert (
+        reason("Политика отпусков: https://kb.example/2 [1].", source_urls=["https://kb.example/1"]) == "outside_link"
+    )
 
 
 def test_overlap_threshold_is_the_boundary():
@@ -84,8 +92,13 @@ def test_proper_names_skip_the_opening_word():
 
 def test_splitter_keeps_markers_with_their_sentence():
     text = "Факт первый. [1] Факт второй [2]. Третий факт. [1][3]\nВ г. Москва офис [1].\n1. Пункт [2]"
-    assert split_sentences(text) == ["Факт первый. [1]", " Факт второй [2].", " Третий факт. [1][3]",
-                                     "\nВ г. Москва офис [1].", "\n1. Пункт [2]"]
+    assert split_sentences(text) == [
+        "Факт первый. [1]",
+        " Факт второй [2].",
+        " Третий факт. [1][3]",
+        "\nВ г. Москва офис [1].",
+        "\n1. Пункт [2]",
+    ]
 
 
 def test_splitter_is_the_same_fed_one_character_at_a_time():
@@ -102,15 +115,17 @@ def test_splitter_cuts_the_same_whatever_the_deltas():
     any cutting of the stream into deltas gives the same sentences as the whole text."""
     import random
 
-    text = ("Отпуск 28 дней. [1] В г. Москва офис [2]. Т. е. всё.\n\n## Итог\n1. Пункт [2]\n"
-            "Сумма 1,35 млн! [3] Правда? [1]… Конец [2]")
+    text = (
+        "Отпуск 28 дней. [1] В г. Москва офис [2]. Т. е. всё.\n\n## Итог\n1. Пункт [2]\n"
+        "Сумма 1,35 млн! [3] Правда? [1]… Конец [2]"
+    )
     expected = split_sentences(text)
     rng = random.Random(15)
     for _ in range(200):
         splitter, pieces, at = SentenceSplitter(), [], 0
         while at < len(text):
             step = rng.randint(1, 12)
-            pieces += splitter.feed(text[at:at + step])
+            pieces += splitter.feed(text[at : at + step])
             at += step
         assert pieces + splitter.flush() == expected
 
@@ -122,5 +137,7 @@ def test_gate_releases_supported_and_keeps_the_rest_with_why():
     out += gate.flush()
     assert out == ["Отпуск составляет 28 календарных дней [1]."]  # leading space of a first release dropped
     assert [(v.sentence, v.reason) for v in gate.rejected] == [
-        ("Из моей памяти: отпуск 31 день.", "no_marker"), ("Ещё обеды бесплатные [1].", "overlap")]
+        ("Из моей памяти: отпуск 31 день.", "no_marker"),
+        ("Ещё обеды бесплатные [1].", "overlap"),
+    ]
     assert gate.rejected[1].as_trace()["missing"] == ["обеды", "бесплатные"]

@@ -15,18 +15,25 @@ def test_searxng_json_results_are_parsed():
 
     def handler(request: httpx.Request) -> httpx.Response:
         seen.append(request.url)
-        return httpx.Response(200, json={"results": [
-            {"title": "Курс ЦБ", "url": "https://cbr.example/rate", "content": "Курс 90 рублей."},
-            {"title": "без ссылки"},
-            {"url": "https://b.example", "content": ""},
-        ]})
+        return httpx.Response(
+            200,
+            json={
+                "results": [
+                    {"title": "Курс ЦБ", "url": "https://cbr.example/rate", "content": "Курс 90 рублей."},
+                    {"title": "без ссылки"},
+                    {"url": "https://b.example", "content": ""},
+                ]
+            },
+        )
 
     provider = SearxngWebSearch("http://searx.local/", transport=httpx.MockTransport(handler))
 
     results = async_to_sync(provider.search)("курс доллара", 5)
 
-    assert results == [WebResult("Курс ЦБ", "https://cbr.example/rate", "Курс 90 рублей."),
-                       WebResult("https://b.example", "https://b.example", "")]
+    assert results == [
+        WebResult("Курс ЦБ", "https://cbr.example/rate", "Курс 90 рублей."),
+        WebResult("https://b.example", "https://b.example", ""),
+    ]
     assert seen[0].path == "/search" and seen[0].params["format"] == "json" and seen[0].params["q"] == "курс доллара"
 
 
@@ -50,8 +57,10 @@ def test_a_failing_web_search_leaves_the_knowledge_answer(memory_engine, alice):
     memory_engine.settings(web_search_enabled=True, web_search_url="http://searx.local")
     memory_engine.deps.web_search = lambda settings: Down()
     memory_engine.ks.default = result(candidate(1, "Факт из базы."))
-    memory_engine.script(call_tools(tool_call("search_knowledge", "k", query="факт"), tool_call("web_search", "w", query="факт")),
-                         answer("Факт из базы [1]."))
+    memory_engine.script(
+        call_tools(tool_call("search_knowledge", "k", query="факт"), tool_call("web_search", "w", query="факт")),
+        answer("Факт из базы [1]."),
+    )
 
     outcome = memory_engine.turn(alice, "Какой факт?")
 

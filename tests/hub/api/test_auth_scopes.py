@@ -8,13 +8,21 @@ from hub.models import Batch, SyncAgentContact
 pytestmark = pytest.mark.django_db
 
 J = "application/json"
-PERSON_ROUTES = [("get", "/api/hub/issues"), ("get", "/api/hub/batches"), ("get", "/api/hub/agent-status"),
-                 ("get", "/api/hub/sync-log"), ("get", "/api/hub/settings"), ("post", "/api/hub/refresh")]
+PERSON_ROUTES = [
+    ("get", "/api/hub/issues"),
+    ("get", "/api/hub/batches"),
+    ("get", "/api/hub/agent-status"),
+    ("get", "/api/hub/sync-log"),
+    ("get", "/api/hub/settings"),
+    ("post", "/api/hub/refresh"),
+]
 
 
 @pytest.mark.parametrize("method, url", PERSON_ROUTES)
 def test_a_sync_agent_token_is_refused_on_person_routes(client, sync_headers, method, url):
-    response = getattr(client, method)(url, *([{"full": True}] if method == "post" else []), content_type=J, **sync_headers)
+    response = getattr(client, method)(
+        url, *([{"full": True}] if method == "post" else []), content_type=J, **sync_headers
+    )
     assert response.status_code == 403 and response.json()["code"] == "permission_denied"
     assert Batch.objects.count() == 0
 
@@ -51,10 +59,15 @@ def test_the_hub_permission_gates_people(client, outsider, hub_user, token_for):
 
 def test_rest_author_defaults_to_api_and_can_be_given(client, hub_user, token_for):
     headers = token_for(hub_user)
-    one = client.post("/api/hub/batches", {"title": "t", "commands": [{"type": "refresh", "full": True}]},
-                      content_type=J, **headers).json()
-    two = client.post("/api/hub/batches", {"title": "t", "commands": [{"type": "refresh", "full": True}], "author": "ci-bot"},
-                      content_type=J, **headers).json()
+    one = client.post(
+        "/api/hub/batches", {"title": "t", "commands": [{"type": "refresh", "full": True}]}, content_type=J, **headers
+    ).json()
+    two = client.post(
+        "/api/hub/batches",
+        {"title": "t", "commands": [{"type": "refresh", "full": True}], "author": "ci-bot"},
+        content_type=J,
+        **headers,
+    ).json()
     assert Batch.objects.get(pk=one["id"]).author == "api" and Batch.objects.get(pk=two["id"]).author == "ci-bot"
     listed = client.get("/api/hub/batches", **headers).json()["items"]
     assert [b["id"] for b in listed] == [two["id"], one["id"]] and listed[0]["state"] == "queued"

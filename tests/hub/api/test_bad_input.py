@@ -31,25 +31,42 @@ def _error(response, status, code=None):
     return body
 
 
-@pytest.mark.parametrize("commands, expected", [
-    ([{"type": "ensure_magic", "key": "AURORA-1"}], "unknown command type «ensure_magic»"),
-    ([{"type": "ensure_fields", "fields": {"duedate": "2026-12-01"}}], "key: required"),
-    ([{"type": "ensure_link", "key": "AURORA-1", "link_type": "Befriends", "other_key": "AURORA-2"}], "unknown link type"),
-    ([{"type": "ensure_comment", "key": "$2", "body": "x"}], "must name an earlier command"),
-    ("not a list", "must be a list"),
-    ([], "must not be empty"),
-])
+@pytest.mark.parametrize(
+    "commands, expected",
+    [
+        ([{"type": "ensure_magic", "key": "AURORA-1"}], "unknown command type «ensure_magic»"),
+        ([{"type": "ensure_fields", "fields": {"duedate": "2026-12-01"}}], "key: required"),
+        (
+            [{"type": "ensure_link", "key": "AURORA-1", "link_type": "Befriends", "other_key": "AURORA-2"}],
+            "unknown link type",
+        ),
+        ([{"type": "ensure_comment", "key": "$2", "body": "x"}], "must name an earlier command"),
+        ("not a list", "must be a list"),
+        ([], "must not be empty"),
+    ],
+)
 def test_bad_commands_are_a_422_with_the_validation_text(client, person, commands, expected):
-    body = _error(_post(client, "/api/hub/batches", {"title": "t", "commands": commands}, person), 422, "validation_error")
+    body = _error(
+        _post(client, "/api/hub/batches", {"title": "t", "commands": commands}, person), 422, "validation_error"
+    )
     assert isinstance(body["detail"], str) and expected in body["detail"]
     assert Batch.objects.count() == 0 and Command.objects.count() == 0
 
 
 def test_batch_body_shape_errors(client, person):
     _error(_post(client, "/api/hub/batches", {"commands": [{"type": "refresh", "full": True}]}, person), 422)
-    _error(_post(client, "/api/hub/batches", {"title": " ", "commands": [{"type": "refresh", "full": True}]}, person), 422)
-    _error(_post(client, "/api/hub/batches", {"title": "t", "commands": [{"type": "refresh", "full": True}],
-                                              "author": "Robert'); DROP"}, person), 422)
+    _error(
+        _post(client, "/api/hub/batches", {"title": " ", "commands": [{"type": "refresh", "full": True}]}, person), 422
+    )
+    _error(
+        _post(
+            client,
+            "/api/hub/batches",
+            {"title": "t", "commands": [{"type": "refresh", "full": True}], "author": "Robert'); DROP"},
+            person,
+        ),
+        422,
+    )
     _error(client.post("/api/hub/batches", "{not json", content_type=J, **person), 400, "bad_request")
     assert Batch.objects.count() == 0
 
@@ -76,11 +93,17 @@ def test_unknown_ids_are_404(client, person):
 def test_claimed_command_cancel_without_force_is_409_with_the_seed_line(client, person, hub_user, sync_agent):
     from hub import services
 
-    services.batch_create(user=hub_user, title="t", commands=[{"type": "ensure_comment", "key": "AURORA-1", "body": "x"}])
-    got = protocol.sync_agent_claim(sync_agent=sync_agent, version=6, launcher_version=None, max_commands=1)["commands"][0]
+    services.batch_create(
+        user=hub_user, title="t", commands=[{"type": "ensure_comment", "key": "AURORA-1", "body": "x"}]
+    )
+    got = protocol.sync_agent_claim(sync_agent=sync_agent, version=6, launcher_version=None, max_commands=1)[
+        "commands"
+    ][0]
     body = _error(_post(client, f"/api/hub/commands/{got['id']}/cancel", {}, person), 409, "command_claimed")
-    assert body["detail"] == (f"команда #{got['id']} уже у агента и будет выполнена; "
-                              f"остановить — `POST /commands/{got['id']}/cancel` с `force: true`")
+    assert body["detail"] == (
+        f"команда #{got['id']} уже у агента и будет выполнена; "
+        f"остановить — `POST /commands/{got['id']}/cancel` с `force: true`"
+    )
     forced = _post(client, f"/api/hub/commands/{got['id']}/cancel", {"force": True}, person)
     assert forced.status_code == 200 and forced.json()["state"] == "cancelled"
 
@@ -88,9 +111,17 @@ def test_claimed_command_cancel_without_force_is_409_with_the_seed_line(client, 
 def test_batch_cancel_lists_the_claimed_line(client, person, hub_user, sync_agent):
     from hub import services
 
-    batch = services.batch_create(user=hub_user, title="t", commands=[
-        {"type": "ensure_comment", "key": "AURORA-1", "body": "x"}, {"type": "ensure_comment", "key": "AURORA-1", "body": "y"}])
-    got = protocol.sync_agent_claim(sync_agent=sync_agent, version=6, launcher_version=None, max_commands=1)["commands"][0]
+    batch = services.batch_create(
+        user=hub_user,
+        title="t",
+        commands=[
+            {"type": "ensure_comment", "key": "AURORA-1", "body": "x"},
+            {"type": "ensure_comment", "key": "AURORA-1", "body": "y"},
+        ],
+    )
+    got = protocol.sync_agent_claim(sync_agent=sync_agent, version=6, launcher_version=None, max_commands=1)[
+        "commands"
+    ][0]
     body = _post(client, f"/api/hub/batches/{batch.id}/cancel", {}, person).json()
     assert body["claimed"] == [got["id"]] and body["lines"][0].startswith(f"команда #{got['id']} уже у агента")
 
@@ -111,41 +142,90 @@ def test_notes_and_settings_bad_input(client, person, hub_staff, token_for, mirr
 def test_report_bad_input_stores_nothing(client, hub_user, sync_agent, sync_headers):
     from hub import services
 
-    services.batch_create(user=hub_user, title="t", commands=[{"type": "ensure_comment", "key": "AURORA-1", "body": "x"}])
+    services.batch_create(
+        user=hub_user, title="t", commands=[{"type": "ensure_comment", "key": "AURORA-1", "body": "x"}]
+    )
     got = _post(client, "/api/hub/sync-agent/claim", {"version": 6}, sync_headers).json()["commands"][0]
     rate = [{"at": "2026-11-30T11:57:01.000+0000", "retry_after_seconds": 3, "path": "/rest/api/2/issue"}]
-    forged = {"results": [{"command_id": got["id"], "lease_token": "forged", "status": "done", "result": {}}],
-              "rate_limited": rate}
+    forged = {
+        "results": [{"command_id": got["id"], "lease_token": "forged", "status": "done", "result": {}}],
+        "rate_limited": rate,
+    }
     _error(_post(client, "/api/hub/sync-agent/report", forged, sync_headers), 409, "lease_mismatch")
     unknown = {"results": [{"command_id": 999999, "lease_token": "x", "status": "done"}], "rate_limited": rate}
     _error(_post(client, "/api/hub/sync-agent/report", unknown, sync_headers), 404)
-    twice = {"results": [{"command_id": got["id"], "lease_token": got["lease_token"], "status": "done", "result": {}}] * 2}
+    twice = {
+        "results": [{"command_id": got["id"], "lease_token": got["lease_token"], "status": "done", "result": {}}] * 2
+    }
     _error(_post(client, "/api/hub/sync-agent/report", twice, sync_headers), 422)
-    _error(_post(client, "/api/hub/sync-agent/report", {"results": [{"command_id": got["id"], "status": "done"}]},
-                 sync_headers), 422)
-    _error(_post(client, "/api/hub/sync-agent/report", {"results": [
-        {"command_id": got["id"], "lease_token": got["lease_token"], "status": "failed"}]}, sync_headers), 422)
+    _error(
+        _post(
+            client,
+            "/api/hub/sync-agent/report",
+            {"results": [{"command_id": got["id"], "status": "done"}]},
+            sync_headers,
+        ),
+        422,
+    )
+    _error(
+        _post(
+            client,
+            "/api/hub/sync-agent/report",
+            {"results": [{"command_id": got["id"], "lease_token": got["lease_token"], "status": "failed"}]},
+            sync_headers,
+        ),
+        422,
+    )
     assert RateLimitEvent.objects.count() == 0 and Command.objects.get(pk=got["id"]).state == "claimed"
-    good = {"results": [{"command_id": got["id"], "lease_token": got["lease_token"], "status": "done", "result": {}}],
-            "rate_limited": rate}
+    good = {
+        "results": [{"command_id": got["id"], "lease_token": got["lease_token"], "status": "done", "result": {}}],
+        "rate_limited": rate,
+    }
     assert _post(client, "/api/hub/sync-agent/report", good, sync_headers).json()["results"][0]["outcome"] == "applied"
-    assert _post(client, "/api/hub/sync-agent/report", good, sync_headers).json()["results"][0]["outcome"] == "duplicate"
+    assert (
+        _post(client, "/api/hub/sync-agent/report", good, sync_headers).json()["results"][0]["outcome"] == "duplicate"
+    )
     assert RateLimitEvent.objects.count() == 1
 
 
 def test_claim_and_upload_bad_input(client, sync_agent, sync_headers):
-    for body in ({"version": 0}, {"version": 6, "max_commands": 0}, {"version": 6, "max_commands": 101},
-                 {"version": 6, "update": {"state": "exploded"}}, {}):
+    for body in (
+        {"version": 0},
+        {"version": 6, "max_commands": 0},
+        {"version": 6, "max_commands": 101},
+        {"version": 6, "update": {"state": "exploded"}},
+        {},
+    ):
         _error(_post(client, "/api/hub/sync-agent/claim", body, sync_headers), 422)
-    for issue in (issue_payload("aurora-1"), issue_payload("AURORA-1", project="BOREAS"),
-                  issue_payload("AURORA-1", updated="yesterday"),
-                  issue_payload("AURORA-1", links=[{"link_type": "Blocks", "direction": "up", "other_key": "AURORA-2"}])):
-        _error(_post(client, "/api/hub/sync-agent/upload", {"issues": [issue_payload("AURORA-9"), issue]}, sync_headers), 422)
-    _error(_post(client, "/api/hub/sync-agent/upload",
-                 {"issues": [issue_payload(f"AURORA-{i}") for i in range(1, 502)]}, sync_headers), 422)
+    for issue in (
+        issue_payload("aurora-1"),
+        issue_payload("AURORA-1", project="BOREAS"),
+        issue_payload("AURORA-1", updated="yesterday"),
+        issue_payload("AURORA-1", links=[{"link_type": "Blocks", "direction": "up", "other_key": "AURORA-2"}]),
+    ):
+        _error(
+            _post(client, "/api/hub/sync-agent/upload", {"issues": [issue_payload("AURORA-9"), issue]}, sync_headers),
+            422,
+        )
+    _error(
+        _post(
+            client,
+            "/api/hub/sync-agent/upload",
+            {"issues": [issue_payload(f"AURORA-{i}") for i in range(1, 502)]},
+            sync_headers,
+        ),
+        422,
+    )
     assert MirrorIssue.objects.count() == 0
-    _error(_post(client, "/api/hub/sync-agent/upload", {"sync_run_id": 999, "issues": [issue_payload("AURORA-1")]},
-                 sync_headers), 404)
+    _error(
+        _post(
+            client,
+            "/api/hub/sync-agent/upload",
+            {"sync_run_id": 999, "issues": [issue_payload("AURORA-1")]},
+            sync_headers,
+        ),
+        404,
+    )
     assert MirrorIssue.objects.count() == 0
     _error(_post(client, "/api/hub/sync-agent/sync-runs", {"kind": "partial"}, sync_headers), 422)
     _error(_post(client, "/api/hub/sync-agent/sync-runs/999/finish", {"status": "ok"}, sync_headers), 404)
@@ -156,8 +236,15 @@ def test_a_sync_run_of_another_agent_is_not_found(client, sync_agent, sync_heade
     other, _raw = protocol.sync_agent_create(name="other")
     run = protocol.sync_run_start(sync_agent=other, kind="full")
     _error(_post(client, f"/api/hub/sync-agent/sync-runs/{run.id}/finish", {"status": "ok"}, sync_headers), 404)
-    _error(_post(client, "/api/hub/sync-agent/upload", {"sync_run_id": run.id, "issues": [issue_payload("AURORA-1")]},
-                 sync_headers), 404)
+    _error(
+        _post(
+            client,
+            "/api/hub/sync-agent/upload",
+            {"sync_run_id": run.id, "issues": [issue_payload("AURORA-1")]},
+            sync_headers,
+        ),
+        404,
+    )
     assert SyncRun.objects.get(pk=run.id).status == "running" and MirrorIssue.objects.count() == 0
 
 
@@ -165,14 +252,26 @@ def test_sync_runs_upload_and_publication_download(client, sync_agent, sync_head
     run = _post(client, "/api/hub/sync-agent/sync-runs", {"kind": "full"}, sync_headers)
     assert run.status_code == 201
     run_id = run.json()["id"]
-    up = _post(client, "/api/hub/sync-agent/upload", {"sync_run_id": run_id, "issues": [issue_payload("AURORA-1")]}, sync_headers)
+    up = _post(
+        client,
+        "/api/hub/sync-agent/upload",
+        {"sync_run_id": run_id, "issues": [issue_payload("AURORA-1")]},
+        sync_headers,
+    )
     assert up.json() == {"upserted": 1, "unchanged": 0, "stale": 0}
     finish = {"status": "ok", "counts": {"issues": 1}, "errors": []}
     assert _post(client, f"/api/hub/sync-agent/sync-runs/{run_id}/finish", finish, sync_headers).status_code == 200
     assert _post(client, f"/api/hub/sync-agent/sync-runs/{run_id}/finish", finish, sync_headers).status_code == 200
     _error(_post(client, f"/api/hub/sync-agent/sync-runs/{run_id}/finish", {"status": "failed"}, sync_headers), 409)
-    _error(_post(client, "/api/hub/sync-agent/upload", {"sync_run_id": run_id, "issues": [issue_payload("AURORA-2")]},
-                 sync_headers), 409)
+    _error(
+        _post(
+            client,
+            "/api/hub/sync-agent/upload",
+            {"sync_run_id": run_id, "issues": [issue_payload("AURORA-2")]},
+            sync_headers,
+        ),
+        409,
+    )
     log = client.get("/api/hub/sync-log", **token_for(hub_user)).json()["items"]
     assert log[0]["kind"] == "full" and log[0]["status"] == "ok" and log[0]["counts"] == {"issues": 1}
     protocol.publication_create(version=3, artifact=b"tarball-bytes", notes="n")
@@ -180,7 +279,10 @@ def test_sync_runs_upload_and_publication_download(client, sync_agent, sync_head
     assert download.status_code == 200 and download.content == b"tarball-bytes"
     assert download["X-Checksum-SHA256"] == hashlib.sha256(b"tarball-bytes").hexdigest()
     claim = _post(client, "/api/hub/sync-agent/claim", {"version": 2}, sync_headers).json()
-    assert claim["publication"]["version"] == 3 and claim["publication"]["download_url"] == "/api/hub/sync-agent/publications/3"
+    assert (
+        claim["publication"]["version"] == 3
+        and claim["publication"]["download_url"] == "/api/hub/sync-agent/publications/3"
+    )
 
 
 def test_publications_over_rest_are_staff_only(client, person, hub_staff, token_for):
@@ -189,9 +291,12 @@ def test_publications_over_rest_are_staff_only(client, person, hub_staff, token_
     from hub.models import Publication
 
     def upload(headers, version):
-        return client.post("/api/hub/publications", {"version": version, "notes": "n",
-                                                     "artifact_base64": base64.b64encode(b"\x1f\x8bdata").decode()},
-                           content_type=J, **headers)
+        return client.post(
+            "/api/hub/publications",
+            {"version": version, "notes": "n", "artifact_base64": base64.b64encode(b"\x1f\x8bdata").decode()},
+            content_type=J,
+            **headers,
+        )
 
     _error(upload(person, 5), 403)
     staff = token_for(hub_staff)

@@ -12,9 +12,16 @@ UTC = dt.UTC
 
 
 def issue(**kw):
-    base = {"key": "AURORA-1", "project": "AURORA", "labels": ["AWPCA"], "status": "To Do", "creator": "achilles-sync",
-            "_summary_words": frozenset({"сверка", "платежей"}),
-            "updated": dt.datetime(2026, 11, 30, 11, 50, 30, tzinfo=UTC), "created": dt.datetime(2026, 11, 1, tzinfo=UTC)}
+    base = {
+        "key": "AURORA-1",
+        "project": "AURORA",
+        "labels": ["AWPCA"],
+        "status": "To Do",
+        "creator": "achilles-sync",
+        "_summary_words": frozenset({"сверка", "платежей"}),
+        "updated": dt.datetime(2026, 11, 30, 11, 50, 30, tzinfo=UTC),
+        "created": dt.datetime(2026, 11, 1, tzinfo=UTC),
+    }
     base.update(kw)
     return base
 
@@ -23,11 +30,22 @@ def matches(jql: str, **kw) -> bool:
     return all(c(issue(**kw), "achilles-sync") for c in parse(jql).clauses)
 
 
-@pytest.mark.parametrize("jql", [
-    "foo = bar", "labels = AWPCA AND assignee = jdoe", "project = AURORA OR labels = AWPCA", "project != AURORA",
-    "updated = 2026-11-30", "creator = jdoe", "labels = AWPCA AND", "project in (AURORA", "ORDER BY summary",
-    'updated >= "30.11.2026"', "labels = AWPCA ORDER BY key garbage",
-])
+@pytest.mark.parametrize(
+    "jql",
+    [
+        "foo = bar",
+        "labels = AWPCA AND assignee = jdoe",
+        "project = AURORA OR labels = AWPCA",
+        "project != AURORA",
+        "updated = 2026-11-30",
+        "creator = jdoe",
+        "labels = AWPCA AND",
+        "project in (AURORA",
+        "ORDER BY summary",
+        'updated >= "30.11.2026"',
+        "labels = AWPCA ORDER BY key garbage",
+    ],
+)
 def test_unknown_or_malformed_clauses_are_refused(jql):
     with pytest.raises(JqlError):
         parse(jql)

@@ -26,8 +26,18 @@ def test_every_hub_admin_page_renders(admin_client, mirror):
     from django.core.management import call_command
 
     call_command("demo_hub")
-    for name in ("mirrorissue", "issuenote", "batch", "command", "syncagent", "syncagentcontact", "ratelimitevent",
-                 "syncrun", "publication", "hubsetting"):
+    for name in (
+        "mirrorissue",
+        "issuenote",
+        "batch",
+        "command",
+        "syncagent",
+        "syncagentcontact",
+        "ratelimitevent",
+        "syncrun",
+        "publication",
+        "hubsetting",
+    ):
         assert admin_client.get(f"/admin/hub/{name}/").status_code == 200, name
     from hub.models import MirrorIssue
 
@@ -46,8 +56,9 @@ def test_a_sync_agent_added_in_the_admin_shows_its_token_once(admin_client):
 
 def test_publication_upload_stores_bytes_and_digest(admin_client):
     artifact = SimpleUploadedFile("syncagent.tar.gz", b"\x1f\x8bpayload", content_type="application/gzip")
-    response = admin_client.post("/admin/hub/publication/add/", {"version": 7, "notes": "v7", "artifact_file": artifact},
-                                 follow=True)
+    response = admin_client.post(
+        "/admin/hub/publication/add/", {"version": 7, "notes": "v7", "artifact_file": artifact}, follow=True
+    )
     assert response.status_code == 200
     publication = Publication.objects.get(version=7)
     assert bytes(publication.artifact) == b"\x1f\x8bpayload"
@@ -59,10 +70,15 @@ def test_publication_upload_stores_bytes_and_digest(admin_client):
 
 
 def test_command_actions_go_through_the_services(admin_client, admin_user, sync_agent):
-    batch = services.batch_create(user=admin_user, title="t", commands=[{"type": "ensure_comment", "key": "A-1", "body": "x"}])
-    claimed = protocol.sync_agent_claim(sync_agent=sync_agent, version=6, launcher_version=None, max_commands=1)["commands"][0]
-    plain = admin_client.post("/admin/hub/command/", {"action": "cancel_commands", "_selected_action": [claimed["id"]]},
-                              follow=True)
+    batch = services.batch_create(
+        user=admin_user, title="t", commands=[{"type": "ensure_comment", "key": "A-1", "body": "x"}]
+    )
+    claimed = protocol.sync_agent_claim(sync_agent=sync_agent, version=6, launcher_version=None, max_commands=1)[
+        "commands"
+    ][0]
+    plain = admin_client.post(
+        "/admin/hub/command/", {"action": "cancel_commands", "_selected_action": [claimed["id"]]}, follow=True
+    )
     assert any("уже у агента" in m for m in _messages(plain))
     assert Command.objects.get(pk=claimed["id"]).state == "claimed"
     admin_client.post("/admin/hub/command/", {"action": "force_cancel_commands", "_selected_action": [claimed["id"]]})

@@ -18,12 +18,19 @@ def _text(user) -> str:
 
 def test_after_a_rollback_of_v7(hub_user, hub_staff, sync_agent):
     publication = protocol.publication_create(version=7, artifact=b"\x1f\x8b fake tar", notes="v7", user=hub_staff)
-    protocol.sync_agent_claim(sync_agent=sync_agent, version=6, launcher_version=1, update={
-        "state": "rolled_back", "from_version": 6, "to_version": 7, "error": "v7 did not claim within 120 s"})
+    protocol.sync_agent_claim(
+        sync_agent=sync_agent,
+        version=6,
+        launcher_version=1,
+        update={"state": "rolled_back", "from_version": 6, "to_version": 7, "error": "v7 did not claim within 120 s"},
+    )
     status = selectors.agent_status(user=hub_user)
     text = "\n".join(status.lines)
     assert "агент онлайн" in text
-    assert f"публикация: v7 от {publication.published_at.astimezone(dt.timezone(dt.timedelta(hours=3))):%d.%m.%Y %H:%M}" in text
+    assert (
+        f"публикация: v7 от {publication.published_at.astimezone(dt.timezone(dt.timedelta(hours=3))):%d.%m.%Y %H:%M}"
+        in text
+    )
     assert "обновление: rolled_back v6 → v7" in text and "запускатель: v1" in text
     assert "откат с v7 на v6: v7 did not claim within 120 s" in text
     assert status.update_hint == "откат с v7 на v6: v7 did not claim within 120 s"
@@ -56,7 +63,9 @@ def test_offline_after_two_poll_intervals_and_never_seen(hub_user, sync_agent):
 def test_current_command_and_version(hub_user, sync_agent):
     from hub import services
 
-    services.batch_create(user=hub_user, title="t", commands=[{"type": "ensure_comment", "key": "AURORA-1", "body": "x"}])
+    services.batch_create(
+        user=hub_user, title="t", commands=[{"type": "ensure_comment", "key": "AURORA-1", "body": "x"}]
+    )
     got = protocol.sync_agent_claim(sync_agent=sync_agent, version=6, launcher_version=1, max_commands=1)["commands"][0]
     text = _text(hub_user)
     assert f"текущая команда: #{got['id']} ensure_comment AURORA-1 (выдач: 1)" in text and "версия: v6" in text

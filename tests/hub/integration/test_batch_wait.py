@@ -20,9 +20,14 @@ def _finish_later(agent, batch_id, delay, finished_at: list):
         try:
             time.sleep(delay)
             got = protocol.sync_agent_claim(sync_agent=agent, version=6, launcher_version=None)
-            protocol.sync_agent_report(sync_agent=agent, results=[
-                {"command_id": c["id"], "lease_token": c["lease_token"], "status": "done", "result": {}}
-                for c in got["commands"]], rate_limited=[])
+            protocol.sync_agent_report(
+                sync_agent=agent,
+                results=[
+                    {"command_id": c["id"], "lease_token": c["lease_token"], "status": "done", "result": {}}
+                    for c in got["commands"]
+                ],
+                rate_limited=[],
+            )
             finished_at.append(time.monotonic())
         finally:
             connection.close()

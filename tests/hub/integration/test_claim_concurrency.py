@@ -13,9 +13,19 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def test_four_threads_claim_1000_commands_without_double_claims(db):
     batches = [Batch.objects.create(title=f"b{i}", author="api") for i in range(50)]
-    Command.objects.bulk_create([
-        Command(batch=b, seq=s, type="ensure_comment", payload={"type": "ensure_comment", "key": "A-1", "body": str(s)},
-                keys=["A-1"]) for b in batches for s in range(1, 21)])
+    Command.objects.bulk_create(
+        [
+            Command(
+                batch=b,
+                seq=s,
+                type="ensure_comment",
+                payload={"type": "ensure_comment", "key": "A-1", "body": str(s)},
+                keys=["A-1"],
+            )
+            for b in batches
+            for s in range(1, 21)
+        ]
+    )
     agents = [protocol.sync_agent_create(name=f"agent-{i}")[0] for i in range(4)]
     claimed: dict[int, list[list[tuple[int, int, int]]]] = {i: [] for i in range(4)}
     errors: list[BaseException] = []
@@ -29,9 +39,14 @@ def test_four_threads_claim_1000_commands_without_double_claims(db):
                 if not got["commands"]:
                     break
                 claimed[i].append([(c["batch_id"], c["seq"], c["id"]) for c in got["commands"]])
-                protocol.sync_agent_report(sync_agent=agents[i], results=[
-                    {"command_id": c["id"], "lease_token": c["lease_token"], "status": "done", "result": {}}
-                    for c in got["commands"]], rate_limited=[])
+                protocol.sync_agent_report(
+                    sync_agent=agents[i],
+                    results=[
+                        {"command_id": c["id"], "lease_token": c["lease_token"], "status": "done", "result": {}}
+                        for c in got["commands"]
+                    ],
+                    rate_limited=[],
+                )
         except BaseException as exc:  # surfaced below
             errors.append(exc)
         finally:

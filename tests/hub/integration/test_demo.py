@@ -35,5 +35,7 @@ def test_demo_hub_is_idempotent_and_gives_the_demo_users_the_hub(db):
     card = selectors.issue_card(user=demo, key="AURORA-9001")
     assert card.comments_total == 7 and len(card.comments[0].body) == 500
     assert {(lk.link_type, lk.direction, lk.other_key) for lk in card.links} >= {
-        ("Blocks", "outward", "AURORA-9002"), ("Relates", "inward", "AURORA-9019")}
+        ("Blocks", "outward", "AURORA-9002"),
+        ("Relates", "inward", "AURORA-9019"),
+    }
     assert len(selectors.issues_list(user=demo, filters=IssueFilters(sprint="Спринт 2"))) == 15

@@ -22,11 +22,22 @@ def test_an_upload_queues_the_feed_on_commit(mirror, django_capture_on_commit_ca
 
 
 def test_mirrored_issues_are_searchable_under_the_project_acl(mirror, hub_staff):
-    mirror(issue_payload("AURORA-1", summary="Квазарный ускоритель платежей",
-                         links=[{"link_type": "Blocks", "direction": "outward", "other_key": "SECRET-1"}],
-                         comments=[{"id": "1", "author": "anna", "created": "2026-11-30T10:00:00.000+0000",
-                                    "body": "Проверили на стенде квазарный режим"}]),
-           issue_payload("SECRET-1", summary="Квазарный бюджет отдела"))
+    mirror(
+        issue_payload(
+            "AURORA-1",
+            summary="Квазарный ускоритель платежей",
+            links=[{"link_type": "Blocks", "direction": "outward", "other_key": "SECRET-1"}],
+            comments=[
+                {
+                    "id": "1",
+                    "author": "anna",
+                    "created": "2026-11-30T10:00:00.000+0000",
+                    "body": "Проверили на стенде квазарный режим",
+                }
+            ],
+        ),
+        issue_payload("SECRET-1", summary="Квазарный бюджет отдела"),
+    )
     services.settings_set(user=hub_staff, key="project_acl", value={"SECRET": ["group:finance"]})
     assert mirror_to_knowledge(issue_ids=list(MirrorIssue.objects.values_list("id", flat=True))) == 2
     reader = UserFactory(username="reader")
@@ -36,7 +47,9 @@ def test_mirrored_issues_are_searchable_under_the_project_acl(mirror, hub_staff)
     assert not any(t.startswith("SECRET-1") for t in titles)
     assert {w.source_system for w in found.withheld} <= {"jira"}
     finance = UserFactory(username="fin", groups=["finance"])
-    assert any(c.title.startswith("SECRET-1") for c in facade.search("квазарный", facade.Identity.for_user(finance)).candidates)
+    assert any(
+        c.title.startswith("SECRET-1") for c in facade.search("квазарный", facade.Identity.for_user(finance)).candidates
+    )
     aurora = next(c for c in found.candidates if c.title.startswith("AURORA-1 "))
     assert aurora.source_system == "jira"
     # Re-feeding is an upsert, not a second record.

@@ -24,11 +24,19 @@ def test_the_job_is_declared_and_synced_into_beat(db):
 
 
 def test_the_task_requeues_only_expired_leases(hub_user, sync_agent):
-    services.batch_create(user=hub_user, title="t", commands=[
-        {"type": "ensure_comment", "key": "AURORA-1", "body": "a"}, {"type": "ensure_comment", "key": "AURORA-1", "body": "b"}])
+    services.batch_create(
+        user=hub_user,
+        title="t",
+        commands=[
+            {"type": "ensure_comment", "key": "AURORA-1", "body": "a"},
+            {"type": "ensure_comment", "key": "AURORA-1", "body": "b"},
+        ],
+    )
     first, second = protocol.sync_agent_claim(sync_agent=sync_agent, version=6, launcher_version=None)["commands"]
     with connection.cursor() as cursor:
-        cursor.execute("UPDATE hub_commands SET lease_expires_at = now() - interval '1 second' WHERE id = %s", [first["id"]])
+        cursor.execute(
+            "UPDATE hub_commands SET lease_expires_at = now() - interval '1 second' WHERE id = %s", [first["id"]]
+        )
     assert commands_requeue_expired_task.apply().get() == 1
     assert Command.objects.get(pk=first["id"]).state == "queued"
     assert Command.objects.get(pk=second["id"]).state == "claimed"

@@ -16,25 +16,42 @@ def _claim(agent, n=20, **kw):
 
 
 def _done(agent, claimed, result=None):
-    return protocol.sync_agent_report(sync_agent=agent, results=[
-        {"command_id": c["id"], "lease_token": c["lease_token"], "status": "done", "result": result or {"changed": []}}
-        for c in claimed], rate_limited=[])
+    return protocol.sync_agent_report(
+        sync_agent=agent,
+        results=[
+            {
+                "command_id": c["id"],
+                "lease_token": c["lease_token"],
+                "status": "done",
+                "result": result or {"changed": []},
+            }
+            for c in claimed
+        ],
+        rate_limited=[],
+    )
 
 
 def _expire(command_id):
     """Time passes: the lease of the command ran out."""
     with connection.cursor() as cursor:
-        cursor.execute("UPDATE hub_commands SET lease_expires_at = now() - interval '1 second' WHERE id = %s", [command_id])
+        cursor.execute(
+            "UPDATE hub_commands SET lease_expires_at = now() - interval '1 second' WHERE id = %s", [command_id]
+        )
 
 
 COMMENT = {"type": "ensure_comment", "key": "AURORA-1", "body": "готово"}
 
 
 def test_batch_create_appends_one_refresh_of_every_touched_key(hub_user):
-    created = services.batch_create(user=hub_user, title="1538 в спринт 2", commands=[
-        {"type": "ensure_fields", "key": "AURORA-1538", "fields": {"duedate": "2026-12-01"}},
-        {"type": "ensure_link", "key": "AURORA-1538", "link_type": "Blocks", "other_key": "AURORA-1540"},
-        {"type": "ensure_sprint", "key": "AURORA-1538", "sprint": "Спринт 2"}])
+    created = services.batch_create(
+        user=hub_user,
+        title="1538 в спринт 2",
+        commands=[
+            {"type": "ensure_fields", "key": "AURORA-1538", "fields": {"duedate": "2026-12-01"}},
+            {"type": "ensure_link", "key": "AURORA-1538", "link_type": "Blocks", "other_key": "AURORA-1540"},
+            {"type": "ensure_sprint", "key": "AURORA-1538", "sprint": "Спринт 2"},
+        ],
+    )
     assert created.command_count == 4
     last = Command.objects.get(batch_id=created.id, seq=4)
     assert last.payload == {"type": "refresh", "keys": ["AURORA-1538", "AURORA-1540"]} and last.waits_for_batch
@@ -93,20 +110,28 @@ def test_reports_late_duplicate_and_forged(hub_user, sync_agent):
     assert Command.objects.get(pk=old["id"]).state == "claimed"
     # A forged lease: 409, and nothing of that report (not even its 429s) is stored.
     with pytest.raises(Conflict) as exc:
-        protocol.sync_agent_report(sync_agent=sync_agent, results=[
-            {"command_id": new["id"], "lease_token": "f" * 32, "status": "done", "result": {}}],
-            rate_limited=[{"at": "2026-11-30T11:00:00+00:00", "retry_after_seconds": 3, "path": "/x"}])
+        protocol.sync_agent_report(
+            sync_agent=sync_agent,
+            results=[{"command_id": new["id"], "lease_token": "f" * 32, "status": "done", "result": {}}],
+            rate_limited=[{"at": "2026-11-30T11:00:00+00:00", "retry_after_seconds": 3, "path": "/x"}],
+        )
     assert exc.value.code == "lease_mismatch"
     assert RateLimitEvent.objects.count() == 0 and Command.objects.get(pk=new["id"]).state == "claimed"
     with pytest.raises(NotFound):
-        protocol.sync_agent_report(sync_agent=sync_agent, results=[
-            {"command_id": 999999, "lease_token": "x", "status": "done", "result": {}}], rate_limited=[])
+        protocol.sync_agent_report(
+            sync_agent=sync_agent,
+            results=[{"command_id": 999999, "lease_token": "x", "status": "done", "result": {}}],
+            rate_limited=[],
+        )
     # The live lease applies once; the same report again is a duplicate.
     assert _done(sync_agent, [new]) == [{"command_id": new["id"], "outcome": "applied"}]
     assert _done(sync_agent, [new]) == [{"command_id": new["id"], "outcome": "duplicate"}]
     # A failure report for a done command is not the same result: ignored, still done.
-    out = protocol.sync_agent_report(sync_agent=sync_agent, results=[
-        {"command_id": new["id"], "lease_token": new["lease_token"], "status": "failed", "error": "x"}], rate_limited=[])
+    out = protocol.sync_agent_report(
+        sync_agent=sync_agent,
+        results=[{"command_id": new["id"], "lease_token": new["lease_token"], "status": "failed", "error": "x"}],
+        rate_limited=[],
+    )
     assert out == [{"command_id": new["id"], "outcome": "ignored"}]
     assert Command.objects.get(pk=new["id"]).state == "done"
     assert selectors.batch_status(user=hub_user, batch_id=batch.id).commands[0].state == "done"
@@ -124,6 +149,7 @@ def test_a_report_under_an_expired_but_not_reissued_lease_is_taken(hub_user, syn
 def test_rate_limited_events_are_stored_once(hub_user, sync_agent):
     event = {"at": "2026-11-30T11:57:01+00:00", "retry_after_seconds": 3, "path": "/rest/api/2/issue"}
     from django.utils import timezone
+
     event["at"] = timezone.now()
     protocol.sync_agent_report(sync_agent=sync_agent, results=[], rate_limited=[event])
     protocol.sync_agent_report(sync_agent=sync_agent, results=[], rate_limited=[event])
@@ -163,17 +189,27 @@ def test_force_cancel_drops_a_claimed_command_and_tells_the_agent_once(hub_user,
 
 
 def test_dollar_n_waits_for_the_created_key_and_is_substituted(hub_user, sync_agent):
-    batch = services.batch_create(user=hub_user, title="новая", commands=[
-        {"type": "ensure_issue", "project": "AURORA", "summary": "Новая", "labels": ["AWPCA"]},
-        {"type": "ensure_link", "key": "$1", "link_type": "Blocks", "other_key": "AURORA-1540"}])
+    batch = services.batch_create(
+        user=hub_user,
+        title="новая",
+        commands=[
+            {"type": "ensure_issue", "project": "AURORA", "summary": "Новая", "labels": ["AWPCA"]},
+            {"type": "ensure_link", "key": "$1", "link_type": "Blocks", "other_key": "AURORA-1540"},
+        ],
+    )
     first = _claim(sync_agent)["commands"]
     assert [c["command"]["type"] for c in first] == ["ensure_issue"]
     with pytest.raises(ValidationFailed):  # an ensure_issue done without its key is refused
         _done(sync_agent, first, result={"created": True})
     _done(sync_agent, first, result={"key": "AURORA-2001", "created": True, "changed": []})
     link = _claim(sync_agent)["commands"]
-    assert link[0]["command"] == {"type": "ensure_link", "key": "AURORA-2001", "link_type": "Blocks",
-                                  "direction": "outward", "other_key": "AURORA-1540"}
+    assert link[0]["command"] == {
+        "type": "ensure_link",
+        "key": "AURORA-2001",
+        "link_type": "Blocks",
+        "direction": "outward",
+        "other_key": "AURORA-1540",
+    }
     _done(sync_agent, link)
     refresh = _claim(sync_agent)["commands"]
     assert refresh[0]["command"] == {"type": "refresh", "keys": ["AURORA-2001", "AURORA-1540"]}
@@ -181,14 +217,28 @@ def test_dollar_n_waits_for_the_created_key_and_is_substituted(hub_user, sync_ag
 
 
 def test_a_failed_dependency_fails_its_dependents_with_its_name(hub_user, sync_agent):
-    batch = services.batch_create(user=hub_user, title="новая", commands=[
-        {"type": "ensure_issue", "project": "AURORA", "summary": "Новая", "labels": ["AWPCA"]},
-        {"type": "ensure_comment", "key": "$1", "body": "x"},
-        {"type": "ensure_comment", "key": "$1", "body": "y"}])
+    batch = services.batch_create(
+        user=hub_user,
+        title="новая",
+        commands=[
+            {"type": "ensure_issue", "project": "AURORA", "summary": "Новая", "labels": ["AWPCA"]},
+            {"type": "ensure_comment", "key": "$1", "body": "x"},
+            {"type": "ensure_comment", "key": "$1", "body": "y"},
+        ],
+    )
     first = _claim(sync_agent)["commands"][0]
-    protocol.sync_agent_report(sync_agent=sync_agent, results=[
-        {"command_id": first["id"], "lease_token": first["lease_token"], "status": "failed",
-         "error": "Jira 400: Field 'priority' cannot be set"}], rate_limited=[])
+    protocol.sync_agent_report(
+        sync_agent=sync_agent,
+        results=[
+            {
+                "command_id": first["id"],
+                "lease_token": first["lease_token"],
+                "status": "failed",
+                "error": "Jira 400: Field 'priority' cannot be set",
+            }
+        ],
+        rate_limited=[],
+    )
     view = selectors.batch_status(user=hub_user, batch_id=batch.id)
     assert [c.state for c in view.commands[:3]] == ["failed", "failed", "failed"]
     assert view.commands[1].error.startswith(f"не выполнена: зависит от команды $1 (#{first['id']}, failed)")
@@ -203,9 +253,18 @@ def test_command_retry_makes_a_new_batch(hub_user, sync_agent):
     claimed = _claim(sync_agent)["commands"][0]
     with pytest.raises(Conflict):
         services.command_retry(user=hub_user, command_id=claimed["id"])
-    protocol.sync_agent_report(sync_agent=sync_agent, results=[
-        {"command_id": claimed["id"], "lease_token": claimed["lease_token"], "status": "failed", "error": "Jira 503"}],
-        rate_limited=[])
+    protocol.sync_agent_report(
+        sync_agent=sync_agent,
+        results=[
+            {
+                "command_id": claimed["id"],
+                "lease_token": claimed["lease_token"],
+                "status": "failed",
+                "error": "Jira 503",
+            }
+        ],
+        rate_limited=[],
+    )
     retry = services.command_retry(user=hub_user, command_id=claimed["id"], author="claude")
     batch = Batch.objects.get(pk=retry.id)
     assert batch.retry_of_id == claimed["id"] and batch.author == "claude" and retry.command_count == 2

@@ -12,8 +12,9 @@ EMPTY = {"issues": 0, "comments": 0, "links": 0, "unchanged": 0, "stale": 0}
 
 def _run(agent, kind="incremental", status="ok", counts=EMPTY, errors=()):
     run = protocol.sync_run_start(sync_agent=agent, kind=kind)
-    return protocol.sync_run_finish(sync_agent=agent, sync_run_id=run.id, status=status, counts=dict(counts),
-                                    errors=list(errors))
+    return protocol.sync_run_finish(
+        sync_agent=agent, sync_run_id=run.id, status=status, counts=dict(counts), errors=list(errors)
+    )
 
 
 def test_an_empty_incremental_run_replaces_the_previous_empty_one(sync_agent):
@@ -30,9 +31,16 @@ def test_an_empty_incremental_run_replaces_the_previous_empty_one(sync_agent):
     # Kept: every run that wrote, failed or was not incremental, and the latest idle poll (its time
     # is when the sync was last seen alive). An upload's "unchanged" is still work, so it is kept.
     assert list(SyncRun.objects.order_by("id").values_list("id", flat=True)) == [
-        full.id, wrote.id, failed.id, nothing_changed.id, latest.id]
+        full.id,
+        wrote.id,
+        failed.id,
+        nothing_changed.id,
+        latest.id,
+    ]
     # A retried finish of the kept run is still answered as before.
-    again = protocol.sync_run_finish(sync_agent=sync_agent, sync_run_id=latest.id, status="ok", counts=dict(EMPTY), errors=[])
+    again = protocol.sync_run_finish(
+        sync_agent=sync_agent, sync_run_id=latest.id, status="ok", counts=dict(EMPTY), errors=[]
+    )
     assert again.id == latest.id
 
 

@@ -48,10 +48,22 @@ def sync_agent(db):
 
 
 def issue_dict(key: str, **kw) -> dict:
-    base = {"key": key, "project": key.split("-")[0], "summary": f"Задача {key}", "status": "Open",
-            "issue_type": "Task", "priority": "Medium", "assignee": "jdoe", "duedate": None, "sprint": "Спринт 1",
-            "labels": ["AWPCA"], "fields": {}, "updated": timezone.now() - dt.timedelta(hours=1),
-            "links": [], "comments": []}
+    base = {
+        "key": key,
+        "project": key.split("-")[0],
+        "summary": f"Задача {key}",
+        "status": "Open",
+        "issue_type": "Task",
+        "priority": "Medium",
+        "assignee": "jdoe",
+        "duedate": None,
+        "sprint": "Спринт 1",
+        "labels": ["AWPCA"],
+        "fields": {},
+        "updated": timezone.now() - dt.timedelta(hours=1),
+        "links": [],
+        "comments": [],
+    }
     return base | kw
 
 

@@ -25,16 +25,19 @@ def text_of(result) -> str:
     return "\n".join(block.text for block in result.content if getattr(block, "type", "") == "text")
 
 
-def over_http(token: str | None, conversation: Callable[[Client], Awaitable[T]], *,
-              host: str = "testserver") -> T:
+def over_http(token: str | None, conversation: Callable[[Client], Awaitable[T]], *, host: str = "testserver") -> T:
     """Run ``conversation(client)`` against the in-process ASGI app with ``token`` as the Bearer."""
     from achilles.asgi import application
     from hub.mcp.http import mcp_http_app
 
     async def go():
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=application), base_url=f"http://{host}",
-                                  headers=headers, timeout=WAIT_READ_TIMEOUT)
+        http = httpx2.AsyncClient(
+            transport=httpx2.ASGITransport(app=application),
+            base_url=f"http://{host}",
+            headers=headers,
+            timeout=WAIT_READ_TIMEOUT,
+        )
         try:
             async with http, Client(streamable_http_client(f"http://{host}/mcp/", http_client=http)) as client:
                 return await conversation(client)

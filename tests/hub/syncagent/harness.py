@@ -43,6 +43,7 @@ def wait_port(port: int, timeout: float = 30) -> None:
             return True
         except OSError:
             return False
+
     wait_until(ready, timeout, f"port {port}")
 
 
@@ -61,8 +62,9 @@ class Emulator:
         args = [sys.executable, "-m", "hub.emulator", "--port", str(self.port), "--data", data, "--token", SYNC_PAT]
         if count:
             args += ["--count", str(count)]
-        self.proc = subprocess.Popen(args, cwd=REPO, env=python_env(PYTHONPATH=str(REPO)), stdout=subprocess.DEVNULL,
-                                     stderr=open(log, "w"))  # noqa: SIM115 (the process owns it)
+        self.proc = subprocess.Popen(
+            args, cwd=REPO, env=python_env(PYTHONPATH=str(REPO)), stdout=subprocess.DEVNULL, stderr=open(log, "w")
+        )  # noqa: SIM115 (the process owns it)
         wait_port(self.port, timeout=120 if count else 30)
         self.admin = httpx.Client(base_url=self.url, timeout=30)
         self.jira = httpx.Client(base_url=self.url, timeout=30, headers={"Authorization": "Bearer jdoe-pat"})
@@ -81,8 +83,11 @@ class Emulator:
 
     def writes(self, since: int = 0) -> list[str]:
         """Jira changes since ``since``: successful non-search writes as "METHOD path"."""
-        return [f"{r['method']} {r['path']}" for r in self.requests(since)
-                if r["method"] in WRITE_METHODS and "/search" not in r["path"] and 200 <= r["status"] < 300]
+        return [
+            f"{r['method']} {r['path']}"
+            for r in self.requests(since)
+            if r["method"] in WRITE_METHODS and "/search" not in r["path"] and 200 <= r["status"] < 300
+        ]
 
     def search(self, jql: str) -> list[dict[str, Any]]:
         resp = self.jira.get("/rest/api/2/search", params={"jql": jql, "maxResults": 1000, "fields": "*all"})
@@ -98,22 +103,71 @@ class Emulator:
         stop(self.proc)
 
 
-def start_launcher(*, hub_url: str, token: str, jira_url: str, state_dir: Path, log: Path,
-                   run_py: Path | None = None, start_timeout: float = 20, extra: tuple[str, ...] = ()) -> subprocess.Popen:
+def start_launcher(
+    *,
+    hub_url: str,
+    token: str,
+    jira_url: str,
+    state_dir: Path,
+    log: Path,
+    run_py: Path | None = None,
+    start_timeout: float = 20,
+    extra: tuple[str, ...] = (),
+) -> subprocess.Popen:
     """The sync agent under the launcher (``run.py`` of the repo, or of another copy, e.g. a v6 tree)."""
     run_py = run_py or REPO / "hub" / "syncagent" / "run.py"
-    args = [sys.executable, str(run_py), "--hub", hub_url, "--token", token, "--jira", jira_url, "--jira-token", SYNC_PAT,
-            "--state-dir", str(state_dir), "--start-timeout", str(start_timeout), *extra]
-    return subprocess.Popen(args, cwd=state_dir.parent, env=python_env(), stdout=subprocess.DEVNULL,
-                            stderr=open(log, "w"), start_new_session=True)
+    args = [
+        sys.executable,
+        str(run_py),
+        "--hub",
+        hub_url,
+        "--token",
+        token,
+        "--jira",
+        jira_url,
+        "--jira-token",
+        SYNC_PAT,
+        "--state-dir",
+        str(state_dir),
+        "--start-timeout",
+        str(start_timeout),
+        *extra,
+    ]
+    return subprocess.Popen(
+        args,
+        cwd=state_dir.parent,
+        env=python_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=open(log, "w"),
+        start_new_session=True,
+    )
 
 
 def start_agent(*, hub_url: str, token: str, jira_url: str, state_dir: Path, log: Path) -> subprocess.Popen:
     """The sync agent alone (no launcher: it reports launcher_version null)."""
-    args = [sys.executable, "-m", "hub.syncagent", "--hub", hub_url, "--token", token, "--jira", jira_url,
-            "--jira-token", SYNC_PAT, "--state-dir", str(state_dir)]
-    return subprocess.Popen(args, cwd=REPO, env=python_env(PYTHONPATH=str(REPO)), stdout=subprocess.DEVNULL,
-                            stderr=open(log, "w"), start_new_session=True)
+    args = [
+        sys.executable,
+        "-m",
+        "hub.syncagent",
+        "--hub",
+        hub_url,
+        "--token",
+        token,
+        "--jira",
+        jira_url,
+        "--jira-token",
+        SYNC_PAT,
+        "--state-dir",
+        str(state_dir),
+    ]
+    return subprocess.Popen(
+        args,
+        cwd=REPO,
+        env=python_env(PYTHONPATH=str(REPO)),
+        stdout=subprocess.DEVNULL,
+        stderr=open(log, "w"),
+        start_new_session=True,
+    )
 
 
 def stop(proc: subprocess.Popen, timeout: float = 15) -> None:

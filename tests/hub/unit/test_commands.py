@@ -15,9 +15,21 @@ def _error(raw) -> str:
 
 def test_every_type_of_the_contract_parses_and_dumps_in_its_own_shape():
     raw = [
-        {"type": "ensure_issue", "project": "AURORA", "summary": "Новая", "issue_type": "Task", "labels": ["AWPCA"],
-         "fields": {"description": "d", "priority": "High", "assignee": "jdoe", "duedate": "2026-12-01",
-                    "components": ["api"], "customfield_10010": "x"}},
+        {
+            "type": "ensure_issue",
+            "project": "AURORA",
+            "summary": "Новая",
+            "issue_type": "Task",
+            "labels": ["AWPCA"],
+            "fields": {
+                "description": "d",
+                "priority": "High",
+                "assignee": "jdoe",
+                "duedate": "2026-12-01",
+                "components": ["api"],
+                "customfield_10010": "x",
+            },
+        },
         {"type": "ensure_fields", "key": "$1", "fields": {"duedate": "2026-12-02"}},
         {"type": "ensure_link", "key": "AURORA-1538", "link_type": "Blocks", "direction": "inward", "other_key": "$1"},
         {"type": "ensure_sprint", "key": "AURORA-1538", "sprint": "Спринт 2"},
@@ -43,40 +55,66 @@ def test_link_type_is_case_insensitive_but_normalised():
     assert command_dump(parsed[0])["direction"] == "outward"
 
 
-@pytest.mark.parametrize("raw, expected", [
-    ([{"type": "ensure_everything", "key": "A-1"}], "unknown command type «ensure_everything»"),
-    ([{"key": "A-1"}], "missing «type»"),
-    ([{"type": "ensure_fields", "fields": {"duedate": "2026-12-01"}}], "command 1 (ensure_fields): key: required"),
-    ([{"type": "ensure_fields", "key": "aurora 1", "fields": {"priority": "High"}}], "is not an issue key"),
-    ([{"type": "ensure_link", "key": "A-1", "link_type": "Blocked-by-cat", "other_key": "A-2"}], "unknown link type «Blocked-by-cat»"),
-    ([{"type": "ensure_link", "key": "A-1", "link_type": "Blocks", "direction": "sideways", "other_key": "A-2"}], "direction"),
-    ([{"type": "ensure_link", "key": "A-1", "link_type": "Blocks", "other_key": "A-1"}], "linked to itself"),
-    ([{"type": "ensure_fields", "key": "A-1", "fields": {"colour": "red"}}], "unknown field «colour»"),
-    ([{"type": "ensure_fields", "key": "A-1", "fields": {}}], "at least one field"),
-    ([{"type": "ensure_fields", "key": "A-1", "fields": {"duedate": "tomorrow"}}], "duedate"),
-    ([{"type": "ensure_issue", "project": "AURORA", "summary": "  "}], "summary"),
-    ([{"type": "ensure_comment", "key": "A-1", "body": "x", "extra": 1}], "extra: unknown field"),
-    ([{"type": "refresh"}], "either keys or full"),
-    ([{"type": "refresh", "keys": ["A-1"], "full": True}], "either keys or full"),
-    ([{"type": "ensure_comment", "key": "$1", "body": "x"}], "$1 must name an earlier command"),
-    ([{"type": "ensure_comment", "key": "A-1", "body": "x"}, {"type": "ensure_comment", "key": "$1", "body": "y"}],
-     "which creates no issue"),
-    ([], "must not be empty"),
-    ("ensure_issue", "must be a list"),
-    ([7], "command 1: must be an object"),
-])
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        ([{"type": "ensure_everything", "key": "A-1"}], "unknown command type «ensure_everything»"),
+        ([{"key": "A-1"}], "missing «type»"),
+        ([{"type": "ensure_fields", "fields": {"duedate": "2026-12-01"}}], "command 1 (ensure_fields): key: required"),
+        ([{"type": "ensure_fields", "key": "aurora 1", "fields": {"priority": "High"}}], "is not an issue key"),
+        (
+            [{"type": "ensure_link", "key": "A-1", "link_type": "Blocked-by-cat", "other_key": "A-2"}],
+            "unknown link type «Blocked-by-cat»",
+        ),
+        (
+            [{"type": "ensure_link", "key": "A-1", "link_type": "Blocks", "direction": "sideways", "other_key": "A-2"}],
+            "direction",
+        ),
+        ([{"type": "ensure_link", "key": "A-1", "link_type": "Blocks", "other_key": "A-1"}], "linked to itself"),
+        ([{"type": "ensure_fields", "key": "A-1", "fields": {"colour": "red"}}], "unknown field «colour»"),
+        ([{"type": "ensure_fields", "key": "A-1", "fields": {}}], "at least one field"),
+        ([{"type": "ensure_fields", "key": "A-1", "fields": {"duedate": "tomorrow"}}], "duedate"),
+        ([{"type": "ensure_issue", "project": "AURORA", "summary": "  "}], "summary"),
+        ([{"type": "ensure_comment", "key": "A-1", "body": "x", "extra": 1}], "extra: unknown field"),
+        ([{"type": "refresh"}], "either keys or full"),
+        ([{"type": "refresh", "keys": ["A-1"], "full": True}], "either keys or full"),
+        ([{"type": "ensure_comment", "key": "$1", "body": "x"}], "$1 must name an earlier command"),
+        (
+            [
+                {"type": "ensure_comment", "key": "A-1", "body": "x"},
+                {"type": "ensure_comment", "key": "$1", "body": "y"},
+            ],
+            "which creates no issue",
+        ),
+        ([], "must not be empty"),
+        ("ensure_issue", "must be a list"),
+        ([7], "command 1: must be an object"),
+    ],
+)
 def test_malformed_commands_are_refused_with_the_reason(raw, expected):
     assert expected in _error(raw)
 
 
 def test_every_problem_of_a_batch_is_listed_with_its_position():
-    text = _error([{"type": "ensure_comment", "key": "A-1", "body": "ok"}, {"type": "nope"},
-                   {"type": "ensure_transition", "key": "A-1"}])
+    text = _error(
+        [
+            {"type": "ensure_comment", "key": "A-1", "body": "ok"},
+            {"type": "nope"},
+            {"type": "ensure_transition", "key": "A-1"},
+        ]
+    )
     assert "command 2: unknown command type «nope»" in text
     assert "command 3 (ensure_transition): status: required" in text
 
 
 def test_the_json_schema_is_a_discriminated_union_of_the_seven_types():
     mapping = COMMAND_JSON_SCHEMA["discriminator"]["mapping"]
-    assert set(mapping) == {"ensure_issue", "ensure_fields", "ensure_link", "ensure_sprint", "ensure_comment",
-                            "ensure_transition", "refresh"}
+    assert set(mapping) == {
+        "ensure_issue",
+        "ensure_fields",
+        "ensure_link",
+        "ensure_sprint",
+        "ensure_comment",
+        "ensure_transition",
+        "refresh",
+    }

@@ -9,18 +9,34 @@ UTC = dt.UTC
 
 
 def _status(**overrides) -> AgentStatus:
-    base = {"online": True, "has_contact": True, "last_contact_at": dt.datetime(2026, 11, 30, 12, 0, tzinfo=UTC),
-            "version": 6, "launcher_version": 1, "agent_reported": True, "current_command": None, "reissued": (),
-            "rate_limited_24h": 0, "settings_version": 3, "agent_settings_version": 3, "publication": None,
-            "update_state": None, "update_from": None, "update_to": None, "update_error": "", "update_hint": None,
-            "poll_interval_seconds": 10}
+    base = {
+        "online": True,
+        "has_contact": True,
+        "last_contact_at": dt.datetime(2026, 11, 30, 12, 0, tzinfo=UTC),
+        "version": 6,
+        "launcher_version": 1,
+        "agent_reported": True,
+        "current_command": None,
+        "reissued": (),
+        "rate_limited_24h": 0,
+        "settings_version": 3,
+        "agent_settings_version": 3,
+        "publication": None,
+        "update_state": None,
+        "update_from": None,
+        "update_to": None,
+        "update_error": "",
+        "update_hint": None,
+        "poll_interval_seconds": 10,
+    }
     base.update(overrides)
     return AgentStatus(**base)
 
 
 def test_claimed_command_line_is_the_seeds():
-    assert claimed_command_line(30) == ("команда #30 уже у агента и будет выполнена; "
-                                        "остановить — `POST /commands/30/cancel` с `force: true`")
+    assert claimed_command_line(30) == (
+        "команда #30 уже у агента и будет выполнена; остановить — `POST /commands/30/cancel` с `force: true`"
+    )
 
 
 def test_online_with_a_reissued_command():
@@ -30,12 +46,26 @@ def test_online_with_a_reissued_command():
 
 
 def test_rollback_lines_and_hint():
-    hint = update_hint(state="rolled_back", version=6, update_from=6, update_to=7, error="v7 did not claim within 120 s",
-                       launcher_version=1, agent_reported=True, publication_version=7)
+    hint = update_hint(
+        state="rolled_back",
+        version=6,
+        update_from=6,
+        update_to=7,
+        error="v7 did not claim within 120 s",
+        launcher_version=1,
+        agent_reported=True,
+        publication_version=7,
+    )
     assert hint == "откат с v7 на v6: v7 did not claim within 120 s"
-    status = _status(publication=PublicationView(version=7, sha256="0" * 64, size=1, notes="",
-                                                 published_at=dt.datetime(2026, 11, 30, 9, 0, tzinfo=UTC)),
-                     update_state="rolled_back", update_from=6, update_to=7, update_hint=hint)
+    status = _status(
+        publication=PublicationView(
+            version=7, sha256="0" * 64, size=1, notes="", published_at=dt.datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+        ),
+        update_state="rolled_back",
+        update_from=6,
+        update_to=7,
+        update_hint=hint,
+    )
     lines = agent_status_lines(status)
     assert "публикация: v7 от 30.11.2026 09:00" in lines
     assert "обновление: rolled_back v6 → v7" in lines
@@ -57,11 +87,21 @@ def test_without_launcher_and_no_publication():
 
 def test_offline_and_never_seen():
     assert agent_status_lines(_status(online=False))[0].startswith("агент офлайн (последний контакт: 30.11.2026 12:00")
-    assert agent_status_lines(_status(has_contact=False, online=False, last_contact_at=None))[0] == \
-        "агент офлайн: ещё не выходил на связь"
+    assert (
+        agent_status_lines(_status(has_contact=False, online=False, last_contact_at=None))[0]
+        == "агент офлайн: ещё не выходил на связь"
+    )
 
 
 def test_hint_for_an_agent_without_launcher_behind_the_publication():
-    hint = update_hint(state=None, version=6, update_from=None, update_to=None, error="", launcher_version=None,
-                       agent_reported=True, publication_version=7)
+    hint = update_hint(
+        state=None,
+        version=6,
+        update_from=None,
+        update_to=None,
+        error="",
+        launcher_version=None,
+        agent_reported=True,
+        publication_version=7,
+    )
     assert hint.startswith("агент запущен без run.py")

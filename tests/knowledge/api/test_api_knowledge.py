@@ -27,7 +27,16 @@ def test_search_runs_as_the_caller(client_for, user, records, settings):
     assert response.status_code == 200
     body = response.json()
     assert [c["title"] for c in body["candidates"]] == ["Отпуск"]
-    assert set(body["candidates"][0]) == {"record_id", "chunk_id", "title", "url", "source_system", "text", "score", "rank"}
+    assert set(body["candidates"][0]) == {
+        "record_id",
+        "chunk_id",
+        "title",
+        "url",
+        "source_system",
+        "text",
+        "score",
+        "rank",
+    }
     assert body["withheld"] == [{"source_system": "files", "author_principal_id": f"user:{records.pk}"}]
     assert body["is_empty"] is False
 
@@ -57,8 +66,19 @@ def test_search_without_credentials_is_401(client):
     assert post(client, "/search", {"query": "отпуск"}).status_code == 401
 
 
-@pytest.mark.parametrize("body", [{}, {"query": ""}, {"query": "   "}, {"query": "x", "k": 0}, {"query": "x", "k": 51},
-                                  {"query": "x" * 2001}, {"query": 5, "k": "many"}, {"query": ["a"]}])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"query": ""},
+        {"query": "   "},
+        {"query": "x", "k": 0},
+        {"query": "x", "k": 51},
+        {"query": "x" * 2001},
+        {"query": 5, "k": "many"},
+        {"query": ["a"]},
+    ],
+)
 def test_bad_search_input_is_422(client_for, user, body):
     response = post(client_for(user), "/search", body)
     assert response.status_code == 422
@@ -70,8 +90,14 @@ def test_malformed_json_is_not_500(client_for, user):
     assert response.status_code in (400, 422)
 
 
-RECORD = {"source_system": "confluence", "external_id": "PAGE-1", "title": "Регламент", "text": "# Регламент\n\nТекст.",
-          "acl": ["everyone"], "url": "https://confluence/1"}
+RECORD = {
+    "source_system": "confluence",
+    "external_id": "PAGE-1",
+    "title": "Регламент",
+    "text": "# Регламент\n\nТекст.",
+    "acl": ["everyone"],
+    "url": "https://confluence/1",
+}
 
 
 def test_admin_upserts_and_deletes_records(client_for, admin_user, token_for, client):
@@ -80,8 +106,12 @@ def test_admin_upserts_and_deletes_records(client_for, admin_user, token_for, cl
     assert created.status_code == 201 and created.json()["status"] == "created"
     again = client.put(f"{URL}/records", data=json.dumps(RECORD), content_type="application/json", **headers)
     assert again.status_code == 200 and again.json()["status"] == "unchanged"
-    changed = client.put(f"{URL}/records", data=json.dumps({**RECORD, "text": "Новый текст."}),
-                         content_type="application/json", **headers)
+    changed = client.put(
+        f"{URL}/records",
+        data=json.dumps({**RECORD, "text": "Новый текст."}),
+        content_type="application/json",
+        **headers,
+    )
     assert changed.json()["status"] == "updated" and changed.json()["record_id"] == created.json()["record_id"]
     deleted = client.delete(f"{URL}/records?source_system=confluence&external_id=PAGE-1", **headers)
     assert deleted.status_code == 204
@@ -94,13 +124,25 @@ def test_non_admin_cannot_write_records(client_for, user):
     assert client.delete(f"{URL}/records?source_system=files&external_id=x").status_code == 403
 
 
-@pytest.mark.parametrize("change", [{"acl": []}, {"acl": ["root"]}, {"acl": ["user:nobody-here"]}, {"title": ""},
-                                    {"source_system": "Bad System"}, {"text": "   "},
-                                    {"url": "javascript:alert(document.cookie)"}, {"url": "data:text/html,<b>x</b>"},
-                                    {"url": "//evil.example/x"}, {"url": "https://"}])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"acl": []},
+        {"acl": ["root"]},
+        {"acl": ["user:nobody-here"]},
+        {"title": ""},
+        {"source_system": "Bad System"},
+        {"text": "   "},
+        {"url": "javascript:alert(document.cookie)"},
+        {"url": "data:text/html,<b>x</b>"},
+        {"url": "//evil.example/x"},
+        {"url": "https://"},
+    ],
+)
 def test_bad_record_is_422(client_for, admin_user, change):
-    response = client_for(admin_user).put(f"{URL}/records", data=json.dumps({**RECORD, **change}),
-                                          content_type="application/json")
+    response = client_for(admin_user).put(
+        f"{URL}/records", data=json.dumps({**RECORD, **change}), content_type="application/json"
+    )
     assert response.status_code == 422
 
 
@@ -112,7 +154,9 @@ def test_status_reports_the_search_mode(client_for, user, hash_embedder, make_re
 
 def test_admin_search_preview_page(client_for, admin_user, records):
     client = client_for(admin_user)
-    page = client.get("/admin/knowledge/record/search-preview/", {"query": "бюджет отпуска", "user": records.pk, "k": 5})
+    page = client.get(
+        "/admin/knowledge/record/search-preview/", {"query": "бюджет отпуска", "user": records.pk, "k": 5}
+    )
     assert page.status_code == 200
     assert "Бюджет на отпуска 5 млн." in page.content.decode()
     changelist = client.get("/admin/knowledge/record/")
@@ -124,12 +168,18 @@ def test_admin_edits_a_records_acl_and_chunks_follow(client_for, admin_user, mak
     from knowledge.models import Chunk, Record
 
     rid = make_record("a.md", "Текст.", acl=["everyone"])
-    response = client_for(admin_user).post(f"/admin/knowledge/record/{rid}/change/", {
-        "acl": "group:finance,user:root",
-        "links_out-TOTAL_FORMS": "0", "links_out-INITIAL_FORMS": "0",
-        "chunks-TOTAL_FORMS": "1", "chunks-INITIAL_FORMS": "1",
-        "chunks-0-id": str(Chunk.objects.get(record_id=rid).pk), "chunks-0-record": str(rid),
-    })
+    response = client_for(admin_user).post(
+        f"/admin/knowledge/record/{rid}/change/",
+        {
+            "acl": "group:finance,user:root",
+            "links_out-TOTAL_FORMS": "0",
+            "links_out-INITIAL_FORMS": "0",
+            "chunks-TOTAL_FORMS": "1",
+            "chunks-INITIAL_FORMS": "1",
+            "chunks-0-id": str(Chunk.objects.get(record_id=rid).pk),
+            "chunks-0-record": str(rid),
+        },
+    )
     assert response.status_code == 302, response.content.decode()[:2000]
     assert Record.objects.get(pk=rid).acl == ["group:finance", f"user:{admin_user.pk}"]
     assert Chunk.objects.get(record_id=rid).acl == ["group:finance", f"user:{admin_user.pk}"]
@@ -139,8 +189,15 @@ def test_admin_acl_edit_with_an_unknown_principal_is_a_form_error(client_for, ad
     from knowledge.models import Record
 
     rid = make_record("a.md", "Текст.", acl=["everyone"])
-    response = client_for(admin_user).post(f"/admin/knowledge/record/{rid}/change/", {
-        "acl": "user:ghost", "links_out-TOTAL_FORMS": "0", "links_out-INITIAL_FORMS": "0",
-        "chunks-TOTAL_FORMS": "0", "chunks-INITIAL_FORMS": "0"})
+    response = client_for(admin_user).post(
+        f"/admin/knowledge/record/{rid}/change/",
+        {
+            "acl": "user:ghost",
+            "links_out-TOTAL_FORMS": "0",
+            "links_out-INITIAL_FORMS": "0",
+            "chunks-TOTAL_FORMS": "0",
+            "chunks-INITIAL_FORMS": "0",
+        },
+    )
     assert response.status_code == 200 and "ghost" in response.content.decode()
     assert Record.objects.get(pk=rid).acl == ["everyone"]

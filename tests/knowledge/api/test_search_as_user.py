@@ -13,8 +13,11 @@ pytestmark = pytest.mark.django_db
 
 
 def _preview(client, as_user_id, query="бюджет отпуска"):
-    return client.post("/api/knowledge/search", data=json.dumps({"query": query, "as_user_id": as_user_id}),
-                       content_type="application/json")
+    return client.post(
+        "/api/knowledge/search",
+        data=json.dumps({"query": query, "as_user_id": as_user_id}),
+        content_type="application/json",
+    )
 
 
 @pytest.fixture

@@ -20,23 +20,37 @@ SYSTEMS = ["files", "confluence", "jira"]
 
 acls = st.sets(st.sampled_from(PRINCIPALS), min_size=1, max_size=3)
 documents = st.lists(
-    st.tuples(acls, st.lists(st.sampled_from(WORDS), min_size=1, max_size=6), st.sampled_from(SYSTEMS),
-              st.one_of(st.none(), st.sampled_from(["user:1", "user:2", "user:3"]))),
-    min_size=1, max_size=8)
+    st.tuples(
+        acls,
+        st.lists(st.sampled_from(WORDS), min_size=1, max_size=6),
+        st.sampled_from(SYSTEMS),
+        st.one_of(st.none(), st.sampled_from(["user:1", "user:2", "user:3"])),
+    ),
+    min_size=1,
+    max_size=8,
+)
 identities = st.sets(st.sampled_from(PRINCIPALS), min_size=0, max_size=4)
 queries = st.lists(st.sampled_from(WORDS), min_size=1, max_size=3).map(" ".join)
 links = st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7)), max_size=10)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                  HealthCheck.too_slow])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(docs=documents, principals=identities, query=queries, edges=links, k=st.integers(1, 10))
 def test_nothing_outside_the_acl_ever_comes_back(hash_embedder, docs, principals, query, edges, k):
     Record.objects.all().delete()
     ids, acl_of, coordinates_of = [], {}, {}
     for i, (acl, words, system, author) in enumerate(docs):
-        outcome = record_upsert(source_system=system, external_id=f"doc-{i}", title=f"Документ {i}",
-                                text=" ".join(words), acl=sorted(acl), author_principal_id=author, origin="prop")
+        outcome = record_upsert(
+            source_system=system,
+            external_id=f"doc-{i}",
+            title=f"Документ {i}",
+            text=" ".join(words),
+            acl=sorted(acl),
+            author_principal_id=author,
+            origin="prop",
+        )
         ids.append(outcome.record_id)
         acl_of[outcome.record_id] = set(acl)
         coordinates_of[outcome.record_id] = (system, author)

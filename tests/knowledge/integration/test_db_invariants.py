@@ -15,14 +15,19 @@ def _sql(query, params=None):
 def test_source_system_external_id_is_unique(make_record):
     make_record("a.md", "Текст")
     with pytest.raises(IntegrityError), transaction.atomic():
-        _sql("INSERT INTO knowledge_records (source_system, external_id, title, acl, trust_score, origin, content_hash) "
-             "VALUES ('files', 'a.md', 'dup', '{everyone}', 1, '', '')")
+        _sql(
+            "INSERT INTO knowledge_records (source_system, external_id, title, acl, trust_score, origin, content_hash) "
+            "VALUES ('files', 'a.md', 'dup', '{everyone}', 1, '', '')"
+        )
 
 
 def test_deleting_a_record_cascades_to_chunks_links_and_signals(make_record):
     a = make_record("a.md", "Первый")
     b = make_record("b.md", "Второй")
-    _sql("INSERT INTO knowledge_record_links (from_record_id, to_record_id, link_type) VALUES (%s, %s, 'relates')", [a, b])
+    _sql(
+        "INSERT INTO knowledge_record_links (from_record_id, to_record_id, link_type) VALUES (%s, %s, 'relates')",
+        [a, b],
+    )
     _sql("INSERT INTO knowledge_access_signals (record_id, kind) VALUES (%s, 'click')", [a])
     _sql("DELETE FROM knowledge_records WHERE id = %s", [a])
     assert _sql("SELECT count(*) FROM knowledge_chunks WHERE record_id = %s", [a]) == [(0,)]
@@ -40,7 +45,7 @@ def test_updated_at_is_bumped_by_the_trigger(make_record):
     a = make_record("a.md", "Текст")
     _sql("UPDATE knowledge_records SET updated_at = '2000-01-01' WHERE id = %s", [a])
     # the trigger overrides even an explicit value
-    (stamp,), = _sql("SELECT updated_at FROM knowledge_records WHERE id = %s", [a])
+    ((stamp,),) = _sql("SELECT updated_at FROM knowledge_records WHERE id = %s", [a])
     assert stamp.year > 2000
 
 
@@ -50,7 +55,9 @@ def test_link_updated_at_trigger_is_attached():
 
 def test_chunk_acl_is_copied_from_the_record_whatever_the_insert_says(make_record):
     a = make_record("a.md", "Текст", acl=["group:finance"])
-    _sql("INSERT INTO knowledge_chunks (record_id, ordinal, heading, text, acl) VALUES (%s, 7, '', 'x', '{public}')", [a])
+    _sql(
+        "INSERT INTO knowledge_chunks (record_id, ordinal, heading, text, acl) VALUES (%s, 7, '', 'x', '{public}')", [a]
+    )
     assert _sql("SELECT DISTINCT acl FROM knowledge_chunks WHERE record_id = %s", [a]) == [(["group:finance"],)]
 
 
@@ -66,16 +73,19 @@ def test_record_acl_change_propagates_to_chunks(make_record):
     assert _sql("SELECT DISTINCT acl FROM knowledge_chunks WHERE record_id = %s", [a]) == [(["everyone"],)]
 
 
-@pytest.mark.parametrize("statement", [
-    "UPDATE knowledge_records SET trust_score = 1.5",
-    "UPDATE knowledge_records SET source_system = ''",
-    "UPDATE knowledge_records SET external_id = ''",
-    "UPDATE knowledge_records SET url = 'javascript:alert(1)'",
-    "UPDATE knowledge_records SET url = 'JavaScript:alert(1)//https://x'",
-    "UPDATE knowledge_records SET url = 'data:text/html,<script>1</script>'",
-    "UPDATE knowledge_records SET url = 'https://'",
-    "UPDATE knowledge_records SET url = 'https://wiki.example/a b'",
-])
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "UPDATE knowledge_records SET trust_score = 1.5",
+        "UPDATE knowledge_records SET source_system = ''",
+        "UPDATE knowledge_records SET external_id = ''",
+        "UPDATE knowledge_records SET url = 'javascript:alert(1)'",
+        "UPDATE knowledge_records SET url = 'JavaScript:alert(1)//https://x'",
+        "UPDATE knowledge_records SET url = 'data:text/html,<script>1</script>'",
+        "UPDATE knowledge_records SET url = 'https://'",
+        "UPDATE knowledge_records SET url = 'https://wiki.example/a b'",
+    ],
+)
 def test_record_checks(make_record, statement):
     make_record("a.md", "Текст")
     with pytest.raises(IntegrityError), transaction.atomic():
@@ -92,10 +102,14 @@ def test_self_link_and_duplicate_link_are_refused(make_record):
     a = make_record("a.md", "Текст")
     b = make_record("b.md", "Текст два")
     with pytest.raises(IntegrityError), transaction.atomic():
-        _sql("INSERT INTO knowledge_record_links (from_record_id, to_record_id, link_type) VALUES (%s, %s, 'x')", [a, a])
+        _sql(
+            "INSERT INTO knowledge_record_links (from_record_id, to_record_id, link_type) VALUES (%s, %s, 'x')", [a, a]
+        )
     _sql("INSERT INTO knowledge_record_links (from_record_id, to_record_id, link_type) VALUES (%s, %s, 'x')", [a, b])
     with pytest.raises(IntegrityError), transaction.atomic():
-        _sql("INSERT INTO knowledge_record_links (from_record_id, to_record_id, link_type) VALUES (%s, %s, 'x')", [a, b])
+        _sql(
+            "INSERT INTO knowledge_record_links (from_record_id, to_record_id, link_type) VALUES (%s, %s, 'x')", [a, b]
+        )
 
 
 def test_empty_chunk_text_and_duplicate_ordinal_are_refused(make_record):
@@ -147,11 +161,14 @@ def test_content_generation_stays_on_changes_search_cannot_see(make_record):
     assert _generation() == before
 
 
-@pytest.mark.parametrize("statement", [
-    "INSERT INTO knowledge_generation (id, n) VALUES (2, 0)",
-    "UPDATE knowledge_generation SET n = -1",
-    "UPDATE knowledge_generation SET id = 2",
-])
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "INSERT INTO knowledge_generation (id, n) VALUES (2, 0)",
+        "UPDATE knowledge_generation SET n = -1",
+        "UPDATE knowledge_generation SET id = 2",
+    ],
+)
 def test_content_generation_is_one_non_negative_counter(statement):
     with pytest.raises(IntegrityError), transaction.atomic():
         _sql(statement)

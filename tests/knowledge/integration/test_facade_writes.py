@@ -13,15 +13,33 @@ EMPLOYEE = identity_of("everyone", "user:1")
 
 
 def test_jira_issues_become_searchable_linked_records():
-    a = facade.upsert_record(source_system="jira", external_id="CRM-1", title="CRM-1 Падает экспорт в PDF",
-                             text="Экспорт отчётов больше 200 страниц падает.", acl=["everyone"],
-                             links=[("CRM-2", "blocks")])
-    b = facade.upsert_record(source_system="jira", external_id="CRM-2", title="CRM-2 Релиз 4.2.1",
-                             text="Исправления для релиза 4.2.1.", acl=["everyone"])
+    a = facade.upsert_record(
+        source_system="jira",
+        external_id="CRM-1",
+        title="CRM-1 Падает экспорт в PDF",
+        text="Экспорт отчётов больше 200 страниц падает.",
+        acl=["everyone"],
+        links=[("CRM-2", "blocks")],
+    )
+    b = facade.upsert_record(
+        source_system="jira",
+        external_id="CRM-2",
+        title="CRM-2 Релиз 4.2.1",
+        text="Исправления для релиза 4.2.1.",
+        acl=["everyone"],
+    )
     # the link target arrived later: the next upsert of CRM-1 resolves it
-    assert facade.upsert_record(source_system="jira", external_id="CRM-1", title="CRM-1 Падает экспорт в PDF",
-                                text="Экспорт отчётов больше 200 страниц падает.", acl=["everyone"],
-                                links=[("CRM-2", "blocks")]) == a
+    assert (
+        facade.upsert_record(
+            source_system="jira",
+            external_id="CRM-1",
+            title="CRM-1 Падает экспорт в PDF",
+            text="Экспорт отчётов больше 200 страниц падает.",
+            acl=["everyone"],
+            links=[("CRM-2", "blocks")],
+        )
+        == a
+    )
     assert [c.record_id for c in facade.search("экспорт PDF", EMPLOYEE).candidates][0] == a
     assert [(n.record_id, n.link_type) for n in facade.graph(a, EMPLOYEE).nodes] == [(b, "blocks")]
     facade.delete_record(source_system="jira", external_id="CRM-1")

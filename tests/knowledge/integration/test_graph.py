@@ -15,9 +15,17 @@ EMPLOYEE = identity_of("everyone", "user:1")
 @pytest.fixture
 def chain(make_record):
     """root → a → b;  root → secret → c;  d → root (incoming)."""
-    ids = {name: make_record(f"{name}.md", f"Документ {name}.", acl=acl) for name, acl in [
-        ("root", ["everyone"]), ("a", ["everyone"]), ("b", ["everyone"]), ("secret", ["group:finance"]),
-        ("c", ["everyone"]), ("d", ["everyone"])]}
+    ids = {
+        name: make_record(f"{name}.md", f"Документ {name}.", acl=acl)
+        for name, acl in [
+            ("root", ["everyone"]),
+            ("a", ["everyone"]),
+            ("b", ["everyone"]),
+            ("secret", ["group:finance"]),
+            ("c", ["everyone"]),
+            ("d", ["everyone"]),
+        ]
+    }
     record_link_create(from_record_id=ids["root"], to_record_id=ids["a"], link_type="relates")
     record_link_create(from_record_id=ids["a"], to_record_id=ids["b"], link_type="blocks")
     record_link_create(from_record_id=ids["root"], to_record_id=ids["secret"], link_type="relates")
@@ -38,7 +46,11 @@ def test_depth_one_returns_direct_neighbours_both_directions(chain):
 def test_depth_two_goes_one_hop_further(chain):
     nodes = {n.record_id: n for n in facade.graph(chain["root"], EMPLOYEE, depth=2).nodes}
     assert set(nodes) == {chain["a"], chain["d"], chain["b"]}
-    assert (nodes[chain["b"]].depth, nodes[chain["b"]].via_record_id, nodes[chain["b"]].link_type) == (2, chain["a"], "blocks")
+    assert (nodes[chain["b"]].depth, nodes[chain["b"]].via_record_id, nodes[chain["b"]].link_type) == (
+        2,
+        chain["a"],
+        "blocks",
+    )
 
 
 @pytest.mark.p0

@@ -23,7 +23,11 @@ def write(root: Path, name: str, body: str) -> Path:
 
 @pytest.fixture
 def folder(tmp_path):
-    write(tmp_path, "hr/otpusk.md", "---\ntitle: Отпуск\nacl: [everyone]\nlinks: [it/vpn.md]\n---\n# Отпуск\n\n28 дней в год.")
+    write(
+        tmp_path,
+        "hr/otpusk.md",
+        "---\ntitle: Отпуск\nacl: [everyone]\nlinks: [it/vpn.md]\n---\n# Отпуск\n\n28 дней в год.",
+    )
     write(tmp_path, "it/vpn.md", "---\ntitle: VPN\nacl: [group:it]\nauthor: user:alice\n---\nWireGuard, порт 51820.")
     write(tmp_path, "notes.txt", "Заметка без front matter\n\nТекст заметки.")
     write(tmp_path, "page.html", "<html><head><title>Офис</title></head><body><h1>Офис</h1><p>Адрес.</p></body></html>")
@@ -31,8 +35,10 @@ def folder(tmp_path):
 
 
 def snapshot():
-    return (sorted(Record.objects.values_list("id", "updated_at", "content_hash")),
-            sorted(Chunk.objects.values_list("id", "record_id")))
+    return (
+        sorted(Record.objects.values_list("id", "updated_at", "content_hash")),
+        sorted(Chunk.objects.values_list("id", "record_id")),
+    )
 
 
 def test_ingest_creates_records_chunks_and_links(folder, user):

@@ -25,7 +25,8 @@ def test_the_admin_inline_deletes_through_the_service(monkeypatch, rf):
 
     deleted = []
     monkeypatch.setattr(services, "record_link_delete", lambda *, link_id: deleted.append(link_id))
-    formset = type("Formset", (), {"save": lambda self, commit=True: [],
-                                   "deleted_objects": [RecordLink(pk=41), RecordLink(pk=42)]})()
+    formset = type(
+        "Formset", (), {"save": lambda self, commit=True: [], "deleted_objects": [RecordLink(pk=41), RecordLink(pk=42)]}
+    )()
     site._registry[Record].save_formset(rf.post("/"), None, formset, True)
     assert deleted == [41, 42]

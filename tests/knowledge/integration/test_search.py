@@ -15,14 +15,27 @@ EMPLOYEE = identity_of("everyone", "public", "user:1")
 @pytest.fixture
 def corpus(make_record):
     return {
-        "vacation": make_record("hr/otpusk.md", "# Отпуск\n\nСотрудникам положено 28 календарных дней отпуска в год.",
-                                acl=["everyone"], title="Отпуск", url="https://wiki/otpusk", author="user:5"),
-        "budget": make_record("fin/budget.md", "# Бюджет\n\nБюджет на отпуска и премии отдела — 5 млн рублей.",
-                              acl=["group:finance"], title="Бюджет", author="user:7"),
-        "vpn": make_record("it/vpn.md", "# VPN\n\nПодключение к VPN через WireGuard, порт 51820.",
-                           acl=["group:it"], title="VPN"),
-        "tariffs": make_record("pub/tariffs.md", "# Тарифы\n\nТариф Старт стоит 990 рублей в месяц.",
-                               acl=["public"], title="Тарифы"),
+        "vacation": make_record(
+            "hr/otpusk.md",
+            "# Отпуск\n\nСотрудникам положено 28 календарных дней отпуска в год.",
+            acl=["everyone"],
+            title="Отпуск",
+            url="https://wiki/otpusk",
+            author="user:5",
+        ),
+        "budget": make_record(
+            "fin/budget.md",
+            "# Бюджет\n\nБюджет на отпуска и премии отдела — 5 млн рублей.",
+            acl=["group:finance"],
+            title="Бюджет",
+            author="user:7",
+        ),
+        "vpn": make_record(
+            "it/vpn.md", "# VPN\n\nПодключение к VPN через WireGuard, порт 51820.", acl=["group:it"], title="VPN"
+        ),
+        "tariffs": make_record(
+            "pub/tariffs.md", "# Тарифы\n\nТариф Старт стоит 990 рублей в месяц.", acl=["public"], title="Тарифы"
+        ),
     }
 
 
@@ -107,9 +120,17 @@ def test_a_query_of_stop_words_or_punctuation_finds_nothing_but_works(corpus):
     assert facade.search("и в на ?!", EMPLOYEE).candidates == ()
 
 
-@pytest.mark.parametrize("query,k,code", [("", 8, "empty_query"), ("   ", 8, "empty_query"),
-                                          ("x" * 2001, 8, "query_too_long"), ("отпуск", 0, "invalid_k"),
-                                          ("отпуск", 51, "invalid_k"), ("отпуск", True, "invalid_k")])
+@pytest.mark.parametrize(
+    "query,k,code",
+    [
+        ("", 8, "empty_query"),
+        ("   ", 8, "empty_query"),
+        ("x" * 2001, 8, "query_too_long"),
+        ("отпуск", 0, "invalid_k"),
+        ("отпуск", 51, "invalid_k"),
+        ("отпуск", True, "invalid_k"),
+    ],
+)
 def test_bad_input_is_a_validation_error(query, k, code):
     with pytest.raises(ValidationFailed) as caught:
         facade.search(query, EMPLOYEE, k)
@@ -127,6 +148,7 @@ def test_tsquery_syntax_in_the_query_is_just_text(corpus):
 
 
 # ----------------------------------------------------------------- vector side (hash embedder)
+
 
 def test_with_an_embedding_model_chunks_are_embedded_and_vector_search_runs(hash_embedder, make_record):
     from knowledge.models import Chunk, Record
@@ -195,7 +217,8 @@ def test_a_chunk_with_all_query_words_outranks_one_repeating_a_single_word(make_
 
 
 def test_search_reads_the_embedding_model_once_per_window_and_sees_a_change_at_once(
-        model_factory, make_record, django_assert_num_queries, monkeypatch):
+    model_factory, make_record, django_assert_num_queries, monkeypatch
+):
     from achilles.models import AllowedModel
     from knowledge.search import embedding
 

@@ -39,7 +39,9 @@ STOP = ["и", "в", "не", "на", "что", "с", "по", "как", "это", 
 def _corpus(rng: random.Random) -> tuple[list[dict], list[str]]:
     words: list[str] = []
     while len(words) < 600:
-        word = "".join(rng.choice(_ONSETS) + rng.choice(_VOWELS) for _ in range(rng.choice((2, 2, 3)))) + rng.choice(_ENDINGS)
+        word = "".join(rng.choice(_ONSETS) + rng.choice(_VOWELS) for _ in range(rng.choice((2, 2, 3)))) + rng.choice(
+            _ENDINGS
+        )
         if word not in words:
             words.append(word)
     topics = [rng.sample(words[60:], 12) for _ in range(30)]
@@ -47,17 +49,37 @@ def _corpus(rng: random.Random) -> tuple[list[dict], list[str]]:
     for n in range(240):
         topic = rng.randrange(len(topics))
         roll = rng.random()
-        acl = (["group:narrow"] if roll < 0.05 else ["public"] if roll < 0.2 else ["everyone"] if roll < 0.6
-               else [rng.choice(["group:g1", "group:g2", "group:g3"])] if roll < 0.9 else [f"user:{rng.randrange(1, 6)}"])
+        acl = (
+            ["group:narrow"]
+            if roll < 0.05
+            else ["public"]
+            if roll < 0.2
+            else ["everyone"]
+            if roll < 0.6
+            else [rng.choice(["group:g1", "group:g2", "group:g3"])]
+            if roll < 0.9
+            else [f"user:{rng.randrange(1, 6)}"]
+        )
         paragraphs = []
         for _ in range(rng.choice((1, 2, 3))):
-            tokens = (rng.choices(STOP, k=8) + rng.choices(words[:60], k=5) + rng.choices(topics[topic], k=12)
-                      + [str(rng.randrange(100, 999))])
+            tokens = (
+                rng.choices(STOP, k=8)
+                + rng.choices(words[:60], k=5)
+                + rng.choices(topics[topic], k=12)
+                + [str(rng.randrange(100, 999))]
+            )
             rng.shuffle(tokens)
             paragraphs.append(" ".join(tokens).capitalize() + ".")
-        records.append({"external_id": f"doc-{n}", "title": f"Документ {n} {rng.choice(topics[topic])}",
-                        "text": "\n\n".join(paragraphs), "acl": acl, "author": f"user:{rng.randrange(1, 9)}",
-                        "source_system": rng.choice(["wiki", "jira", "files"])})
+        records.append(
+            {
+                "external_id": f"doc-{n}",
+                "title": f"Документ {n} {rng.choice(topics[topic])}",
+                "text": "\n\n".join(paragraphs),
+                "acl": acl,
+                "author": f"user:{rng.randrange(1, 9)}",
+                "source_system": rng.choice(["wiki", "jira", "files"]),
+            }
+        )
     queries = []
     for _ in range(40):
         topic = topics[rng.randrange(len(topics))]
@@ -72,12 +94,20 @@ def _corpus(rng: random.Random) -> tuple[list[dict], list[str]]:
 def _observed(make_record) -> dict:
     records, queries = _corpus(random.Random(SEED))
     for record in records:
-        make_record(record["external_id"], record["text"], acl=record["acl"], title=record["title"],
-                    source_system=record["source_system"], author=record["author"])
+        make_record(
+            record["external_id"],
+            record["text"],
+            acl=record["acl"],
+            title=record["title"],
+            source_system=record["source_system"],
+            author=record["author"],
+        )
     from knowledge.models import Chunk
 
-    where = {chunk_id: f"{external_id}#{ordinal}"
-             for chunk_id, external_id, ordinal in Chunk.objects.values_list("id", "record__external_id", "ordinal")}
+    where = {
+        chunk_id: f"{external_id}#{ordinal}"
+        for chunk_id, external_id, ordinal in Chunk.objects.values_list("id", "record__external_id", "ordinal")
+    }
     out: dict = {}
     for name, identity in IDENTITIES.items():
         for query in queries:
@@ -99,6 +129,8 @@ def test_search_results_are_the_pinned_ones(make_record, hash_embedder, settings
     assert sum(bool(r["candidates"]) for r in pinned.values()) > 100  # the pins cover real results
     assert sum(bool(r["withheld"]) for r in pinned.values()) > 10
     differing = [key for key in pinned if observed.get(key) != pinned[key]]
-    assert not differing, f"{len(differing)} of {len(pinned)} results changed, e.g. {differing[0]!r}: " \
-                          f"{observed.get(differing[0])} != pinned {pinned[differing[0]]}"
+    assert not differing, (
+        f"{len(differing)} of {len(pinned)} results changed, e.g. {differing[0]!r}: "
+        f"{observed.get(differing[0])} != pinned {pinned[differing[0]]}"
+    )
     assert observed.keys() == pinned.keys()

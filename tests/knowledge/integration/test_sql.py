@@ -44,8 +44,10 @@ def test_every_view_is_under_rls(records, make_record):
 
 
 def test_aggregates_and_allowed_functions_work(records):
-    result = facade.sql("SELECT lower(source_system) AS s, count(*) AS n, max(length(title)) FROM ks_records "
-                        "GROUP BY 1", identity_of("everyone", "public", "group:finance"))
+    result = facade.sql(
+        "SELECT lower(source_system) AS s, count(*) AS n, max(length(title)) FROM ks_records GROUP BY 1",
+        identity_of("everyone", "public", "group:finance"),
+    )
     assert result.rows[0][:2] == ("files", 3)
 
 
@@ -84,9 +86,13 @@ def test_database_refuses_writes_even_if_the_checker_were_fooled(records, monkey
     import knowledge.sql as ks_sql
 
     monkeypatch.setattr(ks_sql, "sql_check", lambda query: query)
-    for statement in ("DELETE FROM knowledge_records", "UPDATE ks_records SET title = 'x'",
-                      "SELECT * FROM knowledge_records", "SELECT * FROM pg_authid",
-                      "SELECT pg_read_file('/etc/passwd')"):
+    for statement in (
+        "DELETE FROM knowledge_records",
+        "UPDATE ks_records SET title = 'x'",
+        "SELECT * FROM knowledge_records",
+        "SELECT * FROM pg_authid",
+        "SELECT pg_read_file('/etc/passwd')",
+    ):
         with pytest.raises(ValidationFailed):
             sql_run(statement, EMPLOYEE)
     # RLS still applies to the views with the checker gone
@@ -101,8 +107,11 @@ def test_a_slow_query_is_cut_by_the_timeout(make_record):
     for i in range(25):
         make_record(f"slow/{i}.md", f"Документ {i}.")
     with pytest.raises(ValidationFailed) as caught:
-        sql_run("SELECT count(*) FROM ks_records a, ks_records b, ks_records c, ks_records d, ks_records e, "
-                "ks_records f", EMPLOYEE, timeout_ms=200)
+        sql_run(
+            "SELECT count(*) FROM ks_records a, ks_records b, ks_records c, ks_records d, ks_records e, ks_records f",
+            EMPLOYEE,
+            timeout_ms=200,
+        )
     assert caught.value.code == "sql_timeout"
     # the connection is usable afterwards
     assert facade.sql("SELECT count(*) FROM ks_records", EMPLOYEE).rows == ((25,),)
@@ -130,7 +139,9 @@ def test_outside_any_transaction_the_session_is_restored(make_record):
         facade.sql("SELECT 1 / 0 FROM ks_records", EMPLOYEE)
     # then role, read-only mode, timeout and principals are all back to the defaults
     with connection.cursor() as cursor:
-        cursor.execute("SELECT current_user, current_setting('transaction_read_only'), "
-                       "current_setting('statement_timeout'), current_setting('achilles.principals', true)")
+        cursor.execute(
+            "SELECT current_user, current_setting('transaction_read_only'), "
+            "current_setting('statement_timeout'), current_setting('achilles.principals', true)"
+        )
         role, read_only, timeout, principals = cursor.fetchone()
     assert role != "achilles_ks_reader" and read_only == "off" and timeout == "0" and not principals

@@ -46,16 +46,28 @@ def test_the_plan_check_refuses_catalogs_even_if_the_checker_were_fooled(records
     import knowledge.sql as ks_sql
 
     monkeypatch.setattr(ks_sql, "sql_check", lambda query: query)
-    for statement in (PROBE["roles"], PROBE["stat_user_tables"], "SELECT count(*) FROM pg_class",
-                      "SELECT id FROM ks_records WHERE EXISTS (SELECT 1 FROM pg_roles)",
-                      "SELECT table_name FROM information_schema.tables"):
+    for statement in (
+        PROBE["roles"],
+        PROBE["stat_user_tables"],
+        "SELECT count(*) FROM pg_class",
+        "SELECT id FROM ks_records WHERE EXISTS (SELECT 1 FROM pg_roles)",
+        "SELECT table_name FROM information_schema.tables",
+    ):
         with pytest.raises(ValidationFailed) as info:
             sql_run(statement, EMPLOYEE)
         assert info.value.code == "sql_rejected"
         assert "pg_catalog." in info.value.detail or "information_schema" in info.value.detail
     # the views themselves still pass the plan check (their tables are the allowed relations)
-    assert len(sql_run("SELECT r.id FROM ks_records r JOIN ks_chunks c ON c.record_id = r.id "
-                       "LEFT JOIN ks_record_links l ON l.from_record_id = r.id", EMPLOYEE).rows) == 1
+    assert (
+        len(
+            sql_run(
+                "SELECT r.id FROM ks_records r JOIN ks_chunks c ON c.record_id = r.id "
+                "LEFT JOIN ks_record_links l ON l.from_record_id = r.id",
+                EMPLOYEE,
+            ).rows
+        )
+        == 1
+    )
 
 
 def test_the_reader_role_holds_only_the_views_and_belongs_to_no_role():
@@ -72,6 +84,8 @@ def test_the_reader_role_holds_only_the_views_and_belongs_to_no_role():
         cursor.execute("""SELECT count(*) FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.member
                           WHERE r.rolname = 'achilles_ks_reader'""")
         assert cursor.fetchone()[0] == 0
-        cursor.execute("SELECT rolcanlogin, rolsuper, rolcreaterole, rolbypassrls FROM pg_roles "
-                       "WHERE rolname = 'achilles_ks_reader'")
+        cursor.execute(
+            "SELECT rolcanlogin, rolsuper, rolcreaterole, rolbypassrls FROM pg_roles "
+            "WHERE rolname = 'achilles_ks_reader'"
+        )
         assert cursor.fetchone() == (False, False, False, False)

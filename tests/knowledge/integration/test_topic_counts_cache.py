@@ -23,8 +23,9 @@ def two_budget_records(make_record, settings):
     settings.WITHHELD_MIN_RECORDS = 3
     settings.WITHHELD_HINTS_PER_HOUR = 10_000
     make_record("open.md", "Бюджет отдела утверждается в декабре.", acl=["everyone"])
-    make_record("closed.md", "Бюджет на премии: пять миллионов.", acl=["group:fin"], source_system="fin",
-                author="user:7")
+    make_record(
+        "closed.md", "Бюджет на премии: пять миллионов.", acl=["group:fin"], source_system="fin", author="user:7"
+    )
 
 
 def test_a_third_record_makes_the_word_topical_at_once(two_budget_records, make_record):

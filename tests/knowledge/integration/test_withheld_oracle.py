@@ -23,8 +23,13 @@ def hr_corpus(make_record, user_factory):
     make_record("pub/pay-day.md", "# Зарплата\n\nЗарплата выплачивается два раза в месяц.", acl=["everyone"])
     make_record("pub/bonus.md", "# Премии\n\nЗарплата и премия считаются по итогам квартала.", acl=["everyone"])
     make_record("pub/tax.md", "# Налоги\n\nС зарплаты удерживается налог на доходы.", acl=["everyone"])
-    make_record("hr/salary.md", f"# Оклады\n\nЗарплата Иванова — {SECRET} рубля в месяц. Проект PLUTONIUM.",
-                acl=["group:hr"], source_system="hr", author=f"user:{hr.pk}")
+    make_record(
+        "hr/salary.md",
+        f"# Оклады\n\nЗарплата Иванова — {SECRET} рубля в месяц. Проект PLUTONIUM.",
+        acl=["group:hr"],
+        source_system="hr",
+        author=f"user:{hr.pk}",
+    )
     return {"hr": hr, "outsider": outsider}
 
 
@@ -54,15 +59,19 @@ def test_a_hidden_number_and_its_100_neighbours_get_the_same_answer(hr_corpus, s
 def test_a_word_present_and_a_word_absent_get_the_same_answer(hr_corpus):
     """Failed before the fix: «PLUTONIUM» → withheld [{hr}], «URANIUM» → [] (a content oracle)."""
     outsider = hr_corpus["outsider"]
-    for present, absent in [("PLUTONIUM", "URANIUM"), ("Иванова", "Петрова"),
-                            ("проект PLUTONIUM", "проект URANIUM"),
-                            ("зарплата Иванова", "зарплата Петрова"),
-                            ("оклад PLUTONIUM 424242", "оклад URANIUM 424243")]:
+    for present, absent in [
+        ("PLUTONIUM", "URANIUM"),
+        ("Иванова", "Петрова"),
+        ("проект PLUTONIUM", "проект URANIUM"),
+        ("зарплата Иванова", "зарплата Петрова"),
+        ("оклад PLUTONIUM 424242", "оклад URANIUM 424243"),
+    ]:
         assert _withheld(present, outsider) == _withheld(absent, outsider), present
 
 
-@pytest.mark.parametrize("options", [{"dim": 384, "min_similarity": 0.05}, {"dim": 384}],
-                         ids=["configured-floor", "measured-default-floor"])
+@pytest.mark.parametrize(
+    "options", [{"dim": 384, "min_similarity": 0.05}, {"dim": 384}], ids=["configured-floor", "measured-default-floor"]
+)
 def test_the_semantic_side_does_not_discriminate_either(hr_corpus, model_factory, settings, options):
     """With an embedding model that has a floor, similarity counts, but only of the topical words."""
     settings.WITHHELD_HINTS_PER_HOUR = 10_000
@@ -72,9 +81,14 @@ def test_the_semantic_side_does_not_discriminate_either(hr_corpus, model_factory
     from knowledge.services import record_upsert
 
     for record in Record.objects.all():
-        record_upsert(source_system=record.source_system, external_id=record.external_id, title=record.title,
-                      text="\n\n".join(record.chunks.order_by("ordinal").values_list("text", flat=True)),
-                      acl=record.acl, author_principal_id=record.author_principal_id)
+        record_upsert(
+            source_system=record.source_system,
+            external_id=record.external_id,
+            title=record.title,
+            text="\n\n".join(record.chunks.order_by("ordinal").values_list("text", flat=True)),
+            acl=record.acl,
+            author_principal_id=record.author_principal_id,
+        )
     outsider = hr_corpus["outsider"]
     answers = {_withheld(f"{n}", outsider) for n in range(SECRET - 50, SECRET + 51)}
     assert answers == {()}
@@ -85,7 +99,8 @@ def test_the_semantic_side_does_not_discriminate_either(hr_corpus, model_factory
 def test_the_seed_case_still_hints_the_topic(hr_corpus):
     """A topical question about material closed to the asker keeps its hint (QE «подсказка о скрытом»)."""
     assert _withheld("Какая зарплата и оклад у сотрудников?", hr_corpus["outsider"]) == (
-        Withheld("hr", f"user:{hr_corpus['hr'].pk}"),)
+        Withheld("hr", f"user:{hr_corpus['hr'].pk}"),
+    )
 
 
 def test_a_record_that_opts_out_is_never_hinted(hr_corpus):
@@ -100,8 +115,9 @@ def test_a_record_that_opts_out_is_never_hinted(hr_corpus):
 
 def test_a_sensitive_source_is_never_hinted(hr_corpus, make_record):
     outsider = hr_corpus["outsider"]
-    make_record("fin/payroll.md", "Зарплата: фонд оплаты труда на квартал.", acl=["group:finance"],
-                source_system="finance")
+    make_record(
+        "fin/payroll.md", "Зарплата: фонд оплаты труда на квартал.", acl=["group:finance"], source_system="finance"
+    )
     assert {w.source_system for w in _withheld("зарплата", outsider)} == {"hr", "finance"}
     SourcePolicy.objects.create(source_system="hr", never_hint=True)
     assert {w.source_system for w in _withheld("зарплата", outsider)} == {"finance"}
@@ -124,8 +140,10 @@ def test_every_hint_is_in_the_audit_trail(hr_corpus):
     _withheld("отпуск", outsider)  # nothing withheld: nothing recorded
     event = AuditEvent.objects.get(action="withheld_hint")
     assert (event.actor_id, event.actor, event.target) == (outsider.pk, "outsider", "knowledge.search")
-    assert event.details == {"query": "зарплата сотрудников",
-                             "withheld": [{"source_system": "hr", "author_principal_id": f"user:{hr_corpus['hr'].pk}"}]}
+    assert event.details == {
+        "query": "зарплата сотрудников",
+        "withheld": [{"source_system": "hr", "author_principal_id": f"user:{hr_corpus['hr'].pk}"}],
+    }
 
 
 def test_hinted_searches_are_rated_per_user(hr_corpus, settings, user_factory):

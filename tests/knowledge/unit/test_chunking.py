@@ -11,10 +11,16 @@ def test_empty_text_gives_no_chunks():
 
 
 def test_heading_path_is_carried_by_each_chunk():
-    text = "# Отпуск\n\nВводный абзац.\n\n## Сколько дней\n\n28 дней.\n\n### Детали\n\nЕщё 3 дня.\n\n## Перенос\n\nМожно."
+    text = (
+        "# Отпуск\n\nВводный абзац.\n\n## Сколько дней\n\n28 дней.\n\n### Детали\n\nЕщё 3 дня.\n\n## Перенос\n\nМожно."
+    )
     chunks = chunk_text(text, title="Отпуск")
     assert [c.heading for c in chunks] == [
-        "Отпуск", "Отпуск › Сколько дней", "Отпуск › Сколько дней › Детали", "Отпуск › Перенос"]
+        "Отпуск",
+        "Отпуск › Сколько дней",
+        "Отпуск › Сколько дней › Детали",
+        "Отпуск › Перенос",
+    ]
     assert [c.ordinal for c in chunks] == [0, 1, 2, 3]
     assert chunks[1].text == "28 дней."
 

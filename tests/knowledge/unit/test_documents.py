@@ -6,8 +6,10 @@ from knowledge.documents import DocumentError, html_to_text, parse_document
 
 
 def test_front_matter_fields_are_read():
-    raw = ("---\ntitle: Отпуск\nurl: https://wiki/x\nacl: [everyone, group:hr]\nauthor: user:admin\n"
-           "links: [b.md, {to: c.md, type: blocks}]\n---\n# Заголовок\n\nТекст.")
+    raw = (
+        "---\ntitle: Отпуск\nurl: https://wiki/x\nacl: [everyone, group:hr]\nauthor: user:admin\n"
+        "links: [b.md, {to: c.md, type: blocks}]\n---\n# Заголовок\n\nТекст."
+    )
     draft = parse_document(raw, external_id="hr/otpusk.md")
     assert draft.title == "Отпуск"
     assert draft.url == "https://wiki/x"
@@ -28,8 +30,9 @@ def test_acl_as_a_comma_separated_string():
 
 
 def test_default_acl_applies_without_front_matter():
-    draft = parse_document("Просто текст\n\nи ещё абзац", external_id="notes/a.txt", suffix=".txt",
-                           default_acl=("everyone",))
+    draft = parse_document(
+        "Просто текст\n\nи ещё абзац", external_id="notes/a.txt", suffix=".txt", default_acl=("everyone",)
+    )
     assert draft.acl == ("everyone",)
     assert draft.title == "Просто текст"
 
@@ -57,14 +60,20 @@ def test_invalid_principals_are_refused(principal):
 
 
 def test_html_becomes_markdown_like_text():
-    title, text = html_to_text("<html><head><title>Офис</title><style>p{}</style></head><body>"
-                               "<h1>Офис</h1><p>Адрес &amp; часы</p><script>x()</script><h2>Парковка</h2><p>20 мест</p></body></html>")
+    title, text = html_to_text(
+        "<html><head><title>Офис</title><style>p{}</style></head><body>"
+        "<h1>Офис</h1><p>Адрес &amp; часы</p><script>x()</script><h2>Парковка</h2><p>20 мест</p></body></html>"
+    )
     assert title == "Офис"
     assert "# Офис" in text and "## Парковка" in text and "Адрес & часы" in text
     assert "x()" not in text and "p{}" not in text
 
 
 def test_html_document_title_comes_from_title_tag():
-    draft = parse_document("<html><head><title>Страница</title></head><body><p>Текст</p></body></html>",
-                           external_id="a.html", suffix=".html", default_acl=("everyone",))
+    draft = parse_document(
+        "<html><head><title>Страница</title></head><body><p>Текст</p></body></html>",
+        external_id="a.html",
+        suffix=".html",
+        default_acl=("everyone",),
+    )
     assert draft.title == "Страница" and draft.text == "Текст"

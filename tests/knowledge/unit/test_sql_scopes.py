@@ -14,7 +14,7 @@ PROBE = {
     "proc": "SELECT proname FROM (WITH pg_proc AS (SELECT 1 AS x) SELECT x FROM pg_proc) zz, pg_proc",
     "policies": "SELECT policyname, qual FROM (WITH pg_policies AS (SELECT 1 AS x) SELECT x FROM pg_policies) zz, pg_policies",
     "stat_user_tables": "SELECT relname, n_live_tup FROM (WITH pg_stat_user_tables AS (SELECT 1 AS x) "
-                        "SELECT x FROM pg_stat_user_tables) zz, pg_stat_user_tables",
+    "SELECT x FROM pg_stat_user_tables) zz, pg_stat_user_tables",
     "settings": "SELECT name, setting FROM (WITH pg_settings AS (SELECT 1 AS x) SELECT x FROM pg_settings) zz, pg_settings",
 }
 
@@ -22,20 +22,20 @@ PROBE = {
 # neither a documented view nor a CTE visible where it is referenced.
 VARIATIONS = {
     "cte_in_where_subquery": "SELECT id FROM ks_records WHERE id IN (WITH pg_roles AS (SELECT 1 AS x) SELECT x FROM pg_roles) "
-                             "AND EXISTS (SELECT 1 FROM pg_roles)",
+    "AND EXISTS (SELECT 1 FROM pg_roles)",
     "cte_in_exists_outer_ref": "SELECT 1 FROM ks_records WHERE EXISTS (WITH pg_authid AS (SELECT 1 AS a) SELECT a FROM pg_authid) "
-                               "UNION SELECT 1 FROM pg_authid",
+    "UNION SELECT 1 FROM pg_authid",
     "sibling_subqueries": "SELECT * FROM (WITH secret AS (SELECT id FROM ks_records) SELECT * FROM secret) a, "
-                          "(SELECT * FROM secret) b",
+    "(SELECT * FROM secret) b",
     "cte_inside_union_branch": "SELECT id FROM (WITH knowledge_records AS (SELECT 1 AS id) SELECT id FROM knowledge_records) a "
-                               "UNION ALL SELECT id FROM knowledge_records",
+    "UNION ALL SELECT id FROM knowledge_records",
     "base_table_shadow_outer": "SELECT acl FROM (WITH knowledge_chunks AS (SELECT 1 AS x) SELECT x FROM knowledge_chunks) zz, "
-                               "knowledge_chunks",
+    "knowledge_chunks",
     "deep_nesting": "SELECT * FROM (SELECT * FROM (WITH users AS (SELECT 1 AS x) SELECT x FROM users) a) b, users",
     "lateral": "SELECT * FROM ks_records r, LATERAL (WITH pg_user AS (SELECT 1 AS x) SELECT x FROM pg_user) u, "
-               "LATERAL (SELECT usename FROM pg_user) v",
+    "LATERAL (SELECT usename FROM pg_user) v",
     "join_on_subquery": "SELECT * FROM ks_records r JOIN (WITH api_tokens AS (SELECT 1 AS id) SELECT id FROM api_tokens) t "
-                        "ON t.id = r.id JOIN api_tokens k ON k.id = r.id",
+    "ON t.id = r.id JOIN api_tokens k ON k.id = r.id",
     "scalar_subquery": "SELECT (SELECT count(*) FROM pg_class) FROM ks_records",
     "scalar_subquery_in_cte": "WITH c AS (SELECT (SELECT count(*) FROM pg_database) AS n) SELECT n FROM c",
     "alias_named_like_a_view": "SELECT * FROM users AS ks_records",
@@ -45,7 +45,7 @@ VARIATIONS = {
     "later_cte_reads_real_table": "WITH a AS (SELECT 1 AS x), b AS (SELECT * FROM users) SELECT * FROM a, b",
     "cte_scope_does_not_leak_up": "SELECT * FROM (WITH t AS (SELECT 1 AS x) SELECT x FROM t) s WHERE EXISTS (SELECT 1 FROM t)",
     "recursive_cte_plus_outer": "WITH RECURSIVE r AS (SELECT 1 AS n UNION ALL SELECT n + 1 FROM r WHERE n < 3) "
-                                "SELECT * FROM r, agent_runs",
+    "SELECT * FROM r, agent_runs",
     "quoted_identifier": 'SELECT * FROM "pg_roles"',
     "upper_case_catalog": "SELECT * FROM PG_ROLES",
     "information_schema_in_subquery": "SELECT * FROM ks_records WHERE title IN (SELECT table_name FROM information_schema.tables)",
@@ -54,7 +54,7 @@ VARIATIONS = {
     "large_object_catalog": "SELECT * FROM pg_largeobject",
     "toast_schema": "SELECT * FROM pg_toast.pg_toast_2619",
     "in_subquery_alias_shadow": "SELECT * FROM ks_records WHERE id IN (SELECT id FROM (WITH users AS (SELECT 1 AS id) "
-                                "SELECT id FROM users) u) AND id IN (SELECT id FROM users)",
+    "SELECT id FROM users) u) AND id IN (SELECT id FROM users)",
 }
 
 STILL_ACCEPTED = [

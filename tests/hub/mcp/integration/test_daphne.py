@@ -36,8 +36,14 @@ def _free_port() -> int:
 @pytest.fixture
 def platform(tmp_path):
     """scripts/run.sh: `manage.py demo_data`, then the web program of supervisord.conf (daphne)."""
-    subprocess.run([sys.executable, "manage.py", "demo_data"], cwd=settings.BASE_DIR, env=child_env(),
-                   check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "manage.py", "demo_data"],
+        cwd=settings.BASE_DIR,
+        env=child_env(),
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     port = _free_port()
     log = tmp_path / "daphne.log"
     proc = start_daphne(log, port)
@@ -66,8 +72,9 @@ def test_make_run_serves_mcp_through_daphne(platform, hub_user, token):
     from hub.models import Batch
     from hub.services import batch_create
 
-    batch = batch_create(user=hub_user, title="ждём", commands=[
-        {"type": "ensure_sprint", "key": "AURORA-9002", "sprint": "Спринт 2"}])
+    batch = batch_create(
+        user=hub_user, title="ждём", commands=[{"type": "ensure_sprint", "key": "AURORA-9002", "sprint": "Спринт 2"}]
+    )
     assert Batch.objects.filter(pk=batch.id).exists()
 
     async def conversation():
@@ -94,6 +101,9 @@ def test_make_run_serves_mcp_through_daphne(platform, hub_user, token):
     assert not status.is_error and meanwhile < 1.5
     assert "ожидание истекло, пакет ещё не завершён" in text_of(waited)
 
-    anonymous = httpx.post(f"{platform}/mcp/", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
-                           headers={"Accept": "application/json, text/event-stream"})
+    anonymous = httpx.post(
+        f"{platform}/mcp/",
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        headers={"Accept": "application/json, text/event-stream"},
+    )
     assert anonymous.status_code == 401 and anonymous.json()["code"] == "not_authenticated"

@@ -13,8 +13,12 @@ from tests.hub.mcp.mcp_client import over_http, text_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
@@ -23,8 +27,9 @@ def _post(headers: dict, body: dict = INIT, host: str = "testserver"):
     from hub.mcp.http import mcp_http_app
 
     async def go():
-        async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=application),
-                                      base_url=f"http://{host}") as http:
+        async with httpx2.AsyncClient(
+            transport=httpx2.ASGITransport(app=application), base_url=f"http://{host}"
+        ) as http:
             try:
                 return await http.post("/mcp/", json=body, headers={**MCP_HEADERS, **headers})
             finally:
@@ -37,8 +42,10 @@ def _post(headers: dict, body: dict = INIT, host: str = "testserver"):
 def test_missing_or_bad_token_is_our_json_401(authorization):
     response = _post({"Authorization": authorization} if authorization else {})
     assert response.status_code == 401
-    assert response.json() == {"detail": "Authentication credentials were not provided or are invalid.",
-                               "code": "not_authenticated"}
+    assert response.json() == {
+        "detail": "Authentication credentials were not provided or are invalid.",
+        "code": "not_authenticated",
+    }
     assert response.headers["www-authenticate"].startswith("Bearer")
 
 
@@ -81,8 +88,17 @@ def test_lists_the_fourteen_seed_tools_and_knowledge_search(user):
     tools = over_http(raw, conversation)
     assert [t.name for t in tools] == list(TOOL_NAMES)
     read_only = {t.name for t in tools if t.annotations and t.annotations.read_only_hint}
-    assert read_only == {"issues", "issue", "batch_status", "batch_wait", "batches", "agent_status", "sync_log",
-                         "settings_get", "knowledge_search"}
+    assert read_only == {
+        "issues",
+        "issue",
+        "batch_status",
+        "batch_wait",
+        "batches",
+        "agent_status",
+        "sync_log",
+        "settings_get",
+        "knowledge_search",
+    }
 
 
 def test_knowledge_search_answers_under_the_callers_identity(user):
@@ -120,8 +136,11 @@ def test_concurrent_first_requests_start_one_session_manager_and_both_are_served
     _, raw = api_token_create(user=user)
 
     async def one_client():
-        http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=application), base_url="http://testserver",
-                                  headers={"Authorization": f"Bearer {raw}"})
+        http = httpx2.AsyncClient(
+            transport=httpx2.ASGITransport(app=application),
+            base_url="http://testserver",
+            headers={"Authorization": f"Bearer {raw}"},
+        )
         async with http, Client(streamable_http_client("http://testserver/mcp/", http_client=http)) as client:
             return len((await client.list_tools()).tools)
 

@@ -22,8 +22,13 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.p0]
 
 THREE_COMMANDS = [
     {"type": "ensure_fields", "key": "AURORA-1538", "fields": {"duedate": "2026-12-01"}},
-    {"type": "ensure_link", "key": "AURORA-1538", "link_type": "Blocks", "direction": "outward",
-     "other_key": "AURORA-1540"},
+    {
+        "type": "ensure_link",
+        "key": "AURORA-1538",
+        "link_type": "Blocks",
+        "direction": "outward",
+        "other_key": "AURORA-1540",
+    },
     {"type": "ensure_sprint", "key": "AURORA-1538", "sprint": "Спринт 2"},
 ]
 LAUNCHER_UNKNOWN = "запускатель: неизвестно (агент ещё не выходил на связь после перезапуска хаба)"
@@ -38,9 +43,15 @@ def claim(agent, **kw) -> list[dict]:
 def report_done(agent, commands: list[dict]) -> None:
     from hub.protocol import sync_agent_report
 
-    results = [{"command_id": c["id"], "lease_token": c["lease_token"], "status": "done",
-                "result": {"key": c["command"].get("key") or "", "created": False, "changed": [], "message": ""}}
-               for c in commands]
+    results = [
+        {
+            "command_id": c["id"],
+            "lease_token": c["lease_token"],
+            "status": "done",
+            "result": {"key": c["command"].get("key") or "", "created": False, "changed": [], "message": ""},
+        }
+        for c in commands
+    ]
     sync_agent_report(sync_agent=agent, results=results, rate_limited=[])
 
 
@@ -61,7 +72,11 @@ def test_batch_from_chat(token, mirror):
 
     batch = Batch.objects.get()
     assert list(batch.commands.order_by("seq").values_list("type", flat=True)) == [
-        "ensure_fields", "ensure_link", "ensure_sprint", "refresh"]
+        "ensure_fields",
+        "ensure_link",
+        "ensure_sprint",
+        "refresh",
+    ]
     lines = text.splitlines()
     assert lines[0] == f"пакет #{batch.id} «1538 в спринт 2» создан: 4 команды"
     assert lines[1].startswith("оценка: ~") and " мин (estimate_seconds: " in lines[1]
@@ -78,8 +93,8 @@ def test_waiting_for_the_result(token, mirror, sync_agent):
     def sync_agent_works():
         try:
             time.sleep(2.0)
-            report_done(sync_agent, claim(sync_agent))    # the three commands
-            report_done(sync_agent, claim(sync_agent))    # then the batch's refresh
+            report_done(sync_agent, claim(sync_agent))  # the three commands
+            report_done(sync_agent, claim(sync_agent))  # then the batch's refresh
             finished_at.append(time.monotonic())
         finally:
             close_old_connections()
@@ -112,7 +127,7 @@ def test_agent_status_with_a_reissued_command(token, staff_token, mirror, sync_a
     call_text(token, "batch_create", {"title": "срок 1538", "commands": [THREE_COMMANDS[0]]})
     first = claim(sync_agent)
     assert [c["id"] for c in first] == [40]
-    with connection.cursor() as cursor:   # the lease runs out without a report
+    with connection.cursor() as cursor:  # the lease runs out without a report
         cursor.execute("UPDATE hub_commands SET lease_expires_at = claimed_at WHERE id = 40")
     assert commands_requeue_expired() == [40]
     again = claim(sync_agent)
@@ -138,12 +153,18 @@ def test_cancelling_a_batch_with_a_command_at_the_sync_agent(token, mirror, sync
     text = call_text(token, "batch_cancel", {"id": 9})
 
     lines = text.splitlines()
-    assert lines[0].startswith("пакет #9 «1538 в спринт 2» — ")          # the batch as it is now
+    assert lines[0].startswith("пакет #9 «1538 в спринт 2» — ")  # the batch as it is now
     assert "  #30 ensure_fields AURORA-1538 — claimed, выдач: 1" in lines
-    assert "команда #30 уже у агента и будет выполнена; остановить — `POST /commands/30/cancel` с `force: true`" in lines
+    assert (
+        "команда #30 уже у агента и будет выполнена; остановить — `POST /commands/30/cancel` с `force: true`" in lines
+    )
     assert "отменено: #31, #32, #33" in lines
-    assert dict(Command.objects.values_list("id", "state")) == {30: "claimed", 31: "cancelled", 32: "cancelled",
-                                                                33: "cancelled"}
+    assert dict(Command.objects.values_list("id", "state")) == {
+        30: "claimed",
+        31: "cancelled",
+        32: "cancelled",
+        33: "cancelled",
+    }
 
 
 def test_agent_status_after_a_rollback(token, sync_agent):
@@ -153,8 +174,12 @@ def test_agent_status_after_a_rollback(token, sync_agent):
 
     hub_boot_mark(timezone.now() - dt.timedelta(hours=1))
     publication_create(version=7, artifact=b"sync agent v7", notes="v7")
-    claim(sync_agent, version=6, launcher_version=1,
-          update={"state": "rolled_back", "from_version": 6, "to_version": 7, "error": "v7 did not claim within 120 s"})
+    claim(
+        sync_agent,
+        version=6,
+        launcher_version=1,
+        update={"state": "rolled_back", "from_version": 6, "to_version": 7, "error": "v7 did not claim within 120 s"},
+    )
 
     text = call_text(token, "agent_status")
 
@@ -177,9 +202,9 @@ def test_agent_status_right_after_a_hub_restart(token, sync_agent):
     publication_create(version=7, artifact=b"sync agent v7")
     claim(sync_agent, version=6, launcher_version=None)
     before = call_text(token, "agent_status")
-    assert "без запускателя" in before.splitlines() and "агент запущен без run.py" in before   # the test can fail
+    assert "без запускателя" in before.splitlines() and "агент запущен без run.py" in before  # the test can fail
 
-    hub_boot_mark()   # the hub restarts; the sync agent has not claimed since
+    hub_boot_mark()  # the hub restarts; the sync agent has not claimed since
 
     text = call_text(token, "agent_status")
 
@@ -193,15 +218,22 @@ def test_issue_with_seven_comments(token, mirror):
     characters with «…») and «ещё 2»."""
     base = timezone.now() - dt.timedelta(days=7)
     newest_body = "Н" * 500
-    comments = [{"id": str(100 + i), "author": f"автор{i}", "created": base + dt.timedelta(days=i),
-                 "body": newest_body if i == 7 else f"комментарий {i}"} for i in range(1, 8)]
+    comments = [
+        {
+            "id": str(100 + i),
+            "author": f"автор{i}",
+            "created": base + dt.timedelta(days=i),
+            "body": newest_body if i == 7 else f"комментарий {i}",
+        }
+        for i in range(1, 8)
+    ]
     mirror(issue_dict("AURORA-9001", comments=comments))
 
     text = call_text(token, "issue", {"key": "AURORA-9001"})
 
     lines = text.splitlines()
     at = lines.index("комментарии (7):")
-    shown = lines[at + 1: at + 6]
+    shown = lines[at + 1 : at + 6]
     assert [line.strip().split(",")[0] for line in shown] == ["автор7", "автор6", "автор5", "автор4", "автор3"]
     newest = shown[0].split(": ", 1)[1]
     assert newest == "Н" * 299 + "…" and len(newest) == 300

@@ -41,12 +41,16 @@ def error_text(token: str, tool: str, arguments: dict) -> str:
 
 # ---------------------------------------------------------------- the seed's rows
 
+
 def test_tool_issues_filters_and_prints_the_table(token, mirror):
-    mirror(issue_dict("AURORA-1", status="In Progress", sprint="Спринт 2", duedate=dt.date(2026, 12, 1),
-                      summary="Э" * 100),
-           issue_dict("AURORA-2", status="Open", sprint="Спринт 2"),
-           issue_dict("AURORA-3", status="In Progress", sprint="Спринт 1"),
-           issue_dict("ZEUS-1", status="In Progress", sprint="Спринт 2"))
+    mirror(
+        issue_dict(
+            "AURORA-1", status="In Progress", sprint="Спринт 2", duedate=dt.date(2026, 12, 1), summary="Э" * 100
+        ),
+        issue_dict("AURORA-2", status="Open", sprint="Спринт 2"),
+        issue_dict("AURORA-3", status="In Progress", sprint="Спринт 1"),
+        issue_dict("ZEUS-1", status="In Progress", sprint="Спринт 2"),
+    )
 
     text = call_text(token, "issues", {"project": "AURORA", "status": "In Progress", "sprint": "Спринт 2"})
 
@@ -58,9 +62,15 @@ def test_tool_issues_filters_and_prints_the_table(token, mirror):
 
 
 def test_tool_issue_card_fields_links_both_sides_notes_and_recent_commands(token, mirror):
-    mirror(issue_dict("AURORA-1538", summary="Экспорт", priority="High",
-                      links=[{"link_type": "Blocks", "direction": "outward", "other_key": "AURORA-1540"}]),
-           issue_dict("AURORA-1540", summary="Релиз"))
+    mirror(
+        issue_dict(
+            "AURORA-1538",
+            summary="Экспорт",
+            priority="High",
+            links=[{"link_type": "Blocks", "direction": "outward", "other_key": "AURORA-1540"}],
+        ),
+        issue_dict("AURORA-1540", summary="Релиз"),
+    )
     call_text(token, "notes_set", {"key": "AURORA-1540", "fact_status": "ждёт экспорт", "owner": "Ольга"})
     batch_create(token)
 
@@ -68,7 +78,7 @@ def test_tool_issue_card_fields_links_both_sides_notes_and_recent_commands(token
 
     lines = text.splitlines()
     assert lines[0] == "AURORA-1540 — Релиз"
-    assert "  Blocks (входящая) ← AURORA-1538 «Экспорт»" in lines   # the other side's link, seen from here
+    assert "  Blocks (входящая) ← AURORA-1538 «Экспорт»" in lines  # the other side's link, seen from here
     assert "  статус по факту: ждёт экспорт" in lines and "  ответственный: Ольга" in lines
     assert "последние команды:" in lines
     assert "комментариев нет" in lines
@@ -100,13 +110,29 @@ def test_tool_notes_set_any_subset_and_an_unknown_field_is_the_rest_422_text(tok
 
 BAD_BATCHES = {
     "unknown type and bad direction": [
-        {"type": "ensure_link", "key": "AURORA-1538", "link_type": "Blocks", "direction": "sideways",
-         "other_key": "AURORA-1540"}, {"type": "ensure_everything", "key": "AURORA-1"}],
+        {
+            "type": "ensure_link",
+            "key": "AURORA-1538",
+            "link_type": "Blocks",
+            "direction": "sideways",
+            "other_key": "AURORA-1540",
+        },
+        {"type": "ensure_everything", "key": "AURORA-1"},
+    ],
     "missing key": [{"type": "ensure_fields", "fields": {"duedate": "2026-12-01"}}],
-    "bad link type": [{"type": "ensure_link", "key": "AURORA-1538", "link_type": "Frobs", "direction": "outward",
-                       "other_key": "AURORA-1540"}],
-    "$N naming a later command": [{"type": "ensure_comment", "key": "$2", "body": "x"},
-                                  {"type": "ensure_issue", "project": "AURORA", "summary": "s", "labels": ["AWPCA"]}],
+    "bad link type": [
+        {
+            "type": "ensure_link",
+            "key": "AURORA-1538",
+            "link_type": "Frobs",
+            "direction": "outward",
+            "other_key": "AURORA-1540",
+        }
+    ],
+    "$N naming a later command": [
+        {"type": "ensure_comment", "key": "$2", "body": "x"},
+        {"type": "ensure_issue", "project": "AURORA", "summary": "s", "labels": ["AWPCA"]},
+    ],
     "no commands": [],
 }
 
@@ -114,7 +140,7 @@ BAD_BATCHES = {
 def test_tool_batch_create_bad_command_is_the_rest_422_text_and_stores_nothing(token):
     from hub.models import Batch
 
-    for case, commands in BAD_BATCHES.items():   # one database for all cases: each flush costs a second
+    for case, commands in BAD_BATCHES.items():  # one database for all cases: each flush costs a second
         response = rest(token, "post", "/api/hub/batches", {"title": "плохой", "commands": commands})
         assert response.status_code == 422, case
 
@@ -124,8 +150,10 @@ def test_tool_batch_create_bad_command_is_the_rest_422_text_and_stores_nothing(t
         assert not Batch.objects.exists(), case
 
 
-@pytest.mark.parametrize(("tool", "path"), [("command_retry", "/api/hub/commands/999999/retry"),
-                                            ("batch_cancel", "/api/hub/batches/999999/cancel")])
+@pytest.mark.parametrize(
+    ("tool", "path"),
+    [("command_retry", "/api/hub/commands/999999/retry"), ("batch_cancel", "/api/hub/batches/999999/cancel")],
+)
 def test_unknown_command_or_batch_id_is_the_rest_404_text(token, tool, path):
     response = rest(token, "post", path, {})
     assert response.status_code == 404
@@ -139,9 +167,18 @@ def test_tool_batch_status_states_errors_and_remaining_estimate(token, mirror, s
     batch_id = batch_create(token)
     first, second, _third = claim(sync_agent)
     report_done(sync_agent, [first])
-    sync_agent_report(sync_agent=sync_agent, results=[{"command_id": second["id"], "lease_token": second["lease_token"],
-                                                      "status": "failed", "error": "Jira 400: no link type Blocks"}],
-                      rate_limited=[])
+    sync_agent_report(
+        sync_agent=sync_agent,
+        results=[
+            {
+                "command_id": second["id"],
+                "lease_token": second["lease_token"],
+                "status": "failed",
+                "error": "Jira 400: no link type Blocks",
+            }
+        ],
+        rate_limited=[],
+    )
 
     text = call_text(token, "batch_status", {"id": batch_id})
 
@@ -168,7 +205,7 @@ def test_tool_batch_wait_returns_at_its_timeout_with_the_status(token, mirror):
     batch_id = batch_create(token)
     started = time.monotonic()
 
-    text = call_text(token, "batch_wait", {"id": batch_id, "timeout_minutes": 0.02})   # 1.2 s
+    text = call_text(token, "batch_wait", {"id": batch_id, "timeout_minutes": 0.02})  # 1.2 s
 
     assert 1.2 <= time.monotonic() - started < 3.0
     assert "ожидание истекло, пакет ещё не завершён" in text.splitlines()
@@ -195,15 +232,22 @@ def test_tool_command_retry_queues_a_new_batch(token, mirror, sync_agent):
     mirror(issue_dict("AURORA-1538"), issue_dict("AURORA-1540"))
     batch_create(token)
     first = claim(sync_agent)[0]
-    sync_agent_report(sync_agent=sync_agent, results=[{"command_id": first["id"], "lease_token": first["lease_token"],
-                                                      "status": "failed", "error": "Jira 503"}], rate_limited=[])
+    sync_agent_report(
+        sync_agent=sync_agent,
+        results=[
+            {"command_id": first["id"], "lease_token": first["lease_token"], "status": "failed", "error": "Jira 503"}
+        ],
+        rate_limited=[],
+    )
 
     text = call_text(token, "command_retry", {"id": first["id"]})
 
     newest = Batch.objects.order_by("-id").first()
     assert newest.retry_of_id == first["id"] and newest.author == "claude"
-    assert text.splitlines()[:2] == [f"команда #{first['id']} поставлена заново",
-                                    f"пакет #{newest.id} создан: {newest.commands.count()} команды"]
+    assert text.splitlines()[:2] == [
+        f"команда #{first['id']} поставлена заново",
+        f"пакет #{newest.id} создан: {newest.commands.count()} команды",
+    ]
 
 
 def test_tool_batch_cancel_cancels_what_is_queued(token, mirror):
@@ -224,7 +268,9 @@ def test_tool_refresh_without_wait_is_a_line_with_the_batch_id(token, mirror):
     text = call_text(token, "refresh", {"keys": ["AURORA-1538"]})
     batch = Batch.objects.get()
     assert text == f"обновление из Jira поставлено: пакет #{batch.id}, 1 команда, оценка ~1 мин"
-    assert list(batch.commands.values_list("type", "payload")) == [("refresh", {"type": "refresh", "keys": ["AURORA-1538"]})]
+    assert list(batch.commands.values_list("type", "payload")) == [
+        ("refresh", {"type": "refresh", "keys": ["AURORA-1538"]})
+    ]
 
 
 def test_tool_refresh_with_wait_answers_like_batch_wait(token, mirror, sync_agent):
@@ -261,8 +307,9 @@ def test_tool_sync_log_lists_the_latest_runs(token, sync_agent):
     from hub.protocol import sync_run_finish, sync_run_start
 
     run = sync_run_start(sync_agent=sync_agent, kind="incremental")
-    sync_run_finish(sync_agent=sync_agent, sync_run_id=run.id, status="failed", counts={"issues": 12},
-                    errors=["Jira 503 on page 2"])
+    sync_run_finish(
+        sync_agent=sync_agent, sync_run_id=run.id, status="failed", counts={"issues": 12}, errors=["Jira 503 on page 2"]
+    )
 
     text = call_text(token, "sync_log", {"limit": 5})
 
@@ -301,6 +348,7 @@ def test_tool_settings_set_is_staff_only_and_validated_like_rest(token, staff_to
 
 # ---------------------------------------------------------------- the SHALLs
 
+
 def test_shall_batch_create_description_warns_that_ensure_issue_carries_the_base_label(token):
     async def conversation(client):
         return {t.name: t for t in (await client.list_tools()).tools}
@@ -308,7 +356,7 @@ def test_shall_batch_create_description_warns_that_ensure_issue_carries_the_base
     tool = over_http(token, conversation)["batch_create"]
     assert "ensure_issue должна нести `labels` с базовой меткой проекта (AWPCA)" in tool.description
     assert "хаб и агент метки сами\nне добавляют" in tool.description
-    assert tool.input_schema["properties"]["commands"]["items"]["oneOf"]   # the command contract's schema
+    assert tool.input_schema["properties"]["commands"]["items"]["oneOf"]  # the command contract's schema
 
 
 def test_shall_commands_from_mcp_are_authored_by_claude(token, mirror):
@@ -324,6 +372,7 @@ def test_shall_commands_from_mcp_are_authored_by_claude(token, mirror):
 
 # ---------------------------------------------------------------- identity and permissions
 
+
 def test_a_user_without_the_hub_permission_gets_the_rest_403_text(db):
     from achilles.services import api_token_create
     from tests.achilles.factories import UserFactory
@@ -331,22 +380,35 @@ def test_a_user_without_the_hub_permission_gets_the_rest_403_text(db):
     _, raw = api_token_create(user=UserFactory(username="outsider"))
     response = rest(raw, "get", "/api/hub/issues")
     assert response.status_code == 403
-    for tool, arguments in [("issues", {}), ("batch_create", {"title": "x", "commands": THREE_COMMANDS}),
-                            ("agent_status", {})]:
+    for tool, arguments in [
+        ("issues", {}),
+        ("batch_create", {"title": "x", "commands": THREE_COMMANDS}),
+        ("agent_status", {}),
+    ]:
         assert error_text(raw, tool, arguments) == rest_text(response)
 
 
 def test_knowledge_search_cites_what_the_caller_may_see_and_only_coordinates_of_the_rest(token, settings):
     from knowledge.facade import upsert_record
 
-    settings.WITHHELD_MIN_RECORDS = 1   # a two-record corpus (the KS's anti-oracle threshold is 3)
+    settings.WITHHELD_MIN_RECORDS = 1  # a two-record corpus (the KS's anti-oracle threshold is 3)
 
-    upsert_record(source_system="wiki", external_id="vpn", title="VPN для удалёнки",
-                  text="VPN подключается через клиент WireGuard, конфиг выдаёт служба поддержки.", acl=["everyone"],
-                  url="https://wiki.example/vpn")
-    upsert_record(source_system="finance", external_id="budget", title="Бюджет VPN",
-                  text="Бюджет на VPN и клиент WireGuard на следующий год.", acl=["group:finance"],
-                  author_principal_id="user:1")
+    upsert_record(
+        source_system="wiki",
+        external_id="vpn",
+        title="VPN для удалёнки",
+        text="VPN подключается через клиент WireGuard, конфиг выдаёт служба поддержки.",
+        acl=["everyone"],
+        url="https://wiki.example/vpn",
+    )
+    upsert_record(
+        source_system="finance",
+        external_id="budget",
+        title="Бюджет VPN",
+        text="Бюджет на VPN и клиент WireGuard на следующий год.",
+        acl=["group:finance"],
+        author_principal_id="user:1",
+    )
 
     text = call_text(token, "knowledge_search", {"query": "VPN WireGuard"})
 
@@ -355,9 +417,14 @@ def test_knowledge_search_cites_what_the_caller_may_see_and_only_coordinates_of_
     assert "  источник finance, автор user:1" in text
 
 
-OUT_OF_RANGE = [("issues", {"limit": 0}), ("issues", {"limit": 501}), ("batches", {"limit": 0}),
-                ("sync_log", {"limit": 201}), ("knowledge_search", {"query": "vpn", "k": 51}),
-                ("batch_status", {"id": "nine"})]
+OUT_OF_RANGE = [
+    ("issues", {"limit": 0}),
+    ("issues", {"limit": 501}),
+    ("batches", {"limit": 0}),
+    ("sync_log", {"limit": 201}),
+    ("knowledge_search", {"query": "vpn", "k": 51}),
+    ("batch_status", {"id": "nine"}),
+]
 
 
 def test_out_of_range_arguments_are_an_error_result_not_a_crash(token):

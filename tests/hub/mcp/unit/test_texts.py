@@ -29,38 +29,101 @@ T0 = dt.datetime(2026, 11, 30, 9, 0, tzinfo=dt.UTC)
 
 
 def row(key="AURORA-1538", **kw) -> IssueRow:
-    base = {"key": key, "project": "AURORA", "summary": "Починить экспорт", "status": "In Progress", "issue_type": "Task",
-                "priority": "High", "assignee": "jdoe", "duedate": dt.date(2026, 12, 1), "sprint": "Спринт 2", "labels": ("AWPCA",),
-                "updated": T0, "fact_status": "ждёт ревью"}
+    base = {
+        "key": key,
+        "project": "AURORA",
+        "summary": "Починить экспорт",
+        "status": "In Progress",
+        "issue_type": "Task",
+        "priority": "High",
+        "assignee": "jdoe",
+        "duedate": dt.date(2026, 12, 1),
+        "sprint": "Спринт 2",
+        "labels": ("AWPCA",),
+        "updated": T0,
+        "fact_status": "ждёт ревью",
+    }
     return IssueRow(**(base | kw))
 
 
 def command(id=40, state="done", **kw) -> CommandView:
-    base = {"id": id, "batch_id": 9, "seq": 1, "type": "ensure_fields", "key": "AURORA-1538", "state": state, "claims": 1,
-                "author": "claude", "payload": {}, "result": None, "error": "", "lease_expires_at": None, "created_at": T0,
-                "finished_at": None, "force_cancelled": False}
+    base = {
+        "id": id,
+        "batch_id": 9,
+        "seq": 1,
+        "type": "ensure_fields",
+        "key": "AURORA-1538",
+        "state": state,
+        "claims": 1,
+        "author": "claude",
+        "payload": {},
+        "result": None,
+        "error": "",
+        "lease_expires_at": None,
+        "created_at": T0,
+        "finished_at": None,
+        "force_cancelled": False,
+    }
     return CommandView(**(base | kw))
 
 
 def batch(commands=(), state="running", finished=False, **kw) -> BatchView:
-    base = {"id": 9, "title": "1538 в спринт 2", "author": "claude", "state": state, "finished": finished,
-                "counts": {c.state: sum(1 for x in commands if x.state == c.state) for c in commands},
-                "commands": tuple(commands), "estimate_seconds": 150, "created_at": T0, "finished_at": None}
+    base = {
+        "id": 9,
+        "title": "1538 в спринт 2",
+        "author": "claude",
+        "state": state,
+        "finished": finished,
+        "counts": {c.state: sum(1 for x in commands if x.state == c.state) for c in commands},
+        "commands": tuple(commands),
+        "estimate_seconds": 150,
+        "created_at": T0,
+        "finished_at": None,
+    }
     return BatchView(**(base | kw))
 
 
 def status(**kw) -> AgentStatus:
-    base = {"online": True, "has_contact": True, "last_contact_at": T0, "version": 6, "launcher_version": 1, "agent_reported": True,
-                "current_command": None, "reissued": (), "rate_limited_24h": 0, "settings_version": 4, "agent_settings_version": 4,
-                "publication": None, "update_state": None, "update_from": None, "update_to": None, "update_error": "",
-                "update_hint": None, "poll_interval_seconds": 10}
+    base = {
+        "online": True,
+        "has_contact": True,
+        "last_contact_at": T0,
+        "version": 6,
+        "launcher_version": 1,
+        "agent_reported": True,
+        "current_command": None,
+        "reissued": (),
+        "rate_limited_24h": 0,
+        "settings_version": 4,
+        "agent_settings_version": 4,
+        "publication": None,
+        "update_state": None,
+        "update_from": None,
+        "update_to": None,
+        "update_error": "",
+        "update_hint": None,
+        "poll_interval_seconds": 10,
+    }
     return AgentStatus(**(base | kw))
 
 
 # ---------------------------------------------------------------- helpers
 
-@pytest.mark.parametrize(("n", "word"), [(1, "команда"), (2, "команды"), (4, "команды"), (5, "команд"), (11, "команд"),
-                                         (12, "команд"), (21, "команда"), (22, "команды"), (111, "команд")])
+
+@pytest.mark.parametrize(
+    ("n", "word"),
+    [
+        (1, "команда"),
+        (2, "команды"),
+        (4, "команды"),
+        (5, "команд"),
+        (11, "команд"),
+        (12, "команд"),
+        (21, "команда"),
+        (22, "команды"),
+        (111, "команд"),
+    ],
+)
 def test_plural_of_commands(n, word):
     assert texts.commands_count(n) == f"{n} {word}"
 
@@ -72,6 +135,7 @@ def test_clip_keeps_short_text_and_cuts_long_text_to_the_limit_with_an_ellipsis(
 
 
 # ---------------------------------------------------------------- issues / issue / notes
+
 
 def test_issues_table_columns_and_summary_at_most_80_characters():
     long = row(key="AURORA-9002", summary="Д" * 120, duedate=None, sprint="", fact_status="")
@@ -90,8 +154,16 @@ def test_issues_says_when_the_limit_cut_the_list_and_when_nothing_matched():
 
 
 def card(comments_total=0, comments=(), **kw) -> IssueCard:
-    base = {"issue": row(), "fields": {}, "description": "", "links": (), "notes": None, "recent_commands": (),
-                "comments_total": comments_total, "comments": tuple(comments)}
+    base = {
+        "issue": row(),
+        "fields": {},
+        "description": "",
+        "links": (),
+        "notes": None,
+        "recent_commands": (),
+        "comments_total": comments_total,
+        "comments": tuple(comments),
+    }
     return IssueCard(**(base | kw))
 
 
@@ -106,16 +178,29 @@ def test_issue_card_shows_links_of_both_sides_with_type_and_direction():
 def test_issue_card_shows_notes_and_recent_commands():
     notes = NotesView("AURORA-1538", "ждёт ревью", "", "позвонить", "Ольга", T0)
     text = texts.issue_text(card(notes=notes, recent_commands=(command(state="failed", error="Jira 400"),)))
-    assert "заметки:\n  статус по факту: ждёт ревью\n  заметка: —\n  следующий шаг: позвонить\n  ответственный: Ольга" in text
+    assert (
+        "заметки:\n  статус по факту: ждёт ревью\n  заметка: —\n  следующий шаг: позвонить\n  ответственный: Ольга"
+        in text
+    )
     assert "последние команды:\n  #40 ensure_fields AURORA-1538 (пакет #9, claude) — failed: Jira 400" in text
 
 
 def test_issue_card_shows_other_jira_fields_by_name_and_leaves_out_the_shown_ones():
-    fields = {"summary": "Починить экспорт", "status": {"name": "In Progress"}, "components": [{"name": "api"}, {"name": "ui"}],
-              "reporter": {"displayName": "Иван Петров", "name": "ipetrov"}, "customfield_10010": "Q4", "resolution": None}
+    fields = {
+        "summary": "Починить экспорт",
+        "status": {"name": "In Progress"},
+        "components": [{"name": "api"}, {"name": "ui"}],
+        "reporter": {"displayName": "Иван Петров", "name": "ipetrov"},
+        "customfield_10010": "Q4",
+        "resolution": None,
+    }
     lines = texts.issue_text(card(fields=fields, description="Экспорт падает на больших файлах")).splitlines()
-    assert lines[5:9] == ["components: api, ui", "customfield_10010: Q4", "reporter: Иван Петров",
-                          "описание: Экспорт падает на больших файлах"]
+    assert lines[5:9] == [
+        "components: api, ui",
+        "customfield_10010: Q4",
+        "reporter: Иван Петров",
+        "описание: Экспорт падает на больших файлах",
+    ]
     assert not any(line.startswith(("summary:", "status:", "resolution:")) for line in lines)
 
 
@@ -126,13 +211,15 @@ def test_issue_card_without_comments_notes_links_or_commands():
 
 
 def test_issue_card_seven_comments_newest_first_five_shown_clipped_to_300_and_more_count():
-    comments = [CommentView(str(i), f"user{i}", T0 + dt.timedelta(hours=i), ("x" * 500) if i == 7 else f"текст {i}")
-                for i in range(1, 8)]
+    comments = [
+        CommentView(str(i), f"user{i}", T0 + dt.timedelta(hours=i), ("x" * 500) if i == 7 else f"текст {i}")
+        for i in range(1, 8)
+    ]
     # the five newest handed over oldest first: the renderer still shows the newest first
     text = texts.issue_text(card(comments_total=7, comments=comments[2:]), tz=ZoneInfo("Europe/Moscow"))
     lines = text.splitlines()
     at = lines.index("комментарии (7):")
-    shown = lines[at + 1: at + 6]
+    shown = lines[at + 1 : at + 6]
     assert shown[0] == "  user7, 30.11.2026 19:00: " + "x" * 299 + "…"
     assert [line.split(",")[0].strip() for line in shown] == ["user7", "user6", "user5", "user4", "user3"]
     assert lines[at + 6] == "  ещё 2"
@@ -146,6 +233,7 @@ def test_notes_text_lists_the_updated_notes():
 
 # ---------------------------------------------------------------- batches
 
+
 def test_batch_created_states_id_estimate_in_minutes_and_command_count():
     text = texts.batch_created_text(BatchCreated(id=12, estimate_seconds=95, command_count=4), title="1538 в спринт 2")
     assert text.splitlines()[0] == "пакет #12 «1538 в спринт 2» создан: 4 команды"
@@ -153,10 +241,14 @@ def test_batch_created_states_id_estimate_in_minutes_and_command_count():
 
 
 def test_batch_status_lists_every_command_state_error_and_remaining_estimate():
-    view = batch([command(40, "done", result={"key": "AURORA-1538", "created": False, "message": "duedate: → 01.12"}),
-                  command(41, "failed", type="ensure_link", error="Jira 400: no such link type"),
-                  command(42, "claimed", type="ensure_sprint", claims=2),
-                  command(43, "queued", type="refresh", key="AURORA-1538")])
+    view = batch(
+        [
+            command(40, "done", result={"key": "AURORA-1538", "created": False, "message": "duedate: → 01.12"}),
+            command(41, "failed", type="ensure_link", error="Jira 400: no such link type"),
+            command(42, "claimed", type="ensure_sprint", claims=2),
+            command(43, "queued", type="refresh", key="AURORA-1538"),
+        ]
+    )
     text = texts.batch_text(view)
     assert "  #40 ensure_fields AURORA-1538 — done: duedate: → 01.12" in text
     assert "  #41 ensure_link AURORA-1538 — failed: Jira 400: no such link type" in text
@@ -166,7 +258,9 @@ def test_batch_status_lists_every_command_state_error_and_remaining_estimate():
 
 
 def test_batch_wait_timeout_is_said_and_a_finished_batch_has_its_finish_time():
-    assert "ожидание истекло, пакет ещё не завершён" in texts.batch_text(batch([command(state="claimed")], timed_out=True))
+    assert "ожидание истекло, пакет ещё не завершён" in texts.batch_text(
+        batch([command(state="claimed")], timed_out=True)
+    )
     done = texts.batch_text(batch([command()], state="done", finished=True, finished_at=T0, estimate_seconds=0))
     assert "завершён: 30.11.2026 09:00" in done and "осталось" not in done
 
@@ -174,30 +268,41 @@ def test_batch_wait_timeout_is_said_and_a_finished_batch_has_its_finish_time():
 def test_batches_lists_recent_batches_with_state():
     summary = BatchSummary(9, "1538 в спринт 2", "claude", "done", {"done": 4}, 4, T0, T0)
     assert texts.batches_text([summary]).splitlines()[1] == (
-        "#9 «1538 в спринт 2» — done: 4 команды (done 4), claude, 30.11.2026 09:00")
+        "#9 «1538 в спринт 2» — done: 4 команды (done 4), claude, 30.11.2026 09:00"
+    )
     assert texts.batches_text([]) == "пакетов нет"
 
 
 def test_batch_cancel_has_the_exact_line_for_a_claimed_command():
-    result = BatchCancelResult(batch=batch([command(30, "claimed"), command(31, "cancelled")], state="running"),
-                               cancelled=(31,), claimed=(30,))
+    result = BatchCancelResult(
+        batch=batch([command(30, "claimed"), command(31, "cancelled")], state="running"), cancelled=(31,), claimed=(30,)
+    )
     text = texts.batch_cancel_text(result)
     assert text.startswith("пакет #9 «1538 в спринт 2» — running")
     assert "отменено: #31" in text
-    assert ("команда #30 уже у агента и будет выполнена; остановить — `POST /commands/30/cancel` с `force: true`"
-            in text.splitlines())
+    assert (
+        "команда #30 уже у агента и будет выполнена; остановить — `POST /commands/30/cancel` с `force: true`"
+        in text.splitlines()
+    )
 
 
 def test_refresh_without_wait_is_a_line_with_the_queued_batch_id():
     assert texts.refresh_queued_text(BatchCreated(id=77, estimate_seconds=5, command_count=1)).startswith(
-        "обновление из Jira поставлено: пакет #77")
+        "обновление из Jira поставлено: пакет #77"
+    )
 
 
 # ---------------------------------------------------------------- agent status
 
+
 def test_agent_status_online_with_a_reissued_command():
-    text = texts.agent_status_text(status(reissued=(ReissuedCommand(40, "ensure_fields", 2),), rate_limited_24h=3,
-                                          current_command=command(40, "claimed", claims=2)))
+    text = texts.agent_status_text(
+        status(
+            reissued=(ReissuedCommand(40, "ensure_fields", 2),),
+            rate_limited_24h=3,
+            current_command=command(40, "claimed", claims=2),
+        )
+    )
     lines = text.splitlines()
     assert lines[0] == "агент онлайн (последний контакт: 30.11.2026 09:00)"
     assert "версия: v6" in lines
@@ -208,9 +313,16 @@ def test_agent_status_online_with_a_reissued_command():
 
 def test_agent_status_after_a_rollback():
     pub = PublicationView(7, "ab" * 32, 100, "", T0)
-    text = texts.agent_status_text(status(publication=pub, update_state="rolled_back", update_from=6, update_to=7,
-                                          update_error="v7 не вышла на связь",
-                                          update_hint="откат с v7 на v6: v7 не вышла на связь"))
+    text = texts.agent_status_text(
+        status(
+            publication=pub,
+            update_state="rolled_back",
+            update_from=6,
+            update_to=7,
+            update_error="v7 не вышла на связь",
+            update_hint="откат с v7 на v6: v7 не вышла на связь",
+        )
+    )
     lines = text.splitlines()
     assert "публикация: v7 от 30.11.2026 09:00" in lines
     assert "обновление: rolled_back v6 → v7" in lines
@@ -239,6 +351,7 @@ def test_agent_status_without_launcher_publication_or_contact():
 
 # ---------------------------------------------------------------- sync log, settings, knowledge
 
+
 def test_sync_log_lists_runs_with_counts_and_errors():
     run = SyncRunView(5, "incremental", "failed", T0, T0 + dt.timedelta(minutes=2), {"issues": 12}, ("Jira 503",))
     text = texts.sync_log_text([run])
@@ -249,7 +362,8 @@ def test_sync_log_lists_runs_with_counts_and_errors():
 
 def test_settings_texts():
     assert texts.settings_text({"base_label": "AWPCA", "lease_seconds": 120}, settings_version=4) == (
-        'base_label = "AWPCA"\nlease_seconds = 120\nsettings_version: 4')
+        'base_label = "AWPCA"\nlease_seconds = 120\nsettings_version: 4'
+    )
     assert texts.settings_set_text("lease_seconds", 5).startswith("lease_seconds сохранён; settings_version: 5")
 
 

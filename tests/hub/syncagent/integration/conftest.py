@@ -117,8 +117,16 @@ def platform(transactional_db, tmp_path, _hub_server):
     hub_boot_mark()  # the marker a hub start leaves (this test's cache namespace started empty)
     emulator = Emulator(tmp_path / "emulator.log")
     try:
-        yield Platform(hub_url=_hub_server.url, sync_token=sync_token, person_token=person_token, emulator=emulator,
-                       staff=staff, person=person, tmp=tmp_path, hub=_hub_server)
+        yield Platform(
+            hub_url=_hub_server.url,
+            sync_token=sync_token,
+            person_token=person_token,
+            emulator=emulator,
+            staff=staff,
+            person=person,
+            tmp=tmp_path,
+            hub=_hub_server,
+        )
     finally:
         emulator.stop()
     _hub_server.ensure()  # a test that stopped the hub and failed before starting it again

@@ -22,8 +22,14 @@ SUMMARY = "Сверка платежей с банком за ноябрь"
 
 def batch_commands(summary: str = SUMMARY) -> list[dict]:
     return [
-        {"type": "ensure_issue", "project": "AURORA", "summary": summary, "issue_type": "Task", "labels": ["AWPCA"],
-         "fields": {"priority": "High", "duedate": "2026-12-15", "description": "Расхождения по эквайрингу"}},
+        {
+            "type": "ensure_issue",
+            "project": "AURORA",
+            "summary": summary,
+            "issue_type": "Task",
+            "labels": ["AWPCA"],
+            "fields": {"priority": "High", "duedate": "2026-12-15", "description": "Расхождения по эквайрингу"},
+        },
         {"type": "ensure_fields", "key": "$1", "fields": {"assignee": "asmirnova"}},
         {"type": "ensure_link", "key": "$1", "link_type": "Blocks", "direction": "outward", "other_key": "AURORA-9002"},
         {"type": "ensure_sprint", "key": "$1", "sprint": "Спринт 2"},
@@ -46,8 +52,13 @@ def mirrored(key: str):
 
 @pytest.fixture
 def launcher(platform):
-    proc = start_launcher(hub_url=platform.hub_url, token=platform.sync_token, jira_url=platform.emulator.url,
-                          state_dir=platform.tmp / "syncagent", log=platform.tmp / "launcher.log")
+    proc = start_launcher(
+        hub_url=platform.hub_url,
+        token=platform.sync_token,
+        jira_url=platform.emulator.url,
+        state_dir=platform.tmp / "syncagent",
+        log=platform.tmp / "launcher.log",
+    )
     yield proc
     stop(proc)
 
@@ -72,21 +83,25 @@ def test_batch_lands_in_jira_once_and_a_retry_changes_nothing(platform, launcher
     key = states[0][2]["key"]
     assert states[0][2]["created"] is True
     writes = platform.emulator.writes(since)
-    assert sorted(writes) == sorted([
-        "POST /rest/api/2/issue",
-        f"PUT /rest/api/2/issue/{key}",
-        "POST /rest/api/2/issueLink",
-        "POST /rest/agile/1.0/sprint/2/issue",
-        f"POST /rest/api/2/issue/{key}/comment",
-        f"POST /rest/api/2/issue/{key}/transitions",
-    ]), writes
+    assert sorted(writes) == sorted(
+        [
+            "POST /rest/api/2/issue",
+            f"PUT /rest/api/2/issue/{key}",
+            "POST /rest/api/2/issueLink",
+            "POST /rest/agile/1.0/sprint/2/issue",
+            f"POST /rest/api/2/issue/{key}/comment",
+            f"POST /rest/api/2/issue/{key}/transitions",
+        ]
+    ), writes
 
     jira = platform.emulator.issue(key)["fields"]
     assert (jira["summary"], jira["status"]["name"], jira["assignee"]["name"]) == (SUMMARY, "In Progress", "asmirnova")
     row = mirrored(key)
     assert row is not None, "the batch's refresh put the new issue in the mirror"
     assert (row.status, row.sprint, row.assignee, row.priority) == ("In Progress", "Спринт 2", "asmirnova", "High")
-    assert [(link.link_type, link.direction, link.other_key) for link in row.links.all()] == [("Blocks", "outward", "AURORA-9002")]
+    assert [(link.link_type, link.direction, link.other_key) for link in row.links.all()] == [
+        ("Blocks", "outward", "AURORA-9002")
+    ]
     assert [c.body for c in row.comments.all()] == ["Создано из чата: сверить выписки за ноябрь."]
 
     # The same batch again: everything is already so.
@@ -132,7 +147,9 @@ def test_lost_create_answer_then_reissue_gives_one_issue(platform, launcher):
     assert commands_of(again)[0][2]["key"] == states[0][2]["key"]
     found = platform.emulator.search(f'project = AURORA AND summary ~ "{summary}"')
     assert [i["key"] for i in found] == [states[0][2]["key"]]
-    assert sum(1 for r in platform.emulator.requests() if r["method"] == "POST" and r["path"] == "/rest/api/2/issue") == 1
+    assert (
+        sum(1 for r in platform.emulator.requests() if r["method"] == "POST" and r["path"] == "/rest/api/2/issue") == 1
+    )
 
 
 def test_kill_9_mid_batch_no_duplicate_and_the_batch_completes_after_the_lease(platform, launcher):
@@ -140,7 +157,9 @@ def test_kill_9_mid_batch_no_duplicate_and_the_batch_completes_after_the_lease(p
 
     first_sync_done(platform)
     # The create takes 3 s in Jira: the sync agent is killed while it waits for the answer.
-    platform.emulator.faults({"kind": "latency", "method": "POST", "path": r"^/rest/api/2/issue$", "seconds": 3, "times": 1})
+    platform.emulator.faults(
+        {"kind": "latency", "method": "POST", "path": r"^/rest/api/2/issue$", "seconds": 3, "times": 1}
+    )
     summary = "Задача, пережившая kill -9"
     batch_id = platform.batch_create("kill -9", batch_commands(summary)[:3])
     first = Command.objects.filter(batch_id=batch_id, seq=1)
@@ -156,4 +175,6 @@ def test_kill_9_mid_batch_no_duplicate_and_the_batch_completes_after_the_lease(p
     found = platform.emulator.search(f'project = AURORA AND summary ~ "{summary}"')
     assert len(found) == 1, found
     assert states[0][2]["key"] == found[0]["key"]
-    assert sum(1 for r in platform.emulator.requests() if r["method"] == "POST" and r["path"] == "/rest/api/2/issue") == 1
+    assert (
+        sum(1 for r in platform.emulator.requests() if r["method"] == "POST" and r["path"] == "/rest/api/2/issue") == 1
+    )

@@ -37,11 +37,20 @@ def test_broken_v7_is_rolled_back_to_v6_with_the_seed_lines(platform):
 
     publication_create(version=7, artifact=build_artifact(7, replace={"__main__.py": BROKEN_MAIN}), notes="v7")
     state_dir = platform.tmp / "syncagent"
-    proc = start_launcher(hub_url=platform.hub_url, token=platform.sync_token, jira_url=platform.emulator.url,
-                          state_dir=state_dir, log=platform.tmp / "launcher.log", run_py=v6_tree(platform.tmp))
+    proc = start_launcher(
+        hub_url=platform.hub_url,
+        token=platform.sync_token,
+        jira_url=platform.emulator.url,
+        state_dir=state_dir,
+        log=platform.tmp / "launcher.log",
+        run_py=v6_tree(platform.tmp),
+    )
     try:
-        wait_until(lambda: (c := contact()) is not None and c.update_state == "rolled_back" and c.version == 6, 90,
-                   "v6 reporting the rollback of v7")
+        wait_until(
+            lambda: (c := contact()) is not None and c.update_state == "rolled_back" and c.version == 6,
+            90,
+            "v6 reporting the rollback of v7",
+        )
         text = platform.mcp("agent_status", {})
         lines = text.splitlines()
         assert "версия: v6" in lines
@@ -62,12 +71,21 @@ def test_a_new_version_that_claims_becomes_current(platform):
 
     publication_create(version=7, artifact=build_artifact(7), notes="v7")
     state_dir = platform.tmp / "syncagent"
-    proc = start_launcher(hub_url=platform.hub_url, token=platform.sync_token, jira_url=platform.emulator.url,
-                          state_dir=state_dir, log=platform.tmp / "launcher.log", run_py=v6_tree(platform.tmp))
+    proc = start_launcher(
+        hub_url=platform.hub_url,
+        token=platform.sync_token,
+        jira_url=platform.emulator.url,
+        state_dir=state_dir,
+        log=platform.tmp / "launcher.log",
+        run_py=v6_tree(platform.tmp),
+    )
     try:
         # v7's first claim still says "starting"; the launcher records "done" once it saw that claim.
-        wait_until(lambda: (c := contact()) is not None and c.version == 7 and c.update_state == "done", 60,
-                   "v7 claiming after a done update")
+        wait_until(
+            lambda: (c := contact()) is not None and c.version == 7 and c.update_state == "done",
+            60,
+            "v7 claiming after a done update",
+        )
         c = contact()
         assert (c.launcher_version, c.update_state, c.update_from, c.update_to) == (1, "done", 6, 7)
         assert json.loads((state_dir / "launcher" / "launcher.json").read_text())["current"] == 7

@@ -15,10 +15,20 @@ pytestmark = [pytest.mark.p1]
 
 
 def visible(issue) -> tuple:
-    return (issue.key, issue.summary, issue.status, issue.issue_type, issue.priority, issue.assignee, issue.duedate,
-            issue.sprint, sorted(issue.labels), issue.description,
-            sorted((link.link_type, link.direction, link.other_key) for link in issue.links.all()),
-            [(c.jira_id, c.author, c.created, c.body) for c in issue.comments.order_by("created", "jira_id")])
+    return (
+        issue.key,
+        issue.summary,
+        issue.status,
+        issue.issue_type,
+        issue.priority,
+        issue.assignee,
+        issue.duedate,
+        issue.sprint,
+        sorted(issue.labels),
+        issue.description,
+        sorted((link.link_type, link.direction, link.other_key) for link in issue.links.all()),
+        [(c.jira_id, c.author, c.created, c.body) for c in issue.comments.order_by("created", "jira_id")],
+    )
 
 
 def test_incremental_sync_brings_jira_changes_and_settings_apply_live(platform):
@@ -33,8 +43,13 @@ def test_incremental_sync_brings_jira_changes_and_settings_apply_live(platform):
     before = [visible(i) for i in MirrorIssue.objects.order_by("key")]
     assert len(before) == 30
 
-    proc = start_launcher(hub_url=platform.hub_url, token=platform.sync_token, jira_url=platform.emulator.url,
-                          state_dir=platform.tmp / "syncagent", log=platform.tmp / "launcher.log")
+    proc = start_launcher(
+        hub_url=platform.hub_url,
+        token=platform.sync_token,
+        jira_url=platform.emulator.url,
+        state_dir=platform.tmp / "syncagent",
+        log=platform.tmp / "launcher.log",
+    )
     try:
         wait_until(lambda: SyncRun.objects.filter(kind="full", status="ok").exists(), 60, "the first full sync")
         assert [visible(i) for i in MirrorIssue.objects.order_by("key")] == before
@@ -45,10 +60,15 @@ def test_incremental_sync_brings_jira_changes_and_settings_apply_live(platform):
         assert quiet.counts.get("issues") == 0, "the overlap re-read nothing new to upload"
         assert not SyncRun.objects.filter(pk=first.id).exists(), "the idle poll before it left the log"
 
-        resp = platform.emulator.admin.post("/_emulator/touch", json={"key": "AURORA-9010", "summary": "Изменено в Jira"})
+        resp = platform.emulator.admin.post(
+            "/_emulator/touch", json={"key": "AURORA-9010", "summary": "Изменено в Jira"}
+        )
         changed_at = time.monotonic()
-        wait_until(lambda: MirrorIssue.objects.filter(key="AURORA-9010", summary="Изменено в Jira").exists(), 10,
-                   "the Jira change in the mirror")
+        wait_until(
+            lambda: MirrorIssue.objects.filter(key="AURORA-9010", summary="Изменено в Jira").exists(),
+            10,
+            "the Jira change in the mirror",
+        )
         lag = time.monotonic() - changed_at
         assert lag <= 2 * POLL_SECONDS + 1.5, f"lag {lag:.2f} s"
         row = MirrorIssue.objects.get(key="AURORA-9010")
@@ -58,7 +78,10 @@ def test_incremental_sync_brings_jira_changes_and_settings_apply_live(platform):
         settings_set(user=platform.staff, key="base_label", value="OTHERLABEL")
 
         def searched_new_label():
-            return any('labels = "OTHERLABEL"' in (r["query"].get("jql") or "") for r in platform.emulator.requests(since))
+            return any(
+                'labels = "OTHERLABEL"' in (r["query"].get("jql") or "") for r in platform.emulator.requests(since)
+            )
+
         wait_until(searched_new_label, 10, "the incremental JQL with the new base label")
         assert proc.poll() is None, "no restart needed"
     finally:

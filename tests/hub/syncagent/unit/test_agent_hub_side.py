@@ -53,9 +53,21 @@ class FakeHub(ThreadingHTTPServer):
                 if self.path.endswith("/report"):
                     if any(r["command_id"] in hub.refuse for r in body["results"]):
                         return self._answer(409, {"detail": "lease token was never issued", "code": "lease_mismatch"})
-                    return self._answer(200, {"results": [{"command_id": r["command_id"], "outcome": "applied"} for r in body["results"]]})
-                return self._answer(200, {"commands": [], "cancelled": [], "settings_version": 1, "settings": None,
-                                          "publication": None, "server_time": "2026-11-30T12:00:00Z"})
+                    return self._answer(
+                        200,
+                        {"results": [{"command_id": r["command_id"], "outcome": "applied"} for r in body["results"]]},
+                    )
+                return self._answer(
+                    200,
+                    {
+                        "commands": [],
+                        "cancelled": [],
+                        "settings_version": 1,
+                        "settings": None,
+                        "publication": None,
+                        "server_time": "2026-11-30T12:00:00Z",
+                    },
+                )
 
         hub = self
         super().__init__(("127.0.0.1", port), Handler)
@@ -67,13 +79,23 @@ class FakeHub(ThreadingHTTPServer):
 
 
 def config(tmp_path, port: int) -> Config:
-    return Config(hub_url=f"http://127.0.0.1:{port}", token="achsync_x", jira_url="http://127.0.0.1:9", jira_token="x",
-                  state_dir=tmp_path / "agent", http_timeout=2)
+    return Config(
+        hub_url=f"http://127.0.0.1:{port}",
+        token="achsync_x",
+        jira_url="http://127.0.0.1:9",
+        jira_token="x",
+        state_dir=tmp_path / "agent",
+        http_timeout=2,
+    )
 
 
 def result(command_id: int) -> dict:
-    return {"command_id": command_id, "lease_token": f"t{command_id}", "status": "done",
-            "result": {"key": "AURORA-1", "created": False, "changed": [], "message": "уже так"}}
+    return {
+        "command_id": command_id,
+        "lease_token": f"t{command_id}",
+        "status": "done",
+        "result": {"key": "AURORA-1", "created": False, "changed": [], "message": "уже так"},
+    }
 
 
 def test_reports_wait_for_the_hub_and_survive_a_restart(tmp_path, monkeypatch):
@@ -125,12 +147,24 @@ def test_launcher_refuses_a_publication_whose_bytes_do_not_match(tmp_path):
     good = build_artifact(7)
     hub = FakeHub(port, artifact=good[:-10] + b"tampered!!")  # what arrives is not what was published
     try:
-        launcher = Launcher(state_dir=tmp_path / "s", agent_argv=[], hub_url=f"http://127.0.0.1:{port}", token="achsync_x",
-                            start_timeout=5)
+        launcher = Launcher(
+            state_dir=tmp_path / "s",
+            agent_argv=[],
+            hub_url=f"http://127.0.0.1:{port}",
+            token="achsync_x",
+            start_timeout=5,
+        )
         launcher.meta["current"] = 6
-        (launcher.dir / "publication.json").write_text(json.dumps({
-            "version": 7, "sha256": hashlib.sha256(good).hexdigest(), "size": len(good),
-            "download_url": "/api/hub/sync-agent/publications/7"}))
+        (launcher.dir / "publication.json").write_text(
+            json.dumps(
+                {
+                    "version": 7,
+                    "sha256": hashlib.sha256(good).hexdigest(),
+                    "size": len(good),
+                    "download_url": "/api/hub/sync-agent/publications/7",
+                }
+            )
+        )
         launcher.maybe_update()
         update = json.loads((launcher.dir / "update.json").read_text())
         assert (update["state"], update["from_version"], update["to_version"]) == ("failed", 6, 7)
@@ -152,7 +186,9 @@ def test_launcher_refuses_unsafe_artifact_paths(tmp_path, member):
         info = tarfile.TarInfo(member)
         info.size = 1
         tar.addfile(info, io.BytesIO(b"x"))
-    launcher = Launcher(state_dir=tmp_path / "s", agent_argv=[], hub_url="http://127.0.0.1:9", token="x", start_timeout=5)
+    launcher = Launcher(
+        state_dir=tmp_path / "s", agent_argv=[], hub_url="http://127.0.0.1:9", token="x", start_timeout=5
+    )
     with pytest.raises(ValueError):
         launcher.unpack(7, buf.getvalue())
 
@@ -161,13 +197,21 @@ def test_a_failed_download_is_retried_later_not_blacklisted(tmp_path, monkeypatc
     from hub.syncagent import run as runmod
 
     port = free_port()  # nobody listens: the hub is down
-    launcher = Launcher(state_dir=tmp_path / "s", agent_argv=[], hub_url=f"http://127.0.0.1:{port}", token="achsync_x",
-                        start_timeout=5)
+    launcher = Launcher(
+        state_dir=tmp_path / "s", agent_argv=[], hub_url=f"http://127.0.0.1:{port}", token="achsync_x", start_timeout=5
+    )
     launcher.meta["current"] = 6
     good = build_artifact(7)
-    (launcher.dir / "publication.json").write_text(json.dumps({
-        "version": 7, "sha256": hashlib.sha256(good).hexdigest(), "size": len(good),
-        "download_url": "/api/hub/sync-agent/publications/7"}))
+    (launcher.dir / "publication.json").write_text(
+        json.dumps(
+            {
+                "version": 7,
+                "sha256": hashlib.sha256(good).hexdigest(),
+                "size": len(good),
+                "download_url": "/api/hub/sync-agent/publications/7",
+            }
+        )
+    )
     launcher.maybe_update()
     assert json.loads((launcher.dir / "update.json").read_text())["state"] == "failed"
     assert "7" not in launcher.meta["bad"]

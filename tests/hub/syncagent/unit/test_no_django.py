@@ -9,16 +9,32 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[4]
-MODULES = ["hub.syncagent", "hub.syncagent.__main__", "hub.syncagent.agent", "hub.syncagent.run", "hub.syncagent.package",
-           "hub.syncagent.commands", "hub.syncagent.sync", "hub.emulator", "hub.emulator.__main__"]
+MODULES = [
+    "hub.syncagent",
+    "hub.syncagent.__main__",
+    "hub.syncagent.agent",
+    "hub.syncagent.run",
+    "hub.syncagent.package",
+    "hub.syncagent.commands",
+    "hub.syncagent.sync",
+    "hub.emulator",
+    "hub.emulator.__main__",
+]
 
 
 def test_importing_with_django_blocked_works():
-    code = ("import sys; sys.modules['django'] = None\n"  # any `import django…` now raises ImportError
-            + "".join(f"import {m}\n" for m in MODULES)
-            + "assert not any(name == 'django' or name.startswith('django.') for name in sys.modules if sys.modules[name] is not None)\n")
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
-                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)})
+    code = (
+        "import sys; sys.modules['django'] = None\n"  # any `import django…` now raises ImportError
+        + "".join(f"import {m}\n" for m in MODULES)
+        + "assert not any(name == 'django' or name.startswith('django.') for name in sys.modules if sys.modules[name] is not None)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)},
+    )
     assert done.returncode == 0, done.stderr
 
 
@@ -27,8 +43,11 @@ def test_no_source_file_imports_django_or_the_hub_app():
     for folder in ("hub/syncagent", "hub/emulator"):
         for path in (REPO / folder).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text())):
-                names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
-                    [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+                names = (
+                    [a.name for a in node.names]
+                    if isinstance(node, ast.Import)
+                    else ([node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+                )
                 for name in names:
                     allowed = name.startswith(("hub.syncagent", "hub.emulator")) or name == "hub.demo"
                     if name.split(".")[0] == "django" or (name.split(".")[0] in ("hub", "achilles") and not allowed):

@@ -24,8 +24,10 @@ def test_retry_after_seconds_and_http_date():
 
 
 def test_dc_sprint_string():
-    value = ("com.atlassian.greenhopper.service.sprint.Sprint@1a2b[id=2,rapidViewId=1,state=FUTURE,name=Спринт 2, хвост,"
-             "startDate=<null>,endDate=<null>,completeDate=<null>,sequence=2,goal=<null>]")
+    value = (
+        "com.atlassian.greenhopper.service.sprint.Sprint@1a2b[id=2,rapidViewId=1,state=FUTURE,name=Спринт 2, хвост,"
+        "startDate=<null>,endDate=<null>,completeDate=<null>,sequence=2,goal=<null>]"
+    )
     assert parse_sprint(value) == {"id": "2", "name": "Спринт 2, хвост", "state": "FUTURE"}
     closed = value.replace("id=2", "id=1").replace("FUTURE", "CLOSED").replace("Спринт 2, хвост", "Спринт 1")
     assert current_sprint([closed, value]) == "Спринт 2, хвост"
