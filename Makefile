@@ -41,10 +41,11 @@ bench: install
 screenshots: install
 	$(BIN)/python -m pytest tests/browser/screenshots.py -q -p no:cacheprovider
 
-# ruff (rules in pyproject.toml), the import contracts (import-linter) and types (mypy, django-stubs).
-# `ruff format --check` joins once the tree has had its one `ruff format` commit.
+# ruff (rules and format in pyproject.toml), the import contracts (import-linter) and types (mypy,
+# django-stubs).
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 
