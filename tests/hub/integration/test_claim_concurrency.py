@@ -30,12 +30,19 @@ def test_four_threads_claim_1000_commands_without_double_claims(db):
     claimed: dict[int, list[list[tuple[int, int, int]]]] = {i: [] for i in range(4)}
     errors: list[BaseException] = []
     start = threading.Barrier(4)
+    # Every agent's first claim is in before any agent claims again: a thread the OS starts late
+    # would otherwise find the queue drained by the other three (seen under a loaded CI machine).
+    first_claims_in = threading.Barrier(4, timeout=60)
 
     def work(i: int) -> None:
         try:
             start.wait()
+            first = True
             while True:
                 got = protocol.sync_agent_claim(sync_agent=agents[i], version=6, launcher_version=None, max_commands=7)
+                if first:
+                    first = False
+                    first_claims_in.wait()
                 if not got["commands"]:
                     break
                 claimed[i].append([(c["batch_id"], c["seq"], c["id"]) for c in got["commands"]])
