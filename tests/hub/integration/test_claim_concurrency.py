@@ -27,6 +27,11 @@ def test_four_threads_claim_1000_commands_without_double_claims(db):
         ]
     )
     agents = [protocol.sync_agent_create(name=f"agent-{i}")[0] for i in range(4)]
+    # Four threads and this one need five pooled connections at once; a thread of an earlier test
+    # in this process that ended without closing its connection keeps a slot of the per-process
+    # pool (max 8) forever, which starved this test under xdist. Start from a fresh pool.
+    connection.close()
+    connection.close_pool()
     claimed: dict[int, list[list[tuple[int, int, int]]]] = {i: [] for i in range(4)}
     errors: list[BaseException] = []
     start = threading.Barrier(4)
