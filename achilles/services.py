@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import secrets
 from typing import Any
 
 from django.contrib.auth.models import Group
@@ -16,13 +14,9 @@ from achilles.audit import Actor
 from achilles.errors import NotFound, ValidationFailed
 from achilles.models import AllowedModel, ApiToken, User, validate_timezone
 from achilles.names import name_clean
+from achilles.tokens import token_hash, token_mint
 
 TOKEN_PREFIX = "ach_"
-
-
-def token_hash(raw: str) -> str:
-    # Tokens carry 256 bits of randomness, so a fast unsalted hash is enough at rest.
-    return hashlib.sha256(raw.encode()).hexdigest()
 
 
 @transaction.atomic
@@ -33,9 +27,7 @@ def api_token_create(*, user: User, name: str = "token", actor: Actor = None) ->
         name = name_clean(name or "token")[:100]
     except ValueError as exc:
         raise ValidationFailed(f"name {exc}", field="name") from exc
-    secret = secrets.token_urlsafe(32)
-    prefix = secrets.token_hex(4)
-    raw = f"{TOKEN_PREFIX}{prefix}_{secret}"
+    prefix, raw = token_mint(kind=TOKEN_PREFIX)
     token = ApiToken.objects.create(user=user, name=name, prefix=prefix, key_hash=token_hash(raw))
     audit.audit_record(
         actor=actor if actor is not None else user,

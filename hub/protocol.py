@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import secrets
 from typing import Any
 
 from django.db import connection, transaction
@@ -15,15 +14,12 @@ from psycopg.types.json import Jsonb
 
 from achilles import audit
 from achilles.errors import Conflict, NotFound, ValidationFailed
+from achilles.tokens import token_hash, token_mint
 from hub import hub_settings, services, tasks
 from hub.commands import REAL_KEY_RE, REF_RE
 from hub.models import Command, Publication, RateLimitEvent, SyncAgent, SyncAgentContact, SyncRun
 
 TOKEN_PREFIX = "achsync_"
-
-
-def _token_hash(raw: str) -> str:
-    return hashlib.sha256(raw.encode()).hexdigest()
 
 
 # ---------------------------------------------------------------- tokens
@@ -37,24 +33,22 @@ def sync_agent_create(*, name: str) -> tuple[SyncAgent, str]:
         raise ValidationFailed("name: 1–100 characters of A-Z a-z 0-9 _ . -")
     if SyncAgent.objects.filter(name=name).exists():
         raise Conflict(f"a sync agent named {name} exists", code="sync_agent_exists")
-    prefix = secrets.token_hex(4)
-    raw = f"{TOKEN_PREFIX}{prefix}_{secrets.token_urlsafe(32)}"
-    agent = SyncAgent.objects.create(name=name, token_prefix=prefix, token_hash=_token_hash(raw))
+    prefix, raw = token_mint(kind=TOKEN_PREFIX)
+    agent = SyncAgent.objects.create(name=name, token_prefix=prefix, token_hash=token_hash(raw))
     return agent, raw
 
 
 @transaction.atomic
 def sync_agent_rotate(*, sync_agent: SyncAgent) -> str:
-    prefix = secrets.token_hex(4)
-    raw = f"{TOKEN_PREFIX}{prefix}_{secrets.token_urlsafe(32)}"
-    SyncAgent.objects.filter(pk=sync_agent.pk).update(token_prefix=prefix, token_hash=_token_hash(raw), revoked_at=None)
+    prefix, raw = token_mint(kind=TOKEN_PREFIX)
+    SyncAgent.objects.filter(pk=sync_agent.pk).update(token_prefix=prefix, token_hash=token_hash(raw), revoked_at=None)
     return raw
 
 
 def sync_agent_authenticate(raw: str) -> SyncAgent | None:
     if not raw or not raw.startswith(TOKEN_PREFIX) or len(raw) > 200:
         return None
-    return SyncAgent.objects.filter(token_hash=_token_hash(raw), revoked_at__isnull=True).first()
+    return SyncAgent.objects.filter(token_hash=token_hash(raw), revoked_at__isnull=True).first()
 
 
 # ---------------------------------------------------------------- claim
