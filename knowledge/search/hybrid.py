@@ -16,7 +16,7 @@ from knowledge.contracts import MAX_K, MAX_QUERY_CHARS, Candidate, Identity, Sea
 from knowledge.fusion import rrf, withheld_chunk_ids
 from knowledge.search.embedding import embed_query, search_embedding_config
 from knowledge.search.lexical import LEXICAL_FIRST_SQL, lexical_first, lexical_levels, unfiltered_top
-from knowledge.search.vector import vector_lists
+from knowledge.search.vector import start_nearest, vector_lists
 from knowledge.search.withheld import WORDS_SQL, query_topic, query_words
 from knowledge.selectors import is_empty, principals_of
 
@@ -36,6 +36,15 @@ SELECT {DETAIL_COLUMNS}
 FROM knowledge_chunks c JOIN knowledge_records r ON r.id = c.record_id
 WHERE c.id = ANY(%(ids)s)
 """
+
+
+def parallel_pool() -> Any:
+    """The connection pool a search may take a second connection from, or None: none without a
+    pool, when turned off (KS_SEARCH_PARALLEL), or inside a transaction — whose uncommitted rows a
+    second connection would not see."""
+    if not settings.KS_SEARCH_PARALLEL or connection.in_atomic_block or not connection.get_autocommit():
+        return None
+    return getattr(connection, "pool", None)  # PostgreSQL only
 
 
 def candidate_depth(k: int) -> int:
@@ -63,11 +72,16 @@ def search(query: str, identity: Identity, k: int = 8) -> SearchResult:
     depth = candidate_depth(k)
     lists: list[list[int]] = []
     words = query_words(query)
+    # The nearest visible chunks need nothing from the lexical side: on a second connection, they
+    # run while the lexical statements below do (outside a transaction only: see vector.py).
+    pool = parallel_pool() if vector is not None else None
+    nearest = start_nearest(pool, vector, principals, depth, DETAIL_COLUMNS) if pool and vector else None
     # Round trips: (1) the first lexical level, the query's lexemes and each word's lexemes; (2) the
     # words' record counts, only those not cached for this content generation; (3) the lower
     # lexical levels, only while a list is short; (4) one message with its HNSW settings: the vector
-    # list and the semantic side of withheld, each row with its details, and the details of the
-    # lexical candidates and withheld chunks. No BEGIN/COMMIT.
+    # list (unless it ran beside them) and the semantic side of withheld, each row with its
+    # details, and the details of the lexical candidates (with their similarity) and withheld
+    # chunks. No BEGIN/COMMIT.
     with connection.cursor() as cursor:
         first: dict[str, Any] = {"query": query, "principals": principals, "n_visible": depth, "n_all": k}
         if words:
@@ -114,6 +128,8 @@ def search(query: str, identity: Identity, k: int = 8) -> SearchResult:
                 extra=lexical.visible if lexical else (),
                 semantic=semantic,
                 details=(DETAIL_COLUMNS, known),
+                nearest=nearest,
+                wrap_errors=lambda: connection.wrap_database_errors,
             )
             if config is not None and vector is not None:
                 lists.append(ranked)

@@ -2,19 +2,29 @@
 
 One statement. The planner picks the HNSW index for a broad identity (pgvector's iterative scan
 keeps walking the graph until N rows pass the ACL) and an exact scan over the ACL's GIN bitmap for
-a narrow one. The lexical candidates are re-scored by exact cosine in the same statement and
+a narrow one. The lexical candidates are re-scored by exact cosine (beside their details) and
 compete for the vector list too: an approximate index can miss a close neighbour, the lexical side
 often has it (recall@10 +0.07–0.17 on the benchmark).
+
+The nearest-neighbour statement needs nothing from the lexical side, so outside a transaction it
+runs on a second pooled connection while the lexical statements run on the request's
+(``start_nearest``); inside one (``atomic``, a TestCase) a second connection could not see the
+transaction's rows, so it rides in the last message on the request's connection instead.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from django.db.backends.utils import CursorWrapper
+from psycopg_pool import PoolTimeout
 
-VECTOR_SQL = """
+# The nearest visible chunks, by the HNSW index or an exact scan (the planner's choice).
+NEAREST_SQL = """
 WITH h AS MATERIALIZED (
     SELECT id, 1 - (embedding <=> %(vec)s::vector) AS similarity
     FROM knowledge_chunks
@@ -23,10 +33,6 @@ WITH h AS MATERIALIZED (
     LIMIT %(n)s
 )
 SELECT id, similarity FROM h
-UNION
-SELECT id, 1 - (embedding <=> %(vec)s::vector)
-FROM knowledge_chunks
-WHERE id = ANY(%(extra)s) AND embedding IS NOT NULL AND acl && %(principals)s::text[]
 """
 # The semantic side of withheld: the nearest chunks to the topical words, visible or not.
 VECTOR_ALL_SQL = """
@@ -36,14 +42,35 @@ WHERE embedding IS NOT NULL
 ORDER BY embedding <=> %(topic_vec)s::vector
 LIMIT %(topic_n)s
 """
+# Chunks by id; the lexical candidates (``extra``) with their exact similarity when visible.
+BY_ID_SQL = """
+SELECT {similarity}, {columns}
+FROM knowledge_chunks c JOIN knowledge_records r ON r.id = c.record_id
+WHERE c.id = ANY(%(by_id)s)
+"""
+EXTRA_SIMILARITY = (
+    "CASE WHEN c.id = ANY(%(extra)s) AND c.embedding IS NOT NULL AND c.acl && %(principals)s::text[] "
+    "THEN 1 - (c.embedding <=> %(vec)s::vector) END"
+)
 # The HNSW settings, local to the transaction, sent in the same message as the vector statements:
 # the statements of one message run as one transaction (also in autocommit), so no BEGIN/COMMIT.
 HNSW_SETTINGS_SQL = """
 SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', %(ef_search)s, true)
 """
+JOINED = (
+    "SELECT s.similarity, {flag} {columns} FROM ({inner}) AS s JOIN knowledge_chunks c ON c.id = s.id "
+    "JOIN knowledge_records r ON r.id = c.record_id"
+)
 # Candidate list width of the HNSW scan (pgvector's default is 40). Hash embeddings of short
 # queries are a hard case for HNSW; bench/knowledge prints recall and latency for a sweep.
 HNSW_EF_SEARCH = 250
+# How long the nearest-neighbour job waits for a second pooled connection before it hands the
+# statement back to the request's connection (a pool at its limit must not stall searches).
+POOL_WAIT_SECONDS = 0.2
+PARALLEL_WORKERS = 4
+# How the parallel nearest-neighbour jobs of this process went: run on a second connection, or
+# handed back for want of one (tests and operators read it; plain ints under the GIL).
+nearest_jobs = {"ran": 0, "no_connection": 0}
 
 
 def vector_literal(vector: Sequence[float]) -> str:
@@ -53,6 +80,57 @@ def vector_literal(vector: Sequence[float]) -> str:
 def ef_search(depth: int) -> int:
     """``hnsw.ef_search`` for a list ``depth`` deep: the scan must hold at least the list."""
     return max(HNSW_EF_SEARCH, depth)
+
+
+def nearest_message(vector: Sequence[float], principals: list[str], depth: int, columns: str) -> tuple[str, dict]:
+    """The HNSW settings and the nearest visible chunks (rows: similarity, ``columns``…)."""
+    params = {
+        "ef_search": str(ef_search(depth)),
+        "principals": principals,
+        "vec": vector_literal(vector),
+        "n": depth,
+    }
+    return HNSW_SETTINGS_SQL + ";" + JOINED.format(flag="", columns=columns, inner=NEAREST_SQL), params
+
+
+_executor: ThreadPoolExecutor | None = None
+_executor_pid = 0
+_executor_lock = threading.Lock()
+
+
+def _pool_executor() -> ThreadPoolExecutor:
+    global _executor, _executor_pid
+    with _executor_lock:
+        if _executor is None or _executor_pid != os.getpid():  # threads do not survive a fork
+            _executor = ThreadPoolExecutor(max_workers=PARALLEL_WORKERS, thread_name_prefix="ks-nearest")
+            _executor_pid = os.getpid()
+        return _executor
+
+
+def _nearest_job(pool: Any, sql: str, params: dict) -> list[tuple[Any, ...]] | None:
+    try:
+        conn = pool.getconn(timeout=POOL_WAIT_SECONDS)
+    except PoolTimeout:
+        nearest_jobs["no_connection"] += 1
+        return None
+    try:
+        with conn.cursor() as cursor:
+            cursor.execute(sql, params)
+            cursor.nextset()
+            rows = cursor.fetchall()
+        nearest_jobs["ran"] += 1
+        return rows
+    finally:
+        pool.putconn(conn)
+
+
+def start_nearest(
+    pool: Any, vector: Sequence[float], principals: list[str], depth: int, columns: str
+) -> Future[list[tuple[Any, ...]] | None]:
+    """The nearest visible chunks on a second connection of ``pool``, started now; the future's
+    rows are ``nearest_message``'s, or None when the pool had no connection to spare."""
+    sql, params = nearest_message(vector, principals, depth, columns)
+    return _pool_executor().submit(_nearest_job, pool, sql, params)
 
 
 def vector_list(
@@ -76,6 +154,8 @@ def vector_lists(
     extra: Sequence[int] = (),
     semantic: tuple[Sequence[float], int, float] | None = None,
     details: tuple[str, Sequence[int]] | None = None,
+    nearest: Future[list[tuple[Any, ...]] | None] | None = None,
+    wrap_errors: Callable[[], Any] | None = None,
 ) -> tuple[list[int], list[int], dict[int, tuple[Any, ...]]]:
     """One message: the HNSW settings, the vector list (when ``vector``: the ``depth`` most similar
     visible chunks among the HNSW candidates and ``extra`` ids, similarity ≥ ``floor``) and the
@@ -84,61 +164,93 @@ def vector_lists(
 
     ``details`` = (columns over ``c`` the chunk and ``r`` its record, starting with ``c.id``; more
     ids): every row of both lists carries those columns, and a last statement fetches them for the
-    other ids — returned as {chunk id: columns}, so no round trip is needed for them afterwards."""
-    statements = [HNSW_SETTINGS_SQL]
+    other ids — returned as {chunk id: columns}, so no round trip is needed for them afterwards.
+
+    ``nearest``: the nearest-neighbour statement already started on another connection
+    (``start_nearest``, same ``vector``, ``depth`` and columns); it is left out of the message and
+    its rows awaited after it (``wrap_errors``: a context manager for the wait, to raise its
+    errors as the request connection's would)."""
+    columns = details[0] if details else "c.id"
+    statements: list[str] = []
     params: dict[str, Any] = {"ef_search": str(ef_search(depth)), "principals": principals}
-    joined = (
-        "SELECT s.similarity, {flag} {columns} FROM ({inner}) AS s JOIN knowledge_chunks c ON c.id = s.id "
-        "JOIN knowledge_records r ON r.id = c.record_id"
-    )
+    near_here = vector is not None and nearest is None
+    hnsw = near_here or semantic is not None
+    if hnsw:
+        statements.append(HNSW_SETTINGS_SQL)
+    if near_here:
+        statements.append(JOINED.format(flag="", columns=columns, inner=NEAREST_SQL))
     if vector is not None:
-        statements.append(joined.format(flag="", columns=details[0], inner=VECTOR_SQL) if details else VECTOR_SQL)
         params.update(vec=vector_literal(vector), n=depth, extra=list(extra))
     if semantic is not None:
-        statements.append(
-            joined.format(flag="s.visible,", columns=details[0], inner=VECTOR_ALL_SQL) if details else VECTOR_ALL_SQL
-        )
+        statements.append(JOINED.format(flag="s.visible,", columns=columns, inner=VECTOR_ALL_SQL))
         params.update(topic_vec=vector_literal(semantic[0]), topic_n=semantic[1])
-    if details:
-        statements.append(
-            f"SELECT {details[0]} FROM knowledge_chunks c JOIN knowledge_records r "
-            "ON r.id = c.record_id WHERE c.id = ANY(%(detail_ids)s)"
-        )
-        params["detail_ids"] = list(details[1])
-    cursor.execute(";".join(statements), params)
+    by_id = list(dict.fromkeys([*(details[1] if details else ()), *(extra if vector is not None else ())]))
+    if by_id:
+        similarity = EXTRA_SIMILARITY if vector is not None and extra else "NULL::float8"
+        statements.append(BY_ID_SQL.format(similarity=similarity, columns=columns))
+        params["by_id"] = by_id
+    pairs: dict[int, float] = {}  # the vector list's candidates: id → similarity
+    nearest_rows: list[tuple[Any, ...]] = []
+    semantic_rows: list[tuple[Any, ...]] = []
+    by_id_rows: list[tuple[Any, ...]] = []
+    if statements:
+        cursor.execute(";".join(statements), params)
+        if hnsw:
+            cursor.nextset()
+        if near_here:
+            nearest_rows = cursor.fetchall()
+            cursor.nextset()
+        if semantic is not None:
+            semantic_rows = cursor.fetchall()
+            cursor.nextset()
+        if by_id:
+            by_id_rows = cursor.fetchall()
+    if vector is not None and nearest is not None:
+        with wrap_errors() if wrap_errors else _no_wrap():
+            rows = nearest.result()
+        if rows is None:  # no second connection to spare: here, one more round trip
+            sql, nearest_params = nearest_message(vector, principals, depth, columns)
+            cursor.execute(sql, nearest_params)
+            cursor.nextset()
+            rows = cursor.fetchall()
+        nearest_rows = rows
+    found: dict[int, tuple[Any, ...]] = {}
+    for row in nearest_rows:
+        if details:
+            found[row[1]] = row[1:]
+        pairs[row[1]] = row[0]
+    nearest_all = []  # (id, similarity, visible)
+    for row in semantic_rows:
+        if details:
+            found[row[2]] = row[2:]
+        nearest_all.append((row[2], row[0], row[1]))
+    for row in by_id_rows:
+        if details:
+            found[row[1]] = row[1:]
+        if row[0] is not None:
+            pairs.setdefault(row[1], row[0])
     ranked: list[int] = []
     hidden: list[int] = []
-    found: dict[int, tuple[Any, ...]] = {}
     if vector is not None:
-        cursor.nextset()
-        pairs = []  # (id, similarity)
-        for row in cursor.fetchall():
-            if details:
-                found[row[1]] = row[1:]
-                pairs.append((row[1], row[0]))
-            else:
-                pairs.append((row[0], row[1]))
         # relaxed_order may return neighbours slightly out of order, and extras come unordered: sort
         ranked = [
-            chunk_id for chunk_id, _ in sorted((p for p in pairs if p[1] >= floor), key=lambda p: (-p[1], p[0]))[:depth]
+            chunk_id
+            for chunk_id, _ in sorted((p for p in pairs.items() if p[1] >= floor), key=lambda p: (-p[1], p[0]))[:depth]
         ]
     if semantic is not None:
-        cursor.nextset()
-        nearest = []  # (id, similarity, visible)
-        for row in cursor.fetchall():
-            if details:
-                found[row[2]] = row[2:]
-                nearest.append((row[2], row[0], row[1]))
-            else:
-                nearest.append((row[0], row[1], row[2]))
         # in similarity order, ties by id: the relaxed-order scan and the graph's state (dead tuples
         # of rolled-back rows stay in it until vacuum) must not decide the order of the hints
         hidden = [
             chunk_id
-            for chunk_id, similarity, visible in sorted(nearest, key=lambda r: (-r[1], r[0]))
+            for chunk_id, similarity, visible in sorted(nearest_all, key=lambda r: (-r[1], r[0]))
             if not visible and similarity >= semantic[2]
         ]
-    if details:
-        cursor.nextset()
-        found.update((row[0], row) for row in cursor.fetchall())
     return ranked, hidden, found
+
+
+class _no_wrap:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None

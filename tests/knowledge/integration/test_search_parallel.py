@@ -1,0 +1,51 @@
+"""search() outside a transaction: the nearest-neighbour statement on a second pooled connection.
+
+The results must be exactly the pinned ones (``test_search_pinned.py``) on every path: in parallel,
+with the pool exhausted (the job gives up after ``POOL_WAIT_SECONDS`` and the request's connection
+runs the statement itself), and with the parallel path turned off. The corpus is committed (a
+second connection cannot see a test transaction's rows), so this test is transactional.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.db import connection
+
+from knowledge.search import vector
+from tests.knowledge.integration.test_search_pinned import PINNED, _build, _searched, assert_pinned
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_every_path_returns_the_pinned_results(make_record, hash_embedder, settings, monkeypatch):
+    settings.WITHHELD_HINTS_PER_HOUR = 10_000  # the hint policy's hourly cap is not under test here
+    where, queries = _build(make_record)
+    assert not connection.in_atomic_block and connection.pool is not None
+
+    settings.KS_SEARCH_PARALLEL = True
+    ran = vector.nearest_jobs["ran"]
+    assert_pinned(_searched(where, queries))
+    assert vector.nearest_jobs["ran"] - ran == 4 * len(queries)  # every search took the parallel path
+
+    # the pool at its limit: each job waits POOL_WAIT_SECONDS, then the request's connection runs it
+    monkeypatch.setattr(vector, "POOL_WAIT_SECONDS", 0.05)
+    pool = connection.pool
+    held = []
+    try:
+        while pool.get_stats().get("pool_size", 0) < pool.max_size or pool.get_stats().get("pool_available", 0):
+            held.append(pool.getconn(timeout=5))
+        gave_up = vector.nearest_jobs["no_connection"]
+        observed = _searched(where, queries[:5])
+        assert vector.nearest_jobs["no_connection"] - gave_up == 4 * 5
+    finally:
+        for conn in held:
+            pool.putconn(conn)
+    pinned = json.loads(PINNED.read_text())
+    assert observed == {key: pinned[key] for key in observed}
+
+    settings.KS_SEARCH_PARALLEL = False
+    ran = vector.nearest_jobs["ran"]
+    assert_pinned(_searched(where, queries))
+    assert vector.nearest_jobs["ran"] == ran
