@@ -14,7 +14,7 @@ from django.db import connection
 from achilles.errors import ValidationFailed
 from knowledge.contracts import MAX_K, MAX_QUERY_CHARS, Candidate, Identity, SearchResult, Withheld
 from knowledge.fusion import rrf, withheld_chunk_ids
-from knowledge.search.embedding import embed_query, search_embedding_config
+from knowledge.search.embedding import EmbeddingConfig, embed_query, search_embedding_config
 from knowledge.search.lexical import (
     LEXICAL_FIRST_SQL,
     apply_lower_levels,
@@ -22,8 +22,16 @@ from knowledge.search.lexical import (
     lower_levels_statement,
     unfiltered_top,
 )
-from knowledge.search.vector import ranked_by_similarity, start_beside, vector_message
-from knowledge.search.withheld import WORDS_SQL, query_topic, query_words
+from knowledge.search.vector import ranked_by_similarity, semantic_after, start_beside, vector_message
+from knowledge.search.withheld import (
+    WORDS_SQL,
+    Topic,
+    lexeme_records_missing,
+    lexeme_records_statement,
+    lexeme_records_store,
+    query_topic,
+    query_words,
+)
 from knowledge.selectors import is_empty, principals_of
 
 # What a candidate is (title, url, text) and, for withheld, where it comes from (source, author,
@@ -48,6 +56,16 @@ SELECT {DETAIL_COLUMNS}
 FROM knowledge_chunks c JOIN knowledge_records r ON r.id = c.record_id
 WHERE c.id = ANY(%(ids)s)
 """
+
+
+def topic_semantic(
+    topic: Topic, config: EmbeddingConfig | None, vector: list[float] | None, k: int
+) -> tuple[list[float], int, float] | None:
+    """The semantic side of withheld for ``topic``: (its vector, k, the model's hint floor), or None."""
+    if not topic.words or config is None or config.hint_floor is None:
+        return None
+    topic_vector = vector if topic.all_words else embed_query(config, " ".join(topic.words))
+    return (topic_vector, k, config.hint_floor) if topic_vector is not None else None
 
 
 def parallel_pool() -> Any:
@@ -111,11 +129,16 @@ def search(query: str, identity: Identity, k: int = 8) -> SearchResult:
         else:
             cursor.execute(LEXICAL_FIRST_SQL, first)
             first_rows, word_rows = cursor.fetchall(), []
-        topic = query_topic(cursor, words, word_rows, min_records=settings.WITHHELD_MIN_RECORDS)
         side, lexemes = lexical_first(first_rows)
+        # The topic needs the words' record counts. Cached, it is known now; otherwise, beside the
+        # vector jobs, the counts ride in (3) and the topic is settled after it, on a guess that it
+        # is the whole query (checked then: a query whose topic drops words does the rest after).
+        generation, uncounted = lexeme_records_missing(word_rows)
+        defer = beside is not None and bool(uncounted) and bool(generation)
+        topic = None if defer else query_topic(cursor, words, word_rows, min_records=settings.WITHHELD_MIN_RECORDS)
         # When the topic is the whole query, the lexical statements yield the unfiltered top-k too;
         # otherwise the first level's unfiltered rows are dropped and withheld has its own lists.
-        same = bool(topic.lexemes) and set(topic.lexemes) == set(lexemes)
+        same = bool(lexemes) if topic is None else bool(topic.lexemes) and set(topic.lexemes) == set(lexemes)
         if not same:
             side.unfiltered, side.hidden = [], set()
         # the lower levels, if a list is short, ride in the vector message, each row with its
@@ -133,14 +156,10 @@ def search(query: str, identity: Identity, k: int = 8) -> SearchResult:
             if lexemes
             else None
         )
-        semantic = None
-        if topic.words and config is not None and config.hint_floor is not None:
-            topic_vector = vector if topic.all_words else embed_query(config, " ".join(topic.words))
-            if topic_vector is not None:
-                semantic = (topic_vector, k, config.hint_floor)
+        semantic = topic_semantic(topic, config, vector, k) if topic is not None else None
         # withheld's own lexical lists when its topic is not the whole query
         other: tuple[list[int], set[int]] | None = None
-        if topic.lexemes and not (same and lexemes):
+        if topic is not None and topic.lexemes and not (same and lexemes):
             other = unfiltered_top(cursor, topic.lexemes, principals, k)
         known = list(dict.fromkeys(side.visible + [c for c in side.unfiltered if c in side.hidden]))
         if other is not None:
@@ -157,13 +176,36 @@ def search(query: str, identity: Identity, k: int = 8) -> SearchResult:
                 details=(DETAIL_COLUMNS, known),
                 beside=beside,
                 wrap_errors=lambda: connection.wrap_database_errors,
-                more=[levels] if levels is not None else [],
+                more=[m for m in (levels, lexeme_records_statement(uncounted) if defer else None) if m is not None],
             )
         details: dict[int, tuple[Any, ...]] = rows.found if rows is not None else {}
         similarity: dict[int, float] = rows.similarity if rows is not None else {}
-        if levels is not None and rows is not None:
-            apply_lower_levels(side, rows.more[0], visible_at=LEVEL_VISIBLE_AT)
-            for level_row in rows.more[0]:
+        semantic_ids = rows.hidden if rows is not None else []
+        level_rows = rows.more[0] if rows is not None and levels is not None else []
+        if topic is None:  # deferred: the counts came with (3)
+            lexeme_records_store(generation, rows.more[-1] if rows is not None else [])
+            topic = query_topic(cursor, words, word_rows, min_records=settings.WITHHELD_MIN_RECORDS)
+            if not (bool(topic.lexemes) and set(topic.lexemes) == set(lexemes)):
+                # the guess was wrong: the unfiltered rows were read for a topic the query lacks
+                side.unfiltered, side.hidden = [], set()
+                level_rows = [row for row in level_rows if row[0]]
+                if topic.lexemes:
+                    other = unfiltered_top(cursor, topic.lexemes, principals, k)
+            semantic = topic_semantic(topic, config, vector, k)
+            if semantic is not None:
+                semantic_ids, semantic_found = semantic_after(
+                    cursor,
+                    semantic,
+                    principals,
+                    depth,
+                    DETAIL_COLUMNS,
+                    beside,
+                    wrap_errors=lambda: connection.wrap_database_errors,
+                )
+                details.update(semantic_found)
+        if level_rows:
+            apply_lower_levels(side, level_rows, visible_at=LEVEL_VISIBLE_AT)
+            for level_row in level_rows:
                 details[level_row[4]] = level_row[4:]
                 if level_row[3] is not None:
                     similarity.setdefault(level_row[4], level_row[3])
@@ -175,7 +217,6 @@ def search(query: str, identity: Identity, k: int = 8) -> SearchResult:
             hidden = withheld_chunk_ids(unfiltered=[unfiltered], hidden=hidden_ids, k=k)
         if config is not None and vector is not None:
             lists.append(ranked_by_similarity(similarity, config.min_similarity, depth))
-        semantic_ids = rows.hidden if rows is not None else []
         fused = rrf(lists)[:k]
         hidden += [c for c in semantic_ids if c not in hidden]
         # without the vector message (no embedding model), or a chunk deleted meanwhile: one more

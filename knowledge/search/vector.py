@@ -294,26 +294,55 @@ def vector_message(
         if details:
             found[row[1]] = row[1:]
         pairs[row[1]] = row[0]
-    nearest_all = []  # (id, similarity, visible)
-    for row in semantic_rows:
-        if details:
-            found[row[2]] = row[2:]
-        nearest_all.append((row[2], row[0], row[1]))
+    hidden = _semantic_hidden(semantic_rows, semantic[2], found if details else None) if semantic else []
     for row in by_id_rows:
         if details:
             found[row[1]] = row[1:]
         if row[0] is not None:
             pairs.setdefault(row[1], row[0])
-    hidden: list[int] = []
-    if semantic is not None:
-        # in similarity order, ties by id: the relaxed-order scan and the graph's state (dead tuples
-        # of rolled-back rows stay in it until vacuum) must not decide the order of the hints
-        hidden = [
-            chunk_id
-            for chunk_id, similarity, visible in sorted(nearest_all, key=lambda r: (-r[1], r[0]))
-            if not visible and similarity >= semantic[2]
-        ]
     return VectorRows(pairs, hidden, found, more_rows)
+
+
+def _semantic_hidden(rows: Rows, floor: float, found: dict[int, tuple[Any, ...]] | None) -> list[int]:
+    """The hidden chunks of the semantic side's rows (similarity, visible, id, …) reaching ``floor``;
+    their columns (from the id on) go to ``found``."""
+    nearest_all = []  # (id, similarity, visible)
+    for row in rows:
+        if found is not None:
+            found[row[2]] = row[2:]
+        nearest_all.append((row[2], row[0], row[1]))
+    # in similarity order, ties by id: the relaxed-order scan and the graph's state (dead tuples
+    # of rolled-back rows stay in it until vacuum) must not decide the order of the hints
+    return [
+        chunk_id
+        for chunk_id, similarity, visible in sorted(nearest_all, key=lambda r: (-r[1], r[0]))
+        if not visible and similarity >= floor
+    ]
+
+
+def semantic_after(
+    cursor: CursorWrapper,
+    semantic: tuple[Sequence[float], int, float],
+    principals: list[str],
+    depth: int,
+    columns: str,
+    beside: Beside | None,
+    wrap_errors: Callable[[], Any] | None = None,
+) -> tuple[list[int], dict[int, tuple[Any, ...]]]:
+    """The semantic side of withheld on its own (see ``vector_message``): read beside when ``beside``
+    reads it for this vector and k, else one message here. Returns (hidden ids, their columns)."""
+    message = semantic_message(semantic[0], principals, depth, columns, semantic[1])
+    if (
+        beside is not None
+        and beside.semantic is not None
+        and tuple(semantic[0]) == beside.vector
+        and beside.semantic_k == semantic[1]
+    ):
+        rows = _awaited(beside.semantic, wrap_errors, cursor, *message)
+    else:
+        rows = _run_message(cursor, *message)
+    found: dict[int, tuple[Any, ...]] = {}
+    return _semantic_hidden(rows, semantic[2], found), found
 
 
 def _awaited(
