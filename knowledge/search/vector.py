@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db.backends.utils import CursorWrapper
-from psycopg_pool import PoolTimeout
+from psycopg_pool import PoolClosed, PoolTimeout
 
 # The nearest visible chunks, by the HNSW index or an exact scan (the planner's choice).
 NEAREST_SQL = """
@@ -142,7 +142,7 @@ def _pool_executor() -> ThreadPoolExecutor:
 def _job(pool: Any, sql: str, params: dict) -> Rows | None:
     try:
         conn = pool.getconn(timeout=POOL_WAIT_SECONDS)
-    except PoolTimeout:
+    except (PoolTimeout, PoolClosed):  # at its limit, or closing (shutdown)
         beside_jobs["no_connection"] += 1
         return None
     try:
