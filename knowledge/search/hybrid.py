@@ -106,19 +106,19 @@ def search(query: str, identity: Identity, k: int = 8) -> SearchResult:
     # they are read while the lexical statements below run (outside a transaction only: see
     # vector.py). So is the semantic side of withheld, on a third, for the query's own words — its
     # topic is known only later; the usual case is the whole query, and a query whose topic drops
-    # words reads its own in (3) instead.
+    # words reads its own after (3) instead.
     pool = parallel_pool() if vector is not None else None
     beside = None
     if pool is not None and vector is not None:
         semantic_k = k if config is not None and config.hint_floor is not None and words else None
         beside = start_beside(pool, vector, principals, depth, DETAIL_COLUMNS, semantic_k)
     # Round trips: (1) the first lexical level, the query's lexemes and each word's lexemes; (2) the
-    # words' record counts, only those not cached for this content generation; (3) one message
-    # with its HNSW settings: the lower lexical levels (only while a list is short), the vector list
-    # (unless it ran beside them) and the semantic side of withheld, each row with its details,
-    # and the details of the first level's candidates (with their similarity) and withheld chunks.
-    # No BEGIN/COMMIT. (When withheld's topic is not the whole query, its own lexical levels come
-    # before (3).)
+    # words' record counts, only those not cached for this content generation (with statements
+    # beside, they ride in (3) instead); (3) one message with its HNSW settings: the lower lexical
+    # levels (only while a list is short), the vector list and the semantic side of withheld
+    # (unless they ran beside), each row with its details, and the details of the first level's
+    # candidates (with their similarity) and hidden rows. No BEGIN/COMMIT. (When withheld's topic
+    # is not the whole query, its own lexical levels come before (3), or after it when deferred.)
     with connection.cursor() as cursor:
         first: dict[str, Any] = {"query": query, "principals": principals, "n_visible": depth, "n_all": k}
         if words:
