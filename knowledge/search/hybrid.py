@@ -69,12 +69,19 @@ def topic_semantic(
 
 
 def parallel_pool() -> Any:
-    """The connection pool a search may take a second connection from, or None: none without a
-    pool, when turned off (KS_SEARCH_PARALLEL), or inside a transaction — whose uncommitted rows a
-    second connection would not see."""
+    """The connection pool a search may take more connections from, or None: none without a pool,
+    when turned off (KS_SEARCH_PARALLEL), inside a transaction — whose uncommitted rows another
+    connection would not see — or when the pool has no idle connection and cannot grow (the
+    statements then stay on the request's connection rather than wait)."""
     if not settings.KS_SEARCH_PARALLEL or connection.in_atomic_block or not connection.get_autocommit():
         return None
-    return getattr(connection, "pool", None)  # PostgreSQL only
+    pool = getattr(connection, "pool", None)  # PostgreSQL only
+    if pool is None:
+        return None
+    stats = pool.get_stats()
+    if not stats.get("pool_available") and stats.get("pool_size", 0) >= pool.max_size:
+        return None
+    return pool
 
 
 def candidate_depth(k: int) -> int:

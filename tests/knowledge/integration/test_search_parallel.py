@@ -15,7 +15,7 @@ import time
 import pytest
 from django.db import connection
 
-from knowledge.search import vector
+from knowledge.search import hybrid, vector
 from tests.knowledge.integration.test_search_pinned import PINNED, _build, _searched, assert_pinned
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -42,21 +42,31 @@ def test_every_path_returns_the_pinned_results(make_record, hash_embedder, setti
     # every search took the parallel path: the nearest chunks and the semantic side, two jobs each
     assert _settled("ran", ran + 2 * 4 * len(queries))
 
-    # the pool at its limit: each job waits POOL_WAIT_SECONDS, then the request's connection runs it
+    # the pool at its limit: search does not start the jobs, all stays on the request's connection;
+    # and a job that finds no connection after all (the pool filled meanwhile) gives up after
+    # POOL_WAIT_SECONDS and the request's connection runs its statement itself
     monkeypatch.setattr(vector, "POOL_WAIT_SECONDS", 0.01)
     pool = connection.pool
+    pinned = json.loads(PINNED.read_text())
     held = []
     try:
         while pool.get_stats().get("pool_size", 0) < pool.max_size or pool.get_stats().get("pool_available", 0):
             held.append(pool.getconn(timeout=5))
-        gave_up = vector.beside_jobs["no_connection"]
+        assert hybrid.parallel_pool() is None
+        jobs = dict(vector.beside_jobs)
         observed = _searched(where, queries[:5])
+        assert observed == {key: pinned[key] for key in observed}
+        assert vector.beside_jobs == jobs
+
+        monkeypatch.setattr(hybrid, "parallel_pool", lambda: pool)
+        gave_up = vector.beside_jobs["no_connection"]
+        observed = _searched(where, queries[5:10])
+        assert observed == {key: pinned[key] for key in observed}
         assert _settled("no_connection", gave_up + 2 * 4 * 5)
     finally:
         for conn in held:
             pool.putconn(conn)
-    pinned = json.loads(PINNED.read_text())
-    assert observed == {key: pinned[key] for key in observed}
+        monkeypatch.undo()
 
     settings.KS_SEARCH_PARALLEL = False
     ran = vector.beside_jobs["ran"]
