@@ -1,0 +1,107 @@
+"""The chat stream's own transport (aiohttp, issue 15: CPU per streamed token) keeps what the SDK
+did for it: retries only when asked, on the SDK's statuses; a stream left early drops its upstream
+connection (the provider stops generating); the connection pool closes with its event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+
+import pytest
+
+from achilles.llm import LLM_UNAVAILABLE, LLMError, Message, ModelSpec, TextDelta, Usage, get_chat_provider
+from tests.achilles.llm_stub_server import StubLLMServer, StubReply
+
+pytestmark = [pytest.mark.integration]
+
+QUESTION = [Message("user", "Сколько дней отпуска?")]
+
+
+def _drain(provider) -> list:
+    async def go() -> list:
+        return [event async for event in provider.stream(QUESTION)]
+
+    return asyncio.run(go())
+
+
+def _provider(base_url: str, **options: object):
+    return get_chat_provider(ModelSpec("stub-chat", "openai", options={"base_url": base_url, "timeout": 5, **options}))
+
+
+def test_with_max_retries_a_server_error_is_retried_and_the_answer_streams():
+    with StubLLMServer(replies=[StubReply(status=503, error_message="busy"), StubReply(text="Да.")]) as stub:
+        events = _drain(_provider(stub.base_url, max_retries=1))
+        assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Да."
+        assert len(stub.requests) == 2
+
+
+def test_a_client_error_is_not_retried_even_with_max_retries():
+    with StubLLMServer(replies=[StubReply(status=400, error_message="bad request body")]) as stub:
+        with pytest.raises(LLMError) as caught:
+            _drain(_provider(stub.base_url, max_retries=2))
+        assert caught.value.code == LLM_UNAVAILABLE
+        assert caught.value.extra["provider_status"] == 400
+        assert "bad request body" in str(caught.value.detail)
+        assert len(stub.requests) == 1
+
+
+def test_a_stream_left_early_drops_its_upstream_connection():
+    """A client that goes away mid-answer must stop the provider's generation: the provider sees
+    its connection close while it still has tokens to send."""
+
+    async def go():
+        gone = asyncio.Event()
+        sent = 0
+
+        async def handle(reader, writer):
+            nonlocal sent
+            head = await reader.readuntil(b"\r\n\r\n")
+            await reader.readexactly(int(re.search(rb"(?i)content-length: *(\d+)", head).group(1)))
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+            try:
+                for _ in range(500):
+                    chunk = {"choices": [{"index": 0, "delta": {"content": "слово "}}]}
+                    body = f"data: {json.dumps(chunk)}\n\n".encode()
+                    writer.write(b"%x\r\n%s\r\n" % (len(body), body))
+                    await writer.drain()
+                    sent += 1
+                    if reader.at_eof():
+                        break
+                    await asyncio.sleep(0.01)
+            except ConnectionError:
+                pass
+            gone.set()
+            writer.close()
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        stream = _provider(f"http://127.0.0.1:{port}/v1").stream(QUESTION)
+        async for event in stream:
+            if isinstance(event, TextDelta):
+                break
+        await stream.aclose()
+        await asyncio.wait_for(gone.wait(), 5)
+        server.close()
+        return sent
+
+    assert asyncio.run(go()) < 100
+
+
+def test_the_connection_pool_closes_and_is_forgotten_with_its_event_loop():
+    """An agent run or a Celery task runs its own event loop: when it ends, its connections must
+    close and nothing may keep the loop alive."""
+    from achilles.llm import openai_provider
+
+    with StubLLMServer(replies=[StubReply(text="Да.")]) as stub:
+        provider = _provider(stub.base_url)
+
+        async def go():
+            events = [event async for event in provider.stream(QUESTION)]
+            loop = asyncio.get_running_loop()
+            return events, loop, [e.session for e in openai_provider._CLIENTS[loop].values()]
+
+        events, loop, sessions = asyncio.run(go())
+    assert isinstance(events[-1], Usage)
+    assert sessions and all(session.closed for session in sessions)
+    assert loop not in openai_provider._CLIENTS
