@@ -105,3 +105,72 @@ def test_the_connection_pool_closes_and_is_forgotten_with_its_event_loop():
     assert isinstance(events[-1], Usage)
     assert sessions and all(session.closed for session in sessions)
     assert loop not in openai_provider._CLIENTS
+
+
+# --- reading mid-sentence tokens in batches ------------------------------------------------------
+
+
+def test_the_read_pace_holds_only_mid_sentence_tokens_after_the_first_sentence():
+    from achilles.llm.openai_provider import _ReadPace
+
+    pace = _ReadPace()
+    holds = []
+    for text in ["Каждому ", "сотруднику ", "положено [1]. ", "Заявление ", "подают", ",", " в ", "срок.", "", "Да"]:
+        pace.after(text, 0.25)
+        holds.append(pace.hold)
+    # the first sentence is read as it comes; after it, words wait; an end or a non-text event does not
+    assert holds == [0.0, 0.0, 0.0, 0.25, 0.25, 0.25, 0.25, 0.0, 0.0, 0.25]
+
+
+def _sentence_server(words_after: int):
+    """A provider that streams «Первое предложение. » and then ``words_after`` words, 20 ms apart."""
+
+    async def handle(reader, writer):
+        head = await reader.readuntil(b"\r\n\r\n")
+        await reader.readexactly(int(re.search(rb"(?i)content-length: *(\d+)", head).group(1)))
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+        pieces = ["Первое ", "предложение [1]. "] + ["слово "] * words_after + ["конец."]
+        for piece in pieces:
+            chunk = {"choices": [{"index": 0, "delta": {"content": piece}}]}
+            body = f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n".encode()
+            writer.write(b"%x\r\n%s\r\n" % (len(body), body))
+            await writer.drain()
+            await asyncio.sleep(0.02)
+        body = b"data: [DONE]\n\n"
+        writer.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))
+        await writer.drain()
+        writer.close()
+
+    return handle
+
+
+@pytest.mark.parametrize(("coalesce_ms", "most_reads"), [(300, 6), (0, None)])
+def test_mid_sentence_tokens_after_the_first_sentence_come_in_few_reads(monkeypatch, coalesce_ms, most_reads):
+    from achilles.llm import openai_provider
+
+    reads = []
+    paced = openai_provider._paced_reads
+
+    async def counted(response, pace):
+        async for chunk in paced(response, pace):
+            reads.append(chunk)
+            yield chunk
+
+    monkeypatch.setattr(openai_provider, "_paced_reads", counted)
+
+    async def go():
+        server = await asyncio.start_server(_sentence_server(20), "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        provider = _provider(f"http://127.0.0.1:{port}/v1", stream_coalesce_ms=coalesce_ms)
+        events = [event async for event in provider.stream(QUESTION)]
+        server.close()
+        return events
+
+    events = asyncio.run(go())
+    text = "".join(e.text for e in events if isinstance(e, TextDelta))
+    assert text == "Первое предложение [1]. " + "слово " * 20 + "конец."
+    if most_reads is not None:
+        # 20 words over 400 ms: without the pause they are ~20 reads; with it a few batches
+        assert len(reads) <= most_reads + 3  # + the first sentence's own reads
+    else:
+        assert len(reads) >= 10  # every token its own read (a loaded machine may merge a few)
