@@ -23,6 +23,8 @@ import re
 import ssl
 import threading
 import time
+import urllib.parse
+import urllib.request
 import weakref
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -374,12 +376,17 @@ class _ChatEndpoint:
         for header, variable in (("OpenAI-Organization", "OPENAI_ORG_ID"), ("OpenAI-Project", "OPENAI_PROJECT_ID")):
             if os.environ.get(variable):
                 self.headers[header] = os.environ[variable]
+        # The proxy from the environment (HTTPS_PROXY, NO_PROXY …), looked up once: aiohttp's
+        # trust_env looks it up, and reads ~/.netrc, on every request.
+        host = urllib.parse.urlsplit(self.url).hostname or ""
+        proxies = urllib.request.getproxies_environment()
+        bypass = not host or urllib.request.proxy_bypass_environment(host, proxies)
+        self.proxy = None if bypass else proxies.get(urllib.parse.urlsplit(self.url).scheme)
         self.session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=1000, ssl=_ssl_context(), keepalive_timeout=KEEPALIVE_SECONDS),
             # Connecting is bounded here; the total, first-chunk and idle deadlines are
             # guard_stream's (the stream's own timer).
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=timeout),
-            trust_env=True,
         )
 
     async def post(self, body: bytes, model: str) -> Any:
@@ -388,7 +395,7 @@ class _ChatEndpoint:
         while True:
             response = None
             try:
-                response = await self.session.post(self.url, data=body, headers=self.headers)
+                response = await self.session.post(self.url, data=body, headers=self.headers, proxy=self.proxy)
                 if response.status < 400:
                     return response
                 text = await response.text(errors="replace")

@@ -174,3 +174,35 @@ def test_mid_sentence_tokens_after_the_first_sentence_come_in_few_reads(monkeypa
         assert len(reads) <= most_reads + 3  # + the first sentence's own reads
     else:
         assert len(reads) >= 10  # every token its own read (a loaded machine may merge a few)
+
+
+def test_a_proxy_from_the_environment_carries_the_stream(monkeypatch):
+    """As the SDK's httpx did (trust_env): HTTP(S)_PROXY is honoured, NO_PROXY too."""
+
+    async def go():
+        request_lines = []
+
+        async def proxy(reader, writer):
+            head = await reader.readuntil(b"\r\n\r\n")
+            request_lines.append(head.split(b"\r\n", 1)[0].decode())
+            await reader.readexactly(int(re.search(rb"(?i)content-length: *(\d+)", head).group(1)))
+            body = b'data: {"choices": [{"index": 0, "delta": {"content": "via proxy"}}]}\n\ndata: [DONE]\n\n'
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n%s"
+                % (len(body), body)
+            )
+            await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(proxy, "127.0.0.1", 0)
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}")
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        provider = _provider("http://llm.example.test/v1")
+        events = [event async for event in provider.stream(QUESTION)]
+        server.close()
+        return request_lines, events
+
+    request_lines, events = asyncio.run(go())
+    assert request_lines == ["POST http://llm.example.test/v1/chat/completions HTTP/1.1"]
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["via proxy"]
