@@ -300,7 +300,8 @@ async def _paced_reads(response: aiohttp.ClientResponse, pace: _ReadPace) -> Asy
     while True:
         connection = response.connection  # None once the body has ended
         protocol = connection.protocol if connection is not None else None
-        if pace.hold > 0 and protocol is not None:  # (a protocol with nothing buffered is falsy)
+        # (a protocol with nothing buffered is falsy; one whose connection was lost has no transport)
+        if pace.hold > 0 and protocol is not None and protocol.transport is not None:
             protocol.pause_reading()
             try:
                 await asyncio.sleep(pace.hold)

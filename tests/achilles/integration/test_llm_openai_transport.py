@@ -206,3 +206,34 @@ def test_a_proxy_from_the_environment_carries_the_stream(monkeypatch):
     request_lines, events = asyncio.run(go())
     assert request_lines == ["POST http://llm.example.test/v1/chat/completions HTTP/1.1"]
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["via proxy"]
+
+
+def test_a_connection_lost_mid_answer_is_unavailable_with_the_text_so_far():
+    """Also while the reads are paused between batches."""
+
+    async def go():
+        async def handle(reader, writer):
+            head = await reader.readuntil(b"\r\n\r\n")
+            await reader.readexactly(int(re.search(rb"(?i)content-length: *(\d+)", head).group(1)))
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+            for piece in ["Первое ", "предложение. ", "слово ", "слово "]:
+                chunk = {"choices": [{"index": 0, "delta": {"content": piece}}]}
+                body = f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n".encode()
+                writer.write(b"%x\r\n%s\r\n" % (len(body), body))
+                await writer.drain()
+                await asyncio.sleep(0.02)
+            writer.transport.abort()
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        texts = []
+        with pytest.raises(LLMError) as caught:
+            async for event in _provider(f"http://127.0.0.1:{port}/v1").stream(QUESTION):
+                if isinstance(event, TextDelta):
+                    texts.append(event.text)
+        server.close()
+        return caught.value, texts
+
+    error, texts = asyncio.run(go())
+    assert error.code == LLM_UNAVAILABLE
+    assert "".join(texts) == "Первое предложение. слово слово "
