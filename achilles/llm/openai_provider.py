@@ -335,7 +335,7 @@ def _ssl_context() -> ssl.SSLContext:
 # --- the chat stream's transport ----------------------------------------------------------------
 #
 # The chat stream goes over aiohttp, not the SDK's httpx: its C HTTP parser and protocol-level
-# reads cost a third of httpx/httpcore/anyio's CPU per streamed token, and building the request
+# reads cost ≈ 40 % less CPU per streamed token than httpx/httpcore/anyio, and building the request
 # without the SDK's request transform saves ≈ 2 ms per call (bench/chat). What the SDK did for
 # the call is kept here: the Bearer key and OpenAI's organization/project headers, its default
 # base URL, retries (``max_retries``, default 0) on the same statuses with the same backoff,
@@ -390,7 +390,7 @@ class _ChatEndpoint:
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=timeout),
         )
 
-    async def post(self, body: bytes, model: str) -> Any:
+    async def post(self, body: bytes) -> Any:
         """The streaming response (status 200), after retries; raises on anything else."""
         attempt = 0
         while True:
@@ -601,7 +601,7 @@ class OpenAIChatProvider:
         try:
             endpoint = _chat_endpoint(self.spec, self.timeouts.total)
             body = self._request_body(messages, tools, max_tokens)
-            response = await endpoint.post(body, self.spec.name)
+            response = await endpoint.post(body)
             # The response is closed on every exit: read to its end it goes back to the pool;
             # left early (the client went away, a deadline) its connection is dropped, which
             # tells the provider to stop generating.
