@@ -2,7 +2,11 @@
 
 One statement. The planner picks the HNSW index for a broad identity (pgvector's iterative scan
 keeps walking the graph until N rows pass the ACL) and an exact scan over the ACL's GIN bitmap for
-a narrow one. The lexical candidates are re-scored by exact cosine (beside their details) and
+a narrow one — until the store grows: pgvector's cost model does not see how far a filtered walk
+goes (N ÷ the ACL's share of the graph, each step a page and dozens of distances), so at 300k
+chunks it sends a 1 % identity into the graph, hundreds of ms. When the planner's own plan is such
+a walk and it expects few visible rows (``EXACT_MAX_ROWS``), the exact statement is sent instead
+(``nearest_exact``): cheaper and exact. The lexical candidates are re-scored by exact cosine (beside their details) and
 compete for the vector list too: an approximate index can miss a close neighbour, the lexical side
 often has it (recall@10 +0.07–0.17 on the benchmark).
 
@@ -15,8 +19,10 @@ they ride in the last message on the request's connection instead.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -36,6 +42,21 @@ WITH h AS MATERIALIZED (
 )
 SELECT id, similarity FROM h
 """
+# The same list, exact: every visible chunk's distance (the ACL's GIN bitmap, a top-N sort). The
+# order is by similarity, which no index serves, so the planner cannot take the graph; ties by id.
+NEAREST_EXACT_SQL = """
+WITH h AS MATERIALIZED (
+    SELECT id, 1 - (embedding <=> %(vec)s::vector) AS similarity
+    FROM knowledge_chunks
+    WHERE embedding IS NOT NULL AND acl && %(principals)s::text[]
+    ORDER BY similarity DESC, id
+    LIMIT %(n)s
+)
+SELECT id, similarity FROM h
+"""
+# What the planner would do with NEAREST_SQL for these principals, under the HNSW settings it runs
+# with (pgvector costs the walk by ef_search); the vector does not move the plan: any one will do.
+NEAREST_PLAN_SQL = "EXPLAIN (FORMAT JSON) " + NEAREST_SQL
 # The semantic side of withheld: the nearest chunks to the topical words, visible or not.
 VECTOR_ALL_SQL = """
 SELECT id, 1 - (embedding <=> %(topic_vec)s::vector) AS similarity, acl && %(principals)s::text[] AS visible
@@ -71,6 +92,15 @@ HNSW_EF_SEARCH = 250
 # connection is taken at once; a growing pool gets this long to open one).
 POOL_WAIT_SECONDS = 0.01
 PARALLEL_WORKERS = 8
+# The most visible rows a graph walk filtered by the ACL may expect before the exact statement is
+# sent instead: the exact scan reads each of them (at 300k chunks, ≈ 3 000 rows: ms; bench/knowledge
+# measures both), the walk visits ≈ N ÷ share of the graph. Above it the walk is the cheaper one.
+EXACT_MAX_ROWS = 10_000
+# How long the planner's verdict for a set of principals is kept: it moves only with the table's
+# statistics (ANALYZE), and asking costs a round trip (bounded; a full cache starts afresh).
+EXACT_PLAN_SECONDS = 60.0
+EXACT_PLAN_CACHE_SIZE = 4096
+_exact_plans: dict[tuple[str, ...], tuple[bool, float]] = {}
 # How the jobs beside the request went in this process: run on a connection of their own, or
 # handed back for want of one (tests and operators read it; plain ints under the GIL).
 beside_jobs = {"ran": 0, "no_connection": 0}
@@ -87,10 +117,51 @@ def ef_search(depth: int) -> int:
     return max(HNSW_EF_SEARCH, depth)
 
 
-def nearest_message(vector: Sequence[float], principals: list[str], depth: int, columns: str) -> tuple[str, dict]:
-    """The HNSW settings, then the nearest visible chunks (rows: similarity, ``columns``…)."""
+def nearest_exact(cursor: Any, principals: list[str], depth: int) -> bool:
+    """Whether the ``depth`` nearest visible chunks for ``principals`` are read exactly
+    (NEAREST_EXACT_SQL): the planner would walk the graph filtering by the ACL — an ordered index
+    scan with a filter — and expects at most EXACT_MAX_ROWS rows to pass it. A partial index the
+    ACL implies (``{public}``) needs no filter and keeps the graph; so does a plan that is exact
+    already. Asked once per EXACT_PLAN_SECONDS per set of principals and ef (EXPLAIN, not run),
+    on ``cursor``."""
+    ef = ef_search(depth)
+    key = (str(ef), *principals)
+    now = time.monotonic()
+    cached = _exact_plans.get(key)
+    if cached is not None and now - cached[1] < EXACT_PLAN_SECONDS:
+        return cached[0]
+    params = {"ef_search": str(ef), "vec": vector_literal([1.0]), "principals": principals, "n": depth}
+    cursor.execute(HNSW_SETTINGS_SQL + ";" + NEAREST_PLAN_SQL, params)
+    cursor.nextset()
+    plan = cursor.fetchone()[0]
+    exact = _filtered_walk_rows(plan[0]["Plan"] if isinstance(plan, list) else json.loads(plan)[0]["Plan"])
+    verdict = exact is not None and exact <= EXACT_MAX_ROWS
+    if len(_exact_plans) >= EXACT_PLAN_CACHE_SIZE:
+        _exact_plans.clear()
+    _exact_plans[key] = (verdict, now)
+    return verdict
+
+
+def _filtered_walk_rows(node: dict) -> float | None:
+    """The rows the plan expects from an index scan ordered by distance (the graph) whose rows the
+    ACL filters, or None when the plan has no such scan."""
+    if node.get("Node Type") == "Index Scan" and node.get("Order By") and "acl" in node.get("Filter", ""):
+        return float(node["Plan Rows"])
+    for child in node.get("Plans", ()):
+        rows = _filtered_walk_rows(child)
+        if rows is not None:
+            return rows
+    return None
+
+
+def nearest_message(
+    vector: Sequence[float], principals: list[str], depth: int, columns: str, *, exact: bool = False
+) -> tuple[str, dict]:
+    """The HNSW settings, then the nearest visible chunks (rows: similarity, ``columns``…); by the
+    exact statement when ``exact`` (``nearest_exact``)."""
     params = {"ef_search": str(ef_search(depth)), "principals": principals, "vec": vector_literal(vector), "n": depth}
-    return HNSW_SETTINGS_SQL + ";" + JOINED.format(flag="", columns=columns, inner=NEAREST_SQL), params
+    inner = NEAREST_EXACT_SQL if exact else NEAREST_SQL
+    return HNSW_SETTINGS_SQL + ";" + JOINED.format(flag="", columns=columns, inner=inner), params
 
 
 def semantic_message(
@@ -139,7 +210,10 @@ def _pool_executor() -> ThreadPoolExecutor:
         return _executor
 
 
-def _job(pool: Any, sql: str, params: dict) -> Rows | None:
+Message = Callable[[Any], tuple[str, dict]]  # a cursor → the (SQL, params) to run on it
+
+
+def _job(pool: Any, message: Message) -> Rows | None:
     try:
         conn = pool.getconn(timeout=POOL_WAIT_SECONDS)
     except (PoolTimeout, PoolClosed):  # at its limit, or closing (shutdown)
@@ -147,7 +221,7 @@ def _job(pool: Any, sql: str, params: dict) -> Rows | None:
         return None
     try:
         with conn.cursor() as cursor:
-            rows = _run_message(cursor, sql, params)
+            rows = _run_message(cursor, *message(cursor))
         beside_jobs["ran"] += 1
         return rows
     finally:
@@ -160,11 +234,19 @@ def start_beside(
     """``nearest_message`` and (with ``semantic_k``) ``semantic_message`` for ``vector``, each on a
     connection of ``pool``, started now; a future's rows are None when the pool had none to spare."""
     executor = _pool_executor()
-    nearest = executor.submit(_job, pool, *nearest_message(vector, principals, depth, columns))
+    nearest = executor.submit(_job, pool, _nearest(vector, principals, depth, columns))
     semantic = None
     if semantic_k is not None:
-        semantic = executor.submit(_job, pool, *semantic_message(vector, principals, depth, columns, semantic_k))
+        message = semantic_message(vector, principals, depth, columns, semantic_k)
+        semantic = executor.submit(_job, pool, lambda _cursor: message)
     return Beside(tuple(vector), nearest, semantic, semantic_k)
+
+
+def _nearest(vector: Sequence[float], principals: list[str], depth: int, columns: str) -> Message:
+    """``nearest_message`` for the cursor it will run on, which asks the planner when it must."""
+    return lambda cursor: nearest_message(
+        vector, principals, depth, columns, exact=nearest_exact(cursor, principals, depth)
+    )
 
 
 def vector_list(
@@ -243,7 +325,8 @@ def vector_message(
     if hnsw:
         statements.append(HNSW_SETTINGS_SQL)
     if near_here:
-        statements.append(JOINED.format(flag="", columns=columns, inner=NEAREST_SQL))
+        inner = NEAREST_EXACT_SQL if nearest_exact(cursor, principals, depth) else NEAREST_SQL
+        statements.append(JOINED.format(flag="", columns=columns, inner=inner))
     if vector is not None:
         params.update(vec=vector_literal(vector), n=depth, extra=list(extra))
     if semantic_here:
@@ -278,16 +361,10 @@ def vector_message(
         if by_id:
             by_id_rows = cursor.fetchall()
     if beside is not None and vector is not None:
-        nearest_rows = _awaited(
-            beside.nearest, wrap_errors, cursor, *nearest_message(vector, principals, depth, columns)
-        )
+        nearest_rows = _awaited(beside.nearest, wrap_errors, cursor, _nearest(vector, principals, depth, columns))
     if semantic_there and beside is not None and beside.semantic is not None and semantic is not None:
-        semantic_rows = _awaited(
-            beside.semantic,
-            wrap_errors,
-            cursor,
-            *semantic_message(semantic[0], principals, depth, columns, semantic[1]),
-        )
+        message = semantic_message(semantic[0], principals, depth, columns, semantic[1])
+        semantic_rows = _awaited(beside.semantic, wrap_errors, cursor, lambda _cursor: message)
     found: dict[int, tuple[Any, ...]] = {}
     pairs: dict[int, float] = {}  # the vector list's candidates: id → similarity
     for row in nearest_rows:
@@ -338,20 +415,18 @@ def semantic_after(
         and tuple(semantic[0]) == beside.vector
         and beside.semantic_k == semantic[1]
     ):
-        rows = _awaited(beside.semantic, wrap_errors, cursor, *message)
+        rows = _awaited(beside.semantic, wrap_errors, cursor, lambda _cursor: message)
     else:
         rows = _run_message(cursor, *message)
     found: dict[int, tuple[Any, ...]] = {}
     return _semantic_hidden(rows, semantic[2], found), found
 
 
-def _awaited(
-    future: Future[Rows | None], wrap_errors: Callable[[], Any] | None, cursor: Any, sql: str, params: dict
-) -> Rows:
+def _awaited(future: Future[Rows | None], wrap_errors: Callable[[], Any] | None, cursor: Any, message: Message) -> Rows:
     """A job's rows; when it found no connection to spare, its message run here (one more round trip)."""
     with wrap_errors() if wrap_errors else _no_wrap():
         rows = future.result()
-    return rows if rows is not None else _run_message(cursor, sql, params)
+    return rows if rows is not None else _run_message(cursor, *message(cursor))
 
 
 class _no_wrap:
