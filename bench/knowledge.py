@@ -19,7 +19,8 @@ side's vector list against exact search (the same ACL, no index: ``enable_indexs
 the p95 of every side; then, per side, the lowest ef reaching recall@10 ≥ 0.95 and the p50/p95 of
 all three at those settings, interleaved query by query (the order rotates) in one run.
 ``BENCH_KS_SCALE=1`` adds p95, HNSW build time and index size at 10k, 100k and 300k chunks
-(scratch databases, created and dropped here). The last line is ``RESULT {json}``.
+(scratch databases, created and dropped here; kept for the next run with ``BENCH_KS_SCALE_KEEP=1``).
+The last line is ``RESULT {json}``.
 
     make bench            # every benchmark
     python -m bench knowledge
@@ -50,6 +51,9 @@ TARGET_RECALL = 0.95
 RECALL_AT = 10
 SCALE = os.environ.get("BENCH_KS_SCALE", "") not in ("", "0")
 SCALE_SIZES = tuple(int(x) for x in os.environ.get("BENCH_KS_SCALE_SIZES", "10000,100000,300000").split(","))
+# keep each size's scratch database for the next run (a 300k build is ≈ 5 min), reused while its
+# dataset is the same; its build times are then the ones recorded when it was built
+SCALE_KEEP = os.environ.get("BENCH_KS_SCALE_KEEP", "") not in ("", "0")
 SEED = 20261129
 GROUPS = [f"group:g{i}" for i in range(20)]
 USERS = [f"user:{1000 + i}" for i in range(500)]
@@ -748,11 +752,15 @@ def _scale_table(efs: dict[str, tuple[int, int]]) -> None:
     rows = []
     for size in SCALE_SIZES:
         database = f"bench_ks_scale_{size}"
+        kept = SCALE_KEEP and _kept_dataset(database, size)
         with connection.cursor() as cursor:
-            cursor.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+            if not kept:
+                cursor.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
             cursor.execute("SELECT datname FROM pg_database WHERE datname = %s", [DB_NAME])
-            template = cursor.fetchone() is not None and size >= CHUNKS
-            if template:
+            template = cursor.fetchone() is not None and size >= CHUNKS and not kept
+            if kept:
+                print(f"  {size}: the database kept from an earlier run ({database})", flush=True)
+            elif template:
                 # a template must have no other session (a pooled connection of this process, autovacuum)
                 cursor.execute(
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
@@ -768,7 +776,7 @@ def _scale_table(efs: dict[str, tuple[int, int]]) -> None:
                 **os.environ,
                 "ACHILLES_DB_NAME": database,
                 "DJANGO_SETTINGS_MODULE": "achilles.settings",
-                "BENCH_KS_SCALE_CHILD": json.dumps({"size": size, "efs": efs, "template": template}),
+                "BENCH_KS_SCALE_CHILD": json.dumps({"size": size, "efs": efs, "template": template, "kept": kept}),
             }
             out = subprocess.run(
                 [
@@ -790,8 +798,9 @@ def _scale_table(efs: dict[str, tuple[int, int]]) -> None:
                 continue
             rows.append(json.loads(lines[-1][6:]))
         finally:
-            with connection.cursor() as cursor:
-                cursor.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+            if not SCALE_KEEP:
+                with connection.cursor() as cursor:
+                    cursor.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
     print(
         f"\n{'chunks':>8} {'HNSW build':>10} {'public HNSW':>11} {'index MB':>9} {'MB/100k':>8} "
         + " ".join(f"{name + ' ours/bare/compl p95, recall ours/peer':>44}" for name in IDENTITIES)
@@ -810,6 +819,22 @@ def _scale_table(efs: dict[str, tuple[int, int]]) -> None:
             + " ".join(f"{cell:>44}" for cell in cells),
             flush=True,
         )
+
+
+def _kept_dataset(database: str, size: int) -> bool:
+    """Whether ``database`` exists and holds the ``size``-chunk dataset, built to the end."""
+    import psycopg
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_database WHERE datname = %s", [database])
+        if cursor.fetchone() is None:
+            return False
+    params = {**connection.get_connection_params(), "dbname": database}
+    params.pop("database", None)
+    params.pop("pool", None)
+    with psycopg.connect(**params) as kept, kept.cursor() as cursor:
+        return dataset_fresh(cursor, size)
 
 
 def _scale_child() -> None:
@@ -837,10 +862,14 @@ def _scale_child() -> None:
     print(f"{size} chunks:", flush=True)
     with connection.cursor() as cursor:
         have = 0
-        if spec["template"]:
-            cursor.execute("SELECT count(*) FROM knowledge_records")
-            have = cursor.fetchone()[0]
-        timings = _build(cursor, embedder, size, have_records=have)
+        if spec.get("kept"):
+            cursor.execute("SELECT value FROM bench_meta WHERE key = 'timings'")
+            timings = json.loads(cursor.fetchone()[0])
+        else:
+            if spec["template"]:
+                cursor.execute("SELECT count(*) FROM knowledge_records")
+                have = cursor.fetchone()[0]
+            timings = _build(cursor, embedder, size, have_records=have)
         cursor.execute(
             "SELECT pg_relation_size('knowledge_chunk_emb_hnsw32'), "
             "pg_relation_size('knowledge_chunk_embedding_public_hnsw'), count(*) FROM knowledge_chunks"
