@@ -96,9 +96,10 @@ def _explain(cursor) -> list[str]:
     from django.db import transaction
     from django.utils import timezone
 
-    from agents.services.scheduler import _CLAIM_SQL
+    from agents.services.scheduler import _CLAIM_PLAN_SQL, _CLAIM_SQL
 
     with transaction.atomic():
+        cursor.execute(_CLAIM_PLAN_SQL)  # as the tick plans it
         cursor.execute("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + _CLAIM_SQL, [timezone.now(), 1000])
         plan = [row[0] for row in cursor.fetchall()]
         transaction.set_rollback(True)

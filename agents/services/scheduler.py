@@ -54,6 +54,12 @@ SELECT c.id, c.owner_id, c.schedule::text, (extract(epoch FROM c.next_run_at) * 
 FROM claimed c JOIN users u ON u.id = c.owner_id
 """
 
+# The due scan walks the index in order, not as a bitmap: a bitmap scan visits the heap for every
+# entry left by the slots just moved (old versions stay in the index until vacuum), 50 000 of them
+# by a 10 000-run tick's last batch (14 ms); an index scan marks them dead on first sight and the
+# next batch skips them (5 ms). For the batch's transaction only.
+_CLAIM_PLAN_SQL = "SET LOCAL enable_bitmapscan = off"
+
 _BUDGET_SQL = """
 SELECT o.owner_id, COALESCE(SUM(r.tokens_used), 0)
 FROM unnest(%s::bigint[], %s::timestamptz[], %s::timestamptz[]) AS o(owner_id, week_start, week_end)
@@ -129,6 +135,7 @@ def _tick_batch(
     budget = platform_settings().weekly_token_budget
     run_cap = platform_settings().agent_run_token_cap
     with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(_CLAIM_PLAN_SQL)
         cursor.execute(_CLAIM_SQL, [now, batch_size])
         rows = cursor.fetchall()
         if not rows:
