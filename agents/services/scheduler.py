@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from django.db import connection, transaction
 from django.utils import timezone
 
+from achilles.models import PlatformSettings
 from achilles.platform import platform_settings
 from achilles.selectors import effective_timezone
 from agents import schedule as sched
@@ -78,17 +79,23 @@ GROUP BY owner_id
 
 # A batch's writes in one statement: the slots move on, runnable agents get a queued run (the
 # partial UNIQUE turns an agent with an active run into ON CONFLICT DO NOTHING), and every agent
-# without a new run gets a skipped row saying why. The run's owner comes from the claim (the
+# without a new run gets a skipped row saying why. Instants travel as whole microseconds since the
+# epoch (short to send, no Python formatting), split into seconds and the rest so that no step goes
+# through a float that could round them. The run's owner comes from the claim (the
 # agent row is locked: it cannot change); migration 0007 checks it against the agent per statement.
 _WRITE_SQL = """
 WITH advanced AS (
     UPDATE agents SET next_run_at = v.next_run_at
-    FROM unnest(%(ids)s::bigint[], %(next)s::timestamptz[]) AS v(id, next_run_at)
-    WHERE agents.id = v.id
+    FROM unnest(%(ids)s::bigint[], %(next)s::bigint[]) AS u(id, next_us),
+        LATERAL (SELECT to_timestamp(u.next_us / 1000000) + u.next_us %% 1000000 * interval '1 microsecond')
+            AS v(next_run_at)
+    WHERE agents.id = u.id
 ),
 runnable AS (
-    SELECT * FROM unnest(%(run_agents)s::bigint[], %(run_owners)s::bigint[], %(run_slots)s::timestamptz[])
-        AS v(agent_id, owner_id, slot)
+    SELECT agent_id, owner_id,
+        to_timestamp(slot_us / 1000000) + slot_us %% 1000000 * interval '1 microsecond' AS slot
+    FROM unnest(%(run_agents)s::bigint[], %(run_owners)s::bigint[], %(run_slots)s::bigint[])
+        AS v(agent_id, owner_id, slot_us)
 ),
 queued AS (
     INSERT INTO agent_runs (agent_id, owner_id, trigger, state, reason, output, error, tokens_used, scheduled_for)
@@ -100,9 +107,10 @@ skipped AS (
     INSERT INTO agent_runs (
         agent_id, owner_id, trigger, state, reason, output, error, tokens_used, scheduled_for, finished_at
     )
-    SELECT v.agent_id, v.owner_id, 'scheduled', 'skipped', %(over_budget)s, '', '', 0, v.slot, %(now)s
-    FROM unnest(%(skip_agents)s::bigint[], %(skip_owners)s::bigint[], %(skip_slots)s::timestamptz[])
-        AS v(agent_id, owner_id, slot)
+    SELECT v.agent_id, v.owner_id, 'scheduled', 'skipped', %(over_budget)s, '', '', 0,
+        to_timestamp(v.slot_us / 1000000) + v.slot_us %% 1000000 * interval '1 microsecond', %(now)s
+    FROM unnest(%(skip_agents)s::bigint[], %(skip_owners)s::bigint[], %(skip_slots)s::bigint[])
+        AS v(agent_id, owner_id, slot_us)
     UNION ALL
     SELECT r.agent_id, r.owner_id, 'scheduled', 'skipped', %(already_running)s, '', '', 0, r.slot, %(now)s
     FROM runnable r WHERE NOT EXISTS (SELECT FROM queued q WHERE q.agent_id = r.agent_id)
@@ -114,6 +122,7 @@ SELECT NULL, reason FROM skipped
 """
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
 
 
 def _array(values: Iterable[object]) -> str:
@@ -128,12 +137,12 @@ def _tick_batch(
     result: TickResult,
     publisher: dispatch.BackgroundPublisher | None = None,
     schedules: dict[str, dict] | None = None,
+    settings: PlatformSettings | None = None,
 ) -> int:
     """One transaction: claim due agents (SKIP LOCKED), write their runs, advance their slots."""
     schedules = {} if schedules is None else schedules
-    org_tz = platform_settings().timezone
-    budget = platform_settings().weekly_token_budget
-    run_cap = platform_settings().agent_run_token_cap
+    settings = settings or platform_settings()
+    org_tz, budget, run_cap = settings.timezone, settings.weekly_token_budget, settings.agent_run_token_cap
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(_CLAIM_PLAN_SQL)
         cursor.execute(_CLAIM_SQL, [now, batch_size])
@@ -159,25 +168,26 @@ def _tick_batch(
             owner: budget_room(spent=spent.get(owner, 0), active=active.get(owner, 0), budget=budget, run_cap=run_cap)
             for owner in owners
         }
-        runnable: list[tuple[int, int, datetime]] = []
-        over_budget: list[tuple[int, int, datetime]] = []
-        next_slots: list[datetime | None] = []
+        runnable: list[tuple[int, int, int]] = []  # agent, owner, slot (microseconds since the epoch)
+        over_budget: list[tuple[int, int, int]] = []
+        next_slots: list[int | None] = []  # microseconds since the epoch
         for agent_id, owner_id, schedule_text, slot_us, _ in rows:
-            slot = _EPOCH + timedelta(microseconds=slot_us)
             if room[owner_id] > 0:
                 room[owner_id] -= 1
-                runnable.append((agent_id, owner_id, slot))
+                runnable.append((agent_id, owner_id, slot_us))
             else:
-                over_budget.append((agent_id, owner_id, slot))
+                over_budget.append((agent_id, owner_id, slot_us))
             schedule = schedules.get(schedule_text)
             if schedule is None:
                 schedule = schedules[schedule_text] = json.loads(schedule_text)
-            next_slots.append(sched.next_run_at(schedule, owner_tz[owner_id], now=now, previous=slot))
+            slot = _EPOCH + timedelta(microseconds=slot_us)
+            next_slot = sched.next_run_at(schedule, owner_tz[owner_id], now=now, previous=slot)
+            next_slots.append(None if next_slot is None else (next_slot - _EPOCH) // _MICROSECOND)
         cursor.execute(
             _WRITE_SQL,
             {
                 "ids": _array(r[0] for r in rows),
-                "next": "{" + ",".join("NULL" if n is None else n.isoformat() for n in next_slots) + "}",
+                "next": "{" + ",".join("NULL" if n is None else str(n) for n in next_slots) + "}",
                 "run_agents": _array(r[0] for r in runnable),
                 "run_owners": _array(r[1] for r in runnable),
                 "run_slots": _array(r[2] for r in runnable),
@@ -209,8 +219,9 @@ def scheduler_tick(
     result = TickResult(queued=[])
     publisher = dispatch.BackgroundPublisher()
     schedules: dict[str, dict] = {}  # parsed once per distinct schedule text
+    settings = platform_settings()  # one read per tick: a change applies from the next tick
     try:
-        while _tick_batch(now, batch_size, result, publisher, schedules) == batch_size:
+        while _tick_batch(now, batch_size, result, publisher, schedules, settings) == batch_size:
             pass
     finally:
         publisher.close()  # the tick ends when its runs are on the broker

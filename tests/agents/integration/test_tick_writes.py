@@ -45,3 +45,18 @@ def test_stamping_enqueued_at_after_the_publish_is_a_hot_update(
     assert sorted(dispatched) == sorted(result.queued)
     assert AgentRun.objects.filter(enqueued_at__isnull=False).count() == updated == AGENTS
     assert hot >= 0.9 * updated, (hot, updated)
+
+
+def test_slots_keep_every_microsecond_through_the_tick(owner, chat_model, dispatched):
+    """The tick reads and writes instants as whole microseconds (seconds and the rest, never a
+    float): a slot at .999999 s stays there, and the grid moves on from it exactly."""
+    from datetime import timedelta
+
+    agent = agent_create(owner=owner, name="точно", schedule={"type": "interval", "every_minutes": 7}, now=NOW)
+    slot = NOW - timedelta(microseconds=1)  # 11:59:59.999999
+    Agent.objects.filter(pk=agent.pk).update(next_run_at=slot)
+    scheduler_tick(now=NOW, redispatch=False)
+    agent.refresh_from_db()
+    run = AgentRun.objects.get(agent=agent)
+    assert run.scheduled_for == slot
+    assert agent.next_run_at == slot + timedelta(minutes=7)
