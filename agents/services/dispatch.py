@@ -17,7 +17,6 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from agents.choices import RunState
-from agents.models import AgentRun
 
 if TYPE_CHECKING:
     from kombu import Producer, Queue
@@ -139,15 +138,27 @@ class _RedisRunMessages:
             return None
         return messages
 
-    def render(self, run_id: int, *, task_id: str | None = None, tag: str | None = None) -> str:
+    def render(self, run_id: int, *, task_id: str, tag: str) -> str:
         values = {
-            "id": task_id or uuid(),
+            "id": task_id,
             "argsrepr": f"({run_id},)",
             "body": base64.b64encode(f"{self.body_parts[0]}{run_id}{self.body_parts[1]}".encode()).decode(),
-            "tag": tag or uuid(),
+            "tag": tag,
         }
         parts = self.parts
         return "".join([values[p] if i % 2 else p for i, p in enumerate(parts)])
+
+
+def _uuid4s(count: int) -> list[str]:
+    """``count`` random (version 4) UUIDs in text, as Celery's task ids and kombu's delivery tags,
+    from one read of the OS's random source: ``uuid.uuid4()`` costs ≈ 3 µs each, and a chunk of
+    runs needs two per run."""
+    raw = os.urandom(16 * count).hex()
+    ids = []
+    for start in range(0, 32 * count, 32):
+        h = raw[start : start + 32]
+        ids.append(f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{'89ab'[int(h[16], 16) & 3]}{h[17:20]}-{h[20:]}")
+    return ids
 
 
 # One template per process (the origin header names the process) and queue; None = not usable.
@@ -166,7 +177,8 @@ def _publish(run_ids: list[int], producer: Producer, queue: Queue) -> None:
             for run_id in run_ids:
                 _send(run_id, producer, queue)
         return
-    payloads = [messages.render(run_id) for run_id in run_ids]
+    ids = _uuid4s(2 * len(run_ids))
+    payloads = [messages.render(run_id, task_id=ids[2 * n], tag=ids[2 * n + 1]) for n, run_id in enumerate(run_ids)]
     with producer.channel.conn_or_acquire() as client:
         # LPUSH a b c leaves c … a: the consumer pops from the right, so a goes first.
         client.lpush(messages.key, *payloads)
@@ -202,7 +214,13 @@ def runs_dispatch(run_ids: Iterable[int]) -> list[int]:
     except Exception as exc:  # no broker connection at all
         logger.warning("agent runs not enqueued (%s); the scheduler tick will re-dispatch them", exc)
     if sent:
-        AgentRun.objects.filter(pk__in=sent, state=RunState.QUEUED).update(enqueued_at=timezone.now())
+        # Raw, with the ids as one array literal: the ORM's pk__in quotes a thousand parameters in
+        # Python (5 ms of CPU a chunk, taken from the tick writing the next batch).
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "UPDATE agent_runs SET enqueued_at = %s WHERE id = ANY(%s::bigint[]) AND state = %s",
+                [timezone.now(), "{" + ",".join(map(str, sent)) + "}", RunState.QUEUED.value],
+            )
     return sent
 
 

@@ -115,7 +115,9 @@ def test_the_ticks_rendered_messages_are_exactly_what_kombu_writes_for_the_same_
             client.delete(queue.name)
     assert [_args(m) for m in messages] == [[run_id] for run_id in ours]
     task_ids = {m["headers"]["id"] for m in messages}
-    assert len(task_ids) == len(messages) == len({m["properties"]["delivery_tag"] for m in messages})
+    tags = {m["properties"]["delivery_tag"] for m in messages}
+    assert len(task_ids) == len(messages) == len(tags)
+    assert all(uuid.UUID(value).version == 4 for value in task_ids | tags)  # as Celery and kombu make them
 
     def normalized(message: dict) -> dict:
         headers, properties = message["headers"], message["properties"]
