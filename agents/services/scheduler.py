@@ -21,7 +21,12 @@ from agents.selectors import budget_room
 from agents.services import dispatch
 from agents.services.runs import BUDGET_LOCK_KEY, BUDGET_LOCK_SQL, agent_runs_redispatch
 
-TICK_BATCH_SIZE = 1000
+# Agents claimed per transaction. Larger batches pay the per-transaction costs (round trips, planning,
+# commit, a publisher hand-off) fewer times: at 1M agents a 10 000-run tick took ≈ 0.7 s in batches of
+# 1 000 and ≈ 0.55 s in batches of 5 000. The cost is how long a batch holds its owners' budget locks
+# (a run-now click of such an owner waits for the batch's commit, ≈ 0.2 s) and that its runs reach
+# the broker when the whole batch has committed.
+TICK_BATCH_SIZE = 5000
 
 
 @dataclass
@@ -155,7 +160,8 @@ def _tick_batch(
         owner_tz: dict[int, str] = {
             owner_id: effective_timezone(tz, org_timezone=org_tz) for _, owner_id, _, _, tz in rows
         }
-        weeks = {owner_id: sched.week_bounds(tz, now) for owner_id, tz in owner_tz.items()}
+        zone_weeks = {tz: sched.week_bounds(tz, now) for tz in set(owner_tz.values())}  # a handful of zones
+        weeks = {owner_id: zone_weeks[tz] for owner_id, tz in owner_tz.items()}
         owners = sorted(weeks)
         owner_ids = _array(owners)
         with connection.connection.pipeline() as pipeline:
