@@ -63,6 +63,39 @@ def _isolated_cache(request):
     yield
 
 
+# Connections opened by threads other than the main one during the current test (strong
+# references: a dead thread's wrapper must stay inspectable).
+_THREAD_CONNECTIONS: list = []
+
+
+def _note_thread_connection(sender, connection, **kwargs) -> None:
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        _THREAD_CONNECTIONS.append(connection)
+
+
+@pytest.fixture(autouse=True)
+def _thread_connections_returned(request):
+    """A thread that uses the ORM must close its connection when done (a Celery task, a request and
+    our own threads do). A thread's end does not give a pooled connection back: its slot stays
+    taken for the life of the process, and a later threaded test starves on the pool's timeout."""
+    import time
+
+    from django.db.backends.signals import connection_created
+
+    _THREAD_CONNECTIONS.clear()
+    connection_created.connect(_note_thread_connection, dispatch_uid="tests-thread-connections")
+    yield
+    connection_created.disconnect(dispatch_uid="tests-thread-connections")
+    deadline = time.monotonic() + 3  # threads the test stopped may still be closing theirs
+    while (held := [c for c in _THREAD_CONNECTIONS if c.connection is not None]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    _THREAD_CONNECTIONS.clear()
+    if held and getattr(held[0], "pool", None) is not None:
+        pytest.fail(f"{len(held)} database connection(s) opened by a thread of this test were never closed")
+
+
 def _clear_cache_namespace() -> None:
     import redis
     from django.conf import settings

@@ -330,7 +330,14 @@ def test_one_model_call_longer_than_the_stale_window_is_not_reaped_while_the_wor
     fake_chat.add_round([Delay(2.5), *answer("долгий ответ")])
     run = AgentRunFactory(agent=AgentFactory(), state="queued")
     outcome: list = []
-    worker = threading.Thread(target=lambda: outcome.append(run_execute(run.pk)))
+
+    def execute():
+        try:
+            outcome.append(run_execute(run.pk))
+        finally:
+            connection.close()  # as a Celery task's end does; a thread's end does not return it to the pool
+
+    worker = threading.Thread(target=execute)
     worker.start()
     # when the reaper keeps running during the call
     reaped = 0

@@ -7,6 +7,7 @@ import json
 import pytest
 from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
+from django.db import connection
 from django.test import Client
 
 from achilles.llm import TextDelta
@@ -156,13 +157,16 @@ def test_an_open_socket_loses_its_rights_with_the_session(engine, user, revoke):
     headers = session_headers(user)
 
     def take_rights_away():
-        if revoke == "deactivated":
-            type(user).objects.filter(pk=user.pk).update(is_active=False)
-        elif revoke == "signed_out":
-            Session.objects.all().delete()
-        else:
-            user.set_password("a-new-secret-123")
-            user.save()
+        try:
+            if revoke == "deactivated":
+                type(user).objects.filter(pk=user.pk).update(is_active=False)
+            elif revoke == "signed_out":
+                Session.objects.all().delete()
+            else:
+                user.set_password("a-new-secret-123")
+                user.save()
+        finally:
+            connection.close()  # this thread's connection back to the pool: a thread's end does not return it
 
     async def go():
         ws = communicator(headers)

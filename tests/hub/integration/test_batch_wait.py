@@ -5,7 +5,8 @@ import threading
 import time
 
 import pytest
-from django.db import connection
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections, connection
 
 from achilles.errors import NotFound, ValidationFailed
 from hub import protocol, services
@@ -54,7 +55,15 @@ def test_async_batch_wait_wakes_too(hub_user, sync_agent):
     batch = services.batch_create(user=hub_user, title="one", commands=[{"type": "refresh", "keys": ["AURORA-1"]}])
     finished_at: list[float] = []
     thread = _finish_later(sync_agent, batch.id, 0.5, finished_at)
-    view = asyncio.run(services.batch_wait_async(user=hub_user, batch_id=batch.id, timeout_minutes=1))
+
+    async def wait():
+        try:
+            return await services.batch_wait_async(user=hub_user, batch_id=batch.id, timeout_minutes=1)
+        finally:
+            # as the end of a request does: asgiref's shared sync thread would keep its connection
+            await sync_to_async(close_old_connections)()
+
+    view = asyncio.run(wait())
     returned = time.monotonic()
     thread.join()
     assert view.finished and returned - finished_at[0] < 1.0

@@ -10,6 +10,7 @@ import sys
 import pytest
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import connection
 from django.utils import timezone
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
@@ -52,7 +53,10 @@ def test_hub_mcp_over_stdio_lists_the_tools_and_acts_as_the_token_owner(token, m
     def revoke():
         from achilles.models import ApiToken
 
-        ApiToken.objects.update(revoked_at=timezone.now())
+        try:
+            ApiToken.objects.update(revoked_at=timezone.now())
+        finally:
+            connection.close()  # asgiref's shared thread would keep it past the test
 
     tools, card, created, missing, revoked = asyncio.run(conversation())
 
