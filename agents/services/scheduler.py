@@ -164,18 +164,18 @@ def _tick_batch(
         weeks = {owner_id: zone_weeks[tz] for owner_id, tz in owner_tz.items()}
         owners = sorted(weeks)
         owner_ids = _array(owners)
-        with connection.connection.pipeline() as pipeline:
-            # The same per-owner lock a manual start takes (in id order): spend and reservations are
-            # read after it, each statement with a snapshot of its own, and new runs reserved as one
-            # step, so a tick racing run-now clicks cannot overshoot either.
-            cursor.execute(BUDGET_LOCK_SQL, [BUDGET_LOCK_KEY, owner_ids])
-            cursor.execute(
-                _BUDGET_SQL, [owner_ids, _array(weeks[o][0] for o in owners), _array(weeks[o][1] for o in owners)]
-            )
-            pipeline.sync()
+        with connection.cursor() as reservations:
+            with connection.connection.pipeline():
+                # The same per-owner lock a manual start takes (in id order): spend and reservations
+                # are read after it, each statement with a snapshot of its own, and new runs reserved
+                # as one step, so a tick racing run-now clicks cannot overshoot either.
+                cursor.execute(BUDGET_LOCK_SQL, [BUDGET_LOCK_KEY, owner_ids])
+                cursor.execute(
+                    _BUDGET_SQL, [owner_ids, _array(weeks[o][0] for o in owners), _array(weeks[o][1] for o in owners)]
+                )
+                reservations.execute(_ACTIVE_SQL, [owner_ids])
             spent = dict(cursor.fetchall())
-            cursor.execute(_ACTIVE_SQL, [owner_ids])
-        active = dict(cursor.fetchall())
+            active = dict(reservations.fetchall())
         # How many more runs each owner has room for: each needs spend + reservations < budget.
         room = {
             owner: budget_room(spent=spent.get(owner, 0), active=active.get(owner, 0), budget=budget, run_cap=run_cap)
