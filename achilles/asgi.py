@@ -2,13 +2,18 @@
 
 import os
 
-from django.core.asgi import get_asgi_application
+import django
 
 from achilles.bootstrap import bootstrap
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "achilles.settings")
 bootstrap()
-django_asgi_app = get_asgi_application()
+django.setup(set_prefix=False)  # as get_asgi_application() does
+
+from achilles.inline_middleware import InlineHooksASGIHandler  # noqa: E402
+
+# Django's handler, its own middleware without a thread hop per hook (achilles.inline_middleware).
+django_asgi_app = InlineHooksASGIHandler()
 
 from achilles.security import production_guard  # noqa: E402
 

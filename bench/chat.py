@@ -385,7 +385,7 @@ def _profiler(pid: int) -> subprocess.Popen:
             "--pid",
             str(pid),
             "--rate",
-            "250",
+            os.environ.get("BENCH_CHAT_PROFILE_RATE", "250"),
             "--format",
             "raw",
             "--output",

@@ -1,0 +1,150 @@
+"""Django's own middleware without thread hops on the async path (issue 15: CPU per chat turn).
+
+``settings.MIDDLEWARE`` names Django's classes (its deploy checks look for those names, and the
+test clients build their chains from them); the ASGI application that daphne serves
+(``InlineHooksASGIHandler``, see ``achilles/asgi.py``) builds its chain with the subclasses below
+in their place. Apart from ``achilles.middleware``: that module is imported by the logging
+configuration, before the apps are loaded, and these import Django's auth, sessions and messages.
+"""
+
+from __future__ import annotations
+
+from asgiref.sync import iscoroutinefunction, sync_to_async
+from django.conf import settings
+from django.contrib.auth import middleware as django_auth_middleware
+from django.contrib.messages import middleware as django_messages_middleware
+from django.contrib.sessions import middleware as django_session_middleware
+from django.core.asgi import ASGIHandler
+from django.core.handlers import base as django_handlers_base
+from django.middleware import clickjacking as django_clickjacking
+from django.middleware import common as django_common
+from django.middleware import csrf as django_csrf
+from django.middleware import security as django_security
+
+
+class InlineHooks:
+    """Mixed in before one of Django's ``MiddlewareMixin`` middleware: its hooks are called in the
+    chain's own mode.
+
+    On the async path (daphne) Django runs a ``MiddlewareMixin``'s ``process_request``,
+    ``process_view`` and ``process_response`` each through ``sync_to_async(thread_sensitive=True)``:
+    for the seven below that is 13 thread hops per request, each a wake-up of a worker thread and
+    of the event loop (bench/chat: "outside the view"). Their hooks only read the request and set
+    headers, so they are called directly; where a hook would do I/O (``*_needs_thread``: a session
+    to save, messages to store, a CSRF token kept in the session) it still goes to the thread, as
+    before. The sync path is Django's own; the classes stay subclasses of Django's (the admin's
+    checks look for them).
+    """
+
+    def __init__(self, get_response):
+        super().__init__(get_response)
+        if iscoroutinefunction(self) and hasattr(self, "process_view"):
+            # Django takes process_view off the instance and adapts it to the chain's mode.
+            sync_process_view = self.process_view
+
+            async def process_view(request, view_func, view_args, view_kwargs):
+                if self.request_needs_thread(request):
+                    return await sync_to_async(sync_process_view, thread_sensitive=True)(
+                        request, view_func, view_args, view_kwargs
+                    )
+                return sync_process_view(request, view_func, view_args, view_kwargs)
+
+            self.process_view = process_view
+
+    async def __acall__(self, request):
+        response = None
+        if hasattr(self, "process_request"):
+            if self.request_needs_thread(request):
+                response = await sync_to_async(self.process_request, thread_sensitive=True)(request)
+            else:
+                response = self.process_request(request)
+        response = response or await self.get_response(request)
+        if hasattr(self, "process_response"):
+            if self.response_needs_thread(request, response):
+                response = await sync_to_async(self.process_response, thread_sensitive=True)(request, response)
+            else:
+                response = self.process_response(request, response)
+        return response
+
+    def request_needs_thread(self, request) -> bool:
+        return False
+
+    def response_needs_thread(self, request, response) -> bool:
+        return False
+
+
+class SecurityMiddleware(InlineHooks, django_security.SecurityMiddleware):
+    pass
+
+
+class CommonMiddleware(InlineHooks, django_common.CommonMiddleware):
+    pass
+
+
+class XFrameOptionsMiddleware(InlineHooks, django_clickjacking.XFrameOptionsMiddleware):
+    pass
+
+
+class AuthenticationMiddleware(InlineHooks, django_auth_middleware.AuthenticationMiddleware):
+    """Its hook only sets the lazy ``request.user``; the user is loaded where it is read."""
+
+
+class SessionMiddleware(InlineHooks, django_session_middleware.SessionMiddleware):
+    """The session store is lazy; its response hook writes only a session to save."""
+
+    def response_needs_thread(self, request, response) -> bool:
+        session = getattr(request, "session", None)
+        return (
+            session is not None and (session.modified or settings.SESSION_SAVE_EVERY_REQUEST) and not session.is_empty()
+        )
+
+
+class CsrfViewMiddleware(InlineHooks, django_csrf.CsrfViewMiddleware):
+    """The token lives in a cookie; kept in the session (CSRF_USE_SESSIONS) its hooks read it."""
+
+    def request_needs_thread(self, request) -> bool:
+        return settings.CSRF_USE_SESSIONS
+
+    def response_needs_thread(self, request, response) -> bool:
+        return settings.CSRF_USE_SESSIONS
+
+
+class MessageMiddleware(InlineHooks, django_messages_middleware.MessageMiddleware):
+    """The storage is lazy; its response hook stores only messages that were added or read."""
+
+    def response_needs_thread(self, request, response) -> bool:
+        messages = getattr(request, "_messages", None)
+        return messages is not None and (messages.used or messages.added_new)
+
+
+# Django's class (as settings.MIDDLEWARE names it) → the subclass the ASGI chain uses instead.
+INLINE = {
+    f"{cls.__bases__[1].__module__}.{cls.__bases__[1].__name__}": cls
+    for cls in (
+        SecurityMiddleware,
+        CommonMiddleware,
+        XFrameOptionsMiddleware,
+        AuthenticationMiddleware,
+        SessionMiddleware,
+        CsrfViewMiddleware,
+        MessageMiddleware,
+    )
+}
+
+
+class InlineHooksASGIHandler(ASGIHandler):
+    """Django's ASGI handler, its middleware chain built with the ``INLINE`` subclasses."""
+
+    def load_middleware(self, is_async=False):
+        # Django's loader imports each settings.MIDDLEWARE path through this module-level name;
+        # swapped only while the chain is built (once, when the application is created).
+        original = django_handlers_base.import_string
+
+        def import_inline(path: str):
+            return INLINE.get(path) or original(path)
+
+        django_handlers_base.import_string = import_inline
+        try:
+            super().load_middleware(is_async)
+        finally:
+            django_handlers_base.import_string = original
