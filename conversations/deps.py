@@ -143,7 +143,6 @@ class EngineDeps:
 
     @property
     def in_one_thread(self) -> bool:
-
         return isinstance(self.store, DatabaseTurnStore) and isinstance(self.knowledge, FacadeKnowledgeClient)
 
     async def start(
