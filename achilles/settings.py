@@ -333,6 +333,9 @@ WITHHELD_HINTS_PER_HOUR = _read("WITHHELD_HINTS_PER_HOUR", env.int, 30)
 # A query word counts towards a withheld hint only when at least this many records contain it:
 # a word or number found in one record alone would make the hint an oracle for that record.
 WITHHELD_MIN_RECORDS = _read("WITHHELD_MIN_RECORDS", env.int, 3)
+# A search outside a transaction runs its nearest-neighbour statement on a second pooled connection
+# while the lexical statements run on the request's (same results; off: one connection throughout).
+KS_SEARCH_PARALLEL = _strict_bool("KS_SEARCH_PARALLEL", True)
 
 # ---------------------------------------------------------------- models
 # The allow-list lives in the database (agent_models). These variables only seed it on

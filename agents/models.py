@@ -22,7 +22,11 @@ class Agent(TimestampedModel):
     owner = models.ForeignKey(User, on_delete=models.DO_NOTHING, related_name="agents", db_index=False)
     name = models.CharField(max_length=200)
     instructions = models.TextField(blank=True, default="")
-    model = models.ForeignKey(AllowedModel, on_delete=models.DO_NOTHING, null=True, blank=True, related_name="agents")
+    # db_index=False: the tick's every slot move wrote into it (migration 0009); its one reader, the
+    # database's ON DELETE SET NULL when a model leaves the allow-list, reads the table instead.
+    model = models.ForeignKey(
+        AllowedModel, on_delete=models.DO_NOTHING, null=True, blank=True, related_name="agents", db_index=False
+    )
     schedule = models.JSONField(
         null=True,
         blank=True,

@@ -627,6 +627,8 @@ def main() -> None:
 
 
 def _equal_recall(connection, embedder) -> dict:
+    from django.conf import settings
+
     from knowledge.search import vector as ks_vector
 
     sides = Sides(connection, embedder)
@@ -637,7 +639,8 @@ def _equal_recall(connection, embedder) -> dict:
     print(
         f"\n{total} chunks, k={K}; recall@{RECALL_AT} of each side's vector list against exact search "
         f"({SWEEP_QUERIES} queries); sweep p95 over the same queries, the three sides interleaved; "
-        f"ours' default hnsw.ef_search = {default_ef}"
+        f"ours' default hnsw.ef_search = {default_ef}; ours' vector statements beside the lexical ones: "
+        f"{'on' if settings.KS_SEARCH_PARALLEL else 'off (KS_SEARCH_PARALLEL)'}"
     )
     _warm_up(sides, qs)
     chosen: dict[str, dict] = {}

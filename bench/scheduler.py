@@ -96,9 +96,10 @@ def _explain(cursor) -> list[str]:
     from django.db import transaction
     from django.utils import timezone
 
-    from agents.services.scheduler import _CLAIM_SQL
+    from agents.services.scheduler import _CLAIM_PLAN_SQL, _CLAIM_SQL
 
     with transaction.atomic():
+        cursor.execute(_CLAIM_PLAN_SQL)  # as the tick plans it
         cursor.execute("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + _CLAIM_SQL, [timezone.now(), 1000])
         plan = [row[0] for row in cursor.fetchall()]
         transaction.set_rollback(True)
@@ -118,18 +119,18 @@ def _bench_ours() -> dict:
     from agents.services import dispatch
 
     publishing = [True]
-    real_send = dispatch._send
+    real_publish = dispatch._publish
 
-    def send(run_id, producer=None, queue=None):
+    def publish(run_ids, producer, queue):
         if publishing[0]:
-            real_send(run_id, producer, queue)
+            real_publish(run_ids, producer, queue)
 
     # the real publish path, routed to a throwaway queue
     app.conf.task_default_queue = OURS_QUEUE
     app.conf.task_routes = {}
     app.amqp.__dict__.pop("router", None)
     app.amqp.__dict__.pop("queues", None)
-    dispatch._send = send
+    dispatch._publish = publish
     due_per_minute = AGENTS // 100
 
     with connection.cursor() as cursor:

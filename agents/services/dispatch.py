@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
+import os
 import queue
+import re
 import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -13,7 +17,6 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from agents.choices import RunState
-from agents.models import AgentRun
 
 if TYPE_CHECKING:
     from kombu import Producer, Queue
@@ -58,15 +61,135 @@ def _send(run_id: int, producer: Producer | None = None, queue: Queue | None = N
     )
 
 
-PUBLISH_CHUNK = 200
+PUBLISH_CHUNK = 1000
+# A run id no real run has: the template message is rendered for it, then split around it.
+_TEMPLATE_RUN_ID = 987654321987654
+_SLOTS = {"id": "\x01id\x01", "argsrepr": "\x01argsrepr\x01", "body": "\x01body\x01", "tag": "\x01tag\x01"}
+
+
+class _RedisRunMessages:
+    """The exact Redis list entry kombu writes for a run, as a template: per run only the task
+    id, the delivery tag, ``argsrepr`` and the body change.
+
+    Celery builds and kombu wraps each message in ≈ 50 µs of Python (two JSON encodings, routing,
+    a dict per layer); a busy tick sends 10 000 of them on a thread that competes with the tick
+    for the GIL. The template is taken from a real publication (``_send`` of a sentinel run to a
+    throwaway list, popped straight back), so it is whatever this Celery and kombu write — headers,
+    properties, serializer and body encoding included — and a chunk is rendered by string joins
+    and pushed with one ``LPUSH`` (atomic: all of the chunk or none of it).
+    """
+
+    def __init__(self, parts: list[str], body_parts: tuple[str, str], key: str) -> None:
+        self.parts = parts
+        self.body_parts = body_parts
+        self.key = key
+
+    @classmethod
+    def capture(cls, producer: Producer, queue: Queue) -> _RedisRunMessages | None:
+        """Publish a sentinel run through kombu, read back what it wrote; None where the shape is
+        not the plain one (another transport, priorities, expiring queues): the caller then uses
+        kombu per message."""
+        from kombu import Queue as KombuQueue
+        from kombu.transport import redis as kombu_redis
+
+        channel = producer.channel
+        # An expiring queue gets a PEXPIRE beside each push from kombu: not the plain shape.
+        if not isinstance(channel, kombu_redis.Channel) or getattr(queue, "expires", None):
+            return None
+        scratch = f"{queue.name}.template.{uuid()}"
+        _send(_TEMPLATE_RUN_ID, producer, KombuQueue(scratch))
+        with channel.conn_or_acquire() as client:
+            raw = client.lpop(scratch)
+        if raw is None:  # not where a plain queue's messages go
+            return None
+        message = json.loads(raw)
+        headers, properties = message["headers"], message["properties"]
+        task_id = headers["id"]
+        if (
+            properties.get("body_encoding") != "base64"
+            or properties.get("priority") not in (0, None)
+            or headers.get("root_id") != task_id
+            or properties.get("correlation_id") != task_id
+            or properties.get("delivery_info", {}).get("routing_key") != scratch
+        ):
+            return None
+        body = base64.b64decode(message["body"]).decode()
+        if body.count(str(_TEMPLATE_RUN_ID)) != 1 or headers.get("argsrepr") != f"({_TEMPLATE_RUN_ID},)":
+            return None
+        body_parts = tuple(body.split(str(_TEMPLATE_RUN_ID)))
+        headers["id"] = headers["root_id"] = properties["correlation_id"] = _SLOTS["id"]
+        headers["argsrepr"] = _SLOTS["argsrepr"]
+        message["body"] = _SLOTS["body"]
+        properties["delivery_tag"] = _SLOTS["tag"]
+        properties["delivery_info"]["routing_key"] = queue.name
+        text = json.dumps(message)
+        # json.dumps escapes the \x01 markers as \u0001: split the text around them.
+        markers = {json.dumps(v)[1:-1]: k for k, v in _SLOTS.items()}
+        parts = re.split("(" + "|".join(re.escape(m) for m in markers) + ")", text)
+        parts = [markers.get(p, p) if i % 2 else p for i, p in enumerate(parts)]
+        if sorted(parts[1::2]) != sorted(["id", "id", "id", "argsrepr", "body", "tag"]):
+            return None
+        messages = cls(parts, (body_parts[0], body_parts[1]), queue.name)
+        # Rendered for the sentinel, the template gives back exactly what kombu wrote (but the queue).
+        expected = json.loads(raw)
+        expected["properties"]["delivery_info"]["routing_key"] = queue.name
+        tag = expected["properties"]["delivery_tag"]
+        if json.loads(messages.render(_TEMPLATE_RUN_ID, task_id=task_id, tag=tag)) != expected:
+            return None
+        return messages
+
+    def render(self, run_id: int, *, task_id: str, tag: str) -> str:
+        values = {
+            "id": task_id,
+            "argsrepr": f"({run_id},)",
+            "body": base64.b64encode(f"{self.body_parts[0]}{run_id}{self.body_parts[1]}".encode()).decode(),
+            "tag": tag,
+        }
+        parts = self.parts
+        return "".join([values[p] if i % 2 else p for i, p in enumerate(parts)])
+
+
+def _uuid4s(count: int) -> list[str]:
+    """``count`` random (version 4) UUIDs in text, as Celery's task ids and kombu's delivery tags,
+    from one read of the OS's random source: ``uuid.uuid4()`` costs ≈ 3 µs each, and a chunk of
+    runs needs two per run."""
+    raw = os.urandom(16 * count).hex()
+    ids = []
+    for start in range(0, 32 * count, 32):
+        h = raw[start : start + 32]
+        ids.append(f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{'89ab'[int(h[16], 16) & 3]}{h[17:20]}-{h[20:]}")
+    return ids
+
+
+# One template per process (the origin header names the process) and queue; None = not usable.
+_templates: dict[tuple[int, str], _RedisRunMessages | None] = {}
+
+
+def _publish(run_ids: list[int], producer: Producer, queue: Queue) -> None:
+    """Put a chunk of runs on the broker: one LPUSH of rendered messages on Redis, kombu's
+    publish batch per message elsewhere (separate function so tests can capture it)."""
+    key = (os.getpid(), queue.name)
+    if key not in _templates:
+        _templates[key] = _RedisRunMessages.capture(producer, queue)
+    messages = _templates[key]
+    if messages is None:
+        with producer.batch(max_size=4 * len(run_ids)):
+            for run_id in run_ids:
+                _send(run_id, producer, queue)
+        return
+    ids = _uuid4s(2 * len(run_ids))
+    payloads = [messages.render(run_id, task_id=ids[2 * n], tag=ids[2 * n + 1]) for n, run_id in enumerate(run_ids)]
+    with producer.channel.conn_or_acquire() as client:
+        # LPUSH a b c leaves c … a: the consumer pops from the right, so a goes first.
+        client.lpush(messages.key, *payloads)
 
 
 def runs_dispatch(run_ids: Iterable[int]) -> list[int]:
     """Enqueue runs and stamp ``enqueued_at``; failures are logged and left to the re-dispatcher.
 
-    One producer for the whole list, and kombu's publish batch (a Redis pipeline) per chunk: a
-    tick's thousand runs cost a few round trips instead of a thousand. A chunk whose flush fails
-    is left unstamped, so the tick re-sends it (a duplicate delivery is harmless).
+    One producer for the whole list, one push per chunk: a tick's thousand runs cost one round
+    trip instead of a thousand. A chunk whose push fails is left unstamped, so the tick re-sends
+    it (a duplicate delivery is harmless).
     """
     from agents.tasks import agent_run_task
 
@@ -81,9 +204,7 @@ def runs_dispatch(run_ids: Iterable[int]) -> list[int]:
             for start in range(0, len(run_ids), PUBLISH_CHUNK):
                 chunk = run_ids[start : start + PUBLISH_CHUNK]
                 try:
-                    with producer.batch(max_size=4 * PUBLISH_CHUNK):
-                        for run_id in chunk:
-                            _send(run_id, producer, queue)
+                    _publish(chunk, producer, queue)
                 except Exception as exc:
                     logger.warning(
                         "%d agent run(s) not enqueued (%s); the scheduler tick will re-dispatch them", len(chunk), exc
@@ -93,7 +214,13 @@ def runs_dispatch(run_ids: Iterable[int]) -> list[int]:
     except Exception as exc:  # no broker connection at all
         logger.warning("agent runs not enqueued (%s); the scheduler tick will re-dispatch them", exc)
     if sent:
-        AgentRun.objects.filter(pk__in=sent, state=RunState.QUEUED).update(enqueued_at=timezone.now())
+        # Raw, with the ids as one array literal: the ORM's pk__in quotes a thousand parameters in
+        # Python (5 ms of CPU a chunk, taken from the tick writing the next batch).
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "UPDATE agent_runs SET enqueued_at = %s WHERE id = ANY(%s::bigint[]) AND state = %s",
+                [timezone.now(), "{" + ",".join(map(str, sent)) + "}", RunState.QUEUED.value],
+            )
     return sent
 
 

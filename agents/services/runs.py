@@ -66,6 +66,7 @@ def agent_run_request(*, agent: Agent, now: datetime | None = None) -> AgentRun:
 
 # pg_advisory_xact_lock(key, owner_id): the budget lock's namespace (any constant of our own).
 BUDGET_LOCK_KEY = 0x41474E54  # "AGNT"
+BUDGET_LOCK_SQL = "SELECT pg_advisory_xact_lock(%s, o::int) FROM unnest(%s::bigint[]) AS o ORDER BY o"
 
 
 def owner_budget_lock(*, owner_ids: Iterable[int]) -> None:
@@ -74,10 +75,7 @@ def owner_budget_lock(*, owner_ids: Iterable[int]) -> None:
     ids = sorted(set(owner_ids))
     if ids:
         with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT pg_advisory_xact_lock(%s, o::int) FROM unnest(%s::bigint[]) AS o ORDER BY o",
-                [BUDGET_LOCK_KEY, ids],
-            )
+            cursor.execute(BUDGET_LOCK_SQL, [BUDGET_LOCK_KEY, ids])
 
 
 class RunAbandoned(Exception):

@@ -182,3 +182,77 @@ def unfiltered_top(
             if not visible:
                 hidden.add(chunk_id)
     return ranked, hidden
+
+
+def lower_levels_statement(
+    side: SideLists, lexemes: Sequence[str], principals: list[str], depth: int, k: int, columns: str, similarity: str
+) -> tuple[str, dict[str, Any]] | None:
+    """All lower coordination levels in one statement, for the lists still short after the first.
+
+    Each list is a chain of levels under one LIMIT: PostgreSQL runs a level only while the rows
+    before it fall short (an Append under a Limit stops pulling), so it does what ``lexical_levels``
+    does in one round trip. Level j leaves out the first level's rows (``seen``) and the matches of
+    the level before it: the earlier levels' matches, since their queries are nested (more terms in
+    common) and a level is reached only when all of its predecessor's rows were taken. Rows carry
+    their level and score (the order is rebuilt from them: ``apply_lower_levels``), ``similarity``
+    and ``columns`` over ``c`` the chunk and ``r`` its record. None when no list is short."""
+    levels = coordination_levels(lexemes)[1:]  # the all-lexemes level ran first
+    need_visible, need_all = depth - len(side.visible), k - len(side.unfiltered)
+    if not levels or (need_visible <= 0 and need_all <= 0):
+        return None
+    params: dict[str, Any] = {"principals": principals, "lx_seen_visible": side.visible, "lx_seen_all": side.unfiltered}
+    params.update({f"lx_{j}": level for j, level in enumerate(levels)})
+    # Both lists short: the first lower level's matches are scanned once for both (as
+    # LEXICAL_BOTH_SQL does); both lists then hold all of the first level's rows, so «not seen»
+    # is «not among the unfiltered ones» for both.
+    shared = need_visible > 0 and need_all > 0
+    chains = []
+    for filtered, need, seen, acl in (
+        (True, need_visible, "lx_seen_visible", "AND c.acl && %(principals)s::text[]"),
+        (False, need_all, "lx_seen_all", ""),
+    ):
+        if need <= 0:
+            continue
+        branches = []
+        for j in range(len(levels)):
+            if j == 0 and shared:
+                branches.append(
+                    f"(SELECT 0 AS level, id, score FROM m0 {'WHERE visible' if filtered else ''} "
+                    f"ORDER BY score DESC, id LIMIT {int(need)})"
+                )
+                continue
+            before = f"AND NOT c.tsv @@ %(lx_{j - 1})s::tsquery" if j else ""
+            branches.append(
+                f"(SELECT {j} AS level, c.id, ts_rank(c.tsv, %(lx_{j})s::tsquery, 1) AS score FROM knowledge_chunks c "
+                f"WHERE c.tsv @@ %(lx_{j})s::tsquery {acl} AND NOT (c.id = ANY(%({seen})s)) {before} "
+                f"ORDER BY score DESC, c.id LIMIT {int(need)})"
+            )
+        chains.append(
+            f"SELECT {filtered} AS filtered, x.level, x.id, x.score FROM "
+            f"({' UNION ALL '.join(branches)}) AS x LIMIT {int(need)}"
+        )
+    with_m0 = (
+        "WITH m0 AS MATERIALIZED (SELECT c.id, ts_rank(c.tsv, %(lx_0)s::tsquery, 1) AS score, "
+        "c.acl && %(principals)s::text[] AS visible FROM knowledge_chunks c "
+        "WHERE c.tsv @@ %(lx_0)s::tsquery AND NOT (c.id = ANY(%(lx_seen_all)s))) "
+        if shared
+        else ""
+    )
+    sql = (
+        f"{with_m0}SELECT l.filtered, l.level, l.score, {similarity}, {columns} "
+        f"FROM ({' UNION ALL '.join('(' + chain + ')' for chain in chains)}) AS l "
+        "JOIN knowledge_chunks c ON c.id = l.id JOIN knowledge_records r ON r.id = c.record_id"
+    )
+    return sql, params
+
+
+def apply_lower_levels(side: SideLists, rows: Sequence[tuple[Any, ...]], visible_at: int) -> None:
+    """Append ``lower_levels_statement``'s rows to ``side`` in rank order (level, then score, then
+    id — the order of its SQL); ``visible_at``: the index of the visible flag among a row's columns."""
+    for row in sorted(rows, key=lambda r: (r[1], -r[2], r[4])):
+        if row[0]:
+            side.visible.append(row[4])
+        else:
+            side.unfiltered.append(row[4])
+            if not row[visible_at]:
+                side.hidden.add(row[4])

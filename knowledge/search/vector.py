@@ -2,19 +2,31 @@
 
 One statement. The planner picks the HNSW index for a broad identity (pgvector's iterative scan
 keeps walking the graph until N rows pass the ACL) and an exact scan over the ACL's GIN bitmap for
-a narrow one. The lexical candidates are re-scored by exact cosine in the same statement and
+a narrow one. The lexical candidates are re-scored by exact cosine (beside their details) and
 compete for the vector list too: an approximate index can miss a close neighbour, the lexical side
 often has it (recall@10 +0.07–0.17 on the benchmark).
+
+The nearest-neighbour statement needs nothing from the lexical side, nor does the semantic side
+of withheld when its topic is the whole query: outside a transaction each runs on a pooled
+connection of its own while the lexical statements run on the request's (``start_beside``);
+inside one (``atomic``, a TestCase) another connection could not see the transaction's rows, so
+they ride in the last message on the request's connection instead.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from django.db.backends.utils import CursorWrapper
+from psycopg_pool import PoolClosed, PoolTimeout
 
-VECTOR_SQL = """
+# The nearest visible chunks, by the HNSW index or an exact scan (the planner's choice).
+NEAREST_SQL = """
 WITH h AS MATERIALIZED (
     SELECT id, 1 - (embedding <=> %(vec)s::vector) AS similarity
     FROM knowledge_chunks
@@ -23,10 +35,6 @@ WITH h AS MATERIALIZED (
     LIMIT %(n)s
 )
 SELECT id, similarity FROM h
-UNION
-SELECT id, 1 - (embedding <=> %(vec)s::vector)
-FROM knowledge_chunks
-WHERE id = ANY(%(extra)s) AND embedding IS NOT NULL AND acl && %(principals)s::text[]
 """
 # The semantic side of withheld: the nearest chunks to the topical words, visible or not.
 VECTOR_ALL_SQL = """
@@ -36,14 +44,38 @@ WHERE embedding IS NOT NULL
 ORDER BY embedding <=> %(topic_vec)s::vector
 LIMIT %(topic_n)s
 """
+# Chunks by id; the lexical candidates (``extra``) with their exact similarity when visible.
+BY_ID_SQL = """
+SELECT {similarity}, {columns}
+FROM knowledge_chunks c JOIN knowledge_records r ON r.id = c.record_id
+WHERE c.id = ANY(%(by_id)s)
+"""
+EXTRA_SIMILARITY = (
+    "CASE WHEN c.id = ANY(%(extra)s) AND c.embedding IS NOT NULL AND c.acl && %(principals)s::text[] "
+    "THEN 1 - (c.embedding <=> %(vec)s::vector) END"
+)
 # The HNSW settings, local to the transaction, sent in the same message as the vector statements:
 # the statements of one message run as one transaction (also in autocommit), so no BEGIN/COMMIT.
 HNSW_SETTINGS_SQL = """
 SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', %(ef_search)s, true)
 """
+JOINED = (
+    "SELECT s.similarity, {flag} {columns} FROM ({inner}) AS s JOIN knowledge_chunks c ON c.id = s.id "
+    "JOIN knowledge_records r ON r.id = c.record_id"
+)
 # Candidate list width of the HNSW scan (pgvector's default is 40). Hash embeddings of short
 # queries are a hard case for HNSW; bench/knowledge prints recall and latency for a sweep.
 HNSW_EF_SEARCH = 250
+# How long a job beside the request waits for a pooled connection before it hands its statement
+# back to the request's connection: a pool at its limit must not stall searches (an idle
+# connection is taken at once; a growing pool gets this long to open one).
+POOL_WAIT_SECONDS = 0.01
+PARALLEL_WORKERS = 8
+# How the jobs beside the request went in this process: run on a connection of their own, or
+# handed back for want of one (tests and operators read it; plain ints under the GIL).
+beside_jobs = {"ran": 0, "no_connection": 0}
+
+Rows = list[tuple[Any, ...]]
 
 
 def vector_literal(vector: Sequence[float]) -> str:
@@ -55,6 +87,86 @@ def ef_search(depth: int) -> int:
     return max(HNSW_EF_SEARCH, depth)
 
 
+def nearest_message(vector: Sequence[float], principals: list[str], depth: int, columns: str) -> tuple[str, dict]:
+    """The HNSW settings, then the nearest visible chunks (rows: similarity, ``columns``…)."""
+    params = {"ef_search": str(ef_search(depth)), "principals": principals, "vec": vector_literal(vector), "n": depth}
+    return HNSW_SETTINGS_SQL + ";" + JOINED.format(flag="", columns=columns, inner=NEAREST_SQL), params
+
+
+def semantic_message(
+    topic_vector: Sequence[float], principals: list[str], depth: int, columns: str, k: int
+) -> tuple[str, dict]:
+    """The HNSW settings, then the ``k`` nearest chunks to the topic, visible or not (rows:
+    similarity, visible, ``columns``…)."""
+    params = {
+        "ef_search": str(ef_search(depth)),
+        "principals": principals,
+        "topic_vec": vector_literal(topic_vector),
+        "topic_n": k,
+    }
+    return HNSW_SETTINGS_SQL + ";" + JOINED.format(flag="s.visible,", columns=columns, inner=VECTOR_ALL_SQL), params
+
+
+def _run_message(cursor: Any, sql: str, params: dict) -> Rows:
+    """Rows of the second statement of a (settings; statement) message."""
+    cursor.execute(sql, params)
+    cursor.nextset()
+    return list(cursor.fetchall())
+
+
+@dataclass(frozen=True)
+class Beside:
+    """Messages running on connections of their own (``start_beside``): the nearest visible chunks
+    for ``vector``, and the semantic side of withheld for the same vector with ``semantic_k``."""
+
+    vector: tuple[float, ...]
+    nearest: Future[Rows | None]
+    semantic: Future[Rows | None] | None
+    semantic_k: int | None
+
+
+_executor: ThreadPoolExecutor | None = None
+_executor_pid = 0
+_executor_lock = threading.Lock()
+
+
+def _pool_executor() -> ThreadPoolExecutor:
+    global _executor, _executor_pid
+    with _executor_lock:
+        if _executor is None or _executor_pid != os.getpid():  # threads do not survive a fork
+            _executor = ThreadPoolExecutor(max_workers=PARALLEL_WORKERS, thread_name_prefix="ks-beside")
+            _executor_pid = os.getpid()
+        return _executor
+
+
+def _job(pool: Any, sql: str, params: dict) -> Rows | None:
+    try:
+        conn = pool.getconn(timeout=POOL_WAIT_SECONDS)
+    except (PoolTimeout, PoolClosed):  # at its limit, or closing (shutdown)
+        beside_jobs["no_connection"] += 1
+        return None
+    try:
+        with conn.cursor() as cursor:
+            rows = _run_message(cursor, sql, params)
+        beside_jobs["ran"] += 1
+        return rows
+    finally:
+        pool.putconn(conn)
+
+
+def start_beside(
+    pool: Any, vector: Sequence[float], principals: list[str], depth: int, columns: str, semantic_k: int | None
+) -> Beside:
+    """``nearest_message`` and (with ``semantic_k``) ``semantic_message`` for ``vector``, each on a
+    connection of ``pool``, started now; a future's rows are None when the pool had none to spare."""
+    executor = _pool_executor()
+    nearest = executor.submit(_job, pool, *nearest_message(vector, principals, depth, columns))
+    semantic = None
+    if semantic_k is not None:
+        semantic = executor.submit(_job, pool, *semantic_message(vector, principals, depth, columns, semantic_k))
+    return Beside(tuple(vector), nearest, semantic, semantic_k)
+
+
 def vector_list(
     cursor: CursorWrapper,
     vector: Sequence[float],
@@ -64,81 +176,187 @@ def vector_list(
     extra: Sequence[int] = (),
 ) -> list[int]:
     """The ``depth`` most similar visible chunks among the HNSW candidates and ``extra`` ids."""
-    return vector_lists(cursor, vector, principals, depth, floor, extra)[0]
+    return ranked_by_similarity(vector_message(cursor, vector, principals, depth, extra).similarity, floor, depth)
 
 
-def vector_lists(
+def ranked_by_similarity(similarity: dict[int, float], floor: float, depth: int) -> list[int]:
+    """The vector list: the ``depth`` most similar candidates reaching ``floor``, ties by id."""
+    # relaxed_order may return neighbours slightly out of order, and extras come unordered: sort
+    reaching = sorted((p for p in similarity.items() if p[1] >= floor), key=lambda p: (-p[1], p[0]))
+    return [chunk_id for chunk_id, _ in reaching[:depth]]
+
+
+@dataclass
+class VectorRows:
+    """What ``vector_message`` read: the vector list's candidates (id → similarity, to rank with
+    ``ranked_by_similarity``), the semantic side of withheld, details, and the rows of ``more``."""
+
+    similarity: dict[int, float]
+    hidden: list[int]
+    found: dict[int, tuple[Any, ...]]
+    more: list[list[tuple[Any, ...]]]
+
+
+def vector_message(
     cursor: CursorWrapper,
     vector: Sequence[float] | None,
     principals: list[str],
     depth: int,
-    floor: float,
     extra: Sequence[int] = (),
     semantic: tuple[Sequence[float], int, float] | None = None,
     details: tuple[str, Sequence[int]] | None = None,
-) -> tuple[list[int], list[int], dict[int, tuple[Any, ...]]]:
-    """One message: the HNSW settings, the vector list (when ``vector``: the ``depth`` most similar
-    visible chunks among the HNSW candidates and ``extra`` ids, similarity ≥ ``floor``) and the
-    semantic side of withheld (when ``semantic`` = (topic vector, k, floor): the hidden chunks among
-    the k nearest, visible or not, whose similarity reaches that floor).
+    beside: Beside | None = None,
+    wrap_errors: Callable[[], Any] | None = None,
+    more: Sequence[tuple[str, dict[str, Any]]] = (),
+) -> VectorRows:
+    """One message: the HNSW settings, the vector list's candidates (when ``vector``: the ``depth``
+    nearest visible chunks and the ``extra`` ids, each with its similarity) and the semantic side
+    of withheld (when ``semantic`` = (topic vector, k, floor): the hidden chunks among the k
+    nearest, visible or not, whose similarity reaches that floor), and the ``more`` statements
+    (SQL, params; their rows are returned as read).
 
     ``details`` = (columns over ``c`` the chunk and ``r`` its record, starting with ``c.id``; more
     ids): every row of both lists carries those columns, and a last statement fetches them for the
-    other ids — returned as {chunk id: columns}, so no round trip is needed for them afterwards."""
-    statements = [HNSW_SETTINGS_SQL]
+    other ids — returned as {chunk id: columns}, so no round trip is needed for them afterwards.
+
+    ``beside``: the nearest-neighbour statement already started on another connection
+    (``start_beside``, same ``vector``, ``depth`` and columns); it is left out of the message and
+    its rows awaited after it (``wrap_errors``: a context manager for the wait, to raise its
+    errors as the request connection's would). So is the semantic side when ``beside`` reads it
+    for the same vector and k. A job that found no connection is run here after the message."""
+    columns = details[0] if details else "c.id"
+    statements: list[str] = [sql for sql, _ in more]
     params: dict[str, Any] = {"ef_search": str(ef_search(depth)), "principals": principals}
-    joined = (
-        "SELECT s.similarity, {flag} {columns} FROM ({inner}) AS s JOIN knowledge_chunks c ON c.id = s.id "
-        "JOIN knowledge_records r ON r.id = c.record_id"
+    for _, more_params in more:
+        params.update(more_params)
+    near_here = vector is not None and beside is None
+    # the semantic rows read beside serve when they are for this very vector and k
+    semantic_there = (
+        semantic is not None
+        and beside is not None
+        and beside.semantic is not None
+        and tuple(semantic[0]) == beside.vector
+        and beside.semantic_k == semantic[1]
     )
+    semantic_here = semantic is not None and not semantic_there
+    hnsw = near_here or semantic_here
+    if hnsw:
+        statements.append(HNSW_SETTINGS_SQL)
+    if near_here:
+        statements.append(JOINED.format(flag="", columns=columns, inner=NEAREST_SQL))
     if vector is not None:
-        statements.append(joined.format(flag="", columns=details[0], inner=VECTOR_SQL) if details else VECTOR_SQL)
         params.update(vec=vector_literal(vector), n=depth, extra=list(extra))
-    if semantic is not None:
-        statements.append(
-            joined.format(flag="s.visible,", columns=details[0], inner=VECTOR_ALL_SQL) if details else VECTOR_ALL_SQL
-        )
+    if semantic_here:
+        assert semantic is not None
+        statements.append(JOINED.format(flag="s.visible,", columns=columns, inner=VECTOR_ALL_SQL))
         params.update(topic_vec=vector_literal(semantic[0]), topic_n=semantic[1])
-    if details:
-        statements.append(
-            f"SELECT {details[0]} FROM knowledge_chunks c JOIN knowledge_records r "
-            "ON r.id = c.record_id WHERE c.id = ANY(%(detail_ids)s)"
+    by_id = list(dict.fromkeys([*(details[1] if details else ()), *(extra if vector is not None else ())]))
+    if by_id:
+        similarity = EXTRA_SIMILARITY if vector is not None and extra else "NULL::float8"
+        statements.append(BY_ID_SQL.format(similarity=similarity, columns=columns))
+        params["by_id"] = by_id
+    more_rows: list[list[tuple[Any, ...]]] = []
+    nearest_rows: list[tuple[Any, ...]] = []
+    semantic_rows: list[tuple[Any, ...]] = []
+    by_id_rows: list[tuple[Any, ...]] = []
+    if statements:
+        cursor.execute(";".join(statements), params)
+        for position in range(len(more)):
+            if position:
+                cursor.nextset()
+            more_rows.append(cursor.fetchall())
+        if more:
+            cursor.nextset()
+        if hnsw:
+            cursor.nextset()
+        if near_here:
+            nearest_rows = cursor.fetchall()
+            cursor.nextset()
+        if semantic_here:
+            semantic_rows = cursor.fetchall()
+            cursor.nextset()
+        if by_id:
+            by_id_rows = cursor.fetchall()
+    if beside is not None and vector is not None:
+        nearest_rows = _awaited(
+            beside.nearest, wrap_errors, cursor, *nearest_message(vector, principals, depth, columns)
         )
-        params["detail_ids"] = list(details[1])
-    cursor.execute(";".join(statements), params)
-    ranked: list[int] = []
-    hidden: list[int] = []
+    if semantic_there and beside is not None and beside.semantic is not None and semantic is not None:
+        semantic_rows = _awaited(
+            beside.semantic,
+            wrap_errors,
+            cursor,
+            *semantic_message(semantic[0], principals, depth, columns, semantic[1]),
+        )
     found: dict[int, tuple[Any, ...]] = {}
-    if vector is not None:
-        cursor.nextset()
-        pairs = []  # (id, similarity)
-        for row in cursor.fetchall():
-            if details:
-                found[row[1]] = row[1:]
-                pairs.append((row[1], row[0]))
-            else:
-                pairs.append((row[0], row[1]))
-        # relaxed_order may return neighbours slightly out of order, and extras come unordered: sort
-        ranked = [
-            chunk_id for chunk_id, _ in sorted((p for p in pairs if p[1] >= floor), key=lambda p: (-p[1], p[0]))[:depth]
-        ]
-    if semantic is not None:
-        cursor.nextset()
-        nearest = []  # (id, similarity, visible)
-        for row in cursor.fetchall():
-            if details:
-                found[row[2]] = row[2:]
-                nearest.append((row[2], row[0], row[1]))
-            else:
-                nearest.append((row[0], row[1], row[2]))
-        # in similarity order, ties by id: the relaxed-order scan and the graph's state (dead tuples
-        # of rolled-back rows stay in it until vacuum) must not decide the order of the hints
-        hidden = [
-            chunk_id
-            for chunk_id, similarity, visible in sorted(nearest, key=lambda r: (-r[1], r[0]))
-            if not visible and similarity >= semantic[2]
-        ]
-    if details:
-        cursor.nextset()
-        found.update((row[0], row) for row in cursor.fetchall())
-    return ranked, hidden, found
+    pairs: dict[int, float] = {}  # the vector list's candidates: id → similarity
+    for row in nearest_rows:
+        if details:
+            found[row[1]] = row[1:]
+        pairs[row[1]] = row[0]
+    hidden = _semantic_hidden(semantic_rows, semantic[2], found if details else None) if semantic else []
+    for row in by_id_rows:
+        if details:
+            found[row[1]] = row[1:]
+        if row[0] is not None:
+            pairs.setdefault(row[1], row[0])
+    return VectorRows(pairs, hidden, found, more_rows)
+
+
+def _semantic_hidden(rows: Rows, floor: float, found: dict[int, tuple[Any, ...]] | None) -> list[int]:
+    """The hidden chunks of the semantic side's rows (similarity, visible, id, …) reaching ``floor``;
+    their columns (from the id on) go to ``found``."""
+    nearest_all = []  # (id, similarity, visible)
+    for row in rows:
+        if found is not None:
+            found[row[2]] = row[2:]
+        nearest_all.append((row[2], row[0], row[1]))
+    # in similarity order, ties by id: the relaxed-order scan and the graph's state (dead tuples
+    # of rolled-back rows stay in it until vacuum) must not decide the order of the hints
+    return [
+        chunk_id
+        for chunk_id, similarity, visible in sorted(nearest_all, key=lambda r: (-r[1], r[0]))
+        if not visible and similarity >= floor
+    ]
+
+
+def semantic_after(
+    cursor: CursorWrapper,
+    semantic: tuple[Sequence[float], int, float],
+    principals: list[str],
+    depth: int,
+    columns: str,
+    beside: Beside | None,
+    wrap_errors: Callable[[], Any] | None = None,
+) -> tuple[list[int], dict[int, tuple[Any, ...]]]:
+    """The semantic side of withheld on its own (see ``vector_message``): read beside when ``beside``
+    reads it for this vector and k, else one message here. Returns (hidden ids, their columns)."""
+    message = semantic_message(semantic[0], principals, depth, columns, semantic[1])
+    if (
+        beside is not None
+        and beside.semantic is not None
+        and tuple(semantic[0]) == beside.vector
+        and beside.semantic_k == semantic[1]
+    ):
+        rows = _awaited(beside.semantic, wrap_errors, cursor, *message)
+    else:
+        rows = _run_message(cursor, *message)
+    found: dict[int, tuple[Any, ...]] = {}
+    return _semantic_hidden(rows, semantic[2], found), found
+
+
+def _awaited(
+    future: Future[Rows | None], wrap_errors: Callable[[], Any] | None, cursor: Any, sql: str, params: dict
+) -> Rows:
+    """A job's rows; when it found no connection to spare, its message run here (one more round trip)."""
+    with wrap_errors() if wrap_errors else _no_wrap():
+        rows = future.result()
+    return rows if rows is not None else _run_message(cursor, sql, params)
+
+
+class _no_wrap:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None

@@ -75,6 +75,35 @@ def lexeme_records(cursor: CursorWrapper, lexemes: Sequence[str], generation: st
     return found
 
 
+def lexeme_records_missing(word_rows: Sequence[tuple[Any, ...]]) -> tuple[str, list[str]]:
+    """The content generation of WORDS_SQL's rows and the countable lexemes whose record counts are
+    not cached for it (``lexeme_records_statement`` counts them, ``lexeme_records_store`` keeps them)."""
+    generation = str(word_rows[0][3] or "") if word_rows else ""
+    countable = list(dict.fromkeys(lexeme for _, _, candidates, _ in word_rows for lexeme in candidates or ()))
+    if generation != _lexeme_records_generation:
+        return generation, countable
+    return generation, [lexeme for lexeme in countable if (generation, lexeme) not in _lexeme_records]
+
+
+def lexeme_records_statement(lexemes: Sequence[str]) -> tuple[str, dict[str, Any]]:
+    """LEXEME_RECORDS_SQL for ``lexemes``, its parameters named apart, to ride in another message."""
+    sql = LEXEME_RECORDS_SQL.replace("%(lexemes)s", "%(lr_lexemes)s").replace("%(scan)s", "%(lr_scan)s")
+    return sql, {"lr_lexemes": list(lexemes), "lr_scan": TOPIC_SCAN_CHUNKS}
+
+
+def lexeme_records_store(generation: str, rows: Sequence[tuple[Any, ...]]) -> None:
+    """Cache ``lexeme_records_statement``'s rows under content ``generation``."""
+    global _lexeme_records_generation
+    if not generation:
+        return
+    cache = _lexeme_records
+    if generation != _lexeme_records_generation or len(cache) > LEXEME_RECORDS_CACHE_SIZE:
+        cache.clear()
+        _lexeme_records_generation = generation
+    for lexeme, records in rows:
+        cache[(generation, lexeme)] = int(records)
+
+
 @dataclass(frozen=True)
 class Topic:
     """What of a query may decide withheld: its topical lexemes and words (rare ones dropped)."""

@@ -99,7 +99,7 @@ def owner(db):
 def dispatched(monkeypatch):
     """Captures what would go to the broker (run ids) instead of sending it."""
     sent: list[int] = []
-    monkeypatch.setattr("agents.services.dispatch._send", lambda run_id, producer=None, queue=None: sent.append(run_id))
+    monkeypatch.setattr("agents.services.dispatch._publish", lambda run_ids, producer, queue: sent.extend(run_ids))
     return sent
 
 

@@ -1,11 +1,13 @@
-"""``agent_runs.owner_id`` (migration 0006) is the agent's owner, held by the database whatever the
-writer sends: the budget's count of an owner's active runs reads it instead of walking the agents."""
+"""``agent_runs.owner_id`` (migrations 0006, 0007) is the agent's owner, held by the database whatever
+the writer sends (left out: filled in; another owner: refused): the budget's count of an owner's
+active runs reads it instead of walking the agents."""
 
 from __future__ import annotations
 
 import pytest
 from django.db import IntegrityError, connection, transaction
 
+from agents.models import AgentRun
 from agents.services.scheduler import _ACTIVE_SQL
 
 pytestmark = [pytest.mark.integration, pytest.mark.p1, pytest.mark.django_db]
@@ -16,14 +18,37 @@ INSERT = (
 )
 
 
-def test_a_run_gets_its_agents_owner_whatever_the_insert_says_raw_sql(agent_factory, user_factory):
+def test_an_insert_naming_another_owner_than_the_agents_is_refused_raw_sql(agent_factory, user_factory):
+    """Migration 0007: the owner a writer names is checked against the agent's per statement (like
+    a composite foreign key), not silently replaced; one wrong row fails the whole statement."""
+    agent, other_agent = agent_factory(), agent_factory()
+    stranger = user_factory(username="stranger")
+    wrong_owner = pytest.raises(IntegrityError, match="owner must be its agent's owner")
+    with wrong_owner, transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(INSERT, [agent.pk, stranger.pk])
+    # a multi-row INSERT (the tick writes a thousand at once) with one wrong owner writes nothing
+    with (
+        pytest.raises(IntegrityError, match="owner must be its agent's owner"),
+        transaction.atomic(),
+        connection.cursor() as cursor,
+    ):
+        cursor.execute(
+            "INSERT INTO agent_runs (agent_id, owner_id, trigger, state, reason, output, error, tokens_used, "
+            "finished_at) VALUES (%s, %s, 'manual', 'succeeded', '', '', '', 0, now()), "
+            "(%s, %s, 'manual', 'succeeded', '', '', '', 0, now())",
+            [agent.pk, agent.owner_id, other_agent.pk, agent.owner_id],
+        )
+    assert not AgentRun.objects.filter(agent__in=[agent, other_agent]).exists()
+
+
+def test_a_run_gets_its_agents_owner_when_the_writer_leaves_it_out_or_moves_it_raw_sql(agent_factory, user_factory):
     agent = agent_factory()
     stranger = user_factory(username="stranger")
     with connection.cursor() as cursor:
-        cursor.execute(INSERT, [agent.pk, stranger.pk])
+        cursor.execute(INSERT, [agent.pk, agent.owner_id])
         run_id, owner_id = cursor.fetchone()
         assert owner_id == agent.owner_id
-        # an UPDATE that tries to move the run to another owner is put right as well
+        # an UPDATE that tries to move the run to another owner is put right
         cursor.execute(
             "UPDATE agent_runs SET owner_id = %s, state = 'succeeded', finished_at = now() "
             "WHERE id = %s RETURNING owner_id",

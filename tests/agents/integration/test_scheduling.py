@@ -159,10 +159,10 @@ def test_queued_run_whose_enqueue_failed_broker_down_is_redispatched_by_the_tick
     owner, chat_model, monkeypatch, django_capture_on_commit_callbacks
 ):
     # given the broker is down when the slot fires
-    def broker_down(run_id, producer=None, queue=None):
+    def broker_down(run_ids, producer, queue):
         raise ConnectionError("redis is down")
 
-    monkeypatch.setattr("agents.services.dispatch._send", broker_down)
+    monkeypatch.setattr("agents.services.dispatch._publish", broker_down)
     agent = agent_create(owner=owner, name="resilient", schedule={"type": "interval", "every_minutes": 10})
     Agent.objects.filter(pk=agent.pk).update(next_run_at=datetime.now(UTC) - timedelta(seconds=1))
     with django_capture_on_commit_callbacks(execute=True):
@@ -171,7 +171,7 @@ def test_queued_run_whose_enqueue_failed_broker_down_is_redispatched_by_the_tick
     assert run.state == "queued" and run.enqueued_at is None
     # when the broker is back and a later tick runs
     sent: list[int] = []
-    monkeypatch.setattr("agents.services.dispatch._send", lambda run_id, producer=None, queue=None: sent.append(run_id))
+    monkeypatch.setattr("agents.services.dispatch._publish", lambda run_ids, producer, queue: sent.extend(run_ids))
     assert agent_runs_redispatch(now=datetime.now(UTC) + timedelta(minutes=1)) == [run.pk]
     # then the run is enqueued, not stranded
     assert sent == [run.pk]

@@ -86,3 +86,48 @@ def test_a_run_sent_through_the_real_broker_lands_on_the_agents_queue():
             message = json.loads(raw)
             if message["headers"].get("task") == "agents.tasks.agent_run_task" and _args(message) in ours:
                 client.lrem(settings.AGENT_RUN_QUEUE, 0, raw)
+
+
+@pytest.mark.django_db
+def test_the_ticks_rendered_messages_are_exactly_what_kombu_writes_for_the_same_runs():
+    """The tick renders each run's message from a template taken off a real kombu publication and
+    pushes a chunk in one LPUSH: on the wire it must be kombu's message to the letter (but the task
+    id and delivery tag, fresh per message, and the run id itself), in the order given."""
+    import os
+    import uuid
+
+    from kombu import Queue
+
+    from achilles.celery_app import app
+    from agents.services import dispatch
+
+    queue = Queue(f"agents-template-test-{uuid.uuid4().hex}")
+    ours = [random.randrange(10**9, 2 * 10**9) + i for i in range(4)]
+    with app.producer_or_acquire() as producer:
+        client = producer.channel.client
+        try:
+            dispatch._send(ours[0], producer, queue)  # kombu's own path, message by message
+            dispatch._publish(ours[1:], producer, queue)  # the rendered chunk
+            assert dispatch._templates[(os.getpid(), queue.name)] is not None  # not the fallback
+            # the consumer pops from the right: oldest first
+            messages = [json.loads(raw) for raw in reversed(client.lrange(queue.name, 0, -1))]
+        finally:
+            client.delete(queue.name)
+    assert [_args(m) for m in messages] == [[run_id] for run_id in ours]
+    task_ids = {m["headers"]["id"] for m in messages}
+    tags = {m["properties"]["delivery_tag"] for m in messages}
+    assert len(task_ids) == len(messages) == len(tags)
+    assert all(uuid.UUID(value).version == 4 for value in task_ids | tags)  # as Celery and kombu make them
+
+    def normalized(message: dict) -> dict:
+        headers, properties = message["headers"], message["properties"]
+        assert headers["root_id"] == properties["correlation_id"] == headers["id"]
+        assert headers["argsrepr"] == f"({_args(message)[0]},)"
+        body = base64.b64decode(message["body"]).decode().replace(str(_args(message)[0]), "RUN")
+        return message | {
+            "body": body,
+            "headers": headers | {"id": "", "root_id": "", "argsrepr": ""},
+            "properties": properties | {"correlation_id": "", "delivery_tag": ""},
+        }
+
+    assert all(normalized(m) == normalized(messages[0]) for m in messages[1:])

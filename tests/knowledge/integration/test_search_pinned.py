@@ -6,6 +6,10 @@ and the withheld coordinates of 40 queries × 4 identities over a 240-record cor
 before such a change (``search_pinned.json``). Any change of a result fails here. When a change of
 results is the point, re-record with ``KS_PIN_WRITE=1 pytest tests/knowledge/integration/test_search_pinned.py``
 and say why in the commit.
+
+This test runs inside a transaction, where search keeps to one connection; the parallel path (the
+nearest-neighbour statement on a second connection) is held to the same pins by
+``test_search_parallel.py``.
 """
 
 from __future__ import annotations
@@ -91,7 +95,8 @@ def _corpus(rng: random.Random) -> tuple[list[dict], list[str]]:
     return records, queries
 
 
-def _observed(make_record) -> dict:
+def _build(make_record) -> tuple[dict[int, str], list[str]]:
+    """The fixed corpus through the real ingestion; {chunk id: "external id#ordinal"} and the queries."""
     records, queries = _corpus(random.Random(SEED))
     for record in records:
         make_record(
@@ -108,6 +113,10 @@ def _observed(make_record) -> dict:
         chunk_id: f"{external_id}#{ordinal}"
         for chunk_id, external_id, ordinal in Chunk.objects.values_list("id", "record__external_id", "ordinal")
     }
+    return where, queries
+
+
+def _searched(where: dict[int, str], queries: list[str]) -> dict:
     out: dict = {}
     for name, identity in IDENTITIES.items():
         for query in queries:
@@ -119,12 +128,11 @@ def _observed(make_record) -> dict:
     return out
 
 
-def test_search_results_are_the_pinned_ones(make_record, hash_embedder, settings):
-    settings.WITHHELD_HINTS_PER_HOUR = 10_000  # the hint policy's hourly cap is not under test here
-    observed = _observed(make_record)
-    if os.environ.get("KS_PIN_WRITE"):
-        PINNED.write_text(json.dumps(observed, ensure_ascii=False, indent=0, sort_keys=True) + "\n")
-        pytest.skip("pinned results re-recorded")
+def _observed(make_record) -> dict:
+    return _searched(*_build(make_record))
+
+
+def assert_pinned(observed: dict) -> None:
     pinned = json.loads(PINNED.read_text())
     assert sum(bool(r["candidates"]) for r in pinned.values()) > 100  # the pins cover real results
     assert sum(bool(r["withheld"]) for r in pinned.values()) > 10
@@ -134,3 +142,12 @@ def test_search_results_are_the_pinned_ones(make_record, hash_embedder, settings
         f"{observed.get(differing[0])} != pinned {pinned[differing[0]]}"
     )
     assert observed.keys() == pinned.keys()
+
+
+def test_search_results_are_the_pinned_ones(make_record, hash_embedder, settings):
+    settings.WITHHELD_HINTS_PER_HOUR = 10_000  # the hint policy's hourly cap is not under test here
+    observed = _observed(make_record)
+    if os.environ.get("KS_PIN_WRITE"):
+        PINNED.write_text(json.dumps(observed, ensure_ascii=False, indent=0, sort_keys=True) + "\n")
+        pytest.skip("pinned results re-recorded")
+    assert_pinned(observed)
