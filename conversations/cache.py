@@ -62,3 +62,23 @@ async def cache_gate(
     result = await search(query, identity)
     await cache.set(key, result, ttl)
     return result, False
+
+
+def cache_gate_in_thread(
+    *,
+    query: str,
+    identity: Identity,
+    ttl: int,
+    search: Callable[[str, Identity], SearchResult],
+    generation: Callable[[], int],
+) -> tuple[SearchResult, bool]:
+    """``cache_gate`` over Django's Redis cache and sync callables, for a caller already in the
+    worker thread: the generation, the get, the search and the set are one thread hop, not four."""
+    key = cache_key(query, identity, generation())
+    cached = django_cache.get(key)
+    if cached is not None:
+        return cached, True
+    result = search(query, identity)
+    if ttl > 0:
+        django_cache.set(key, result, ttl)
+    return result, False

@@ -38,7 +38,6 @@ from achilles.llm import (
     estimate_tokens,
 )
 from conversations import services
-from conversations.cache import cache_gate
 from conversations.choices import MessageState
 from conversations.citations import CitationOut, answer_access_records, build_citations
 from conversations.deps import (  # noqa: F401  (re-exported: the engine's public names)
@@ -88,14 +87,15 @@ async def prepare_turn(
     # Shielded: the start step stores the user's message; a client leaving meanwhile must not leave
     # that message unanswered (the step finishes in its thread whatever happens to this task).
     starting = asyncio.ensure_future(
-        deps.store.start(user=user, content=content, conversation_id=conversation_id, identity=identity)
+        deps.start(user=user, content=content, conversation_id=conversation_id, identity=identity)
     )
     try:
-        start, identity = await asyncio.shield(starting)
+        start, identity, knowledge_empty = await asyncio.shield(starting)
     except asyncio.CancelledError:
         await asyncio.shield(_close_abandoned_start(starting, content, deps))
         raise
     turn = Turn(start=start, identity=identity, content=content.strip(), deps=deps)
+    turn.knowledge_empty = knowledge_empty
     turn.clock = clock
     turn.timings["prepare_ms"] = _ms(prepared_from)
     return turn
@@ -105,7 +105,7 @@ async def _close_abandoned_start(starting: asyncio.Future, content: str, deps: E
     """The client left while the turn was starting: once the start is done, close the turn with an
     empty ``interrupted`` reply, so the thread never holds a question without an answer row."""
     try:
-        start, identity = await starting
+        start, identity, _ = await starting
     except Exception:  # the start failed (404, 422, …): it stored nothing
         return
     await Turn(start=start, identity=identity, content=content.strip(), deps=deps).close_unstarted()
@@ -136,6 +136,7 @@ class Turn:
         self._finalize_task: asyncio.Future | None = None
         self.timings: dict[str, float] = {}
         self.clock: Clock = OFF
+        self.knowledge_empty: bool | None = None  # read with the start when the deps allow it
 
     # -- public --
 
@@ -165,7 +166,9 @@ class Turn:
         settings = self.start.settings
         try:
             provider = self.deps.chat_provider(spec)
-            knowledge_empty = await self.deps.knowledge.is_empty()
+            knowledge_empty = self.knowledge_empty
+            if knowledge_empty is None:
+                knowledge_empty = await self.deps.knowledge.is_empty()
             web_provider = self.deps.web_search(settings) if settings.web_search_enabled else None
             tools = tool_set(knowledge_empty=knowledge_empty, web_search_enabled=web_provider is not None)
             system = Message("system", system_prompt(platform_prompt=settings.platform_prompt, tools=tools))
@@ -210,7 +213,7 @@ class Turn:
                             yield step
             self.timings["total_ms"] = _ms(started)
             self.clock.switch("finalize")
-            message = await self._finalize(MessageState.COMPLETE, outcome)
+            message, signalled = await self._finalize(MessageState.COMPLETE, outcome, signal_access=True)
         except ApplicationError as exc:
             logger.warning("chat turn failed: %s (%s)", exc.detail, exc.code)
             detail, code = exc.detail, exc.code
@@ -220,7 +223,8 @@ class Turn:
             logger.exception("chat turn crashed")
             detail, code = INTERNAL_ERROR_DETAIL, "internal_error"
         else:
-            await self._signal_access(outcome.citations, message.id)
+            if not signalled:
+                await self._signal_access(outcome.citations, message.id)
             hint = outcome.hint.as_dict() if outcome.hint is not None else None
             yield DoneEvent(
                 message_id=message.id,
@@ -407,18 +411,9 @@ class Turn:
                 return None, False
             query = plan.search_query
 
-            async def search(q: str, identity: Identity) -> SearchResult:
-                return await self.deps.knowledge.search(q, identity, settings.retrieval_top_k)
-
             # Identity is the session's, never anything from the tool call's arguments.
-            generation = await self.deps.knowledge.generation()
-            return await cache_gate(
-                query=query,
-                identity=self.identity,
-                cache=self.deps.cache,
-                ttl=settings.cache_ttl_seconds,
-                search=search,
-                generation=generation,
+            return await self.deps.search(
+                query=query, identity=self.identity, k=settings.retrieval_top_k, ttl=settings.cache_ttl_seconds
             )
 
         async def web_search() -> list[WebResult]:
@@ -458,15 +453,20 @@ class Turn:
             "withheld_hint": outcome.hint,
         }
 
-    async def _finalize(self, state: str, outcome: GroundingOutcome | None = None):
+    async def _finalize(
+        self, state: str, outcome: GroundingOutcome | None = None, *, signal_access: bool = False
+    ) -> tuple[Finalized, bool]:
+        """(the answer, whether its access signals went with it — see ``EngineDeps.finalize``)."""
+        outcome = outcome or GroundingOutcome()
+        records = answer_access_records(outcome.citations) if signal_access else []
         # Shielded and remembered: a client leaving mid-write must not cause a second finalize.
         self._finalize_task = asyncio.ensure_future(
-            self.deps.store.finalize(**self._finalize_fields(state, outcome or GroundingOutcome()))
+            self.deps.finalize(access_records=records, identity=self.identity, **self._finalize_fields(state, outcome))
         )
-        message = await asyncio.shield(self._finalize_task)
+        message, signalled = await asyncio.shield(self._finalize_task)
         self.finalized = True
         self.message_id = message.id
-        return message
+        return message, signalled
 
     async def _finalize_failed(self) -> int | None:
         """Write the ``failed`` answer row once; never raises. A finalize that was already tried
@@ -477,10 +477,10 @@ class Turn:
                 and not self._finalize_task.cancelled()
                 and self._finalize_task.exception() is None
             ):
-                return self._finalize_task.result().id
+                return self._finalize_task.result()[0].id
             return None
         try:
-            return (await self._finalize(MessageState.FAILED)).id
+            return (await self._finalize(MessageState.FAILED))[0].id
         except ApplicationError as exc:
             logger.warning("the failed turn's answer was not stored: %s (%s)", exc.detail, exc.code)
         except Exception:
@@ -491,9 +491,9 @@ class Turn:
         try:
             if self._finalize_task is None:
                 self._finalize_task = asyncio.ensure_future(
-                    self.deps.store.finalize(**self._finalize_fields(MessageState.INTERRUPTED, GroundingOutcome()))
+                    self.deps.finalize(**self._finalize_fields(MessageState.INTERRUPTED, GroundingOutcome()))
                 )
-            message = await self._finalize_task
+            message, _ = await self._finalize_task
             self.finalized = True
             self.message_id = message.id
         except ApplicationError as exc:  # the thread was deleted meanwhile: nothing left to answer
