@@ -350,6 +350,22 @@ def _prepare_database(stub_base: str):
     return connection, old_name, user, token, chunks
 
 
+def _search_alone(questions: list[str], user) -> list[float]:
+    """Wall ms of ``facade.search`` per question, outside any turn, as the turn's gate calls it."""
+    from achilles.platform import platform_settings
+    from knowledge import facade
+    from knowledge.contracts import Identity
+
+    identity = Identity.for_user(user)
+    k = platform_settings().retrieval_top_k
+    times = []
+    for question in questions:
+        started = time.perf_counter()
+        facade.search(question, identity, k)
+        times.append((time.perf_counter() - started) * 1000)
+    return times
+
+
 def _clear_candidate_cache() -> None:
     """Drop the candidate cache left by earlier runs: every turn measured here must reach KS."""
     from django.core.cache import cache
@@ -476,9 +492,12 @@ def main() -> None:
         qs = queries(2000)
         counter = iter(range(10**9))
 
+        asked: list[str] = []
+
         def ours(client, i, prefix="", **kw):
             # A fresh question each time: the candidate cache never answers for KS here.
-            return ours_once(client, url, token, prefix + qs[next(counter) % len(qs)], **kw)
+            asked.append(prefix + qs[next(counter) % len(qs)])
+            return ours_once(client, url, token, asked[-1], **kw)
 
         def peer(client, i):
             return peer_once(client, stub_base, qs[i % len(qs)])
@@ -575,12 +594,16 @@ def main() -> None:
             n = REQUESTS.get(level, 3 * level)
             last_trace = RetrievalTrace.objects.order_by("-id").values_list("id", flat=True).first() or 0
             cpu_before, busy_before = _cpu_seconds(daphne.pid), _machine_busy_seconds()
+            asked.clear()
             mine = asyncio.run(run_level(level, n, ours))
             cpu_s = _cpu_seconds(daphne.pid) - cpu_before
             cpu_per_turn = cpu_s * 1000 / n
             machine_per_turn = (_machine_busy_seconds() - busy_before) * 1000 / n
             timings = list(RetrievalTrace.objects.filter(id__gt=last_trace).values_list("timings", flat=True))
-            breakdown.append((level, timings))
+            # The same KS search called alone (this process, same questions, identity and top-K, right
+            # after the turns): what the turn adds around `facade.search` is the difference.
+            alone = _search_alone(list(asked), user) if level == 1 else []
+            breakdown.append((level, timings, alone))
             theirs = asyncio.run(run_level(level, n, peer))
             a = [r["ttft"] * 1000 for r in mine]
             b = [r["ttft"] * 1000 for r in theirs]
@@ -613,7 +636,7 @@ def main() -> None:
             "\nwhere our added TTFT goes (wall, p50 per turn, from the retrieval traces): before round 1 | "
             "round 1 provider overhead beyond the model's TTFT | cache gate + KS search | round 2 provider overhead"
         )
-        for level, timings in breakdown:
+        for level, timings, alone in breakdown:
 
             def p50(key, minus=0.0, timings=timings):
                 values = [t[key] - minus for t in timings if t.get(key) is not None]
@@ -625,6 +648,11 @@ def main() -> None:
                 f" | KS {p50('tools_ms'):6.1f} ms | round 2 +{p50('round2_first_token_ms', ttft_ms):6.1f} ms"
                 f" | support check per answer {p50('gate_ms'):5.2f} ms"
             )
+            if alone:
+                print(
+                    f"{'':>7}          KS search alone, same {len(alone)} questions and identity: "
+                    f"p50 {pct(alone, 0.5):5.1f} ms p95 {pct(alone, 0.95):5.1f} ms (load average {os.getloadavg()[0]:.1f})"
+                )
         result = {
             "bench": "chat",
             "cpu_ms_fixed": round(fixed, 2),
