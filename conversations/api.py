@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
-from asgiref.sync import async_to_sync
 from django.http import HttpRequest
 from ninja import Query, Router, Schema, Status
 from pydantic import Field
@@ -131,7 +130,7 @@ def _visible_cited_records(user, messages) -> frozenset[int]:
     cited = sorted({c.record_id for m in messages for c in m.citations.all() if c.record_id is not None})
     if not cited:
         return frozenset()
-    return async_to_sync(engine_deps().knowledge.visible_records)(cited, Identity.for_user(user))
+    return engine_deps().knowledge.visible_records(cited, Identity.for_user(user))
 
 
 @router.get("/conversations", response=Page[ConversationOut])
@@ -205,8 +204,8 @@ def citations_click(request: HttpRequest, message_id: int, record_id: int):
     citation = services.citation_for_click(user=request.auth, message_id=message_id, record_id=record_id)
     identity = Identity.for_user(request.auth)
     knowledge = engine_deps().knowledge
-    if citation.record_id not in async_to_sync(knowledge.visible_records)([citation.record_id], identity):
+    if citation.record_id not in knowledge.visible_records([citation.record_id], identity):
         raise NotFound("citation not found")  # deleted or closed to the reader since it was cited
     # A click is its own «обращение» for that record (QE-11), under the clicker's identity.
-    async_to_sync(knowledge.register_access)(citation.record_id, identity, "click", str(message_id))
+    knowledge.register_access(citation.record_id, identity, "click", str(message_id))
     return Status(204, None)

@@ -10,7 +10,7 @@ document is not served from the cache for the rest of its TTL.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Protocol
 
 from django.core.cache import cache as django_cache
@@ -26,59 +26,41 @@ def cache_key(query: str, identity: Identity, generation: int) -> str:
 
 
 class CandidateCache(Protocol):
-    async def get(self, key: str) -> SearchResult | None: ...
+    """Plain (sync) methods: the engine calls them in its worker thread, in the search's step."""
 
-    async def set(self, key: str, value: SearchResult, ttl: int) -> None: ...
+    def get(self, key: str) -> SearchResult | None: ...
+
+    def set(self, key: str, value: SearchResult, ttl: int) -> None: ...
 
 
 class RedisCandidateCache:
     """Django's Redis cache (shared by every process)."""
 
-    async def get(self, key: str) -> SearchResult | None:
-        return await django_cache.aget(key)
+    def get(self, key: str) -> SearchResult | None:
+        return django_cache.get(key)
 
-    async def set(self, key: str, value: SearchResult, ttl: int) -> None:
+    def set(self, key: str, value: SearchResult, ttl: int) -> None:
         if ttl > 0:
-            await django_cache.aset(key, value, ttl)
+            django_cache.set(key, value, ttl)
 
 
-async def cache_gate(
+def cache_gate(
     *,
     query: str,
     identity: Identity,
     cache: CandidateCache,
     ttl: int,
-    search: Callable[[str, Identity], Awaitable[SearchResult]],
-    generation: int,
+    search: Callable[[str, Identity], SearchResult],
+    generation: Callable[[], int],
 ) -> tuple[SearchResult, bool]:
     """(result, hit). On a miss KS is called and the result stored under its own key.
 
     ``generation`` is read before the search: a write that lands in between leaves a newer result
     under the older number, never an older result under the newer one."""
-    key = cache_key(query, identity, generation)
-    cached = await cache.get(key)
-    if cached is not None:
-        return cached, True
-    result = await search(query, identity)
-    await cache.set(key, result, ttl)
-    return result, False
-
-
-def cache_gate_in_thread(
-    *,
-    query: str,
-    identity: Identity,
-    ttl: int,
-    search: Callable[[str, Identity], SearchResult],
-    generation: Callable[[], int],
-) -> tuple[SearchResult, bool]:
-    """``cache_gate`` over Django's Redis cache and sync callables, for a caller already in the
-    worker thread: the generation, the get, the search and the set are one thread hop, not four."""
     key = cache_key(query, identity, generation())
-    cached = django_cache.get(key)
+    cached = cache.get(key)
     if cached is not None:
         return cached, True
     result = search(query, identity)
-    if ttl > 0:
-        django_cache.set(key, result, ttl)
+    cache.set(key, result, ttl)
     return result, False

@@ -5,7 +5,6 @@ with ``set_engine_deps``."""
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -16,14 +15,13 @@ from django.db import InterfaceError, OperationalError
 
 from achilles.llm import ChatProvider, ModelSpec, get_chat_provider
 from conversations import services
-from conversations.cache import CandidateCache, RedisCandidateCache, cache_gate, cache_gate_in_thread
+from conversations.cache import CandidateCache, RedisCandidateCache, cache_gate
 from conversations.citations import CitationOut
 from conversations.dbconn import db_step
 from conversations.grounding import WithheldHint
 from conversations.knowledge_client import FacadeKnowledgeClient, KnowledgeClient
 from conversations.trace import TraceDraft
 from conversations.websearch import SearxngWebSearch, WebSearchProvider
-from knowledge import facade
 from knowledge.facade import Identity, SearchResult
 
 logger = logging.getLogger(__name__)
@@ -43,13 +41,14 @@ class Finalized:
 
 
 class TurnStore(Protocol):
-    """Where a turn starts and ends: the database in production, memory in unit tests."""
+    """Where a turn starts and ends: the database in production, memory in unit tests. Plain (sync)
+    methods: ``EngineDeps`` runs them in the turn's worker thread, merged with the steps beside them."""
 
-    async def start(
+    def start(
         self, *, user, content: str, conversation_id, identity: Identity | None
     ) -> tuple[services.TurnStart, Identity]: ...
 
-    async def finalize(
+    def finalize(
         self,
         *,
         conversation_id: str,
@@ -62,72 +61,28 @@ class TurnStore(Protocol):
         withheld_hint: WithheldHint | None,
     ) -> Finalized: ...
 
-    async def contacts(self, user_ids: set[int]) -> dict: ...
+    def contacts(self, user_ids: set[int]) -> dict: ...
 
 
 class DatabaseTurnStore:
-    """Every step gives its connection back when done (see ``conversations.dbconn``); that also
-    covers a finalize from a cancelled stream, after the request's own clean-up has run."""
+    """The ORM behind ``conversations.services``; the session identity is read with the start."""
 
-    async def start(self, *, user, content, conversation_id, identity):
-        return await db_step(_start)(user=user, content=content, conversation_id=conversation_id, identity=identity)
+    def start(self, *, user, content, conversation_id, identity):
+        identity = identity if identity is not None else Identity.for_user(user)
+        return services.turn_start(user=user, content=content, conversation_id=conversation_id), identity
 
-    async def finalize(self, *, after: Callable[[int], None] | None = None, **fields) -> Finalized:
-        """``after`` (sync, given the answer's id) runs in the same step once the answer is stored
-        and must not raise (a retry would store the answer twice)."""
-        # The answer row is what unlocks the thread (one turn at a time): a database restart
-        # mid-turn must not lose it, so the write is retried until the database is back or
-        # FINALIZE_RETRY_SECONDS have passed (the transaction is atomic: a retry never doubles it).
-        deadline = time.monotonic() + FINALIZE_RETRY_SECONDS
-        pause = 0.2
-        while True:
-            try:
-                return await db_step(_finalize)(after=after, **fields)
-            except (OperationalError, InterfaceError):
-                if time.monotonic() + pause > deadline:
-                    raise
-                logger.warning("storing a chat answer failed (database away?); retrying in %.1fs", pause)
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, 2.0)
+    def finalize(self, **fields) -> Finalized:
+        message = services.message_finalize(**fields)
+        return Finalized(id=message.pk, tokens_used=message.tokens_used or 0)
 
-    async def contacts(self, user_ids: set[int]) -> dict:
-        return await db_step(services.contacts_for)(user_ids)
-
-
-def _start(*, user, content, conversation_id, identity):
-    # One step (one thread hop, one pooled connection) for the session identity and the start.
-    identity = identity if identity is not None else Identity.for_user(user)
-    return services.turn_start(user=user, content=content, conversation_id=conversation_id), identity
-
-
-def _finalize(*, after: Callable[[int], None] | None = None, **fields) -> Finalized:
-    message = services.message_finalize(**fields)
-    if after is not None:
-        after(message.pk)
-    return Finalized(id=message.pk, tokens_used=message.tokens_used or 0)
-
-
-def _start_reading_knowledge(*, user, content, conversation_id, identity):
-    start, identity = _start(user=user, content=content, conversation_id=conversation_id, identity=identity)
-    try:
-        knowledge_empty: bool | None = facade.is_empty()
-    except Exception:  # the turn has started: the stream reads it again and reports the failure
-        logger.warning("is_empty failed at the turn start; read again by the stream", exc_info=True)
-        knowledge_empty = None
-    return start, identity, knowledge_empty
-
-
-def _register_accesses(record_ids: Sequence[int], identity: Identity, message_id: int) -> None:
-    for record_id in record_ids:
-        try:
-            facade.register_access(record_id, identity, "answer", str(message_id))
-        except Exception:
-            logger.exception("access signal for record %s failed", record_id)
+    def contacts(self, user_ids: set[int]) -> dict:
+        return services.contacts_for(user_ids)
 
 
 @dataclass
 class EngineDeps:
-    """What a turn talks to; tests swap in a stub KS, a fake cache and a scripted model."""
+    """What a turn talks to; tests swap in a stub KS, a fake cache, a memory store and a scripted
+    model — and the turn takes the same steps over them as over the production classes."""
 
     knowledge: KnowledgeClient = field(default_factory=FacadeKnowledgeClient)
     store: TurnStore = field(default_factory=DatabaseTurnStore)
@@ -135,60 +90,76 @@ class EngineDeps:
     web_search: Callable[[services.TurnSettings], WebSearchProvider | None] = default_web_search
     chat_provider: Callable[[ModelSpec], ChatProvider] = get_chat_provider
 
-    # -- a turn's steps, in as few thread hops as the dependencies allow --
+    # -- a turn's steps: each one thread hop (``db_step``) --
     # Each ``sync_to_async`` call wakes the worker thread and then the event loop (≈ 0.3–0.5 ms of
-    # CPU here besides the work). The database store, the facade and Redis are all sync code behind
-    # that one thread, so adjacent steps of them run as one hop (and on one pooled connection).
-    # Doubles (memory store, stub KS, fake cache) keep their own async calls, step by step.
-
-    @property
-    def in_one_thread(self) -> bool:
-        return isinstance(self.store, DatabaseTurnStore) and isinstance(self.knowledge, FacadeKnowledgeClient)
+    # CPU here besides the work). The store, the KS client and the cache are sync code behind that
+    # one thread, so adjacent calls of them run as one hop (and on one pooled connection): the start
+    # with the «store empty?» read, the cache gate with its generation read and the search, the
+    # finalize with the access signals. Doubles take the very same hops.
 
     async def start(
         self, *, user, content: str, conversation_id, identity: Identity | None
     ) -> tuple[services.TurnStart, Identity, bool | None]:
-        """(start, identity, knowledge empty — None: not read yet, the stream asks the KS client)."""
-        if self.in_one_thread:
-            return await db_step(_start_reading_knowledge)(
-                user=user, content=content, conversation_id=conversation_id, identity=identity
-            )
-        start, identity = await self.store.start(
+        """(start, identity, knowledge empty — None: the read failed, the stream asks again)."""
+        return await db_step(self._start_reading_knowledge)(
             user=user, content=content, conversation_id=conversation_id, identity=identity
         )
-        return start, identity, None
+
+    def _start_reading_knowledge(self, *, user, content, conversation_id, identity):
+        start, identity = self.store.start(
+            user=user, content=content, conversation_id=conversation_id, identity=identity
+        )
+        try:
+            knowledge_empty: bool | None = self.knowledge.is_empty()
+        except Exception:  # the turn has started: the stream reads it again and reports the failure
+            logger.warning("is_empty failed at the turn start; read again by the stream", exc_info=True)
+            knowledge_empty = None
+        return start, identity, knowledge_empty
+
+    async def is_empty(self) -> bool:
+        return await db_step(self.knowledge.is_empty)()
 
     async def search(self, *, query: str, identity: Identity, k: int, ttl: int) -> tuple[SearchResult, bool]:
         """The cache gate around the KS search: (result, cache hit)."""
-        if self.in_one_thread and isinstance(self.cache, RedisCandidateCache):
-            return await db_step(cache_gate_in_thread)(
-                query=query,
-                identity=identity,
-                ttl=ttl,
-                search=lambda q, i: facade.search(q, i, k),
-                generation=facade.generation,
-            )
+        return await db_step(self._cache_gate)(query=query, identity=identity, k=k, ttl=ttl)
 
-        async def search(q: str, i: Identity) -> SearchResult:
-            return await self.knowledge.search(q, i, k)
-
-        # Read before the search: a write in between leaves a newer result under an older number.
-        generation = await self.knowledge.generation()
-        return await cache_gate(
-            query=query, identity=identity, cache=self.cache, ttl=ttl, search=search, generation=generation
+    def _cache_gate(self, *, query: str, identity: Identity, k: int, ttl: int) -> tuple[SearchResult, bool]:
+        knowledge = self.knowledge
+        return cache_gate(
+            query=query,
+            identity=identity,
+            cache=self.cache,
+            ttl=ttl,
+            search=lambda q, i: knowledge.search(q, i, k),
+            generation=knowledge.generation,
         )
 
-    async def finalize(
-        self, *, access_records: Sequence[int] = (), identity: Identity | None = None, **fields
-    ) -> tuple[Finalized, bool]:
-        """(the stored answer, whether ``access_records`` were signalled with it). With the
-        production store the access signals run in the finalize's own step, after the write."""
-        if access_records and identity is not None and self.in_one_thread:
-            store = self.store
-            assert isinstance(store, DatabaseTurnStore)
-            signal = functools.partial(_register_accesses, tuple(access_records), identity)
-            return await store.finalize(after=signal, **fields), True
-        return await self.store.finalize(**fields), False
+    async def contacts(self, user_ids: set[int]) -> dict:
+        return await db_step(self.store.contacts)(user_ids)
+
+    async def finalize(self, *, after: Callable[[int], None] | None = None, **fields) -> Finalized:
+        """Store the answer. ``after`` (sync, given the answer's id) runs in the same step once the
+        answer is stored and must not raise (a retry would store the answer twice)."""
+        # The answer row is what unlocks the thread (one turn at a time): a database restart
+        # mid-turn must not lose it, so the write is retried until the database is back or
+        # FINALIZE_RETRY_SECONDS have passed (the transaction is atomic: a retry never doubles it).
+        deadline = time.monotonic() + FINALIZE_RETRY_SECONDS
+        pause = 0.2
+        while True:
+            try:
+                return await db_step(self._finalize)(after=after, **fields)
+            except (OperationalError, InterfaceError):
+                if time.monotonic() + pause > deadline:
+                    raise
+                logger.warning("storing a chat answer failed (database away?); retrying in %.1fs", pause)
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 2.0)
+
+    def _finalize(self, *, after: Callable[[int], None] | None = None, **fields) -> Finalized:
+        finalized = self.store.finalize(**fields)
+        if after is not None:
+            after(finalized.id)
+        return finalized
 
 
 _override: EngineDeps | None = None

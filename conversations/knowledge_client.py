@@ -1,45 +1,42 @@
-"""The Query Engine's only door to the Knowledge Store: ``knowledge.facade``, made awaitable.
+"""The Query Engine's only door to the Knowledge Store: ``knowledge.facade``.
 
-Tests replace it with a stub that records the identity it received.
+Plain (sync) methods: a turn calls them in its worker thread, merged with the steps beside them
+(``conversations.deps.EngineDeps``); the API's sync views call them directly. Tests replace it with
+a stub that records the identity it received.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from conversations.dbconn import db_step
 from knowledge import facade
 from knowledge.facade import AccessKind, Identity, SearchResult
 
 
 class KnowledgeClient(Protocol):
-    async def is_empty(self) -> bool: ...
+    def is_empty(self) -> bool: ...
 
-    async def search(self, query: str, identity: Identity, k: int) -> SearchResult: ...
+    def search(self, query: str, identity: Identity, k: int) -> SearchResult: ...
 
-    async def generation(self) -> int: ...
+    def generation(self) -> int: ...
 
-    async def visible_records(self, record_ids: list[int], identity: Identity) -> frozenset[int]: ...
+    def visible_records(self, record_ids: list[int], identity: Identity) -> frozenset[int]: ...
 
-    async def register_access(
-        self, record_id: int, identity: Identity, kind: AccessKind, message_id: str | None
-    ) -> None: ...
+    def register_access(self, record_id: int, identity: Identity, kind: AccessKind, message_id: str | None) -> None: ...
 
 
 class FacadeKnowledgeClient:
-    async def is_empty(self) -> bool:
-        return await db_step(facade.is_empty)()
+    def is_empty(self) -> bool:
+        return facade.is_empty()
 
-    async def search(self, query: str, identity: Identity, k: int) -> SearchResult:
-        return await db_step(facade.search)(query, identity, k)
+    def search(self, query: str, identity: Identity, k: int) -> SearchResult:
+        return facade.search(query, identity, k)
 
-    async def generation(self) -> int:
-        return await db_step(facade.generation)()
+    def generation(self) -> int:
+        return facade.generation()
 
-    async def visible_records(self, record_ids: list[int], identity: Identity) -> frozenset[int]:
-        return await db_step(facade.visible_records)(record_ids, identity)
+    def visible_records(self, record_ids: list[int], identity: Identity) -> frozenset[int]:
+        return facade.visible_records(record_ids, identity)
 
-    async def register_access(
-        self, record_id: int, identity: Identity, kind: AccessKind, message_id: str | None
-    ) -> None:
-        await db_step(facade.register_access)(record_id, identity, kind, message_id)
+    def register_access(self, record_id: int, identity: Identity, kind: AccessKind, message_id: str | None) -> None:
+        facade.register_access(record_id, identity, kind, message_id)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 
@@ -39,7 +39,7 @@ from achilles.llm import (
 )
 from conversations import services
 from conversations.choices import MessageState
-from conversations.citations import CitationOut, answer_access_records, build_citations
+from conversations.citations import answer_access_records, build_citations
 from conversations.deps import (  # noqa: F401  (re-exported: the engine's public names)
     DatabaseTurnStore,
     EngineDeps,
@@ -50,6 +50,7 @@ from conversations.deps import (  # noqa: F401  (re-exported: the engine's publi
 )
 from conversations.events import DoneEvent, ErrorEvent, Event, TokenEvent  # noqa: F401
 from conversations.grounding import author_user_id, engine_answer, withheld_hint
+from conversations.knowledge_client import KnowledgeClient
 from conversations.packing import PackedSource, fit_history, pack_context
 from conversations.prompt import round_one_messages, system_prompt, tool_result_messages
 from conversations.ranking import order_and_cut
@@ -168,7 +169,7 @@ class Turn:
             provider = self.deps.chat_provider(spec)
             knowledge_empty = self.knowledge_empty
             if knowledge_empty is None:
-                knowledge_empty = await self.deps.knowledge.is_empty()
+                knowledge_empty = await self.deps.is_empty()
             web_provider = self.deps.web_search(settings) if settings.web_search_enabled else None
             tools = tool_set(knowledge_empty=knowledge_empty, web_search_enabled=web_provider is not None)
             system = Message("system", system_prompt(platform_prompt=settings.platform_prompt, tools=tools))
@@ -213,7 +214,7 @@ class Turn:
                             yield step
             self.timings["total_ms"] = _ms(started)
             self.clock.switch("finalize")
-            message, signalled = await self._finalize(MessageState.COMPLETE, outcome, signal_access=True)
+            message = await self._finalize(MessageState.COMPLETE, outcome, signal_access=True)
         except ApplicationError as exc:
             logger.warning("chat turn failed: %s (%s)", exc.detail, exc.code)
             detail, code = exc.detail, exc.code
@@ -223,8 +224,6 @@ class Turn:
             logger.exception("chat turn crashed")
             detail, code = INTERNAL_ERROR_DETAIL, "internal_error"
         else:
-            if not signalled:
-                await self._signal_access(outcome.citations, message.id)
             hint = outcome.hint.as_dict() if outcome.hint is not None else None
             yield DoneEvent(
                 message_id=message.id,
@@ -324,7 +323,7 @@ class Turn:
         authors = {author_user_id(w.author_principal_id) for w in withheld}
         authors.discard(None)
         if authors:
-            contacts = await self.deps.store.contacts(authors)
+            contacts = await self.deps.contacts(authors)
         hint = withheld_hint(withheld, contacts)
 
         self.timings["cut_by_top_k"] = len(cut_by_k)
@@ -455,18 +454,20 @@ class Turn:
 
     async def _finalize(
         self, state: str, outcome: GroundingOutcome | None = None, *, signal_access: bool = False
-    ) -> tuple[Finalized, bool]:
-        """(the answer, whether its access signals went with it — see ``EngineDeps.finalize``)."""
+    ) -> Finalized:
+        """Store the answer; with ``signal_access`` its cited records' access signals go in the
+        same step, once the answer is stored."""
         outcome = outcome or GroundingOutcome()
         records = answer_access_records(outcome.citations) if signal_access else []
+        after = _access_signals(self.deps.knowledge, records, self.identity) if records else None
         # Shielded and remembered: a client leaving mid-write must not cause a second finalize.
         self._finalize_task = asyncio.ensure_future(
-            self.deps.finalize(access_records=records, identity=self.identity, **self._finalize_fields(state, outcome))
+            self.deps.finalize(after=after, **self._finalize_fields(state, outcome))
         )
-        message, signalled = await asyncio.shield(self._finalize_task)
+        message = await asyncio.shield(self._finalize_task)
         self.finalized = True
         self.message_id = message.id
-        return message, signalled
+        return message
 
     async def _finalize_failed(self) -> int | None:
         """Write the ``failed`` answer row once; never raises. A finalize that was already tried
@@ -477,10 +478,10 @@ class Turn:
                 and not self._finalize_task.cancelled()
                 and self._finalize_task.exception() is None
             ):
-                return self._finalize_task.result()[0].id
+                return self._finalize_task.result().id
             return None
         try:
-            return (await self._finalize(MessageState.FAILED))[0].id
+            return (await self._finalize(MessageState.FAILED)).id
         except ApplicationError as exc:
             logger.warning("the failed turn's answer was not stored: %s (%s)", exc.detail, exc.code)
         except Exception:
@@ -493,7 +494,7 @@ class Turn:
                 self._finalize_task = asyncio.ensure_future(
                     self.deps.finalize(**self._finalize_fields(MessageState.INTERRUPTED, GroundingOutcome()))
                 )
-            message, _ = await self._finalize_task
+            message = await self._finalize_task
             self.finalized = True
             self.message_id = message.id
         except ApplicationError as exc:  # the thread was deleted meanwhile: nothing left to answer
@@ -501,13 +502,21 @@ class Turn:
         except Exception:
             logger.exception("could not finalize an interrupted turn")
 
-    async def _signal_access(self, citations: Sequence[CitationOut], message_id: int) -> None:
-        # Cited records count once per answer; retrieved-but-unused candidates never do (QE-11).
-        for record_id in answer_access_records(citations):
+
+def _access_signals(knowledge: KnowledgeClient, record_ids: Sequence[int], identity: Identity) -> Callable[[int], None]:
+    """The answer's access signals, run in the finalize's step once the answer is stored (given its
+    id). Cited records count once per answer; retrieved-but-unused candidates never do (QE-11). A
+    failed signal is logged, never raised: the answer is stored already."""
+    record_ids = tuple(record_ids)
+
+    def signal(message_id: int) -> None:
+        for record_id in record_ids:
             try:
-                await self.deps.knowledge.register_access(record_id, self.identity, "answer", str(message_id))
+                knowledge.register_access(record_id, identity, "answer", str(message_id))
             except Exception:
                 logger.exception("access signal for record %s failed", record_id)
+
+    return signal
 
 
 def _tools_tokens(tools: Sequence[ToolSpec]) -> int:

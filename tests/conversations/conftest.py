@@ -61,20 +61,20 @@ class StubKnowledge:
     searches: list[tuple[str, Identity, int]] = field(default_factory=list)
     accesses: list[tuple[int, Identity, str, str | None]] = field(default_factory=list)
 
-    async def is_empty(self) -> bool:
+    def is_empty(self) -> bool:
         return self.empty
 
-    async def search(self, query: str, identity: Identity, k: int) -> SearchResult:
+    def search(self, query: str, identity: Identity, k: int) -> SearchResult:
         self.searches.append((query, identity, k))
         return self.results.get(query, self.default)
 
-    async def generation(self) -> int:
+    def generation(self) -> int:
         return self.content_generation
 
-    async def visible_records(self, record_ids: list[int], identity: Identity) -> frozenset[int]:
+    def visible_records(self, record_ids: list[int], identity: Identity) -> frozenset[int]:
         return frozenset(i for i in record_ids if i not in self.closed_records)
 
-    async def register_access(self, record_id: int, identity: Identity, kind: str, message_id: str | None) -> None:
+    def register_access(self, record_id: int, identity: Identity, kind: str, message_id: str | None) -> None:
         self.accesses.append((record_id, identity, kind, message_id))
 
     @property
@@ -93,10 +93,10 @@ class FakeCandidateCache:
     entries: dict[str, SearchResult] = field(default_factory=dict)
     ttls: dict[str, int] = field(default_factory=dict)
 
-    async def get(self, key: str) -> SearchResult | None:
+    def get(self, key: str) -> SearchResult | None:
         return self.entries.get(key)
 
-    async def set(self, key: str, value: SearchResult, ttl: int) -> None:
+    def set(self, key: str, value: SearchResult, ttl: int) -> None:
         self.entries[key] = value
         self.ttls[key] = ttl
 
@@ -120,6 +120,22 @@ def _fast_password_hashing(request):
     settings = request.getfixturevalue("settings")
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     yield
+
+
+@pytest.fixture
+def hops(monkeypatch):
+    """The name of every function a ``sync_to_async`` call ran, in order (a turn's thread hops)."""
+    from asgiref.sync import SyncToAsync
+
+    calls: list[str] = []
+    original = SyncToAsync.__call__
+
+    async def counting(self, *args, **kwargs):
+        calls.append(getattr(self.func, "__name__", repr(self.func)))
+        return await original(self, *args, **kwargs)
+
+    monkeypatch.setattr(SyncToAsync, "__call__", counting)
+    return calls
 
 
 @pytest.fixture
@@ -307,13 +323,13 @@ class MemoryTurnStore:
                 cache_ttl_seconds=300,
             )
 
-    async def start(self, *, user, content, conversation_id, identity=None):
+    def start(self, *, user, content, conversation_id, identity=None):
         identity = identity or Identity(
             principals=frozenset({f"user:{user.id}", "everyone", "public"}), user_id=user.id
         )
-        return await self._start(user=user, content=content, conversation_id=conversation_id), identity
+        return self._start(user=user, content=content, conversation_id=conversation_id), identity
 
-    async def _start(self, *, user, content, conversation_id):
+    def _start(self, *, user, content, conversation_id):
         import uuid
 
         from achilles.errors import NotFound
@@ -356,14 +372,14 @@ class MemoryTurnStore:
 
         self.conversations[str(conversation_id)]["selected_model"] = resolve_selected_model(name, self.models)
 
-    async def finalize(self, **fields):
+    def finalize(self, **fields):
         from conversations.pipeline import Finalized
 
         message_id = next(self._ids)
         self.messages.append({"id": message_id, "role": "assistant", **fields})
         return Finalized(id=message_id, tokens_used=fields["tokens_used"])
 
-    async def contacts(self, user_ids):
+    def contacts(self, user_ids):
         return {i: self.users[i] for i in user_ids if i in self.users}
 
     def thread(self, conversation_id) -> list[dict]:

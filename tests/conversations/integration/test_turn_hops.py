@@ -1,4 +1,4 @@
-"""How many thread hops a chat turn costs with the production dependencies (issue 15: CPU per turn).
+"""How many thread hops a chat turn costs (issue 15: CPU per turn), production dependencies or doubles.
 
 Each ``sync_to_async`` call wakes the worker thread and then the event loop (≈ 0.3–0.5 ms of CPU on
 this machine besides the work). With the database store, the facade and Redis behind the engine, a
@@ -9,29 +9,14 @@ these tests failed then. The real Knowledge Store and Redis answer here; only th
 """
 
 import pytest
-from asgiref.sync import SyncToAsync
 
 from conversations.models import RetrievalTrace
 from knowledge import facade
 from knowledge.models import AccessSignal
 from knowledge.search.embedding import forget_search_embedding_config
-from tests.conversations.conftest import answer, cite_every_source, run_turn, search_then
+from tests.conversations.conftest import answer, candidate, cite_every_source, result, run_turn, search_then
 
 pytestmark = [pytest.mark.integration]
-
-
-@pytest.fixture
-def hops(monkeypatch):
-    """The name of every function a ``sync_to_async`` call ran, in order."""
-    calls: list[str] = []
-    original = SyncToAsync.__call__
-
-    async def counting(self, *args, **kwargs):
-        calls.append(getattr(self.func, "__name__", repr(self.func)))
-        return await original(self, *args, **kwargs)
-
-    monkeypatch.setattr(SyncToAsync, "__call__", counting)
-    return calls
 
 
 @pytest.fixture
@@ -56,10 +41,10 @@ def test_a_grounding_turn_is_three_hops_and_keeps_cache_and_access_signal(hash_e
     )
 
     first = run_turn(user, "Сколько дней отпуска?")
-    assert hops == ["_start_reading_knowledge", "cache_gate_in_thread", "_finalize"], hops
+    assert hops == ["_start_reading_knowledge", "_cache_gate", "_finalize"], hops
     hops.clear()
     second = run_turn(user, "Сколько дней отпуска?", conversation_id=first.conversation_id)
-    assert hops == ["_start_reading_knowledge", "cache_gate_in_thread", "_finalize"], hops
+    assert hops == ["_start_reading_knowledge", "_cache_gate", "_finalize"], hops
 
     for outcome in (first, second):
         assert outcome.done is not None, outcome.events
@@ -83,3 +68,24 @@ def test_an_empty_store_is_read_with_the_start_and_offers_no_search(hash_embedde
     assert outcome.done is not None and outcome.text == "Привет! Чем помочь?"
     assert hops == ["_start_reading_knowledge", "_finalize"], hops
     assert [t.name for t in chat_model.calls[0].tools] == []
+
+
+def test_the_doubles_take_the_same_hops_over_the_database_store(engine, user, hops):
+    """The stub KS and the fake cache behind the database store: the very steps production takes.
+    Failed before: with any double the turn took a path of its own that production never ran (the
+    stub's and the cache's calls awaited one by one on the event loop; hops: ``_start``, ``_finalize``)."""
+    engine.ks.default = result(candidate(1, "Отпуск 28 дней."))
+    engine.script(*search_then("отпуск", cite_every_source), *search_then("отпуск", cite_every_source))
+
+    first = engine.turn(user, "Сколько дней отпуска?")
+    assert hops == ["_start_reading_knowledge", "_cache_gate", "_finalize"], hops
+    hops.clear()
+    second = engine.turn(user, "Сколько дней отпуска?", conversation_id=first.conversation_id)
+    assert hops == ["_start_reading_knowledge", "_cache_gate", "_finalize"], hops
+
+    assert engine.ks.queries == ["отпуск"]  # the second came from the cache
+    assert list(RetrievalTrace.objects.order_by("pk").values_list("cache_hit", flat=True)) == [False, True]
+    assert [(r, m) for r, _, _, m in engine.ks.accesses] == [
+        (1, str(first.done.message_id)),
+        (1, str(second.done.message_id)),
+    ]
