@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import models, transaction
+from django.db import connection, models, transaction
 from django.db.models import OuterRef, Subquery
-from django.db.models.functions import Now
 from django.utils import timezone
+from psycopg.types.json import Jsonb
 
 from achilles.errors import Conflict, NotFound, ValidationFailed
 from achilles.llm import Message as LLMMessage
@@ -26,7 +26,7 @@ from achilles.selectors import allowed_model_get, default_model
 from conversations.choices import MessageState, Role
 from conversations.citations import CitationOut
 from conversations.grounding import Contact, WithheldHint
-from conversations.models import Citation, Conversation, Message, RetrievalTrace
+from conversations.models import Citation, Conversation, Message
 from conversations.rules import effective_model, feedback_update
 from conversations.selectors import conversation_get_for_user, message_get_for_user
 from conversations.trace import TraceDraft
@@ -185,7 +185,35 @@ def _title(content: str) -> str:
     return line if len(line) <= TITLE_LENGTH else line[: TITLE_LENGTH - 1].rstrip() + "…"
 
 
-@transaction.atomic
+# The answer in one statement (atomic by itself: no BEGIN/COMMIT round trips): the UPDATE that
+# locks and bumps the thread, then the message, its citations and its trace, each fed by the step
+# before it — a thread deleted meanwhile updates no row, so nothing at all is written.
+_FINALIZE_THREAD = """
+WITH thread AS (
+    UPDATE conversations SET updated_at = STATEMENT_TIMESTAMP() WHERE id = %(conversation_id)s RETURNING id
+), answer AS (
+    INSERT INTO messages (conversation_id, role, content, model, tokens_used, state, withheld_hint)
+    SELECT id, 'assistant', %(content)s, %(model)s, %(tokens_used)s, %(state)s, %(withheld_hint)s FROM thread
+    RETURNING id, created_at, updated_at
+)"""
+_FINALIZE_CITATIONS = """, cited AS (
+    INSERT INTO message_citations
+        (message_id, record_id, chunk_id, title, url, source_system, chunk_text, rank, markers)
+    SELECT answer.id, c.record_id, c.chunk_id, c.title, c.url, c.source_system, c.chunk_text, c.rank, c.markers
+    FROM answer, jsonb_to_recordset(%(citations)s) AS c(
+        record_id bigint, chunk_id bigint, title text, url text, source_system text, chunk_text text,
+        rank integer, markers smallint[])
+)"""
+_FINALIZE_TRACE = """, traced AS (
+    INSERT INTO retrieval_trace (message_id, standalone_query, identity, candidates, packed, withheld,
+        web_results, cache_hit, timings, ungrounded_sentences)
+    SELECT answer.id, %(standalone_query)s, %(identity)s, %(candidates)s, %(packed)s, %(withheld)s,
+        %(web_results)s, %(cache_hit)s, %(timings)s, %(ungrounded_sentences)s
+    FROM answer
+)"""
+_TRACE_JSON_COLUMNS = ("identity", "candidates", "packed", "withheld", "web_results", "timings", "ungrounded_sentences")
+
+
 def message_finalize(
     *,
     conversation_id: str,
@@ -197,42 +225,65 @@ def message_finalize(
     trace: TraceDraft | None = None,
     withheld_hint: WithheldHint | None = None,
 ) -> Message:
-    """Write the assistant message, its citations and its trace in one transaction (never half-written).
+    """Write the assistant message, its citations and its trace in one statement (never half-written).
 
     The thread's row is locked first — by the UPDATE that moves it to the top of the list (any
-    UPDATE bumps ``updated_at``, trigger), one statement for the lock and the bump: a delete racing
+    UPDATE bumps ``updated_at``, trigger), one step for the lock and the bump: a delete racing
     the answer either happened (404 ``conversation_deleted``, the question went with it) or waits
-    for this commit and cascades it.
+    for this commit and cascades it. The database's CHECKs and FKs hold for every row as for the
+    ORM's INSERTs; the returned message carries the columns written.
     """
-    if not Conversation.objects.filter(pk=conversation_id).update(updated_at=Now()):
+    tokens = max(0, int(tokens_used))
+    hint = withheld_hint.as_dict() if withheld_hint is not None else None
+    params: dict[str, Any] = {
+        "conversation_id": conversation_id,
+        "content": content,
+        "model": model_name,
+        "tokens_used": tokens,
+        "state": state,
+        "withheld_hint": Jsonb(hint) if hint is not None else None,
+    }
+    sql = _FINALIZE_THREAD
+    if citations:
+        sql += _FINALIZE_CITATIONS
+        params["citations"] = Jsonb(
+            [
+                {
+                    "record_id": c.record_id,
+                    "chunk_id": c.chunk_id,
+                    "title": c.title[:500],
+                    "url": c.url,
+                    "source_system": c.source_system,
+                    "chunk_text": c.chunk_text,
+                    "rank": c.rank,
+                    "markers": list(c.markers),
+                }
+                for c in citations
+            ]
+        )
+    if trace is not None:
+        sql += _FINALIZE_TRACE
+        columns = trace.columns()
+        params.update({k: Jsonb(v) if k in _TRACE_JSON_COLUMNS else v for k, v in columns.items()})
+    with connection.cursor() as cursor:
+        cursor.execute(sql + " SELECT id, created_at, updated_at FROM answer", params)
+        row = cursor.fetchone()
+    if row is None:
         raise NotFound("The conversation was deleted while its answer was being written.", code="conversation_deleted")
-    message = Message.objects.create(
+    message = Message(
+        id=row[0],
         conversation_id=conversation_id,
         role=Role.ASSISTANT,
         content=content,
         model=model_name,
-        tokens_used=max(0, int(tokens_used)),
+        tokens_used=tokens,
         state=state,
-        withheld_hint=withheld_hint.as_dict() if withheld_hint is not None else None,
+        withheld_hint=hint,
+        created_at=row[1],
+        updated_at=row[2],
     )
-    Citation.objects.bulk_create(
-        [
-            Citation(
-                message=message,
-                record_id=c.record_id,
-                chunk_id=c.chunk_id,
-                title=c.title[:500],
-                url=c.url,
-                source_system=c.source_system,
-                chunk_text=c.chunk_text,
-                rank=c.rank,
-                markers=list(c.markers),
-            )
-            for c in citations
-        ]
-    )
-    if trace is not None:
-        RetrievalTrace.objects.create(message=message, **trace.columns())
+    message._state.adding = False
+    message._state.db = connection.alias
     return message
 
 
