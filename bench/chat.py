@@ -9,9 +9,10 @@ corpus (database ``bench_knowledge``, built on first use) → round 2, released 
 The peer: the same two model rounds streamed directly by the same client.
 
 1. CPU (``/proc`` utime+stime of the server) before/after N turns at 1 stream for answers of
-   several lengths → fixed + per-token CPU by least squares, with the breakdown by phase the
-   server writes when ``ACHILLES_CHAT_SPANS`` is set (``conversations.spans``); the same fit at
-   10 streams.
+   several lengths → fixed + per-token CPU by least squares; then N more turns each with the
+   breakdown by phase the server writes while the ``ACHILLES_CHAT_SPANS`` file exists
+   (``conversations.spans``; the clock's reads cost CPU too, so the fit is read with it off); the
+   same fit at 10 streams.
 2. At 1, 10 and 20 streams: our first token (= the first released sentence) against the peer's
    first token and the moment its first sentence is known complete (the added TTFT), server CPU
    per turn and turns per CPU-second, and where the added TTFT goes (from the traces).
@@ -25,6 +26,7 @@ Ends with ``RESULT {"bench": "chat", "cpu_ms_fixed", "cpu_ms_per_token", "added_
     BENCH_KS_CHUNKS=20000 BENCH_CHAT_LEVELS=1 BENCH_CHAT_DISCONNECTS=0 python -m bench chat
     BENCH_CHAT_SERVER_PROCESSES=2 python -m bench chat    # uvicorn with two worker processes
     BENCH_CHAT_PROFILE=1 python -m bench chat             # py-spy over the longest answers
+    BENCH_CHAT_PROFILE_GIL=1 …                            # … sampling only the thread holding the GIL
 """
 
 from __future__ import annotations
@@ -408,6 +410,8 @@ def _profiler(pid: int) -> subprocess.Popen:
             str(out),
             "--nonblocking",
             "--subprocesses",
+            # only the thread holding the GIL: Python's own CPU, not threads waiting on a socket
+            *(["--gil"] if os.environ.get("BENCH_CHAT_PROFILE_GIL") == "1" else []),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -508,6 +512,7 @@ def main() -> None:
             + (f"uvicorn, {SERVER_PROCESSES} processes " if SERVER_PROCESSES > 1 else "daphne, 1 process ")
             + f"(log: {server_log.relative_to(ROOT)})\n"
         )
+        SPANS_FILE.unlink(missing_ok=True)  # the phase clock off but where the breakdown is read
         # warm-up: imports, pool, HNSW pages — of every worker process
         asyncio.run(run_level(4, 8 * SERVER_PROCESSES, ours))
         asyncio.run(run_level(4, 4, peer))
@@ -519,28 +524,43 @@ def main() -> None:
             f"CPU of the web process per grounding turn (1 stream, {CPU_TURNS} turns per answer length; "
             "/proc utime+stime of the server and its children)"
         )
-        print(f"{'tokens':>7} {'CPU/turn':>9}  " + " ".join(f"{p:>10}" for p in (*PHASES, "outside")))
+        print(
+            f"{'tokens':>7} {'CPU/turn':>9}  "
+            + " ".join(f"{p:>10}" for p in (*PHASES, "outside"))
+            + f"  {'CPU/turn, clock on':>9}"
+        )
         cpu_rows = []
         for length in LENGTHS:
-            SPANS_FILE.write_text("")
-            profiler = _profiler(daphne.pid) if PROFILE and length == max(LENGTHS) else None
-            before = _cpu_seconds(daphne.pid)
-            asyncio.run(run_level(1, CPU_TURNS, lambda client, i, length=length: ours(client, i, prefix=f"T{length} ")))
-            per_turn = (_cpu_seconds(daphne.pid) - before) * 1000 / CPU_TURNS
-            if profiler is not None:
-                profiler.send_signal(signal.SIGINT)
-                profiler.wait(timeout=30)
+            # The CPU per turn is read with the phase clock off (its own clock reads cost CPU too:
+            # the server measures a turn only while the spans file exists), then the same turns
+            # again with it on, for the breakdown.
+            per_turn = {}
+            for measured in (False, True):
+                if measured:
+                    SPANS_FILE.write_text("")
+                else:
+                    SPANS_FILE.unlink(missing_ok=True)
+                profiler = _profiler(daphne.pid) if PROFILE and not measured and length == max(LENGTHS) else None
+                before = _cpu_seconds(daphne.pid)
+                asyncio.run(
+                    run_level(1, CPU_TURNS, lambda client, i, length=length: ours(client, i, prefix=f"T{length} "))
+                )
+                per_turn[measured] = (_cpu_seconds(daphne.pid) - before) * 1000 / CPU_TURNS
+                if profiler is not None:
+                    profiler.send_signal(signal.SIGINT)
+                    profiler.wait(timeout=30)
             spans = _read_spans()
+            SPANS_FILE.unlink(missing_ok=True)
             phases = {
                 p: statistics.mean(row["cpu_ms"].get(p, 0.0) for row in spans) if spans else float("nan")
                 for p in PHASES
             }
-            outside = per_turn - sum(phases.values())
-            cpu_rows.append((length, per_turn, phases))
+            outside = per_turn[True] - sum(phases.values())
+            cpu_rows.append((length, per_turn[False], phases))
             print(
-                f"{length:>7} {per_turn:>7.1f}ms  "
+                f"{length:>7} {per_turn[False]:>7.1f}ms  "
                 + " ".join(f"{phases[p]:>8.2f}ms" for p in PHASES)
-                + f" {outside:>8.2f}ms",
+                + f" {outside:>8.2f}ms  {per_turn[True]:>7.1f}ms",
                 flush=True,
             )
         fixed, per_token = _fit([(length, cpu) for length, cpu, _ in cpu_rows])
