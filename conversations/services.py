@@ -76,32 +76,51 @@ def conversation_model(conversation: Conversation | None) -> AllowedModel:
     return effective_model(None, default_model(kind="chat"))
 
 
-@transaction.atomic
+# A new thread and its first question in one statement (atomic by itself: no BEGIN/COMMIT round trips).
+_THREAD_START = """
+WITH thread AS (
+    INSERT INTO conversations (id, user_id, title) VALUES (%(id)s, %(user_id)s, %(title)s) RETURNING id
+)
+INSERT INTO messages (conversation_id, role, content, state)
+SELECT id, 'user', %(content)s, 'complete' FROM thread
+RETURNING id"""
+
+
 def turn_start(*, user: User, content: str, conversation_id: uuid.UUID | str | None = None) -> TurnStart:
     """Resolve (or lazily create) the thread, store the user's message, load the history."""
     content = content.strip()
     if not content:
         raise ValidationFailed("content must not be empty", field="content")
     if conversation_id is not None:
-        # Locked: one turn at a time, and a delete racing the question is a clean 404.
-        conversation = conversation_get_for_user(
-            user=user, conversation_id=conversation_id, with_model=True, for_update=True
+        return _turn_continue(user=user, content=content, conversation_id=conversation_id)
+    model = conversation_model(None)
+    thread_id = uuid.uuid4()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _THREAD_START, {"id": thread_id, "user_id": user.pk, "title": _title(content), "content": content}
         )
-        created = False
-    else:
-        conversation = None
-        created = True
+        (message_id,) = cursor.fetchone()
+    return TurnStart(
+        conversation_id=str(thread_id),
+        created=True,
+        user_message_id=message_id,
+        history=(),  # a thread created just now has no history to read
+        model=model.spec(),
+        settings=turn_settings(),
+    )
+
+
+@transaction.atomic
+def _turn_continue(*, user: User, content: str, conversation_id: uuid.UUID | str) -> TurnStart:
+    # Locked: one turn at a time, and a delete racing the question is a clean 404.
+    conversation = conversation_get_for_user(
+        user=user, conversation_id=conversation_id, with_model=True, for_update=True
+    )
     model = conversation_model(conversation)
-    if conversation is None:
-        conversation = Conversation.objects.create(user=user, title=_title(content))
-    previous = (
-        []
-        if created
-        else list(  # a thread created just now has no history to read
-            Message.objects.filter(conversation=conversation)
-            .order_by("-id")
-            .values_list("role", "content", "created_at")[:HISTORY_LIMIT]
-        )
+    previous = list(
+        Message.objects.filter(conversation=conversation)
+        .order_by("-id")
+        .values_list("role", "content", "created_at")[:HISTORY_LIMIT]
     )
     if previous and previous[0][0] == Role.USER:
         if previous[0][2] > timezone.now() - _answer_window(model):
@@ -124,7 +143,7 @@ def turn_start(*, user: User, content: str, conversation_id: uuid.UUID | str | N
     message = Message.objects.create(conversation=conversation, role=Role.USER, content=content)
     return TurnStart(
         conversation_id=str(conversation.pk),
-        created=created,
+        created=False,
         user_message_id=message.pk,
         history=history,
         model=model.spec(),

@@ -14,7 +14,7 @@ from tests.conversations.conftest import candidate, result, run_turn, search_the
 
 pytestmark = [pytest.mark.integration]
 
-_LAST_SQL: list[str] = []  # the last statement of the last turn measured, in full
+_SQL: list[str] = []  # the statements of the last turn measured, in full
 
 
 def _turn_statements(user, content, conversation_id=None):
@@ -26,11 +26,11 @@ def _turn_statements(user, content, conversation_id=None):
         for q in captured.captured_queries
         if "SAVEPOINT" not in q["sql"] and '"platform_settings"' not in q["sql"]
     ]
-    _LAST_SQL[:] = statements[-1:]
+    _SQL[:] = statements
     return outcome, [" ".join(sql.split()[:2]) + " " + sql.split()[2].split(".")[0] for sql in statements]
 
 
-def test_a_grounding_turn_runs_five_statements(engine, user):
+def test_a_grounding_turn_runs_four_statements(engine, user):
     engine.ks.default = result(candidate(1, "Отпуск составляет 28 дней."))
     engine.script(
         *search_then("отпуск", "Отпуск составляет 28 дней [1]."),
@@ -38,19 +38,19 @@ def test_a_grounding_turn_runs_five_statements(engine, user):
     )
 
     first, new_thread = _turn_statements(user, "Сколько дней отпуска?")
+    start, finalize = _SQL[2], _SQL[3]
     _, same_thread = _turn_statements(user, "А ещё?", conversation_id=first.conversation_id)
 
-    # start: the identity's groups, the default model, the thread, the question; finalize: one
-    # statement — lock + bump the thread (UPDATE), the answer, its citations, its trace (it was
-    # four statements in a transaction before: this failed with eight).
+    # start: the identity's groups, the default model, then the thread and the question in one
+    # statement; finalize: one statement — lock + bump the thread (UPDATE), the answer, its
+    # citations, its trace (each was several statements in a transaction: this failed with eight).
     assert new_thread == [
         'SELECT "auth_group"."name" AS',
         'SELECT "agent_models"."id", "agent_models"',
-        'INSERT INTO "conversations"',
-        'INSERT INTO "messages"',
+        "WITH thread AS",
         "WITH thread AS",
     ]
-    finalize = _LAST_SQL[0]
+    assert "INSERT INTO conversations" in start and "INSERT INTO messages" in start, start
     for step in (
         "UPDATE conversations",
         "INSERT INTO messages",
@@ -60,6 +60,7 @@ def test_a_grounding_turn_runs_five_statements(engine, user):
         assert step in finalize, finalize
     # A follow-up locks the thread (with its selected model) and reads the history instead.
     assert len(same_thread) == 6
+    assert same_thread[-1] == "WITH thread AS"
     assert same_thread[1].startswith('SELECT "conversations"')
     assert same_thread[3].startswith('SELECT "messages"."role"')
 
@@ -70,7 +71,7 @@ def test_a_conversation_turn_writes_no_trace_nor_citations(engine, user):
 
     _, statements = _turn_statements(user, "Привет")
 
-    assert len(statements) == 5  # 6 before the finalize was one statement
+    assert len(statements) == 4  # 6 before the start's and the finalize's writes were one statement each
     assert statements[-1] == "WITH thread AS"
-    assert "retrieval_trace" not in _LAST_SQL[0] and "message_citations" not in _LAST_SQL[0], _LAST_SQL[0]
+    assert "retrieval_trace" not in _SQL[-1] and "message_citations" not in _SQL[-1], _SQL[-1]
     assert not any("retrieval_trace" in s or "message_citations" in s for s in statements)
