@@ -140,30 +140,67 @@ async def guard_stream(events: AsyncIterator[T], timeouts: Timeouts, *, model: s
 
     The wrapped iterator is closed on every exit, so a stalled HTTP stream is released.
     """
+    # One timer per stream, not one per chunk: a chunk only notes when the next wait began, and
+    # the timer, when it fires, either finds the wait still within its budget (and is set again
+    # for the wait's real end) or cancels the waiting task — as ``asyncio.timeout`` would, whose
+    # per-chunk timer handles cost more CPU than reading the chunk itself. Only the waits count:
+    # the time the caller spends between two chunks is not the upstream's.
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeouts.total
+    budget = timeouts.first
     started = False
+    waiting_since: float | None = None
+    expired: tuple[str, float] | None = None
+    timer: asyncio.TimerHandle | None = None
+    task: asyncio.Task | None = None
+
+    def check() -> None:
+        nonlocal timer, expired
+        timer = None
+        if waiting_since is None or task is None:
+            return  # not waiting: the next wait sets the timer again
+        end = min(waiting_since + budget, deadline)
+        if loop.time() < end:
+            timer = loop.call_at(end, check)
+            return
+        expired = ("total", timeouts.total) if end >= deadline else ("idle" if started else "first", budget)
+        task.cancel()
+
     try:
         while True:
-            remaining = deadline - loop.time()
-            budget = min(timeouts.idle if started else timeouts.first, remaining)
-            if budget <= 0:
+            now = loop.time()
+            if now >= deadline:
                 raise _timeout(model, "total", timeouts.total)
+            task = asyncio.current_task()
+            cancelling = task.cancelling() if task is not None else 0
+            waiting_since = now
+            if timer is None:
+                timer = loop.call_at(min(now + budget, deadline), check)
             try:
-                async with asyncio.timeout(budget) as scope:
-                    item = await anext(events)
+                item = await anext(events)
             except StopAsyncIteration:
                 return
-            except TimeoutError:
-                if not scope.expired():
-                    raise
-                if budget >= remaining:
-                    raise _timeout(model, "total", timeouts.total) from None
-                raise _timeout(model, "idle" if started else "first", budget) from None
-            started = True
+            except asyncio.CancelledError:
+                if expired is not None and task is not None and task.uncancel() <= cancelling:
+                    raise _timeout(model, *expired) from None
+                raise
+            finally:
+                waiting_since = None
+            if expired is not None:  # the cancel came as the chunk did, and the stream swallowed it
+                if task is not None:
+                    task.uncancel()
+                raise _timeout(model, *expired)
+            if not started:
+                started = True
+                budget = timeouts.idle
+                if timer is not None:  # set for the first chunk's budget; the idle one may be shorter
+                    timer.cancel()
+                    timer = None
             if item is not KEEPALIVE:
                 yield item
     finally:
+        if timer is not None:
+            timer.cancel()
         aclose = getattr(events, "aclose", None)
         if aclose is not None:
             await aclose()
