@@ -66,6 +66,7 @@ DISCONNECTS = int(os.environ.get("BENCH_CHAT_DISCONNECTS", "200"))
 DB_NAME = "bench_knowledge"
 # 1: daphne, as supervisord.conf runs the web program; N > 1: uvicorn with N worker processes.
 SERVER_PROCESSES = int(os.environ.get("BENCH_CHAT_SERVER_PROCESSES", "1"))
+COALESCE_MS = os.environ.get("BENCH_CHAT_COALESCE_MS", "")
 
 
 # --------------------------------------------------------------------------- the scripted model
@@ -343,7 +344,14 @@ def _prepare_database(stub_base: str):
             "kind": "chat",
             "is_default": True,
             "context_window": 16000,
-            "options": {"base_url": stub_base, "api_key": "bench", "model": "stub", "timeout": 60},
+            "options": {
+                "base_url": stub_base,
+                "api_key": "bench",
+                "model": "stub",
+                "timeout": 60,
+                # BENCH_CHAT_COALESCE_MS: the provider's stream_coalesce_ms (unset: its default)
+                **({"stream_coalesce_ms": float(COALESCE_MS)} if COALESCE_MS else {}),
+            },
         },
     )
     _clear_candidate_cache()
