@@ -578,8 +578,8 @@ def main() -> None:
             f"(targets: ≤ 25 ms, ≤ 0.1 ms); the support check: {gate_fixed:.2f} ms + {gate_per_token:.4f} ms per token"
         )
         print(
-            "  phases: auth (view: credentials, CSRF, body) | turn_start (thread, user message, history, settings, "
-            "is_empty, prompt) | model (both rounds: request, stream parsing) | ks (cache gate, KS search, "
+            "  phases: auth (view: body; the credentials are checked in the start's step) | turn_start (credentials, "
+            "CSRF, thread, user message, history, settings, is_empty, prompt) | model (both rounds: request, stream parsing) | ks (cache gate, KS search, "
             "packing, hint) | gate (sentence support check) | relay (events → SSE frames → daphne) | "
             "finalize (message, trace, citations, access signals) | outside (daphne/ASGI work outside the view)"
         )

@@ -9,7 +9,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from django.db import InterfaceError, OperationalError
 
@@ -98,14 +98,23 @@ class EngineDeps:
     # finalize with the access signals. Doubles take the very same hops.
 
     async def start(
-        self, *, user, content: str, conversation_id, identity: Identity | None
+        self,
+        *,
+        user=None,
+        admit: Callable[[], Any] | None = None,
+        content: str,
+        conversation_id,
+        identity: Identity | None,
     ) -> tuple[services.TurnStart, Identity, bool | None]:
-        """(start, identity, knowledge empty — None: the read failed, the stream asks again)."""
+        """(start, identity, knowledge empty — None: the read failed, the stream asks again).
+        ``admit`` (instead of ``user``) returns who asks, or raises, first thing in the same step."""
         return await db_step(self._start_reading_knowledge)(
-            user=user, content=content, conversation_id=conversation_id, identity=identity
+            user=user, admit=admit, content=content, conversation_id=conversation_id, identity=identity
         )
 
-    def _start_reading_knowledge(self, *, user, content, conversation_id, identity):
+    def _start_reading_knowledge(self, *, user, admit, content, conversation_id, identity):
+        if admit is not None:
+            user = admit()
         start, identity = self.store.start(
             user=user, content=content, conversation_id=conversation_id, identity=identity
         )

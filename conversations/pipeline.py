@@ -24,6 +24,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from achilles.errors import INTERNAL_ERROR_DETAIL, ApplicationError
 from achilles.llm import (
@@ -71,7 +72,8 @@ WEB_RESULTS_LIMIT = 5
 
 async def prepare_turn(
     *,
-    user,
+    user=None,
+    admit: Callable[[], Any] | None = None,
     content: str,
     conversation_id=None,
     identity: Identity | None = None,
@@ -81,6 +83,8 @@ async def prepare_turn(
     """Validate and start a turn (raises ApplicationError: 404 foreign thread, 422 bad input).
 
     ``identity`` defaults to the session user's; it is never taken from anything the model says.
+    ``admit`` (instead of ``user``; sync, may raise ApplicationError) says who asks, in the start's
+    own step: the view's credential check costs no thread hop of its own.
     ``clock`` (bench only, ``conversations.spans``) charges the turn's CPU to its phases.
     """
     prepared_from = time.monotonic()
@@ -88,7 +92,7 @@ async def prepare_turn(
     # Shielded: the start step stores the user's message; a client leaving meanwhile must not leave
     # that message unanswered (the step finishes in its thread whatever happens to this task).
     starting = asyncio.ensure_future(
-        deps.start(user=user, content=content, conversation_id=conversation_id, identity=identity)
+        deps.start(user=user, admit=admit, content=content, conversation_id=conversation_id, identity=identity)
     )
     try:
         start, identity, knowledge_empty = await asyncio.shield(starting)

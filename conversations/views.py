@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 
-from asgiref.sync import async_to_sync, sync_to_async
+from asgiref.sync import async_to_sync
 from django.db import DatabaseError
 from django.http import JsonResponse, StreamingHttpResponse
 from django.middleware.csrf import CsrfViewMiddleware
@@ -20,7 +20,6 @@ from pydantic import ValidationError
 
 from achilles import errors
 from achilles.auth import authenticate_request
-from conversations.dbconn import db_step
 from conversations.pipeline import Event, prepare_turn
 from conversations.schemas import ChatIn
 from conversations.spans import turn_clock
@@ -81,21 +80,32 @@ async def _chat_sse(request):
     clock = turn_clock()
     if request.method != "POST":
         return _error(errors.ApplicationError("Use POST.", code="method_not_allowed", status=405))
-    # Released at once: a stream must not pin a database connection for its whole life.
-    user, via_session = await db_step(_authenticate)(request)
-    if user is None:
-        return _error(errors.NotAuthenticated("Authentication credentials were not provided or are invalid."))
-    if via_session:
-        rejected = await sync_to_async(_csrf_rejection)(request)
-        if rejected is not None:
-            return _error(errors.PermissionDenied("CSRF check failed."))
     try:
         body = ChatIn.model_validate_json(request.body or b"{}")
+        invalid = None
     except ValidationError as exc:
-        return _error(errors.ValidationFailed(errors.field_errors(exc.errors())))
+        body, invalid = None, errors.ValidationFailed(errors.field_errors(exc.errors()))
+
+    def admit():
+        # Run in the turn's start step (one thread hop for the credentials and the start), in the
+        # order of before: who asks (401), the session's CSRF token (403), then the body (422).
+        user, via_session = _authenticate(request)
+        if user is None:
+            raise errors.NotAuthenticated("Authentication credentials were not provided or are invalid.")
+        if via_session and _csrf_rejection(request) is not None:
+            raise errors.PermissionDenied("CSRF check failed.")
+        if invalid is not None:
+            raise invalid
+        return user
+
     try:
         clock.switch("turn_start")
-        turn = await prepare_turn(user=user, content=body.content, conversation_id=body.conversation_id, clock=clock)
+        turn = await prepare_turn(
+            admit=admit,
+            content=body.content if body is not None else "",
+            conversation_id=body.conversation_id if body is not None else None,
+            clock=clock,
+        )
     except errors.ApplicationError as exc:
         return _error(exc)
     except DatabaseError:  # the turn could not start (nothing was stored): say so, in JSON

@@ -291,6 +291,9 @@ def test_chat_endpoint_auth_and_validation(engine, user, user_factory, conversat
     foreign = conversation_factory(user_factory(username="other"), [("user", "q")])
     status, _, body = chat(headers, {"content": "x", "conversation_id": str(foreign.pk)})
     assert status == 404 and body["code"] == "not_found"
+    # who asks is decided before what is asked: a bad body without credentials is still a 401
+    status, _, body = chat({}, {"content": ""})
+    assert status == 401 and body["code"] == "not_authenticated"
     assert engine.model.calls == []
 
 
@@ -299,6 +302,7 @@ def test_chat_endpoint_session_needs_csrf(engine, user, asgi_client):
     del client.headers["X-CSRFToken"]  # the session and the CSRF cookie, but no token in the request
     response = client.post("/api/chat", json={"content": "Привет"})
     assert response.status_code == 403
+    assert client.post("/api/chat", json={"content": ""}).status_code == 403  # CSRF before the body's 422
     assert engine.model.calls == []
     assert asgi_client().get("/api/chat").status_code == 405
 

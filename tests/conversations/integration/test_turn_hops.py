@@ -89,3 +89,21 @@ def test_the_doubles_take_the_same_hops_over_the_database_store(engine, user, ho
         (1, str(first.done.message_id)),
         (1, str(second.done.message_id)),
     ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_sse_view_checks_the_credentials_in_the_start_step(engine, user, hops):
+    """``POST /api/chat`` end to end: Django's request-started signal and the response's close are
+    Django's own hops; the view adds none for the credentials. Failed before: the Bearer token was
+    checked in a hop of its own (``_authenticate``) before the start's."""
+    from tests.conversations.http import bearer, chat
+
+    engine.ks.default = result(candidate(1, "Отпуск 28 дней."))
+    engine.script(*search_then("отпуск", cite_every_source))
+    headers = bearer(user)
+    hops.clear()
+
+    status, _, events = chat(headers, {"content": "Сколько дней отпуска?"})
+
+    assert status == 200 and events[-1][0] == "done", events
+    assert hops == ["sync_send", "_start_reading_knowledge", "_cache_gate", "_finalize", "close"], hops
