@@ -9,6 +9,8 @@ word» level runs only when nothing better fills the list.
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
@@ -21,6 +23,19 @@ from knowledge.models import TEXT_SEARCH_CONFIG
 
 MAX_QUERY_TERMS = 32
 MAX_LEVEL_CLAUSES = 20
+# A selective identity's visible chain reads its levels below the first lower one in one pass
+# (``lower_levels_statement``) when the planner expects at most this many visible chunks: that pass
+# reads each visible chunk matching any query word, the chain one GIN scan per level — which for
+# the middle levels the planner runs without the ACL's bitmap (it expects few matches), reading
+# every match's row. Bounded so a broad identity keeps the lazy chain (bench/knowledge: the one
+# pass is 5× slower for broad, −20…−30 % at p95 for narrow and anonymous).
+ONE_PASS_MAX_ROWS = 10_000
+# How many chunks the planner expects ``principals`` to see (EXPLAIN, not run); kept like the
+# vector side's verdicts (``vector.nearest_exact``): it moves only with the statistics.
+VISIBLE_ROWS_PLAN_SQL = "EXPLAIN (FORMAT JSON) SELECT 1 FROM knowledge_chunks WHERE acl && %(principals)s::text[]"
+ONE_PASS_PLAN_SECONDS = 60.0
+ONE_PASS_CACHE_SIZE = 4096
+_one_pass_verdicts: dict[tuple[str, ...], tuple[bool, float]] = {}
 
 LEXEMES_SQL = f"""
 SELECT lexeme FROM unnest(to_tsvector('{TEXT_SEARCH_CONFIG}', %s))
@@ -184,8 +199,35 @@ def unfiltered_top(
     return ranked, hidden
 
 
+def lexical_one_pass(cursor: Any, principals: list[str]) -> bool:
+    """Whether the visible chain of ``principals`` reads its lower levels in one pass
+    (``lower_levels_statement``): the planner expects them to see at most ONE_PASS_MAX_ROWS chunks.
+    Asked once per ONE_PASS_PLAN_SECONDS per set of principals, on ``cursor``."""
+    key = tuple(principals)
+    now = time.monotonic()
+    cached = _one_pass_verdicts.get(key)
+    if cached is not None and now - cached[1] < ONE_PASS_PLAN_SECONDS:
+        return cached[0]
+    cursor.execute(VISIBLE_ROWS_PLAN_SQL, {"principals": principals})
+    plan = cursor.fetchone()[0]
+    rows = float((plan if isinstance(plan, list) else json.loads(plan))[0]["Plan"]["Plan Rows"])
+    verdict = rows <= ONE_PASS_MAX_ROWS
+    if len(_one_pass_verdicts) >= ONE_PASS_CACHE_SIZE:
+        _one_pass_verdicts.clear()
+    _one_pass_verdicts[key] = (verdict, now)
+    return verdict
+
+
 def lower_levels_statement(
-    side: SideLists, lexemes: Sequence[str], principals: list[str], depth: int, k: int, columns: str, similarity: str
+    side: SideLists,
+    lexemes: Sequence[str],
+    principals: list[str],
+    depth: int,
+    k: int,
+    columns: str,
+    similarity: str,
+    *,
+    one_pass: bool = False,
 ) -> tuple[str, dict[str, Any]] | None:
     """All lower coordination levels in one statement, for the lists still short after the first.
 
@@ -195,7 +237,13 @@ def lower_levels_statement(
     the level before it: the earlier levels' matches, since their queries are nested (more terms in
     common) and a level is reached only when all of its predecessor's rows were taken. Rows carry
     their level and score (the order is rebuilt from them: ``apply_lower_levels``), ``similarity``
-    and ``columns`` over ``c`` the chunk and ``r`` its record. None when no list is short."""
+    and ``columns`` over ``c`` the chunk and ``r`` its record. None when no list is short.
+
+    ``one_pass`` (``lexical_one_pass``: a selective identity): the visible chain's levels after its
+    first branch are one branch — its visible rows matching the last level («any word») and not
+    the first branch's level, each given the first level it matches and that level's rank — one
+    scan over the ACL's bitmap instead of one per level; still run only while the list is short,
+    and the same rows in the same order, since the levels are nested."""
     levels = coordination_levels(lexemes)[1:]  # the all-lexemes level ran first
     need_visible, need_all = depth - len(side.visible), k - len(side.unfiltered)
     if not levels or (need_visible <= 0 and need_all <= 0):
@@ -206,6 +254,7 @@ def lower_levels_statement(
     # LEXICAL_BOTH_SQL does); both lists then hold all of the first level's rows, so «not seen»
     # is «not among the unfiltered ones» for both.
     shared = need_visible > 0 and need_all > 0
+    last = len(levels) - 1
     chains = []
     for filtered, need, seen, acl in (
         (True, need_visible, "lx_seen_visible", "AND c.acl && %(principals)s::text[]"),
@@ -221,6 +270,9 @@ def lower_levels_statement(
                     f"ORDER BY score DESC, id LIMIT {int(need)})"
                 )
                 continue
+            if filtered and one_pass and 1 <= j < last:
+                branches.append(_one_pass_branch(j, last, acl, seen, need))
+                break
             before = f"AND NOT c.tsv @@ %(lx_{j - 1})s::tsquery" if j else ""
             branches.append(
                 f"(SELECT {j} AS level, c.id, ts_rank(c.tsv, %(lx_{j})s::tsquery, 1) AS score FROM knowledge_chunks c "
@@ -244,6 +296,19 @@ def lower_levels_statement(
         "JOIN knowledge_chunks c ON c.id = l.id JOIN knowledge_records r ON r.id = c.record_id"
     )
     return sql, params
+
+
+def _one_pass_branch(first: int, last: int, acl: str, seen: str, need: int) -> str:
+    """Levels ``first`` … ``last`` of a chain in one scan (see ``lower_levels_statement``)."""
+    level = " ".join(f"WHEN c.tsv @@ %(lx_{j})s::tsquery THEN {j}" for j in range(first, last))
+    rank = " ".join(f"WHEN {j} THEN ts_rank(x.tsv, %(lx_{j})s::tsquery, 1)" for j in range(first, last + 1))
+    return (
+        f"(SELECT x.level, x.id, CASE x.level {rank} END AS score FROM "
+        f"(SELECT c.id, c.tsv, CASE {level} ELSE {last} END AS level FROM knowledge_chunks c "
+        f"WHERE c.tsv @@ %(lx_{last})s::tsquery {acl} AND NOT (c.id = ANY(%({seen})s)) "
+        f"AND NOT c.tsv @@ %(lx_{first - 1})s::tsquery) AS x "
+        f"ORDER BY 1, 3 DESC, 2 LIMIT {int(need)})"
+    )
 
 
 def apply_lower_levels(side: SideLists, rows: Sequence[tuple[Any, ...]], visible_at: int) -> None:
