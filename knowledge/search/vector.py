@@ -19,6 +19,7 @@ they ride in the last message on the request's connection instead.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -109,6 +110,14 @@ Rows = list[tuple[Any, ...]]
 
 
 def vector_literal(vector: Sequence[float]) -> str:
+    """pgvector's text form of ``vector``. A search sends one vector in up to four statements, two
+    of them built on the threads beside it (where formatting 384 floats holds the GIL the request's
+    thread is waiting for): formatted once, the last few kept."""
+    return _vector_literal(tuple(vector))
+
+
+@functools.lru_cache(maxsize=16)
+def _vector_literal(vector: tuple[float, ...]) -> str:
     return "[" + ",".join(f"{float(x):.7g}" for x in vector) + "]"
 
 
@@ -234,6 +243,7 @@ def start_beside(
     """``nearest_message`` and (with ``semantic_k``) ``semantic_message`` for ``vector``, each on a
     connection of ``pool``, started now; a future's rows are None when the pool had none to spare."""
     executor = _pool_executor()
+    vector_literal(vector)  # formatted here, before the threads need it
     nearest = executor.submit(_job, pool, _nearest(vector, principals, depth, columns))
     semantic = None
     if semantic_k is not None:
