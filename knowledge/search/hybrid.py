@@ -151,8 +151,8 @@ def search(query: str, identity: Identity, k: int = 8) -> SearchResult:
             side.unfiltered, side.hidden = [], set()
         # the lower levels, if a list is short, ride in the vector message, each row with its
         # details and (a lexical candidate competes for the vector list too) its similarity; a
-        # selective identity's visible chain reads them in one pass (asked once a minute)
-        one_pass = bool(lexemes) and len(side.visible) < depth and lexical_one_pass(cursor, principals)
+        # selective identity's visible chain reads them in one pass (from estimates kept a minute)
+        one_pass = bool(lexemes) and len(side.visible) < depth and lexical_one_pass(cursor, principals, lexemes)
         levels = (
             lower_levels_statement(
                 side,

@@ -24,20 +24,27 @@ from knowledge.models import TEXT_SEARCH_CONFIG
 MAX_QUERY_TERMS = 32
 MAX_LEVEL_CLAUSES = 20
 # A selective identity's visible chain reads its levels below the first lower one in one pass
-# (``lower_levels_statement``) when the planner expects at most this many visible chunks: that pass
-# reads each visible chunk matching any query word, the chain one GIN scan per level — which for
-# the middle levels the planner runs without the ACL's bitmap (it expects few matches), reading
-# every match's row. The pass has no stop between levels, so its cost grows with the visible
-# chunks holding the query's commonest word: measured on the bench's levels statements with a very
-# common word added, 1 000 visible chunks 16.3 → 11.7 ms (p50, chain → one pass), 2 900 17.7 →
-# 24.7, 4 800 9.8 → 21.6; without it the pass wins at all three (p95 −0.5…−2 ms).
-ONE_PASS_MAX_ROWS = 1_500
-# How many chunks the planner expects ``principals`` to see (EXPLAIN, not run); kept like the
-# vector side's verdicts (``vector.nearest_exact``): it moves only with the statistics.
+# (``lower_levels_statement``) when the visible chunks holding any query word are expected to be at
+# most this many: that pass reads each of them, the chain one GIN scan per level — which for the
+# middle levels the planner runs without the ACL's bitmap (it expects few matches), reading every
+# match's row. The pass has no stop between levels, so a common word makes it costly: on the
+# bench's levels statements with a very common word added, 1 000 such chunks 16.3 → 11.7 ms (p50,
+# chain → one pass), 2 900 17.7 → 24.7, 4 800 9.8 → 21.6; the bench's own queries (≈ 30–130)
+# p95 −0.5…−2 ms. The estimate: the planner's visible chunks × the query lexemes' summed
+# frequencies (ANALYZE's most common lexemes of ``tsv``; one not among them counts as the rarest).
+ONE_PASS_MAX_MATCHES = 1_500
+# How many chunks the planner expects ``principals`` to see (EXPLAIN, not run) and the lexemes'
+# frequencies: kept like the vector side's verdicts (``vector.nearest_exact``), as they move only
+# with the statistics.
 VISIBLE_ROWS_PLAN_SQL = "EXPLAIN (FORMAT JSON) SELECT 1 FROM knowledge_chunks WHERE acl && %(principals)s::text[]"
+LEXEME_FREQUENCIES_SQL = """
+SELECT most_common_elems::text::text[], most_common_elem_freqs FROM pg_stats
+WHERE schemaname = current_schema() AND tablename = 'knowledge_chunks' AND attname = 'tsv'
+"""
 ONE_PASS_PLAN_SECONDS = 60.0
 ONE_PASS_CACHE_SIZE = 4096
-_one_pass_verdicts: dict[tuple[str, ...], tuple[bool, float]] = {}
+_visible_rows: dict[tuple[str, ...], tuple[float, float]] = {}
+_lexeme_frequencies: list[tuple[dict[str, float], float, float]] = []  # (frequencies, rarest, when)
 
 LEXEMES_SQL = f"""
 SELECT lexeme FROM unnest(to_tsvector('{TEXT_SEARCH_CONFIG}', %s))
@@ -201,23 +208,32 @@ def unfiltered_top(
     return ranked, hidden
 
 
-def lexical_one_pass(cursor: Any, principals: list[str]) -> bool:
-    """Whether the visible chain of ``principals`` reads its lower levels in one pass
-    (``lower_levels_statement``): the planner expects them to see at most ONE_PASS_MAX_ROWS chunks.
-    Asked once per ONE_PASS_PLAN_SECONDS per set of principals, on ``cursor``."""
-    key = tuple(principals)
+def lexical_one_pass(cursor: Any, principals: list[str], lexemes: Sequence[str]) -> bool:
+    """Whether the visible chain of ``principals`` reads its lower levels for ``lexemes`` in one
+    pass (``lower_levels_statement``): the visible chunks holding any of them are expected to be at
+    most ONE_PASS_MAX_MATCHES. Its two inputs are asked once per ONE_PASS_PLAN_SECONDS (the visible
+    chunks per set of principals), on ``cursor``."""
     now = time.monotonic()
-    cached = _one_pass_verdicts.get(key)
-    if cached is not None and now - cached[1] < ONE_PASS_PLAN_SECONDS:
-        return cached[0]
-    cursor.execute(VISIBLE_ROWS_PLAN_SQL, {"principals": principals})
-    plan = cursor.fetchone()[0]
-    rows = float((plan if isinstance(plan, list) else json.loads(plan))[0]["Plan"]["Plan Rows"])
-    verdict = rows <= ONE_PASS_MAX_ROWS
-    if len(_one_pass_verdicts) >= ONE_PASS_CACHE_SIZE:
-        _one_pass_verdicts.clear()
-    _one_pass_verdicts[key] = (verdict, now)
-    return verdict
+    key = tuple(principals)
+    cached = _visible_rows.get(key)
+    if cached is None or now - cached[1] >= ONE_PASS_PLAN_SECONDS:
+        cursor.execute(VISIBLE_ROWS_PLAN_SQL, {"principals": principals})
+        plan = cursor.fetchone()[0]
+        rows = float((plan if isinstance(plan, list) else json.loads(plan))[0]["Plan"]["Plan Rows"])
+        if len(_visible_rows) >= ONE_PASS_CACHE_SIZE:
+            _visible_rows.clear()
+        cached = _visible_rows[key] = (rows, now)
+    if not _lexeme_frequencies or now - _lexeme_frequencies[0][2] >= ONE_PASS_PLAN_SECONDS:
+        cursor.execute(LEXEME_FREQUENCIES_SQL)
+        row = cursor.fetchone()
+        elems, freqs = (row[0] or [], row[1] or []) if row else ([], [])
+        frequencies = dict(zip(elems, freqs[: len(elems)], strict=True))
+        # no statistics yet: every lexeme counts as in every chunk (the safe side)
+        rarest = min(frequencies.values()) if frequencies else 1.0
+        _lexeme_frequencies[:] = [(frequencies, rarest, now)]
+    frequencies, rarest, _ = _lexeme_frequencies[0]
+    share = min(1.0, sum(frequencies.get(lexeme, rarest) for lexeme in set(lexemes)))
+    return cached[0] * share <= ONE_PASS_MAX_MATCHES
 
 
 def lower_levels_statement(
@@ -241,7 +257,7 @@ def lower_levels_statement(
     their level and score (the order is rebuilt from them: ``apply_lower_levels``), ``similarity``
     and ``columns`` over ``c`` the chunk and ``r`` its record. None when no list is short.
 
-    ``one_pass`` (``lexical_one_pass``: a selective identity): the visible chain's levels after its
+    ``one_pass`` (``lexical_one_pass``: few visible chunks hold a query word): the visible chain's levels after its
     first branch are one branch — its visible rows matching the last level («any word») and not
     the first branch's level, each given the first level it matches and that level's rank — one
     scan over the ACL's bitmap instead of one per level; still run only while the list is short,

@@ -1,9 +1,9 @@
 """A selective identity's visible lexical chain reads its lower levels in one pass, same results.
 
 The lower coordination levels run as a chain (``lower_levels_statement``): one GIN scan per level
-while the list is short. For an identity that sees few chunks (``lexical_one_pass``: the planner
-expects at most ``ONE_PASS_MAX_ROWS``) the visible chain's levels after its first branch are one
-branch instead: its visible rows matching «any word», each given the first level it matches and
+while the list is short. When few visible chunks hold a query word (``lexical_one_pass``: the
+planner's visible chunks × the words' frequencies at most ``ONE_PASS_MAX_MATCHES``) the visible
+chain's levels after its first branch are one branch instead: its visible rows matching «any word», each given the first level it matches and
 that level's rank. The tests pin which statement is chosen, and that both give the same rows in
 the same order — level by level, and whole searches against the pinned results.
 """
@@ -28,9 +28,9 @@ ONE_PASS_MARK = "CASE x.level"  # the one-pass branch ranks each row by the leve
 
 @pytest.fixture(autouse=True)
 def _fresh_verdicts():
-    lexical._one_pass_verdicts.clear()
+    _fresh()
     yield
-    lexical._one_pass_verdicts.clear()
+    _fresh()
 
 
 @pytest.fixture
@@ -48,20 +48,41 @@ def corpus(make_record):
         cursor.execute("ANALYZE knowledge_chunks")
 
 
-def test_the_verdict_follows_the_planners_estimate_of_visible_chunks(corpus, monkeypatch):
-    monkeypatch.setattr(lexical, "ONE_PASS_MAX_ROWS", 20)
+def _lexemes(text: str) -> list[str]:
     with connection.cursor() as cursor:
-        assert lexical.lexical_one_pass(cursor, RARE)  # ≈ 12 visible
-        assert not lexical.lexical_one_pass(cursor, ["everyone"])  # ≈ 40
-        # kept: a changed bound is not seen until the verdict expires
-        monkeypatch.setattr(lexical, "ONE_PASS_MAX_ROWS", 0)
-        assert lexical.lexical_one_pass(cursor, RARE)
-        lexical._one_pass_verdicts.clear()
-        assert not lexical.lexical_one_pass(cursor, RARE)
+        cursor.execute("SELECT array(SELECT lexeme FROM unnest(to_tsvector('russian', %s)))", [text])
+        return cursor.fetchone()[0]
+
+
+def _fresh() -> None:
+    lexical._visible_rows.clear()
+    lexical._lexeme_frequencies.clear()
+
+
+def test_the_verdict_follows_the_estimated_visible_chunks_holding_a_query_word(corpus, monkeypatch):
+    """Visible chunks (the planner's estimate) × the words' frequencies (ANALYZE's): «документ» is
+    in every chunk, «склад» only in the 12 rare ones."""
+    monkeypatch.setattr(lexical, "ONE_PASS_MAX_MATCHES", 20)
+    common, rare = _lexemes("документ"), _lexemes("склад")
+    with connection.cursor() as cursor:
+        assert lexical.lexical_one_pass(cursor, RARE, common)  # ≈ 12 visible × 1
+        assert not lexical.lexical_one_pass(cursor, ["everyone"], common)  # ≈ 40 × 1
+        assert lexical.lexical_one_pass(cursor, ["everyone"], rare)  # ≈ 40 × 12 / 52
+        frequencies, _, _ = lexical._lexeme_frequencies[0]
+        assert frequencies[common[0]] == pytest.approx(1.0) and frequencies[rare[0]] < 0.3
+        # kept: a changed bound is seen at once, changed statistics only when the estimates expire
+        monkeypatch.setattr(lexical, "ONE_PASS_MAX_MATCHES", 0)
+        assert not lexical.lexical_one_pass(cursor, RARE, common)
+        # no statistics: a word counts as in every chunk
+        monkeypatch.setattr(lexical, "ONE_PASS_MAX_MATCHES", 20)
+        _fresh()
+        monkeypatch.setattr(lexical, "LEXEME_FREQUENCIES_SQL", "SELECT NULL::text[], NULL::real[] WHERE false")
+        assert lexical.lexical_one_pass(cursor, RARE, rare)  # ≈ 12 × 1
+        assert not lexical.lexical_one_pass(cursor, ["everyone"], rare)  # ≈ 40 × 1
 
 
 def test_search_sends_the_one_pass_branch_for_the_selective_identity_only(corpus, monkeypatch):
-    monkeypatch.setattr(lexical, "ONE_PASS_MAX_ROWS", 20)
+    monkeypatch.setattr(lexical, "ONE_PASS_MAX_MATCHES", 20)
     with CaptureQueriesContext(connection) as rare:
         rare_result = facade.search("отпуск принтер бюджет сервер", identity_of(*RARE), k=8)
     with CaptureQueriesContext(connection) as broad:
@@ -114,6 +135,8 @@ def test_the_chain_alone_returns_the_pinned_results(make_record, hash_embedder, 
     """``test_search_pinned.py`` runs with the one pass for every identity (a small table); here
     with the chain for every identity: both paths hold the same pins."""
     settings.WITHHELD_HINTS_PER_HOUR = 10_000
-    monkeypatch.setattr(lexical, "ONE_PASS_MAX_ROWS", -1)
+    monkeypatch.setattr(lexical, "ONE_PASS_MAX_MATCHES", -1)
+    calls = []
+    monkeypatch.setattr(lexical, "_one_pass_branch", lambda *a: calls.append(a) or "")
     assert_pinned(_observed(make_record))
-    assert lexical._one_pass_verdicts and not any(v for v, _ in lexical._one_pass_verdicts.values())
+    assert not calls
