@@ -10,7 +10,6 @@ word» level runs only when nothing better fills the list.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
@@ -20,6 +19,7 @@ from typing import Any
 from django.db.backends.utils import CursorWrapper
 
 from knowledge.models import TEXT_SEARCH_CONFIG
+from knowledge.search.memo import StatisticsMemo
 
 MAX_QUERY_TERMS = 32
 MAX_LEVEL_CLAUSES = 20
@@ -34,17 +34,14 @@ MAX_LEVEL_CLAUSES = 20
 # frequencies (ANALYZE's most common lexemes of ``tsv``; one not among them counts as the rarest).
 ONE_PASS_MAX_MATCHES = 1_500
 # How many chunks the planner expects ``principals`` to see (EXPLAIN, not run) and the lexemes'
-# frequencies: kept like the vector side's verdicts (``vector.nearest_exact``), as they move only
-# with the statistics.
+# frequencies: kept a minute (``memo``), as they move only with the statistics.
 VISIBLE_ROWS_PLAN_SQL = "EXPLAIN (FORMAT JSON) SELECT 1 FROM knowledge_chunks WHERE acl && %(principals)s::text[]"
 LEXEME_FREQUENCIES_SQL = """
 SELECT most_common_elems::text::text[], most_common_elem_freqs FROM pg_stats
 WHERE schemaname = current_schema() AND tablename = 'knowledge_chunks' AND attname = 'tsv'
 """
-ONE_PASS_PLAN_SECONDS = 60.0
-ONE_PASS_CACHE_SIZE = 4096
-_visible_rows: dict[tuple[str, ...], tuple[float, float]] = {}
-_lexeme_frequencies: list[tuple[dict[str, float], float, float]] = []  # (frequencies, rarest, when)
+_visible_rows: StatisticsMemo[float] = StatisticsMemo()
+_lexeme_frequencies: StatisticsMemo[tuple[dict[str, float], float]] = StatisticsMemo()  # (frequencies, rarest)
 
 LEXEMES_SQL = f"""
 SELECT lexeme FROM unnest(to_tsvector('{TEXT_SEARCH_CONFIG}', %s))
@@ -211,29 +208,26 @@ def unfiltered_top(
 def lexical_one_pass(cursor: Any, principals: list[str], lexemes: Sequence[str]) -> bool:
     """Whether the visible chain of ``principals`` reads its lower levels for ``lexemes`` in one
     pass (``lower_levels_statement``): the visible chunks holding any of them are expected to be at
-    most ONE_PASS_MAX_MATCHES. Its two inputs are asked once per ONE_PASS_PLAN_SECONDS (the visible
-    chunks per set of principals), on ``cursor``."""
-    now = time.monotonic()
-    key = tuple(principals)
-    cached = _visible_rows.get(key)
-    if cached is None or now - cached[1] >= ONE_PASS_PLAN_SECONDS:
+    most ONE_PASS_MAX_MATCHES. Its two inputs are asked once a minute (the visible chunks per set of
+    principals; ``memo``), on ``cursor``."""
+
+    def visible_rows() -> float:
         cursor.execute(VISIBLE_ROWS_PLAN_SQL, {"principals": principals})
         plan = cursor.fetchone()[0]
-        rows = float((plan if isinstance(plan, list) else json.loads(plan))[0]["Plan"]["Plan Rows"])
-        if len(_visible_rows) >= ONE_PASS_CACHE_SIZE:
-            _visible_rows.clear()
-        cached = _visible_rows[key] = (rows, now)
-    if not _lexeme_frequencies or now - _lexeme_frequencies[0][2] >= ONE_PASS_PLAN_SECONDS:
+        return float((plan if isinstance(plan, list) else json.loads(plan))[0]["Plan"]["Plan Rows"])
+
+    def lexeme_frequencies() -> tuple[dict[str, float], float]:
         cursor.execute(LEXEME_FREQUENCIES_SQL)
         row = cursor.fetchone()
         elems, freqs = (row[0] or [], row[1] or []) if row else ([], [])
         frequencies = dict(zip(elems, freqs[: len(elems)], strict=True))
         # no statistics yet: every lexeme counts as in every chunk (the safe side)
-        rarest = min(frequencies.values()) if frequencies else 1.0
-        _lexeme_frequencies[:] = [(frequencies, rarest, now)]
-    frequencies, rarest, _ = _lexeme_frequencies[0]
+        return frequencies, (min(frequencies.values()) if frequencies else 1.0)
+
+    rows = _visible_rows.get(tuple(principals), visible_rows)
+    frequencies, rarest = _lexeme_frequencies.get((), lexeme_frequencies)
     share = min(1.0, sum(frequencies.get(lexeme, rarest) for lexeme in set(lexemes)))
-    return cached[0] * share <= ONE_PASS_MAX_MATCHES
+    return rows * share <= ONE_PASS_MAX_MATCHES
 
 
 def lower_levels_statement(

@@ -68,7 +68,7 @@ def test_the_verdict_follows_the_estimated_visible_chunks_holding_a_query_word(c
         assert lexical.lexical_one_pass(cursor, RARE, common)  # ≈ 12 visible × 1
         assert not lexical.lexical_one_pass(cursor, ["everyone"], common)  # ≈ 40 × 1
         assert lexical.lexical_one_pass(cursor, ["everyone"], rare)  # ≈ 40 × 12 / 52
-        frequencies, _, _ = lexical._lexeme_frequencies[0]
+        frequencies, _ = lexical._lexeme_frequencies.peek(())
         assert frequencies[common[0]] == pytest.approx(1.0) and frequencies[rare[0]] < 0.3
         # kept: a changed bound is seen at once, changed statistics only when the estimates expire
         monkeypatch.setattr(lexical, "ONE_PASS_MAX_MATCHES", 0)
