@@ -19,6 +19,7 @@ from knowledge.search.lexical import (
     LEXICAL_FIRST_SQL,
     apply_lower_levels,
     lexical_first,
+    lexical_one_pass,
     lower_levels_statement,
     unfiltered_top,
 )
@@ -149,7 +150,9 @@ def search(query: str, identity: Identity, k: int = 8) -> SearchResult:
         if not same:
             side.unfiltered, side.hidden = [], set()
         # the lower levels, if a list is short, ride in the vector message, each row with its
-        # details and (a lexical candidate competes for the vector list too) its similarity
+        # details and (a lexical candidate competes for the vector list too) its similarity; a
+        # selective identity's visible chain reads them in one pass (from estimates kept a minute)
+        one_pass = bool(lexemes) and len(side.visible) < depth and lexical_one_pass(cursor, principals, lexemes)
         levels = (
             lower_levels_statement(
                 side,
@@ -159,6 +162,7 @@ def search(query: str, identity: Identity, k: int = 8) -> SearchResult:
                 k if same else 0,
                 DETAIL_COLUMNS,
                 LEVEL_SIMILARITY if vector is not None else "NULL::float8",
+                one_pass=one_pass,
             )
             if lexemes
             else None

@@ -9,6 +9,7 @@ word» level runs only when nothing better fills the list.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
@@ -18,9 +19,29 @@ from typing import Any
 from django.db.backends.utils import CursorWrapper
 
 from knowledge.models import TEXT_SEARCH_CONFIG
+from knowledge.search.memo import StatisticsMemo
 
 MAX_QUERY_TERMS = 32
 MAX_LEVEL_CLAUSES = 20
+# A selective identity's visible chain reads its levels below the first lower one in one pass
+# (``lower_levels_statement``) when the visible chunks holding any query word are expected to be at
+# most this many: that pass reads each of them, the chain one GIN scan per level — which for the
+# middle levels the planner runs without the ACL's bitmap (it expects few matches), reading every
+# match's row. The pass has no stop between levels, so a common word makes it costly: on the
+# bench's levels statements with a very common word added, 1 000 such chunks 16.3 → 11.7 ms (p50,
+# chain → one pass), 2 900 17.7 → 24.7, 4 800 9.8 → 21.6; the bench's own queries (≈ 30–130)
+# p95 −0.5…−2 ms. The estimate: the planner's visible chunks × the query lexemes' summed
+# frequencies (ANALYZE's most common lexemes of ``tsv``; one not among them counts as the rarest).
+ONE_PASS_MAX_MATCHES = 1_500
+# How many chunks the planner expects ``principals`` to see (EXPLAIN, not run) and the lexemes'
+# frequencies: kept a minute (``memo``), as they move only with the statistics.
+VISIBLE_ROWS_PLAN_SQL = "EXPLAIN (FORMAT JSON) SELECT 1 FROM knowledge_chunks WHERE acl && %(principals)s::text[]"
+LEXEME_FREQUENCIES_SQL = """
+SELECT most_common_elems::text::text[], most_common_elem_freqs FROM pg_stats
+WHERE schemaname = current_schema() AND tablename = 'knowledge_chunks' AND attname = 'tsv'
+"""
+_visible_rows: StatisticsMemo[float] = StatisticsMemo()
+_lexeme_frequencies: StatisticsMemo[tuple[dict[str, float], float]] = StatisticsMemo()  # (frequencies, rarest)
 
 LEXEMES_SQL = f"""
 SELECT lexeme FROM unnest(to_tsvector('{TEXT_SEARCH_CONFIG}', %s))
@@ -184,8 +205,41 @@ def unfiltered_top(
     return ranked, hidden
 
 
+def lexical_one_pass(cursor: Any, principals: list[str], lexemes: Sequence[str]) -> bool:
+    """Whether the visible chain of ``principals`` reads its lower levels for ``lexemes`` in one
+    pass (``lower_levels_statement``): the visible chunks holding any of them are expected to be at
+    most ONE_PASS_MAX_MATCHES. Its two inputs are asked once a minute (the visible chunks per set of
+    principals; ``memo``), on ``cursor``."""
+
+    def visible_rows() -> float:
+        cursor.execute(VISIBLE_ROWS_PLAN_SQL, {"principals": principals})
+        plan = cursor.fetchone()[0]
+        return float((plan if isinstance(plan, list) else json.loads(plan))[0]["Plan"]["Plan Rows"])
+
+    def lexeme_frequencies() -> tuple[dict[str, float], float]:
+        cursor.execute(LEXEME_FREQUENCIES_SQL)
+        row = cursor.fetchone()
+        elems, freqs = (row[0] or [], row[1] or []) if row else ([], [])
+        frequencies = dict(zip(elems, freqs[: len(elems)], strict=True))
+        # no statistics yet: every lexeme counts as in every chunk (the safe side)
+        return frequencies, (min(frequencies.values()) if frequencies else 1.0)
+
+    rows = _visible_rows.get(tuple(principals), visible_rows)
+    frequencies, rarest = _lexeme_frequencies.get((), lexeme_frequencies)
+    share = min(1.0, sum(frequencies.get(lexeme, rarest) for lexeme in set(lexemes)))
+    return rows * share <= ONE_PASS_MAX_MATCHES
+
+
 def lower_levels_statement(
-    side: SideLists, lexemes: Sequence[str], principals: list[str], depth: int, k: int, columns: str, similarity: str
+    side: SideLists,
+    lexemes: Sequence[str],
+    principals: list[str],
+    depth: int,
+    k: int,
+    columns: str,
+    similarity: str,
+    *,
+    one_pass: bool = False,
 ) -> tuple[str, dict[str, Any]] | None:
     """All lower coordination levels in one statement, for the lists still short after the first.
 
@@ -195,7 +249,13 @@ def lower_levels_statement(
     the level before it: the earlier levels' matches, since their queries are nested (more terms in
     common) and a level is reached only when all of its predecessor's rows were taken. Rows carry
     their level and score (the order is rebuilt from them: ``apply_lower_levels``), ``similarity``
-    and ``columns`` over ``c`` the chunk and ``r`` its record. None when no list is short."""
+    and ``columns`` over ``c`` the chunk and ``r`` its record. None when no list is short.
+
+    ``one_pass`` (``lexical_one_pass``: few visible chunks hold a query word): the visible chain's levels after its
+    first branch are one branch — its visible rows matching the last level («any word») and not
+    the first branch's level, each given the first level it matches and that level's rank — one
+    scan over the ACL's bitmap instead of one per level; still run only while the list is short,
+    and the same rows in the same order, since the levels are nested."""
     levels = coordination_levels(lexemes)[1:]  # the all-lexemes level ran first
     need_visible, need_all = depth - len(side.visible), k - len(side.unfiltered)
     if not levels or (need_visible <= 0 and need_all <= 0):
@@ -206,6 +266,7 @@ def lower_levels_statement(
     # LEXICAL_BOTH_SQL does); both lists then hold all of the first level's rows, so «not seen»
     # is «not among the unfiltered ones» for both.
     shared = need_visible > 0 and need_all > 0
+    last = len(levels) - 1
     chains = []
     for filtered, need, seen, acl in (
         (True, need_visible, "lx_seen_visible", "AND c.acl && %(principals)s::text[]"),
@@ -221,6 +282,9 @@ def lower_levels_statement(
                     f"ORDER BY score DESC, id LIMIT {int(need)})"
                 )
                 continue
+            if filtered and one_pass and 1 <= j < last:
+                branches.append(_one_pass_branch(j, last, acl, seen, need))
+                break
             before = f"AND NOT c.tsv @@ %(lx_{j - 1})s::tsquery" if j else ""
             branches.append(
                 f"(SELECT {j} AS level, c.id, ts_rank(c.tsv, %(lx_{j})s::tsquery, 1) AS score FROM knowledge_chunks c "
@@ -244,6 +308,19 @@ def lower_levels_statement(
         "JOIN knowledge_chunks c ON c.id = l.id JOIN knowledge_records r ON r.id = c.record_id"
     )
     return sql, params
+
+
+def _one_pass_branch(first: int, last: int, acl: str, seen: str, need: int) -> str:
+    """Levels ``first`` … ``last`` of a chain in one scan (see ``lower_levels_statement``)."""
+    level = " ".join(f"WHEN c.tsv @@ %(lx_{j})s::tsquery THEN {j}" for j in range(first, last))
+    rank = " ".join(f"WHEN {j} THEN ts_rank(x.tsv, %(lx_{j})s::tsquery, 1)" for j in range(first, last + 1))
+    return (
+        f"(SELECT x.level, x.id, CASE x.level {rank} END AS score FROM "
+        f"(SELECT c.id, c.tsv, CASE {level} ELSE {last} END AS level FROM knowledge_chunks c "
+        f"WHERE c.tsv @@ %(lx_{last})s::tsquery {acl} AND NOT (c.id = ANY(%({seen})s)) "
+        f"AND NOT c.tsv @@ %(lx_{first - 1})s::tsquery) AS x "
+        f"ORDER BY 1, 3 DESC, 2 LIMIT {int(need)})"
+    )
 
 
 def apply_lower_levels(side: SideLists, rows: Sequence[tuple[Any, ...]], visible_at: int) -> None:

@@ -19,10 +19,10 @@ they ride in the last message on the request's connection instead.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -30,6 +30,8 @@ from typing import Any
 
 from django.db.backends.utils import CursorWrapper
 from psycopg_pool import PoolClosed, PoolTimeout
+
+from knowledge.search.memo import StatisticsMemo
 
 # The nearest visible chunks, by the HNSW index or an exact scan (the planner's choice).
 NEAREST_SQL = """
@@ -96,11 +98,8 @@ PARALLEL_WORKERS = 8
 # sent instead: the exact scan reads each of them (at 300k chunks, ≈ 3 000 rows: ms; bench/knowledge
 # measures both), the walk visits ≈ N ÷ share of the graph. Above it the walk is the cheaper one.
 EXACT_MAX_ROWS = 10_000
-# How long the planner's verdict for a set of principals is kept: it moves only with the table's
-# statistics (ANALYZE), and asking costs a round trip (bounded; a full cache starts afresh).
-EXACT_PLAN_SECONDS = 60.0
-EXACT_PLAN_CACHE_SIZE = 4096
-_exact_plans: dict[tuple[str, ...], tuple[bool, float]] = {}
+# The planner's verdict per set of principals and ef (``memo``: it moves only with ANALYZE).
+_exact_plans: StatisticsMemo[bool] = StatisticsMemo()
 # How the jobs beside the request went in this process: run on a connection of their own, or
 # handed back for want of one (tests and operators read it; plain ints under the GIL).
 beside_jobs = {"ran": 0, "no_connection": 0}
@@ -109,6 +108,14 @@ Rows = list[tuple[Any, ...]]
 
 
 def vector_literal(vector: Sequence[float]) -> str:
+    """pgvector's text form of ``vector``. A search sends one vector in up to four statements, two
+    of them built on the threads beside it (where formatting 384 floats holds the GIL the request's
+    thread is waiting for): formatted once, the last few kept."""
+    return _vector_literal(tuple(vector))
+
+
+@functools.lru_cache(maxsize=16)
+def _vector_literal(vector: tuple[float, ...]) -> str:
     return "[" + ",".join(f"{float(x):.7g}" for x in vector) + "]"
 
 
@@ -122,24 +129,19 @@ def nearest_exact(cursor: Any, principals: list[str], depth: int) -> bool:
     (NEAREST_EXACT_SQL): the planner would walk the graph filtering by the ACL — an ordered index
     scan with a filter — and expects at most EXACT_MAX_ROWS rows to pass it. A partial index the
     ACL implies (``{public}``) needs no filter and keeps the graph; so does a plan that is exact
-    already. Asked once per EXACT_PLAN_SECONDS per set of principals and ef (EXPLAIN, not run),
-    on ``cursor``."""
+    already. Asked once a minute per set of principals and ef (EXPLAIN, not run; ``memo``), on
+    ``cursor``."""
     ef = ef_search(depth)
-    key = (str(ef), *principals)
-    now = time.monotonic()
-    cached = _exact_plans.get(key)
-    if cached is not None and now - cached[1] < EXACT_PLAN_SECONDS:
-        return cached[0]
-    params = {"ef_search": str(ef), "vec": vector_literal([1.0]), "principals": principals, "n": depth}
-    cursor.execute(HNSW_SETTINGS_SQL + ";" + NEAREST_PLAN_SQL, params)
-    cursor.nextset()
-    plan = cursor.fetchone()[0]
-    exact = _filtered_walk_rows(plan[0]["Plan"] if isinstance(plan, list) else json.loads(plan)[0]["Plan"])
-    verdict = exact is not None and exact <= EXACT_MAX_ROWS
-    if len(_exact_plans) >= EXACT_PLAN_CACHE_SIZE:
-        _exact_plans.clear()
-    _exact_plans[key] = (verdict, now)
-    return verdict
+
+    def ask() -> bool:
+        params = {"ef_search": str(ef), "vec": vector_literal([1.0]), "principals": principals, "n": depth}
+        cursor.execute(HNSW_SETTINGS_SQL + ";" + NEAREST_PLAN_SQL, params)
+        cursor.nextset()
+        plan = cursor.fetchone()[0]
+        exact = _filtered_walk_rows(plan[0]["Plan"] if isinstance(plan, list) else json.loads(plan)[0]["Plan"])
+        return exact is not None and exact <= EXACT_MAX_ROWS
+
+    return _exact_plans.get((str(ef), *principals), ask)
 
 
 def _filtered_walk_rows(node: dict) -> float | None:
@@ -234,6 +236,7 @@ def start_beside(
     """``nearest_message`` and (with ``semantic_k``) ``semantic_message`` for ``vector``, each on a
     connection of ``pool``, started now; a future's rows are None when the pool had none to spare."""
     executor = _pool_executor()
+    vector_literal(vector)  # formatted here, before the threads need it
     nearest = executor.submit(_job, pool, _nearest(vector, principals, depth, columns))
     semantic = None
     if semantic_k is not None:
