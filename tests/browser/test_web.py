@@ -87,6 +87,9 @@ def test_an_ended_session_sends_the_chat_page_to_sign_in(live_url, page, user_fa
     sign_in(page, live_url, user.username)
     page.goto(live_url + "/chat/")
     expect(page.locator("#status")).to_have_text("")
+    # the socket's handshake reads the session too: deactivated before it is open, the page would
+    # go to sign in on its own before the user asks (a race under load, not the case here)
+    page.wait_for_selector("body[data-socket=open]", state="attached")
     # when the account is deactivated while the page is open, and the user asks
     with connection.cursor() as cursor:
         cursor.execute("UPDATE users SET is_active = false WHERE id = %s", [user.pk])
