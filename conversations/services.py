@@ -5,6 +5,7 @@ Every function is sync and atomic; the async pipeline calls them through ``sync_
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from achilles.llm import ModelSpec, Timeouts
 from achilles.models import AllowedModel, ModelKind, User
 from achilles.names import name_clean
 from achilles.platform import platform_settings
+from achilles.rawsql import column, row_model, table
 from achilles.selectors import allowed_model_get, default_model
 from conversations.choices import MessageState, Role
 from conversations.citations import CitationOut
@@ -76,16 +78,6 @@ def conversation_model(conversation: Conversation | None) -> AllowedModel:
     return effective_model(None, default_model(kind="chat"))
 
 
-# A new thread and its first question in one statement (atomic by itself: no BEGIN/COMMIT round trips).
-_THREAD_START = """
-WITH thread AS (
-    INSERT INTO conversations (id, user_id, title) VALUES (%(id)s, %(user_id)s, %(title)s) RETURNING id
-)
-INSERT INTO messages (conversation_id, role, content, state)
-SELECT id, 'user', %(content)s, 'complete' FROM thread
-RETURNING id"""
-
-
 def turn_start(*, user: User, content: str, conversation_id: uuid.UUID | str | None = None) -> TurnStart:
     """Resolve (or lazily create) the thread, store the user's message, load the history."""
     content = content.strip()
@@ -93,21 +85,48 @@ def turn_start(*, user: User, content: str, conversation_id: uuid.UUID | str | N
         raise ValidationFailed("content must not be empty", field="content")
     if conversation_id is not None:
         return _turn_continue(user=user, content=content, conversation_id=conversation_id)
-    model = conversation_model(None)
     thread_id = uuid.uuid4()
+    sql, model_fields = _thread_start_sql()
     with connection.cursor() as cursor:
-        cursor.execute(
-            _THREAD_START, {"id": thread_id, "user_id": user.pk, "title": _title(content), "content": content}
-        )
-        (message_id,) = cursor.fetchone()
+        cursor.execute(sql, {"id": thread_id, "user_id": user.pk, "title": _title(content), "content": content})
+        row = cursor.fetchone()
+    # No default chat model: no row, and nothing was written (the INSERTs read from the model).
+    default = row_model(AllowedModel, model_fields, row[1:]) if row is not None else None
+    model = effective_model(None, default)
     return TurnStart(
         conversation_id=str(thread_id),
         created=True,
-        user_message_id=message_id,
+        user_message_id=row[0],
         history=(),  # a thread created just now has no history to read
         model=model.spec(),
         settings=turn_settings(),
     )
+
+
+@functools.cache
+def _thread_start_sql() -> tuple[str, list[models.Field]]:
+    """A new thread and its first question in one statement (atomic by itself: no BEGIN/COMMIT
+    round trips), with the default chat model it will generate with: the two INSERTs read from
+    that model's row, so without one nothing is written. (SQL, the model's fields in column order);
+    names spelled from the models' _meta once, so a model change cannot desync them."""
+    model_fields = list(AllowedModel._meta.concrete_fields)
+    model_columns = ", ".join(connection.ops.quote_name(f.column) for f in model_fields)
+    thread_id, message_id = column(Conversation, "id"), column(Message, "id")
+    sql = f"""
+WITH model AS (
+    SELECT {model_columns} FROM {table(AllowedModel)}
+    WHERE {column(AllowedModel, "kind")} = '{ModelKind.CHAT.value}' AND {column(AllowedModel, "is_default")}
+), thread AS (
+    INSERT INTO {table(Conversation)} ({thread_id}, {column(Conversation, "user")}, {column(Conversation, "title")})
+    SELECT %(id)s, %(user_id)s, %(title)s FROM model RETURNING {thread_id}
+), question AS (
+    INSERT INTO {table(Message)} ({column(Message, "conversation")}, {column(Message, "role")},
+        {column(Message, "content")}, {column(Message, "state")})
+    SELECT {thread_id}, '{Role.USER.value}', %(content)s, '{MessageState.COMPLETE.value}' FROM thread
+    RETURNING {message_id}
+)
+SELECT question.{message_id}, model.* FROM model, question"""
+    return sql, model_fields
 
 
 @transaction.atomic

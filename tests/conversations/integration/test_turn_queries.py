@@ -30,7 +30,7 @@ def _turn_statements(user, content, conversation_id=None):
     return outcome, [" ".join(sql.split()[:2]) + " " + sql.split()[2].split(".")[0] for sql in statements]
 
 
-def test_a_grounding_turn_runs_four_statements(engine, user):
+def test_a_grounding_turn_runs_three_statements(engine, user):
     engine.ks.default = result(candidate(1, "Отпуск составляет 28 дней."))
     engine.script(
         *search_then("отпуск", "Отпуск составляет 28 дней [1]."),
@@ -38,19 +38,20 @@ def test_a_grounding_turn_runs_four_statements(engine, user):
     )
 
     first, new_thread = _turn_statements(user, "Сколько дней отпуска?")
-    start, finalize = _SQL[2], _SQL[3]
+    start, finalize = _SQL[1], _SQL[2]
     _, same_thread = _turn_statements(user, "А ещё?", conversation_id=first.conversation_id)
 
-    # start: the identity's groups, the default model, then the thread and the question in one
-    # statement; finalize: one statement — lock + bump the thread (UPDATE), the answer, its
-    # citations, its trace (each was several statements in a transaction: this failed with eight).
+    # start: the identity's groups, then the default model, the thread and the question in one
+    # statement (this failed with four: the default model was a statement of its own); finalize:
+    # one statement — lock + bump the thread (UPDATE), the answer, its citations, its trace (each
+    # was several statements in a transaction: this failed with eight).
     assert new_thread == [
-        'SELECT "auth_group"."name" AS',
-        'SELECT "agent_models"."id", "agent_models"',
-        "WITH thread AS",
+        'SELECT g."name" FROM',
+        "WITH model AS",
         "WITH thread AS",
     ]
-    assert "INSERT INTO conversations" in start and "INSERT INTO messages" in start, start
+    for step in ('FROM "agent_models"', 'INSERT INTO "conversations"', 'INSERT INTO "messages"'):
+        assert step in start, start
     for step in (
         "UPDATE conversations",
         "INSERT INTO messages",
@@ -59,7 +60,7 @@ def test_a_grounding_turn_runs_four_statements(engine, user):
     ):
         assert step in finalize, finalize
     # A follow-up locks the thread (with its selected model) and reads the history instead.
-    assert len(same_thread) == 6
+    assert len(same_thread) == 6, same_thread
     assert same_thread[-1] == "WITH thread AS"
     assert same_thread[1].startswith('SELECT "conversations"')
     assert same_thread[3].startswith('SELECT "messages"."role"')
@@ -71,7 +72,9 @@ def test_a_conversation_turn_writes_no_trace_nor_citations(engine, user):
 
     _, statements = _turn_statements(user, "Привет")
 
-    assert len(statements) == 4  # 6 before the start's and the finalize's writes were one statement each
+    # 6 before the start's and the finalize's writes were one statement each, 4 before the default
+    # model was read with the start
+    assert len(statements) == 3, statements
     assert statements[-1] == "WITH thread AS"
     assert "retrieval_trace" not in _SQL[-1] and "message_citations" not in _SQL[-1], _SQL[-1]
     assert not any("retrieval_trace" in s or "message_citations" in s for s in statements)
