@@ -1,0 +1,88 @@
+"""The ASGI application reuses its requests' threads (issue 15: CPU per chat turn).
+
+Django made a thread per request (asgiref's ``ThreadSensitiveContext``) and joined it at the end;
+``InlineHooksASGIHandler`` hands each request an idle one instead. What must not change: a request
+finds no database connection left open by the one before it on the same thread (``request_finished``
+gives it back to the pool), concurrent requests never share a thread, and the pool gets every
+connection back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from django.db import connection
+from django.test import override_settings
+
+from achilles.inline_middleware import InlineHooksASGIHandler
+from tests.achilles.integration.test_inline_middleware import _call
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("threads_urlconf"),
+]
+
+
+@pytest.fixture
+def threads_urlconf():
+    with override_settings(ROOT_URLCONF="tests.achilles.integration.request_threads_urls"):
+        yield
+
+
+def _pool_in_use() -> int:
+    pool = connection.pool
+    if pool is None:
+        return 0
+    stats = pool.get_stats()
+    return stats["pool_size"] - stats["pool_available"]
+
+
+def test_sequential_requests_reuse_one_thread_and_find_no_connection_left_open():
+    app = InlineHooksASGIHandler()
+    in_use = _pool_in_use()
+
+    async def requests():
+        return [json.loads((await _call(app, "GET", "/probe"))[2]) for _ in range(5)]
+
+    answers = asyncio.run(requests())
+
+    assert len({a["thread"] for a in answers}) == 1  # one thread, reused (Django's own made five)
+    assert not any(a["found_open"] for a in answers)  # each request's connection went back at its end
+    assert _pool_in_use() == in_use  # and back into the pool: none held by the idle thread
+
+
+def test_concurrent_requests_never_share_a_thread():
+    app = InlineHooksASGIHandler()
+
+    async def requests():
+        answers = await asyncio.gather(*(_call(app, "GET", "/slow") for _ in range(3)))
+        later = await _call(app, "GET", "/probe")
+        return [json.loads(a[2]) for a in answers], json.loads(later[2])
+
+    loop = asyncio.new_event_loop()
+    try:
+        started = loop.time()
+        concurrent, later = loop.run_until_complete(requests())
+        elapsed = loop.time() - started
+    finally:
+        loop.close()
+
+    assert len({a["thread"] for a in concurrent}) == 3
+    assert elapsed < 0.85  # side by side, not queued behind one another (3 × 0.3 s)
+    assert later["thread"] in {a["thread"] for a in concurrent} and not later["found_open"]
+
+
+def test_the_idle_threads_are_bounded(monkeypatch):
+    from achilles import inline_middleware
+
+    monkeypatch.setattr(inline_middleware, "IDLE_REQUEST_THREADS_MAX", 1)
+    app = InlineHooksASGIHandler()
+
+    async def requests():
+        await asyncio.gather(*(_call(app, "GET", "/slow") for _ in range(3)))
+
+    asyncio.run(requests())
+    assert len(app._idle_executors) == 1
