@@ -29,11 +29,21 @@ def table(model: type[models.Model]) -> str:
     return connection.ops.quote_name(model._meta.db_table)
 
 
-def column(model: type[models.Model], name: str) -> str:
-    """The column of ``model``'s field ``name`` (a foreign key's ``…_id``), quoted."""
+def concrete_field(model: type[models.Model], name: str) -> models.Field:
+    """``model``'s field ``name``, one with a column of its own."""
     field = model._meta.get_field(name)
     assert isinstance(field, models.Field) and field.column, f"{model.__name__}.{name} has no column"
-    return connection.ops.quote_name(field.column)
+    return field
+
+
+def column_name(model: type[models.Model], name: str) -> str:
+    """The column of ``model``'s field ``name`` (a foreign key's ``…_id``), unquoted."""
+    return str(concrete_field(model, name).column)
+
+
+def column(model: type[models.Model], name: str) -> str:
+    """The column of ``model``'s field ``name`` (a foreign key's ``…_id``), quoted."""
+    return connection.ops.quote_name(column_name(model, name))
 
 
 def m2m_through(model: type[models.Model], name: str) -> type[models.Model]:

@@ -81,7 +81,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.close(code=CLOSE_NOT_AUTHENTICATED)
             return
         try:
-            turn = await prepare_turn(user=user, content=body.content, conversation_id=body.conversation_id)
+            turn = await prepare_turn(
+                admit=lambda: user,  # the session was checked just above
+                content=body.content,
+                conversation_id=body.conversation_id,
+            )
         except errors.ApplicationError as exc:
             await self._send_error(exc)
             return

@@ -100,21 +100,19 @@ class EngineDeps:
     async def start(
         self,
         *,
-        user=None,
-        admit: Callable[[], Any] | None = None,
+        admit: Callable[[], Any],
         content: str,
         conversation_id,
         identity: Identity | None,
     ) -> tuple[services.TurnStart, Identity, bool | None]:
         """(start, identity, knowledge empty — None: the read failed, the stream asks again).
-        ``admit`` (instead of ``user``) returns who asks, or raises, first thing in the same step."""
+        ``admit`` returns who asks, or raises, first thing in the same step."""
         return await db_step(self._start_reading_knowledge)(
-            user=user, admit=admit, content=content, conversation_id=conversation_id, identity=identity
+            admit=admit, content=content, conversation_id=conversation_id, identity=identity
         )
 
-    def _start_reading_knowledge(self, *, user, admit, content, conversation_id, identity):
-        if admit is not None:
-            user = admit()
+    def _start_reading_knowledge(self, *, admit, content, conversation_id, identity):
+        user = admit()
         start, identity = self.store.start(
             user=user, content=content, conversation_id=conversation_id, identity=identity
         )

@@ -72,8 +72,7 @@ WEB_RESULTS_LIMIT = 5
 
 async def prepare_turn(
     *,
-    user=None,
-    admit: Callable[[], Any] | None = None,
+    admit: Callable[[], Any],
     content: str,
     conversation_id=None,
     identity: Identity | None = None,
@@ -82,9 +81,10 @@ async def prepare_turn(
 ) -> Turn:
     """Validate and start a turn (raises ApplicationError: 404 foreign thread, 422 bad input).
 
-    ``identity`` defaults to the session user's; it is never taken from anything the model says.
-    ``admit`` (instead of ``user``; sync, may raise ApplicationError) says who asks, in the start's
-    own step: the view's credential check costs no thread hop of its own.
+    ``admit`` (sync, may raise ApplicationError) says who asks, first thing in the start's own
+    step: the SSE view checks the credentials there (no thread hop of their own); the websocket,
+    whose session was checked already, and tests pass ``lambda: user``.
+    ``identity`` defaults to that user's; it is never taken from anything the model says.
     ``clock`` (bench only, ``conversations.spans``) charges the turn's CPU to its phases.
     """
     prepared_from = time.monotonic()
@@ -92,7 +92,7 @@ async def prepare_turn(
     # Shielded: the start step stores the user's message; a client leaving meanwhile must not leave
     # that message unanswered (the step finishes in its thread whatever happens to this task).
     starting = asyncio.ensure_future(
-        deps.start(user=user, admit=admit, content=content, conversation_id=conversation_id, identity=identity)
+        deps.start(admit=admit, content=content, conversation_id=conversation_id, identity=identity)
     )
     try:
         start, identity, knowledge_empty = await asyncio.shield(starting)

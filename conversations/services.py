@@ -23,12 +23,12 @@ from achilles.llm import ModelSpec, Timeouts
 from achilles.models import AllowedModel, ModelKind, User
 from achilles.names import name_clean
 from achilles.platform import platform_settings
-from achilles.rawsql import column, row_model, table
+from achilles.rawsql import column, column_name, concrete_field, row_model, table
 from achilles.selectors import allowed_model_get, default_model
 from conversations.choices import MessageState, Role
 from conversations.citations import CitationOut
 from conversations.grounding import Contact, WithheldHint
-from conversations.models import Citation, Conversation, Message
+from conversations.models import Citation, Conversation, Message, RetrievalTrace
 from conversations.rules import effective_model, feedback_update
 from conversations.selectors import conversation_get_for_user, message_get_for_user
 from conversations.trace import TraceDraft
@@ -226,30 +226,67 @@ def _title(content: str) -> str:
 # The answer in one statement (atomic by itself: no BEGIN/COMMIT round trips): the UPDATE that
 # locks and bumps the thread, then the message, its citations and its trace, each fed by the step
 # before it — a thread deleted meanwhile updates no row, so nothing at all is written.
-_FINALIZE_THREAD = """
+# What a citation row takes from a CitationOut (the model's field names).
+_CITATION_FIELDS = ("record_id", "chunk_id", "title", "url", "source_system", "chunk_text", "rank", "markers")
+
+
+@dataclass(frozen=True)
+class _FinalizeSql:
+    answer: str  # the thread's UPDATE and the answer's INSERT (the CTEs ``thread``, ``answer``)
+    citations: str  # ``, cited AS (…)``: the citations from the JSON array %(citations)s
+    trace: str  # ``, traced AS (…)``: the trace from the %(trace_<field>)s parameters
+    returning: str  # the final SELECT of the answer's id, created_at, updated_at
+    citation_keys: dict[str, str]  # citation field → its key in the JSON array (its column)
+    trace_fields: tuple[tuple[str, bool], ...]  # (trace field, a JSON column?) in column order
+
+
+@functools.cache
+def _finalize_sql() -> _FinalizeSql:
+    """The finalize statement's parts, names spelled from the models' _meta once (a model change
+    cannot silently desync them; ``test_turn_queries`` pins the statement)."""
+    qn = connection.ops.quote_name
+    thread_id, message_id = column(Conversation, "id"), column(Message, "id")
+    message_columns = ", ".join(
+        column(Message, name)
+        for name in ("conversation", "role", "content", "model", "tokens_used", "state", "withheld_hint")
+    )
+    stamps = f"{message_id}, {column(Message, 'created_at')}, {column(Message, 'updated_at')}"
+    answer = f"""
 WITH thread AS (
-    UPDATE conversations SET updated_at = STATEMENT_TIMESTAMP() WHERE id = %(conversation_id)s RETURNING id
+    UPDATE {table(Conversation)} SET {column(Conversation, "updated_at")} = STATEMENT_TIMESTAMP()
+    WHERE {thread_id} = %(conversation_id)s RETURNING {thread_id}
 ), answer AS (
-    INSERT INTO messages (conversation_id, role, content, model, tokens_used, state, withheld_hint)
-    SELECT id, 'assistant', %(content)s, %(model)s, %(tokens_used)s, %(state)s, %(withheld_hint)s FROM thread
-    RETURNING id, created_at, updated_at
+    INSERT INTO {table(Message)} ({message_columns})
+    SELECT {thread_id}, '{Role.ASSISTANT.value}', %(content)s, %(model)s, %(tokens_used)s, %(state)s, %(withheld_hint)s
+    FROM thread
+    RETURNING {stamps}
 )"""
-_FINALIZE_CITATIONS = """, cited AS (
-    INSERT INTO message_citations
-        (message_id, record_id, chunk_id, title, url, source_system, chunk_text, rank, markers)
-    SELECT answer.id, c.record_id, c.chunk_id, c.title, c.url, c.source_system, c.chunk_text, c.rank, c.markers
-    FROM answer, jsonb_to_recordset(%(citations)s) AS c(
-        record_id bigint, chunk_id bigint, title text, url text, source_system text, chunk_text text,
-        rank integer, markers smallint[])
+    cited_columns = [column(Citation, name) for name in _CITATION_FIELDS]
+    record = ", ".join(
+        f"{column(Citation, name)} {concrete_field(Citation, name).db_type(connection)}" for name in _CITATION_FIELDS
+    )
+    citations = f""", cited AS (
+    INSERT INTO {table(Citation)} ({column(Citation, "message")}, {", ".join(cited_columns)})
+    SELECT answer.{message_id}, {", ".join(f"c.{c}" for c in cited_columns)}
+    FROM answer, jsonb_to_recordset(%(citations)s) AS c({record})
 )"""
-_FINALIZE_TRACE = """, traced AS (
-    INSERT INTO retrieval_trace (message_id, standalone_query, identity, candidates, packed, withheld,
-        web_results, cache_hit, timings, ungrounded_sentences)
-    SELECT answer.id, %(standalone_query)s, %(identity)s, %(candidates)s, %(packed)s, %(withheld)s,
-        %(web_results)s, %(cache_hit)s, %(timings)s, %(ungrounded_sentences)s
+    # Every column of the trace but its key, its message and its timestamps: what TraceDraft.columns() gives.
+    trace_fields = [
+        f for f in RetrievalTrace._meta.concrete_fields if f.name not in ("id", "message", "created_at", "updated_at")
+    ]
+    trace = f""", traced AS (
+    INSERT INTO {table(RetrievalTrace)} ({column(RetrievalTrace, "message")}, {", ".join(qn(f.column) for f in trace_fields)})
+    SELECT answer.{message_id}, {", ".join(f"%(trace_{f.name})s" for f in trace_fields)}
     FROM answer
 )"""
-_TRACE_JSON_COLUMNS = ("identity", "candidates", "packed", "withheld", "web_results", "timings", "ungrounded_sentences")
+    return _FinalizeSql(
+        answer=answer,
+        citations=citations,
+        trace=trace,
+        returning=f" SELECT {stamps} FROM answer",
+        citation_keys={name: column_name(Citation, name) for name in _CITATION_FIELDS},
+        trace_fields=tuple((f.name, isinstance(f, models.JSONField)) for f in trace_fields),
+    )
 
 
 def message_finalize(
@@ -281,30 +318,37 @@ def message_finalize(
         "state": state,
         "withheld_hint": Jsonb(hint) if hint is not None else None,
     }
-    sql = _FINALIZE_THREAD
+    parts = _finalize_sql()
+    sql = parts.answer
     if citations:
-        sql += _FINALIZE_CITATIONS
+        sql += parts.citations
+        keys = parts.citation_keys
         params["citations"] = Jsonb(
             [
                 {
-                    "record_id": c.record_id,
-                    "chunk_id": c.chunk_id,
-                    "title": c.title[:500],
-                    "url": c.url,
-                    "source_system": c.source_system,
-                    "chunk_text": c.chunk_text,
-                    "rank": c.rank,
-                    "markers": list(c.markers),
+                    keys["record_id"]: c.record_id,
+                    keys["chunk_id"]: c.chunk_id,
+                    keys["title"]: c.title[:500],
+                    keys["url"]: c.url,
+                    keys["source_system"]: c.source_system,
+                    keys["chunk_text"]: c.chunk_text,
+                    keys["rank"]: c.rank,
+                    keys["markers"]: list(c.markers),
                 }
                 for c in citations
             ]
         )
     if trace is not None:
-        sql += _FINALIZE_TRACE
-        columns = trace.columns()
-        params.update({k: Jsonb(v) if k in _TRACE_JSON_COLUMNS else v for k, v in columns.items()})
+        sql += parts.trace
+        columns = trace.columns()  # a trace column the draft does not give: KeyError, not a NULL
+        params.update(
+            {
+                f"trace_{name}": Jsonb(columns[name]) if is_json else columns[name]
+                for name, is_json in parts.trace_fields
+            }
+        )
     with connection.cursor() as cursor:
-        cursor.execute(sql + " SELECT id, created_at, updated_at FROM answer", params)
+        cursor.execute(sql + parts.returning, params)
         row = cursor.fetchone()
     if row is None:
         raise NotFound("The conversation was deleted while its answer was being written.", code="conversation_deleted")

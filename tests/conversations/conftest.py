@@ -245,7 +245,9 @@ def run_turn(user, content, *, conversation_id=None, identity=None) -> TurnOutco
     from conversations.pipeline import prepare_turn
 
     async def go():
-        turn = await prepare_turn(user=user, content=content, conversation_id=conversation_id, identity=identity)
+        turn = await prepare_turn(
+            admit=lambda: user, content=content, conversation_id=conversation_id, identity=identity
+        )
         return TurnOutcome(events=[e async for e in turn.events()], conversation_id=turn.conversation_id)
 
     return async_to_sync(go)()
@@ -435,7 +437,7 @@ def memory_engine(stub_ks, fake_cache):
         def turn(self, user, content, conversation_id=None, identity=None) -> TurnOutcome:
             async def go():
                 turn = await pipeline.prepare_turn(
-                    user=user, content=content, conversation_id=conversation_id, identity=identity, deps=deps
+                    admit=lambda: user, content=content, conversation_id=conversation_id, identity=identity, deps=deps
                 )
                 return TurnOutcome(events=[e async for e in turn.events()], conversation_id=turn.conversation_id)
 

@@ -101,7 +101,7 @@ def test_anonymous_without_identity(engine, user, transactional_db):
     assert engine.ks.searches == [] and not Message.objects.exists()
 
     async def without_identity():
-        turn = await prepare_turn(user=user, content="Что публичного?")  # no identity argument at all
+        turn = await prepare_turn(admit=lambda: user, content="Что публичного?")  # no identity argument at all
         return [event async for event in turn.events()]
 
     events = async_to_sync(without_identity)()
@@ -160,7 +160,7 @@ def test_someone_elses_conversation_unavailable(engine, user_factory, conversati
     engine.script()
 
     with pytest.raises(NotFound):
-        async_to_sync(prepare_turn)(user=mallory, content="Что там?", conversation_id=thread.pk)
+        async_to_sync(prepare_turn)(admit=lambda: mallory, content="Что там?", conversation_id=thread.pk)
 
     assert engine.model.calls == [] and engine.ks.searches == []
     assert Message.objects.filter(conversation=thread).count() == 2

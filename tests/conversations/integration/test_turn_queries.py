@@ -52,11 +52,11 @@ def test_a_grounding_turn_runs_three_statements(engine, user):
     ]
     for step in ('FROM "agent_models"', 'INSERT INTO "conversations"', 'INSERT INTO "messages"'):
         assert step in start, start
-    for step in (
-        "UPDATE conversations",
-        "INSERT INTO messages",
-        "INSERT INTO message_citations",
-        "INSERT INTO retrieval_trace",
+    for step in (  # the names are spelled from the models' _meta (quoted)
+        'UPDATE "conversations"',
+        'INSERT INTO "messages"',
+        'INSERT INTO "message_citations"',
+        'INSERT INTO "retrieval_trace"',
     ):
         assert step in finalize, finalize
     # A follow-up locks the thread (with its selected model) and reads the history instead.

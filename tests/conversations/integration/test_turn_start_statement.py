@@ -1,12 +1,13 @@
-"""The new thread's start statement: the default chat model, the thread and the question in one
-statement (issue 15: CPU per turn). It must read and write exactly what the ORM path did."""
+"""The turn's own statements (issue 15: CPU per turn): the new thread's start — the default chat
+model, the thread and the question in one statement — and the finalize. They must read and write
+exactly what the ORM path did, with every table and column name taken from the models."""
 
 import pytest
 
 from achilles.errors import ServiceUnavailable
 from achilles.models import AllowedModel
 from conversations import services
-from conversations.models import Conversation, Message
+from conversations.models import Citation, Conversation, Message, RetrievalTrace
 
 pytestmark = [pytest.mark.integration]
 
@@ -48,3 +49,16 @@ def test_the_statement_follows_the_models_names():
     for meta in (AllowedModel._meta, Conversation._meta, Message._meta):
         assert f'"{meta.db_table}"' in sql
     assert [f.attname for f in fields] == [f.attname for f in AllowedModel._meta.concrete_fields]
+
+
+def test_the_finalize_statement_follows_the_models_names():
+    parts = services._finalize_sql()
+    sql = parts.answer + parts.citations + parts.trace + parts.returning
+    for model in (Conversation, Message, Citation, RetrievalTrace):
+        assert f'"{model._meta.db_table}"' in sql
+    # every column of the trace but its key, message and stamps is written, JSON ones as JSON
+    written = {name for name, _ in parts.trace_fields}
+    expected = {f.name for f in RetrievalTrace._meta.concrete_fields} - {"id", "message", "created_at", "updated_at"}
+    assert written == expected
+    assert dict(parts.trace_fields)["candidates"] is True and dict(parts.trace_fields)["cache_hit"] is False
+    assert set(parts.citation_keys) == set(services._CITATION_FIELDS)
