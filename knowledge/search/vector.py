@@ -31,6 +31,7 @@ from typing import Any
 from django.db.backends.utils import CursorWrapper
 from psycopg_pool import PoolClosed, PoolTimeout
 
+from achilles import prepared
 from knowledge.search.memo import StatisticsMemo
 
 # The nearest visible chunks, by the HNSW index or an exact scan (the planner's choice).
@@ -292,13 +293,13 @@ def vector_message(
     details: tuple[str, Sequence[int]] | None = None,
     beside: Beside | None = None,
     wrap_errors: Callable[[], Any] | None = None,
-    more: Sequence[tuple[str, dict[str, Any]]] = (),
+    more: Sequence[tuple[str, dict[str, Any], bool]] = (),
 ) -> VectorRows:
     """One message: the HNSW settings, the vector list's candidates (when ``vector``: the ``depth``
     nearest visible chunks and the ``extra`` ids, each with its similarity) and the semantic side
     of withheld (when ``semantic`` = (topic vector, k, floor): the hidden chunks among the k
     nearest, visible or not, whose similarity reaches that floor), and the ``more`` statements
-    (SQL, params; their rows are returned as read).
+    (SQL, params, whether to prepare it: ``achilles.prepared``; their rows are returned as read).
 
     ``details`` = (columns over ``c`` the chunk and ``r`` its record, starting with ``c.id``; more
     ids): every row of both lists carries those columns, and a last statement fetches them for the
@@ -310,9 +311,11 @@ def vector_message(
     errors as the request connection's would). So is the semantic side when ``beside`` reads it
     for the same vector and k. A job that found no connection is run here after the message."""
     columns = details[0] if details else "c.id"
-    statements: list[str] = [sql for sql, _ in more]
+    # (statement, prepared?): the HNSW ones never — a generic plan ignores the ACL's selectivity,
+    # and which index scans them decides their rows; details by id are plan-independent
+    statements: list[tuple[str, bool]] = [(sql, prepare) for sql, _, prepare in more]
     params: dict[str, Any] = {"ef_search": str(ef_search(depth)), "principals": principals}
-    for _, more_params in more:
+    for _, more_params, _ in more:
         params.update(more_params)
     near_here = vector is not None and beside is None
     # the semantic rows read beside serve when they are for this very vector and k
@@ -326,27 +329,27 @@ def vector_message(
     semantic_here = semantic is not None and not semantic_there
     hnsw = near_here or semantic_here
     if hnsw:
-        statements.append(HNSW_SETTINGS_SQL)
+        statements.append((HNSW_SETTINGS_SQL, False))
     if near_here:
         inner = NEAREST_EXACT_SQL if nearest_exact(cursor, principals, depth) else NEAREST_SQL
-        statements.append(JOINED.format(flag="", columns=columns, inner=inner))
+        statements.append((JOINED.format(flag="", columns=columns, inner=inner), False))
     if vector is not None:
         params.update(vec=vector_literal(vector), n=depth, extra=list(extra))
     if semantic_here:
         assert semantic is not None
-        statements.append(JOINED.format(flag="s.visible,", columns=columns, inner=VECTOR_ALL_SQL))
+        statements.append((JOINED.format(flag="s.visible,", columns=columns, inner=VECTOR_ALL_SQL), False))
         params.update(topic_vec=vector_literal(semantic[0]), topic_n=semantic[1])
     by_id = list(dict.fromkeys([*(details[1] if details else ()), *(extra if vector is not None else ())]))
     if by_id:
         similarity = EXTRA_SIMILARITY if vector is not None and extra else "NULL::float8"
-        statements.append(BY_ID_SQL.format(similarity=similarity, columns=columns))
+        statements.append((BY_ID_SQL.format(similarity=similarity, columns=columns), True))
         params["by_id"] = by_id
     more_rows: list[list[tuple[Any, ...]]] = []
     nearest_rows: list[tuple[Any, ...]] = []
     semantic_rows: list[tuple[Any, ...]] = []
     by_id_rows: list[tuple[Any, ...]] = []
     if statements:
-        cursor.execute(";".join(statements), params)
+        prepared.execute(cursor, statements, params)
         for position in range(len(more)):
             if position:
                 cursor.nextset()
