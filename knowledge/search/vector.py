@@ -157,19 +157,46 @@ def _filtered_walk_rows(node: dict) -> float | None:
     return None
 
 
+Statements = list[tuple[str, bool]]  # (statement, prepared?): ``achilles.prepared``
+
+
+def _limited(sql: str, param: str, n: int) -> str:
+    """``sql`` with its ``LIMIT %(param)s`` written in as ``n``: a prepared statement's generic plan
+    then knows how few rows it returns (given a parameter, the planner expects a tenth of the table
+    and joins the records by a sequential scan)."""
+    return sql.replace(f"LIMIT %({param})s", f"LIMIT {int(n)}")
+
+
+def exact_statement(columns: str, depth: int) -> tuple[str, bool]:
+    """NEAREST_EXACT_SQL with its details, to be prepared: its order is total, so no plan changes
+    its rows. (NEAREST_SQL never is: a generic plan cannot see how selective the ACL is, nor use the
+    partial index the ACL implies — and which scan reads the graph decides its rows.)"""
+    return JOINED.format(flag="", columns=columns, inner=_limited(NEAREST_EXACT_SQL, "n", depth)), True
+
+
+def semantic_statement(columns: str, k: int) -> tuple[str, bool]:
+    """VECTOR_ALL_SQL with its details, to be prepared: no ACL decides its plan — the graph, as a
+    custom plan takes it (``test_search_prepared.py``)."""
+    return JOINED.format(flag="s.visible,", columns=columns, inner=_limited(VECTOR_ALL_SQL, "topic_n", k)), True
+
+
 def nearest_message(
     vector: Sequence[float], principals: list[str], depth: int, columns: str, *, exact: bool = False
-) -> tuple[str, dict]:
+) -> tuple[Statements, dict]:
     """The HNSW settings, then the nearest visible chunks (rows: similarity, ``columns``…); by the
     exact statement when ``exact`` (``nearest_exact``)."""
     params = {"ef_search": str(ef_search(depth)), "principals": principals, "vec": vector_literal(vector), "n": depth}
-    inner = NEAREST_EXACT_SQL if exact else NEAREST_SQL
-    return HNSW_SETTINGS_SQL + ";" + JOINED.format(flag="", columns=columns, inner=inner), params
+    nearest = (
+        exact_statement(columns, depth)
+        if exact
+        else (JOINED.format(flag="", columns=columns, inner=NEAREST_SQL), False)
+    )
+    return [(HNSW_SETTINGS_SQL, False), nearest], params
 
 
 def semantic_message(
     topic_vector: Sequence[float], principals: list[str], depth: int, columns: str, k: int
-) -> tuple[str, dict]:
+) -> tuple[Statements, dict]:
     """The HNSW settings, then the ``k`` nearest chunks to the topic, visible or not (rows:
     similarity, visible, ``columns``…)."""
     params = {
@@ -178,12 +205,12 @@ def semantic_message(
         "topic_vec": vector_literal(topic_vector),
         "topic_n": k,
     }
-    return HNSW_SETTINGS_SQL + ";" + JOINED.format(flag="s.visible,", columns=columns, inner=VECTOR_ALL_SQL), params
+    return [(HNSW_SETTINGS_SQL, False), semantic_statement(columns, k)], params
 
 
-def _run_message(cursor: Any, sql: str, params: dict) -> Rows:
+def _run_message(cursor: Any, statements: Statements, params: dict, in_transaction: bool | None = None) -> Rows:
     """Rows of the second statement of a (settings; statement) message."""
-    cursor.execute(sql, params)
+    prepared.execute(cursor, statements, params, in_transaction=in_transaction)
     cursor.nextset()
     return list(cursor.fetchall())
 
@@ -213,7 +240,7 @@ def _pool_executor() -> ThreadPoolExecutor:
         return _executor
 
 
-Message = Callable[[Any], tuple[str, dict]]  # a cursor → the (SQL, params) to run on it
+Message = Callable[[Any], tuple[Statements, dict]]  # a cursor → the statements and params to run on it
 
 
 def _job(pool: Any, message: Message) -> Rows | None:
@@ -224,7 +251,7 @@ def _job(pool: Any, message: Message) -> Rows | None:
         return None
     try:
         with conn.cursor() as cursor:
-            rows = _run_message(cursor, *message(cursor))
+            rows = _run_message(cursor, *message(cursor), in_transaction=not conn.autocommit)
         beside_jobs["ran"] += 1
         return rows
     finally:
@@ -311,8 +338,8 @@ def vector_message(
     errors as the request connection's would). So is the semantic side when ``beside`` reads it
     for the same vector and k. A job that found no connection is run here after the message."""
     columns = details[0] if details else "c.id"
-    # (statement, prepared?): the HNSW ones never — a generic plan ignores the ACL's selectivity,
-    # and which index scans them decides their rows; details by id are plan-independent
+    # (statement, prepared?): see exact_statement and semantic_statement; details by id are
+    # plan-independent
     statements: list[tuple[str, bool]] = [(sql, prepare) for sql, _, prepare in more]
     params: dict[str, Any] = {"ef_search": str(ef_search(depth)), "principals": principals}
     for _, more_params, _ in more:
@@ -331,13 +358,17 @@ def vector_message(
     if hnsw:
         statements.append((HNSW_SETTINGS_SQL, False))
     if near_here:
-        inner = NEAREST_EXACT_SQL if nearest_exact(cursor, principals, depth) else NEAREST_SQL
-        statements.append((JOINED.format(flag="", columns=columns, inner=inner), False))
+        exact = nearest_exact(cursor, principals, depth)
+        statements.append(
+            exact_statement(columns, depth)
+            if exact
+            else (JOINED.format(flag="", columns=columns, inner=NEAREST_SQL), False)
+        )
     if vector is not None:
         params.update(vec=vector_literal(vector), n=depth, extra=list(extra))
     if semantic_here:
         assert semantic is not None
-        statements.append((JOINED.format(flag="s.visible,", columns=columns, inner=VECTOR_ALL_SQL), False))
+        statements.append(semantic_statement(columns, semantic[1]))
         params.update(topic_vec=vector_literal(semantic[0]), topic_n=semantic[1])
     by_id = list(dict.fromkeys([*(details[1] if details else ()), *(extra if vector is not None else ())]))
     if by_id:
