@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+import threading
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -35,6 +36,9 @@ ENABLED = True  # bench/knowledge and the tests compare both ways
 
 _PARAM = re.compile(r"%\((\w+)\)s")
 _prepared: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
+# the map is shared by the request threads and the search's threads beside them; each connection's
+# set is used by the one thread that holds the connection
+_prepared_lock = threading.Lock()
 
 
 @functools.lru_cache(maxsize=2048)
@@ -64,9 +68,10 @@ def executable(cursor: Any, statements: Sequence[tuple[str, bool]]) -> list[str]
     if not ENABLED:
         return [sql for sql, _ in statements]
     raw = _raw(cursor)
-    held = _prepared.get(raw)
-    if held is None:
-        held = _prepared[raw] = set()
+    with _prepared_lock:
+        held = _prepared.get(raw)
+        if held is None:
+            held = _prepared[raw] = set()
     out: list[str] = []
     missing: list[str] = []
     for sql, prepare in statements:
@@ -97,7 +102,8 @@ def shape_name(prepare: str) -> str:
 
 def forget(cursor: Any) -> None:
     """Forget what ``cursor``'s connection holds (after the server lost it)."""
-    _prepared.pop(_raw(cursor), None)
+    with _prepared_lock:
+        _prepared.pop(_raw(cursor), None)
 
 
 def _lost(exc: BaseException) -> bool:

@@ -34,7 +34,8 @@ def _held() -> dict[str, str]:
 
 
 def _every_connection_held() -> set[str]:
-    return set().union(*prepared._prepared.values())
+    with prepared._prepared_lock:
+        return set().union(*prepared._prepared.values())
 
 
 def test_pinned_results_with_and_without_prepared_statements(make_record, hash_embedder, settings, monkeypatch):
