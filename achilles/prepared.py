@@ -25,6 +25,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
+from django.conf import settings
 from django.db import connection as default_connection
 from django.db import utils as db_utils
 from psycopg import errors as pg_errors
@@ -32,7 +33,7 @@ from psycopg import errors as pg_errors
 # Names a connection may hold; beyond it a statement is sent as it is (a bound on server memory
 # for statements whose text varies, like the lexical levels by the query's word count).
 PREPARED_PER_CONNECTION = 256
-ENABLED = True  # bench/knowledge and the tests compare both ways
+ENABLED = True  # the tests and measurements compare both ways; operators: DB_PREPARED_STATEMENTS
 
 _PARAM = re.compile(r"%\((\w+)\)s")
 _prepared: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
@@ -65,7 +66,7 @@ def executable(cursor: Any, statements: Sequence[tuple[str, bool]]) -> list[str]
     decides its result (an approximate index, a LIMIT without a total order) is not to be
     prepared: a generic plan would change it. Nothing is prepared when preparing is off or the
     connection holds its limit."""
-    if not ENABLED:
+    if not (ENABLED and settings.DB_PREPARED_STATEMENTS):
         return [sql for sql, _ in statements]
     raw = _raw(cursor)
     with _prepared_lock:
@@ -122,7 +123,7 @@ def execute(
     try:
         cursor.execute(";".join(executable(cursor, statements)), params)
     except (db_utils.Error, pg_errors.Error) as exc:
-        if not ENABLED or not _lost(exc):
+        if not (ENABLED and settings.DB_PREPARED_STATEMENTS) or not _lost(exc):
             raise
         if in_transaction is None:
             in_transaction = default_connection.in_atomic_block or not default_connection.get_autocommit()

@@ -108,3 +108,15 @@ def test_beyond_the_limit_and_when_off_statements_go_as_they_are(monkeypatch):
         monkeypatch.setattr(prepared, "ENABLED", False)
         prepared.execute(counting, [(STATEMENT, True)], {"label": "w", "upto": 1})
         assert counting.sent[-1] == STATEMENT
+
+
+@pytest.mark.django_db(transaction=True)
+def test_off_by_setting_as_behind_a_transaction_pooler(monkeypatch, settings):
+    """DB_PREPARED_STATEMENTS=false (or no pool: DB_POOL_MAX_SIZE=0) sends every statement as it is."""
+    monkeypatch.setattr(prepared, "ENABLED", True)
+    settings.DB_PREPARED_STATEMENTS = False
+    with connection.cursor() as cursor:
+        counting = _Counting(cursor)
+        prepared.execute(counting, [(STATEMENT, True), (OTHER, True)], {"label": "v", "upto": 1})
+        assert cursor.fetchall() == [(1, "v")]
+    assert counting.sent == [STATEMENT + ";" + OTHER]
