@@ -76,6 +76,10 @@ DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DATABASES["default"].setdefault("OPTIONS", {})["connect_timeout"] = 5
 if _POOL_MAX > 0:
     DATABASES["default"]["OPTIONS"]["pool"] = {"min_size": 1, "max_size": _POOL_MAX, "timeout": 10}
+# Hot statements are prepared once per server session (achilles/prepared.py: SQL PREPARE/EXECUTE).
+# That pays only on this process's pooled connections, and breaks behind a pooler that changes the
+# session between transactions (PgBouncer in transaction mode): off without the pool, or when set so.
+DB_PREPARED_STATEMENTS = _strict_bool("DB_PREPARED_STATEMENTS", True) and _POOL_MAX > 0
 if env("TEST_DATABASE_NAME", default=""):
     DATABASES["default"]["TEST"] = {"NAME": env("TEST_DATABASE_NAME")}
 

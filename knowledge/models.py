@@ -141,8 +141,9 @@ class Chunk(models.Model):
             models.CheckConstraint(condition=~Q(text=""), name="knowledge_chunk_text_not_empty"),
         ]
         indexes = [
-            GinIndex(fields=["acl"], name="knowledge_chunk_acl_gin"),
-            GinIndex(fields=["tsv"], name="knowledge_chunk_tsv_gin"),
+            # no pending list: every search scans these, and a scan reads the whole list (0010)
+            GinIndex(fields=["acl"], name="knowledge_chunk_acl_gin", fastupdate=False),
+            GinIndex(fields=["tsv"], name="knowledge_chunk_tsv_gin", fastupdate=False),
             # m=32/ef_construction=128: recall at a given ef_search is much higher than with
             # pgvector's defaults (bench/knowledge), for a build about twice as long.
             HnswIndex(

@@ -11,6 +11,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection
 
+from achilles import prepared
 from achilles.errors import ValidationFailed
 from knowledge.contracts import MAX_K, MAX_QUERY_CHARS, Candidate, Identity, SearchResult, Withheld
 from knowledge.fusion import rrf, withheld_chunk_ids
@@ -129,13 +130,14 @@ def search(query: str, identity: Identity, k: int = 8) -> SearchResult:
     # is not the whole query, its own lexical levels come before (3), or after it when deferred.)
     with connection.cursor() as cursor:
         first: dict[str, Any] = {"query": query, "principals": principals, "n_visible": depth, "n_all": k}
+        # prepared once per connection: their results do not depend on the plan (total orders)
         if words:
-            cursor.execute(LEXICAL_FIRST_SQL + ";" + WORDS_SQL, {**first, "words": words})
+            prepared.execute(cursor, [(LEXICAL_FIRST_SQL, True), (WORDS_SQL, True)], {**first, "words": words})
             first_rows = cursor.fetchall()
             cursor.nextset()
             word_rows = cursor.fetchall()
         else:
-            cursor.execute(LEXICAL_FIRST_SQL, first)
+            prepared.execute(cursor, [(LEXICAL_FIRST_SQL, True)], first)
             first_rows, word_rows = cursor.fetchall(), []
         side, lexemes = lexical_first(first_rows)
         # The topic needs the words' record counts. Cached, it is known now; otherwise, beside the
@@ -187,7 +189,13 @@ def search(query: str, identity: Identity, k: int = 8) -> SearchResult:
                 details=(DETAIL_COLUMNS, known),
                 beside=beside,
                 wrap_errors=lambda: connection.wrap_database_errors,
-                more=[m for m in (levels, lexeme_records_statement(uncounted) if defer else None) if m is not None],
+                # the levels prepared (their order is total); the counts not: which chunks their
+                # LIMIT counts is the plan's choice, and a generic plan could change a word's topic
+                more=[
+                    (*m, prepare)
+                    for m, prepare in ((levels, True), (lexeme_records_statement(uncounted) if defer else None, False))
+                    if m is not None
+                ],
             )
         details: dict[int, tuple[Any, ...]] = rows.found if rows is not None else {}
         similarity: dict[int, float] = rows.similarity if rows is not None else {}

@@ -268,18 +268,26 @@ def lower_levels_statement(
     shared = need_visible > 0 and need_all > 0
     last = len(levels) - 1
     chains = []
+    # the LIMITs are parameters, so the text has one shape per (levels, lists short, one pass) and
+    # is prepared once per connection (``achilles.prepared``)
+    params.update(lx_need_visible=max(need_visible, 0), lx_need_all=max(need_all, 0))
     for filtered, need, seen, acl in (
-        (True, need_visible, "lx_seen_visible", "AND c.acl && %(principals)s::text[]"),
-        (False, need_all, "lx_seen_all", ""),
+        (
+            True,
+            "%(lx_need_visible)s" if need_visible > 0 else "",
+            "lx_seen_visible",
+            "AND c.acl && %(principals)s::text[]",
+        ),
+        (False, "%(lx_need_all)s" if need_all > 0 else "", "lx_seen_all", ""),
     ):
-        if need <= 0:
+        if not need:
             continue
         branches = []
         for j in range(len(levels)):
             if j == 0 and shared:
                 branches.append(
                     f"(SELECT 0 AS level, id, score FROM m0 {'WHERE visible' if filtered else ''} "
-                    f"ORDER BY score DESC, id LIMIT {int(need)})"
+                    f"ORDER BY score DESC, id LIMIT {need})"
                 )
                 continue
             if filtered and one_pass and 1 <= j < last:
@@ -289,11 +297,11 @@ def lower_levels_statement(
             branches.append(
                 f"(SELECT {j} AS level, c.id, ts_rank(c.tsv, %(lx_{j})s::tsquery, 1) AS score FROM knowledge_chunks c "
                 f"WHERE c.tsv @@ %(lx_{j})s::tsquery {acl} AND NOT (c.id = ANY(%({seen})s)) {before} "
-                f"ORDER BY score DESC, c.id LIMIT {int(need)})"
+                f"ORDER BY score DESC, c.id LIMIT {need})"
             )
         chains.append(
             f"SELECT {filtered} AS filtered, x.level, x.id, x.score FROM "
-            f"({' UNION ALL '.join(branches)}) AS x LIMIT {int(need)}"
+            f"({' UNION ALL '.join(branches)}) AS x LIMIT {need}"
         )
     with_m0 = (
         "WITH m0 AS MATERIALIZED (SELECT c.id, ts_rank(c.tsv, %(lx_0)s::tsquery, 1) AS score, "
@@ -310,7 +318,7 @@ def lower_levels_statement(
     return sql, params
 
 
-def _one_pass_branch(first: int, last: int, acl: str, seen: str, need: int) -> str:
+def _one_pass_branch(first: int, last: int, acl: str, seen: str, need: str) -> str:
     """Levels ``first`` … ``last`` of a chain in one scan (see ``lower_levels_statement``)."""
     level = " ".join(f"WHEN c.tsv @@ %(lx_{j})s::tsquery THEN {j}" for j in range(first, last))
     rank = " ".join(f"WHEN {j} THEN ts_rank(x.tsv, %(lx_{j})s::tsquery, 1)" for j in range(first, last + 1))
@@ -319,7 +327,7 @@ def _one_pass_branch(first: int, last: int, acl: str, seen: str, need: int) -> s
         f"(SELECT c.id, c.tsv, CASE {level} ELSE {last} END AS level FROM knowledge_chunks c "
         f"WHERE c.tsv @@ %(lx_{last})s::tsquery {acl} AND NOT (c.id = ANY(%({seen})s)) "
         f"AND NOT c.tsv @@ %(lx_{first - 1})s::tsquery) AS x "
-        f"ORDER BY 1, 3 DESC, 2 LIMIT {int(need)})"
+        f"ORDER BY 1, 3 DESC, 2 LIMIT {need})"
     )
 
 

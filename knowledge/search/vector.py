@@ -29,8 +29,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db.backends.utils import CursorWrapper
+from psycopg import OperationalError
 from psycopg_pool import PoolClosed, PoolTimeout
 
+from achilles import prepared
 from knowledge.search.memo import StatisticsMemo
 
 # The nearest visible chunks, by the HNSW index or an exact scan (the planner's choice).
@@ -101,8 +103,9 @@ EXACT_MAX_ROWS = 10_000
 # The planner's verdict per set of principals and ef (``memo``: it moves only with ANALYZE).
 _exact_plans: StatisticsMemo[bool] = StatisticsMemo()
 # How the jobs beside the request went in this process: run on a connection of their own, or
-# handed back for want of one (tests and operators read it; plain ints under the GIL).
-beside_jobs = {"ran": 0, "no_connection": 0}
+# handed back for want of one or because theirs was dead (tests and operators read it; plain ints
+# under the GIL).
+beside_jobs = {"ran": 0, "no_connection": 0, "broken": 0}
 
 Rows = list[tuple[Any, ...]]
 
@@ -156,19 +159,46 @@ def _filtered_walk_rows(node: dict) -> float | None:
     return None
 
 
+Statements = list[tuple[str, bool]]  # (statement, prepared?): ``achilles.prepared``
+
+
+def _limited(sql: str, param: str, n: int) -> str:
+    """``sql`` with its ``LIMIT %(param)s`` written in as ``n``: a prepared statement's generic plan
+    then knows how few rows it returns (given a parameter, the planner expects a tenth of the table
+    and joins the records by a sequential scan)."""
+    return sql.replace(f"LIMIT %({param})s", f"LIMIT {int(n)}")
+
+
+def exact_statement(columns: str, depth: int) -> tuple[str, bool]:
+    """NEAREST_EXACT_SQL with its details, to be prepared: its order is total, so no plan changes
+    its rows. (NEAREST_SQL never is: a generic plan cannot see how selective the ACL is, nor use the
+    partial index the ACL implies — and which scan reads the graph decides its rows.)"""
+    return JOINED.format(flag="", columns=columns, inner=_limited(NEAREST_EXACT_SQL, "n", depth)), True
+
+
+def semantic_statement(columns: str, k: int) -> tuple[str, bool]:
+    """VECTOR_ALL_SQL with its details, to be prepared: no ACL decides its plan — the graph, as a
+    custom plan takes it (``test_search_prepared.py``)."""
+    return JOINED.format(flag="s.visible,", columns=columns, inner=_limited(VECTOR_ALL_SQL, "topic_n", k)), True
+
+
 def nearest_message(
     vector: Sequence[float], principals: list[str], depth: int, columns: str, *, exact: bool = False
-) -> tuple[str, dict]:
+) -> tuple[Statements, dict]:
     """The HNSW settings, then the nearest visible chunks (rows: similarity, ``columns``…); by the
     exact statement when ``exact`` (``nearest_exact``)."""
     params = {"ef_search": str(ef_search(depth)), "principals": principals, "vec": vector_literal(vector), "n": depth}
-    inner = NEAREST_EXACT_SQL if exact else NEAREST_SQL
-    return HNSW_SETTINGS_SQL + ";" + JOINED.format(flag="", columns=columns, inner=inner), params
+    nearest = (
+        exact_statement(columns, depth)
+        if exact
+        else (JOINED.format(flag="", columns=columns, inner=NEAREST_SQL), False)
+    )
+    return [(HNSW_SETTINGS_SQL, False), nearest], params
 
 
 def semantic_message(
     topic_vector: Sequence[float], principals: list[str], depth: int, columns: str, k: int
-) -> tuple[str, dict]:
+) -> tuple[Statements, dict]:
     """The HNSW settings, then the ``k`` nearest chunks to the topic, visible or not (rows:
     similarity, visible, ``columns``…)."""
     params = {
@@ -177,12 +207,12 @@ def semantic_message(
         "topic_vec": vector_literal(topic_vector),
         "topic_n": k,
     }
-    return HNSW_SETTINGS_SQL + ";" + JOINED.format(flag="s.visible,", columns=columns, inner=VECTOR_ALL_SQL), params
+    return [(HNSW_SETTINGS_SQL, False), semantic_statement(columns, k)], params
 
 
-def _run_message(cursor: Any, sql: str, params: dict) -> Rows:
+def _run_message(cursor: Any, statements: Statements, params: dict, in_transaction: bool | None = None) -> Rows:
     """Rows of the second statement of a (settings; statement) message."""
-    cursor.execute(sql, params)
+    prepared.execute(cursor, statements, params, in_transaction=in_transaction)
     cursor.nextset()
     return list(cursor.fetchall())
 
@@ -212,20 +242,35 @@ def _pool_executor() -> ThreadPoolExecutor:
         return _executor
 
 
-Message = Callable[[Any], tuple[str, dict]]  # a cursor → the (SQL, params) to run on it
+Message = Callable[[Any], tuple[Statements, dict]]  # a cursor → the statements and params to run on it
+
+
+def _taken(pool: Any) -> Any:
+    """A pooled connection without the pool's health check (an empty query: a round trip on the
+    path of every search, since the request waits for these jobs — p95 −0.2…−0.6 ms at 100k). A
+    connection that turns out dead fails its statement instead, which ``_job`` hands back."""
+    unchecked = getattr(pool, "_getconn_unchecked", None)  # psycopg_pool's own, pinned in requirements
+    if unchecked is None or pool.closed:
+        return pool.getconn(timeout=POOL_WAIT_SECONDS)
+    return unchecked(POOL_WAIT_SECONDS)
 
 
 def _job(pool: Any, message: Message) -> Rows | None:
     try:
-        conn = pool.getconn(timeout=POOL_WAIT_SECONDS)
+        conn = _taken(pool)
     except (PoolTimeout, PoolClosed):  # at its limit, or closing (shutdown)
         beside_jobs["no_connection"] += 1
         return None
     try:
         with conn.cursor() as cursor:
-            rows = _run_message(cursor, *message(cursor))
+            rows = _run_message(cursor, *message(cursor), in_transaction=not conn.autocommit)
         beside_jobs["ran"] += 1
         return rows
+    except OperationalError:
+        # a connection the server closed (restart, idle timeout): the request's connection runs the
+        # statement; the pool drops this one when it is handed back
+        beside_jobs["broken"] += 1
+        return None
     finally:
         pool.putconn(conn)
 
@@ -292,13 +337,13 @@ def vector_message(
     details: tuple[str, Sequence[int]] | None = None,
     beside: Beside | None = None,
     wrap_errors: Callable[[], Any] | None = None,
-    more: Sequence[tuple[str, dict[str, Any]]] = (),
+    more: Sequence[tuple[str, dict[str, Any], bool]] = (),
 ) -> VectorRows:
     """One message: the HNSW settings, the vector list's candidates (when ``vector``: the ``depth``
     nearest visible chunks and the ``extra`` ids, each with its similarity) and the semantic side
     of withheld (when ``semantic`` = (topic vector, k, floor): the hidden chunks among the k
     nearest, visible or not, whose similarity reaches that floor), and the ``more`` statements
-    (SQL, params; their rows are returned as read).
+    (SQL, params, whether to prepare it: ``achilles.prepared``; their rows are returned as read).
 
     ``details`` = (columns over ``c`` the chunk and ``r`` its record, starting with ``c.id``; more
     ids): every row of both lists carries those columns, and a last statement fetches them for the
@@ -310,9 +355,11 @@ def vector_message(
     errors as the request connection's would). So is the semantic side when ``beside`` reads it
     for the same vector and k. A job that found no connection is run here after the message."""
     columns = details[0] if details else "c.id"
-    statements: list[str] = [sql for sql, _ in more]
+    # (statement, prepared?): see exact_statement and semantic_statement; details by id are
+    # plan-independent
+    statements: list[tuple[str, bool]] = [(sql, prepare) for sql, _, prepare in more]
     params: dict[str, Any] = {"ef_search": str(ef_search(depth)), "principals": principals}
-    for _, more_params in more:
+    for _, more_params, _ in more:
         params.update(more_params)
     near_here = vector is not None and beside is None
     # the semantic rows read beside serve when they are for this very vector and k
@@ -326,27 +373,31 @@ def vector_message(
     semantic_here = semantic is not None and not semantic_there
     hnsw = near_here or semantic_here
     if hnsw:
-        statements.append(HNSW_SETTINGS_SQL)
+        statements.append((HNSW_SETTINGS_SQL, False))
     if near_here:
-        inner = NEAREST_EXACT_SQL if nearest_exact(cursor, principals, depth) else NEAREST_SQL
-        statements.append(JOINED.format(flag="", columns=columns, inner=inner))
+        exact = nearest_exact(cursor, principals, depth)
+        statements.append(
+            exact_statement(columns, depth)
+            if exact
+            else (JOINED.format(flag="", columns=columns, inner=NEAREST_SQL), False)
+        )
     if vector is not None:
         params.update(vec=vector_literal(vector), n=depth, extra=list(extra))
     if semantic_here:
         assert semantic is not None
-        statements.append(JOINED.format(flag="s.visible,", columns=columns, inner=VECTOR_ALL_SQL))
+        statements.append(semantic_statement(columns, semantic[1]))
         params.update(topic_vec=vector_literal(semantic[0]), topic_n=semantic[1])
     by_id = list(dict.fromkeys([*(details[1] if details else ()), *(extra if vector is not None else ())]))
     if by_id:
         similarity = EXTRA_SIMILARITY if vector is not None and extra else "NULL::float8"
-        statements.append(BY_ID_SQL.format(similarity=similarity, columns=columns))
+        statements.append((BY_ID_SQL.format(similarity=similarity, columns=columns), True))
         params["by_id"] = by_id
     more_rows: list[list[tuple[Any, ...]]] = []
     nearest_rows: list[tuple[Any, ...]] = []
     semantic_rows: list[tuple[Any, ...]] = []
     by_id_rows: list[tuple[Any, ...]] = []
     if statements:
-        cursor.execute(";".join(statements), params)
+        prepared.execute(cursor, statements, params)
         for position in range(len(more)):
             if position:
                 cursor.nextset()

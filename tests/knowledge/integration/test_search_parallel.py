@@ -72,3 +72,25 @@ def test_every_path_returns_the_pinned_results(make_record, hash_embedder, setti
     ran = vector.beside_jobs["ran"]
     assert_pinned(_searched(where, queries))
     assert vector.beside_jobs["ran"] == ran
+
+
+def test_a_dead_pooled_connection_is_handed_back_not_an_error(make_record, hash_embedder, settings):
+    """The jobs beside take pooled connections without the pool's health check (a round trip the
+    search would wait for): one the server has closed fails its statement, and the request's
+    connection runs it instead — the same pinned results, no error."""
+    settings.WITHHELD_HINTS_PER_HOUR = 10_000
+    settings.KS_SEARCH_PARALLEL = True
+    where, queries = _build(make_record)
+    pinned = json.loads(PINNED.read_text())
+    observed = _searched(where, queries[:3])  # the pool now holds idle connections beside this one
+    assert observed == {key: pinned[key] for key in observed}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'idle'"
+        )
+        assert cursor.fetchone()[0] >= 1
+    broken = vector.beside_jobs["broken"]
+    observed = _searched(where, queries[3:8])
+    assert observed == {key: pinned[key] for key in observed}
+    assert vector.beside_jobs["broken"] > broken
