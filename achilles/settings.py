@@ -334,8 +334,9 @@ if AUDIT_RETENTION_DAYS < 1:
     _fail("AUDIT_RETENTION_DAYS must be at least 1")
 # Searches that may return a withheld hint, per user and hour; beyond it hints are left out.
 WITHHELD_HINTS_PER_HOUR = _read("WITHHELD_HINTS_PER_HOUR", env.int, 30)
-# A query word counts towards a withheld hint only when at least this many records contain it:
-# a word or number found in one record alone would make the hint an oracle for that record.
+# A query word counts towards a withheld hint only when at least this many curated records (not
+# user-writable) contain it: a word or number found in one record alone would make the hint an
+# oracle for that record, and records people can write could be planted to make a word common.
 WITHHELD_MIN_RECORDS = _read("WITHHELD_MIN_RECORDS", env.int, 3)
 # A search outside a transaction runs its nearest-neighbour statement on a second pooled connection
 # while the lexical statements run on the request's (same results; off: one connection throughout).

@@ -329,13 +329,13 @@ def _build(cursor, embedder, chunks: int, *, have_records: int = 0) -> dict:
             continue
         records.write(
             f"{rid}\tbench\tdoc-{rid}\tДокумент {rid}\thttps://wiki.example/{rid}\t{author}\t"
-            "{" + ",".join(acl) + "}\t1\tbench\t\\N\t\n"
+            "{" + ",".join(acl) + "}\t1\tbench\t\\N\t\tf\n"
         )
         chunk_rows.extend((rid, ordinal, f"Документ {rid}", text) for ordinal, text in enumerate(texts))
     records.seek(0)
     with cursor.copy(
         "COPY knowledge_records (id, source_system, external_id, title, url, author_principal_id, "
-        "acl, trust_score, origin, embedding_model, content_hash) FROM STDIN"
+        "acl, trust_score, origin, embedding_model, content_hash, user_writable) FROM STDIN"
     ) as copy:
         copy.write(records.read())
     print(

@@ -90,6 +90,7 @@ class RecordAdmin(admin.ModelAdmin):
         "author_principal_id",
         "acl",
         "never_hint",
+        "user_writable",
         "trust_score",
         "origin",
         "embedding_model",

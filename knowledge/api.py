@@ -67,6 +67,11 @@ class RecordIn(Schema):
     url: str = Field(default="", max_length=2000)
     author_principal_id: str | None = Field(default=None, max_length=200)
     never_hint: bool = Field(default=False, description="Never mention this record in a withheld hint.")
+    user_writable: bool = Field(
+        default=False,
+        description="People other than admins can write this content where it comes from (an open wiki space, "
+        "uploads): it then never counts as evidence that a word is common when withheld hints are decided.",
+    )
 
 
 class RecordOut(Schema):
@@ -134,6 +139,7 @@ def knowledge_record_upsert(request: HttpRequest, payload: RecordIn):
         author_principal_id=payload.author_principal_id,
         origin="api",
         never_hint=payload.never_hint,
+        user_writable=payload.user_writable,
     )
     body = RecordOut(
         record_id=outcome.record_id, status=outcome.status, chunks=outcome.chunks, warnings=list(outcome.warnings)

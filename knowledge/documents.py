@@ -1,7 +1,7 @@
 """Reading source files into document drafts (KS-2). Pure: no ORM, no users table.
 
 Front matter (YAML between ``---`` lines) may carry ``title``, ``url``, ``acl`` (list or one
-principal), ``author``, ``source_system``, ``external_id``, ``never_hint`` and ``links`` (external ids of records of
+principal), ``author``, ``source_system``, ``external_id``, ``never_hint``, ``user_writable`` and ``links`` (external ids of records of
 the same source system, or ``{to: ..., type: ...}`` mappings). Principals written as
 ``user:<username>`` are resolved to ``user:<id>`` later, by the ingest service.
 """
@@ -43,6 +43,7 @@ class DocumentDraft:
     source_system: str = "files"
     links: tuple[LinkDraft, ...] = field(default_factory=tuple)
     never_hint: bool = False
+    user_writable: bool = False  # an admin's folder is curated unless its front matter says otherwise
 
 
 def validate_principal(value: str) -> str:
@@ -170,6 +171,9 @@ def parse_document(
     never_hint = meta.get("never_hint", False)
     if not isinstance(never_hint, bool):
         raise DocumentError("front matter «never_hint» must be true or false")
+    user_writable = meta.get("user_writable", False)
+    if not isinstance(user_writable, bool):
+        raise DocumentError("front matter «user_writable» must be true or false")
     return DocumentDraft(
         external_id=external[:512],
         title=title,
@@ -180,4 +184,5 @@ def parse_document(
         source_system=source_system,
         links=tuple(links),
         never_hint=never_hint,
+        user_writable=user_writable,
     )

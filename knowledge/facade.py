@@ -104,12 +104,15 @@ def upsert_record(
     author_principal_id: str | None = None,
     links: Iterable[tuple[str, str]] = (),
     never_hint: bool = False,
+    user_writable: bool = True,
 ) -> int:
     """Create or replace a record from another app (e.g. the hub's Jira mirror); returns its id.
 
     ``links``: ``(to_external_id, link_type)`` pairs in the same source system; the record's
     outgoing links become exactly these (targets not stored yet are skipped). ``never_hint``:
-    the record is never mentioned in a withheld hint.
+    the record is never mentioned in a withheld hint. ``user_writable`` (the default): people can write
+    this content (a Jira issue, an upload), so it never counts as evidence for a withheld hint;
+    pass False only for content no one but admins can write.
     """
     pairs = sorted((str(to), str(kind)) for to, kind in links)
     outcome = services.record_upsert(
@@ -123,6 +126,7 @@ def upsert_record(
         origin=f"app:{source_system}",
         links_fingerprint=pairs,
         never_hint=never_hint,
+        user_writable=user_writable,
     )
     services.record_links_set(record_id=outcome.record_id, source_system=source_system, links=pairs)
     return outcome.record_id

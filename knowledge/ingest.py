@@ -90,6 +90,7 @@ def ingest_path(
                 origin=origin,
                 links_fingerprint=sorted(links),
                 never_hint=draft.never_hint,
+                user_writable=draft.user_writable,
             )
         except (DocumentError, ApplicationError) as exc:
             report.errors.append((relative, str(exc)))

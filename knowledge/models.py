@@ -62,6 +62,15 @@ class Record(TimestampedModel):
     never_hint = models.BooleanField(
         default=False, db_default=False, help_text="Never mention this record in a withheld hint, however relevant."
     )
+    # Withheld decides on words common in records people could not have planted (README § Withheld
+    # policy): a Jira issue, an upload, a wiki page anyone edits never count. True unless the writer
+    # says otherwise (the safe side): only an admin's folder ingest and the staff REST upsert do.
+    user_writable = models.BooleanField(
+        default=True,
+        db_default=True,
+        help_text="People other than admins can write this content (a Jira issue, an upload, an open wiki "
+        "space): it never counts as evidence that a word is common when withheld hints are decided.",
+    )
 
     class Meta:
         db_table = "knowledge_records"

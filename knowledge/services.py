@@ -166,10 +166,14 @@ def record_upsert(
     origin: str = "api",
     links_fingerprint: object = None,
     never_hint: bool = False,
+    user_writable: bool = True,
 ) -> UpsertOutcome:
     """Create or replace the record ``(source_system, external_id)`` and its chunks.
 
-    Idempotent: the same content (and embedding model) is ``unchanged`` and writes nothing.
+    ``user_writable``: people other than admins can write this content, so it never counts as
+    evidence for a withheld hint (``knowledge.search.withheld``); only curated writers pass False.
+    Idempotent: the same content (and embedding model) is ``unchanged`` and writes nothing; the
+    same content with only ``user_writable`` changed updates that flag alone.
     Embedding happens before the transaction, so a slow provider holds no row locks.
     """
     source_system = (source_system or "").strip()
@@ -206,10 +210,15 @@ def record_upsert(
         extra=[links_fingerprint, "never_hint"] if never_hint else links_fingerprint,
     )
     existing = (
-        Record.objects.filter(source_system=source_system, external_id=external_id).only("id", "content_hash").first()
+        Record.objects.filter(source_system=source_system, external_id=external_id)
+        .only("id", "content_hash", "user_writable")
+        .first()
     )
     if existing is not None and existing.content_hash == digest:
-        return UpsertOutcome(existing.pk, "unchanged", len(drafts), tuple(warnings))
+        if existing.user_writable == bool(user_writable):
+            return UpsertOutcome(existing.pk, "unchanged", len(drafts), tuple(warnings))
+        Record.objects.filter(pk=existing.pk).update(user_writable=bool(user_writable))  # the generation moves
+        return UpsertOutcome(existing.pk, "updated", len(drafts), tuple(warnings))
     vectors: list[list[float] | None] = list(_embed(config, drafts)) if config else [None] * len(drafts)
     fields = {
         "title": title,
@@ -220,6 +229,7 @@ def record_upsert(
         "content_hash": digest,
         "embedding_model": model,
         "never_hint": bool(never_hint),
+        "user_writable": bool(user_writable),
     }
     with transaction.atomic():
         record = Record.objects.select_for_update().filter(source_system=source_system, external_id=external_id).first()

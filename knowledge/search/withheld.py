@@ -2,8 +2,9 @@
 
 Issue 10: «PLUTONIUM» → hint, «URANIUM» → none, and a sweep of numbers lit up a colleague's salary.
 Each query word is reduced to its lexemes; a lexeme is topical when it holds no digit and at least
-WITHHELD_MIN_RECORDS records contain it (under any ACL: the count reveals only that a word is
-common). Withheld is computed from the topical lexemes (and the topical words, for the semantic
+WITHHELD_MIN_RECORDS curated records contain it (under any ACL: the count reveals only that a word
+is common). Curated: not ``user_writable`` — records people can write (Jira issues, uploads, open
+wiki spaces) never count, so no one can make a word common by planting it (security round two). Withheld is computed from the topical lexemes (and the topical words, for the semantic
 side) alone, so replacing a number or a word found in fewer records by any other number or rare
 word cannot change the answer. The record count stops after TOPIC_SCAN_CHUNKS matching chunks (a
 word in that many chunks of fewer records counts as rare: the safe side).
@@ -39,11 +40,15 @@ FROM unnest(%(words)s::text[]) WITH ORDINALITY AS t(word, ord),
      LATERAL (SELECT ARRAY(SELECT lexeme FROM unnest(to_tsvector('{TEXT_SEARCH_CONFIG}', t.word))) AS lexemes) w
 ORDER BY t.ord
 """
-# How many records contain each lexeme, counting the first TOPIC_SCAN_CHUNKS matching chunks.
+# How many curated records contain each lexeme, counting the first TOPIC_SCAN_CHUNKS matching
+# chunks of them. A record people can write (``user_writable``: a Jira issue, an upload) never
+# counts, under any ACL: otherwise anyone could plant records repeating guessed words and watch which
+# of them lift a hidden record's words over the threshold (security round two, finding 1).
 LEXEME_RECORDS_SQL = """
 SELECT x.lexeme,
        (SELECT count(DISTINCT s.record_id) FROM (
             SELECT c.record_id FROM knowledge_chunks c
+            JOIN knowledge_records r ON r.id = c.record_id AND NOT r.user_writable
             WHERE c.tsv @@ (chr(39) || x.lexeme || chr(39))::tsquery
             LIMIT %(scan)s) s)
 FROM unnest(%(lexemes)s::text[]) AS x(lexeme)

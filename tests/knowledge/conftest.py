@@ -15,7 +15,8 @@ def hash_embedder(model_factory):
 
 @pytest.fixture
 def make_record(db):
-    """``make_record(external_id, text, acl=[...], **fields)`` → record id, via ``record_upsert``."""
+    """``make_record(external_id, text, acl=[...], **fields)`` → record id, via ``record_upsert``
+    (curated, as an admin's ingest writes it, unless ``user_writable=True``)."""
     from knowledge.services import record_upsert
 
     def make(
@@ -28,6 +29,7 @@ def make_record(db):
         author=None,
         url="",
         origin="test",
+        user_writable=False,
     ) -> int:
         outcome = record_upsert(
             source_system=source_system,
@@ -38,6 +40,7 @@ def make_record(db):
             url=url,
             author_principal_id=author,
             origin=origin,
+            user_writable=user_writable,
         )
         return outcome.record_id
 

@@ -25,7 +25,12 @@ def salaries(db, model_factory, user_factory, settings):
         ]
     ):
         record_upsert(
-            source_system="files", external_id=f"pub/{i}.md", title=f"Выплаты {i}", text=text, acl=["everyone"]
+            source_system="files",
+            external_id=f"pub/{i}.md",
+            title=f"Выплаты {i}",
+            text=text,
+            acl=["everyone"],
+            user_writable=False,
         )
     record_upsert(
         source_system="hr",
@@ -34,6 +39,7 @@ def salaries(db, model_factory, user_factory, settings):
         text="Зарплата Иванова — 424242 рубля в месяц. Проект PLUTONIUM.",
         acl=["group:hr"],
         author_principal_id=f"user:{hr.pk}",
+        user_writable=False,
     )
     return user_factory(username="outsider", groups=["it"])
 

@@ -178,3 +178,54 @@ def test_kill_9_mid_batch_no_duplicate_and_the_batch_completes_after_the_lease(p
     assert (
         sum(1 for r in platform.emulator.requests() if r["method"] == "POST" and r["path"] == "/rest/api/2/issue") == 1
     )
+
+
+def test_planted_issues_cannot_steer_the_withheld_hint(platform, launcher):
+    """Security round two, finding 1, through the real path: a hub user's two ensure_issue batches
+    (MCP → sync agent → Jira → mirror → Knowledge Store) repeat guessed words, four of them in a
+    finance-only document; a user of group it then searches each word over REST. The hint used to
+    light up for the four present words only; now every word gets the same answer."""
+    import httpx
+
+    from achilles.services import api_token_create
+    from hub.knowledge_feed import mirror_to_knowledge
+    from hub.models import MirrorIssue
+    from knowledge.services import record_upsert
+    from tests.achilles.factories import UserFactory
+
+    present = ["Здоровье", "Крупнейшая", "стратегической", "кандидатов"]
+    absent = ["Зебра", "Орион", "Кварцит", "Пегас"]
+    record_upsert(
+        source_system="files",
+        external_id="finance/q3-2026.md",
+        title="Итоги третьего квартала 2026",
+        text="Крупнейшая сделка квартала — 21 млн ₽ с сетью клиник «Здоровье+». "
+        "Из стратегической линейки кандидатов на продление двое.",
+        acl=["group:finance"],
+        origin="api",
+        user_writable=False,
+    )
+    first_sync_done(platform)
+    keys = []
+    for n in range(2):
+        command = batch_commands(f"Заметки по клиентам {n}")[0]
+        command["fields"] = {"description": " ".join(present + absent)}
+        batch_id = platform.batch_create(f"заметки {n}", [command])
+        platform.batch_wait(batch_id)
+        keys.append(commands_of(batch_id)[0][2]["key"])
+    # what the worker does with the mirror's upload (the feed task)
+    ids = list(MirrorIssue.objects.filter(key__in=keys).values_list("id", flat=True))
+    assert mirror_to_knowledge(issue_ids=ids) == 2
+
+    eve = UserFactory(username="eve", groups=["it"])
+    _, token = api_token_create(user=eve)
+    answers = {}
+    with httpx.Client(base_url=platform.hub_url, headers={"Authorization": f"Bearer {token}"}) as client:
+        for word in present + absent:
+            found = client.post("/api/knowledge/search", json={"query": word})
+            assert found.status_code == 200, found.text
+            body = found.json()
+            answers[word] = tuple(sorted(w["source_system"] for w in body["withheld"]))
+            if word in absent:  # the planted issues are there, readable by eve
+                assert any(c["title"].startswith(tuple(keys)) for c in body["candidates"]), body
+    assert set(answers.values()) == {()}, answers
