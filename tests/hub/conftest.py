@@ -83,3 +83,26 @@ def mirror(db):
 
 def aware(text: str) -> dt.datetime:
     return dt.datetime.fromisoformat(text)
+
+
+# The probe's planting attack (security round two, finding 1): words of a finance-only report, guessed
+# words absent from it, and the report itself, curated (written by an admin).
+PLANTING_PRESENT = ["Здоровье", "Крупнейшая", "стратегической", "кандидатов"]
+PLANTING_ABSENT = ["Зебра", "Орион", "Кварцит", "Пегас"]
+
+
+def finance_report_write(*, author_principal_id: str | None = None) -> int:
+    """The quarter's results, readable by group finance only; returns the record id."""
+    from knowledge.services import record_upsert
+
+    return record_upsert(
+        source_system="files",
+        external_id="finance/q3-2026.md",
+        title="Итоги третьего квартала 2026",
+        text="Крупнейшая сделка квартала — 21 млн ₽ с сетью клиник «Здоровье+». "
+        "Из стратегической линейки кандидатов на продление двое.",
+        acl=["group:finance"],
+        author_principal_id=author_principal_id,
+        origin="api",
+        user_writable=False,
+    ).record_id

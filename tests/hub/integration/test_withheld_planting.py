@@ -12,12 +12,11 @@ from hub.models import MirrorIssue
 from knowledge import facade
 from knowledge.services import record_upsert
 from tests.achilles.factories import UserFactory
-from tests.hub.conftest import issue_payload
+from tests.hub.conftest import PLANTING_ABSENT, PLANTING_PRESENT, finance_report_write, issue_payload
 
 pytestmark = [pytest.mark.django_db, pytest.mark.p0]
 
-PRESENT = ["Здоровье", "Крупнейшая", "стратегической", "кандидатов"]
-ABSENT = ["Зебра", "Орион", "Кварцит", "Пегас"]
+PRESENT, ABSENT = PLANTING_PRESENT, PLANTING_ABSENT
 PLANTED = " ".join(PRESENT + ABSENT)
 
 
@@ -25,18 +24,21 @@ PLANTED = " ".join(PRESENT + ABSENT)
 def finance_secret(db):
     """The quarter's results, closed to everyone but finance (curated: written by an admin)."""
     fin = UserFactory(username="cfo", groups=["finance"])
+    finance_report_write(author_principal_id=f"user:{fin.pk}")
+    return fin
+
+
+def _clinic(n: int, *, user_writable: bool) -> None:
+    """An open note naming the clinics, written by an admin (curated) or by people."""
     record_upsert(
         source_system="files",
-        external_id="finance/q3-2026.md",
-        title="Итоги третьего квартала 2026",
-        text="Крупнейшая сделка квартала — 21 млн ₽ с сетью клиник «Здоровье+». "
-        "Из стратегической линейки кандидатов на продление двое.",
-        acl=["group:finance"],
-        author_principal_id=f"user:{fin.pk}",
+        external_id=f"general/clinic-{n}.md",
+        title="ДМС",
+        text="Клиники сети «Здоровье+» принимают по полису ДМС.",
+        acl=["everyone"],
         origin="api",
-        user_writable=False,
+        user_writable=user_writable,
     )
-    return fin
 
 
 def _hints(query: str, user) -> tuple:
@@ -65,15 +67,7 @@ def test_curated_records_still_make_a_topic(mirror, finance_secret, settings):
     settings.WITHHELD_HINTS_PER_HOUR = 10_000
     eve = UserFactory(username="eve", groups=["it"])
     for n in range(2):
-        record_upsert(
-            source_system="files",
-            external_id=f"general/clinic-{n}.md",
-            title="ДМС",
-            text="Клиники сети «Здоровье+» принимают по полису ДМС.",
-            acl=["everyone"],
-            origin="api",
-            user_writable=False,
-        )
+        _clinic(n, user_writable=False)
     assert _hints("Здоровье", eve) == (facade.Withheld("files", f"user:{finance_secret.pk}"),)
 
 
@@ -82,21 +76,10 @@ def test_a_record_turning_user_writable_stops_counting_at_once(finance_secret, s
     settings.WITHHELD_HINTS_PER_HOUR = 10_000
     eve = UserFactory(username="eve", groups=["it"])
 
-    def clinic(n: int, writable: bool) -> None:
-        record_upsert(
-            source_system="files",
-            external_id=f"general/clinic-{n}.md",
-            title="ДМС",
-            text="Клиники сети «Здоровье+» принимают по полису ДМС.",
-            acl=["everyone"],
-            origin="api",
-            user_writable=writable,
-        )
-
-    clinic(0, False)
-    clinic(1, False)
+    _clinic(0, user_writable=False)
+    _clinic(1, user_writable=False)
     assert _hints("Здоровье", eve) != ()
-    clinic(1, True)
+    _clinic(1, user_writable=True)
     assert _hints("Здоровье", eve) == ()
 
 

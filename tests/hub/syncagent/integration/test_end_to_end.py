@@ -190,21 +190,11 @@ def test_planted_issues_cannot_steer_the_withheld_hint(platform, launcher):
     from achilles.services import api_token_create
     from hub.knowledge_feed import mirror_to_knowledge
     from hub.models import MirrorIssue
-    from knowledge.services import record_upsert
     from tests.achilles.factories import UserFactory
+    from tests.hub.conftest import PLANTING_ABSENT, PLANTING_PRESENT, finance_report_write
 
-    present = ["Здоровье", "Крупнейшая", "стратегической", "кандидатов"]
-    absent = ["Зебра", "Орион", "Кварцит", "Пегас"]
-    record_upsert(
-        source_system="files",
-        external_id="finance/q3-2026.md",
-        title="Итоги третьего квартала 2026",
-        text="Крупнейшая сделка квартала — 21 млн ₽ с сетью клиник «Здоровье+». "
-        "Из стратегической линейки кандидатов на продление двое.",
-        acl=["group:finance"],
-        origin="api",
-        user_writable=False,
-    )
+    present, absent = PLANTING_PRESENT, PLANTING_ABSENT
+    finance_report_write()
     first_sync_done(platform)
     keys = []
     for n in range(2):
