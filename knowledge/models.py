@@ -133,6 +133,9 @@ class Chunk(models.Model):
     heading = models.CharField(max_length=1000, blank=True, default="")
     text = models.TextField()
     acl = ArrayField(models.TextField(), default=list, editable=False)
+    # the record's flag, copied by the same trigger as ``acl``: the partial index below serves the
+    # word counts that decide withheld (knowledge.search.withheld), which read curated chunks only
+    user_writable = models.BooleanField(default=True, db_default=True, editable=False)
     tsv = models.GeneratedField(
         expression=SearchVector("heading", config=TEXT_SEARCH_CONFIG, weight="A")
         + SearchVector("text", config=TEXT_SEARCH_CONFIG, weight="B"),
@@ -153,6 +156,12 @@ class Chunk(models.Model):
             # no pending list: every search scans these, and a scan reads the whole list (0010)
             GinIndex(fields=["acl"], name="knowledge_chunk_acl_gin", fastupdate=False),
             GinIndex(fields=["tsv"], name="knowledge_chunk_tsv_gin", fastupdate=False),
+            GinIndex(
+                fields=["tsv"],
+                name="knowledge_chunk_cur_tsv_gin",
+                fastupdate=False,
+                condition=Q(user_writable=False),
+            ),
             # m=32/ef_construction=128: recall at a given ef_search is much higher than with
             # pgvector's defaults (bench/knowledge), for a build about twice as long.
             HnswIndex(

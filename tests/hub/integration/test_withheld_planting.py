@@ -121,20 +121,33 @@ def test_who_writes_decides_what_counts(mirror, admin_user, tmp_path):
     }
 
 
-def test_the_database_keeps_the_safe_side_and_moves_the_generation():
-    """Raw SQL: a record inserted without the flag is user-writable; flipping it moves the generation."""
+def test_the_database_keeps_the_safe_side_copies_the_flag_and_moves_the_generation():
+    """Raw SQL: a record inserted without the flag is user-writable; its chunks carry the record's flag
+    (written only by the trigger that copies the ACL: a chunk's own write is overridden); flipping the
+    record's flag reaches its chunks and moves the content generation."""
     from django.db import connection
 
+    def one(sql: str, params=()):
+        cursor.execute(sql, params)
+        return cursor.fetchone()
+
     with connection.cursor() as cursor:
-        cursor.execute(
-            "INSERT INTO knowledge_records (source_system, external_id, title, url, acl, trust_score, origin, content_hash) "
-            "VALUES ('files', 'raw.md', 'Raw', '', '{everyone}', 1, 'sql', '') RETURNING id, user_writable"
+        record_id, writable = one(
+            "INSERT INTO knowledge_records (source_system, external_id, title, url, acl, trust_score, origin, "
+            "content_hash) VALUES ('files', 'raw.md', 'Raw', '', '{everyone}', 1, 'sql', '') "
+            "RETURNING id, user_writable"
         )
-        record_id, writable = cursor.fetchone()
         assert writable is True
-        cursor.execute("SELECT n FROM knowledge_generation WHERE id = 1")
-        (before,) = cursor.fetchone()
+        (chunk_flag,) = one(
+            "INSERT INTO knowledge_chunks (record_id, ordinal, heading, text, user_writable) "
+            "VALUES (%s, 0, '', 'Текст', false) RETURNING user_writable",
+            [record_id],
+        )
+        assert chunk_flag is True, "the chunk takes the record's flag, not its own"
+        (before,) = one("SELECT n FROM knowledge_generation WHERE id = 1")
         cursor.execute("UPDATE knowledge_records SET user_writable = false WHERE id = %s", [record_id])
-        cursor.execute("SELECT n FROM knowledge_generation WHERE id = 1")
-        (after,) = cursor.fetchone()
-    assert after == before + 1
+        (after,) = one("SELECT n FROM knowledge_generation WHERE id = 1")
+        assert after == before + 1
+        assert one("SELECT user_writable FROM knowledge_chunks WHERE record_id = %s", [record_id]) == (False,)
+        cursor.execute("UPDATE knowledge_chunks SET user_writable = true WHERE record_id = %s", [record_id])
+        assert one("SELECT user_writable FROM knowledge_chunks WHERE record_id = %s", [record_id]) == (False,)
