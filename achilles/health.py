@@ -15,6 +15,8 @@ import redis
 from django.conf import settings
 from django.db import connection
 
+from achilles.errors import as_application_error
+
 ROLES = ("worker", "agents_worker", "beat")
 # A worker's consumer writes every WORKER_HEARTBEAT_SECONDS; one missed beat and a margin later
 # (WORKER_DEAD_AFTER_SECONDS) it counts as dead for the reaper.
@@ -73,8 +75,9 @@ def health_report() -> tuple[bool, dict[str, str]]:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
         report["db"] = "ok"
-    except Exception as exc:
-        report["db"] = f"error: {exc.__class__.__name__}"
+    except Exception as exc:  # the connect breaker (achilles/dbguard.py) answers at once while it is down
+        error = as_application_error(exc)
+        report["db"] = f"error: {error.code if error is not None else exc.__class__.__name__}"
     try:
         _redis().ping()
         report["redis"] = "ok"
