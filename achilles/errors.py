@@ -22,11 +22,11 @@ timeout), a 503 ``database_unavailable``: the client may retry, nothing crashed.
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import django.db
 import kombu.exceptions
 import psycopg
 import redis.exceptions
@@ -153,11 +153,14 @@ _UNREACHABLE_SQLSTATES = ("08", "57P01", "57P02", "57P03")
 def database_unreachable(exc: BaseException) -> bool:
     """True when ``exc`` (or what it was raised from: Django wraps psycopg's errors) says PostgreSQL
     cannot be reached — not a query's own failure (a constraint, a deadlock, a statement timeout)."""
+    # Django's errors only if Django is loaded: the provider layer imports this module without it.
+    django_db = sys.modules.get("django.db")
+    interface_errors = (psycopg.InterfaceError, *((django_db.InterfaceError,) if django_db else ()))
     seen: BaseException | None = exc
     for _ in range(5):
         if seen is None:
             return False
-        if isinstance(seen, (django.db.InterfaceError, psycopg.InterfaceError)):
+        if isinstance(seen, interface_errors):
             return True  # "connection already closed": the session is gone
         if isinstance(seen, psycopg.OperationalError):
             sqlstate = seen.sqlstate
@@ -168,7 +171,9 @@ def database_unreachable(exc: BaseException) -> bool:
 
 def _infrastructure_error(exc: BaseException) -> ApplicationError | None:
     """Redis away (cache or broker) or PostgreSQL away is a 503 with a code the client can act on, not a crash."""
-    if isinstance(exc, django.db.DatabaseError | psycopg.Error) and database_unreachable(exc):
+    django_db = sys.modules.get("django.db")
+    database_errors = (psycopg.Error, *((django_db.DatabaseError,) if django_db else ()))
+    if isinstance(exc, database_errors) and database_unreachable(exc):
         return DatabaseUnavailable("The database is unavailable; try again shortly.")
     if isinstance(exc, kombu.exceptions.OperationalError):
         return ServiceUnavailable("The task broker is unavailable; try again shortly.", code="broker_unavailable")

@@ -159,7 +159,9 @@ def _turn_continue(*, user: User, content: str, conversation_id: uuid.UUID | str
     # Failed turns with no text (and empty interrupted ones) carry nothing for the model.
     # (only these two roles exist: conversations_message_role_valid)
     history = tuple(
-        LLMMessage("user" if role == Role.USER else "assistant", text) for role, text, _, _ in reversed(previous) if text
+        LLMMessage("user" if role == Role.USER else "assistant", text)
+        for role, text, _, _ in reversed(previous)
+        if text
     )
     message = Message.objects.create(conversation=conversation, role=Role.USER, content=content)
     return TurnStart(

@@ -107,7 +107,9 @@ def test_postgres_down_every_route_answers_503_at_once_and_the_thread_is_free_on
             what = f"{method} {path}: {response.status_code} {response.text[:120]!r} in {seconds:.2f}s"
             content_type = response.headers.get("content-type", "")
             if kind == "json":
-                right = content_type.startswith("application/json") and response.json()["code"] == "database_unavailable"
+                right = (
+                    content_type.startswith("application/json") and response.json()["code"] == "database_unavailable"
+                )
             elif kind == "html":
                 right = content_type.startswith("text/html")
             else:
