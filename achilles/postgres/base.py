@@ -16,6 +16,8 @@ from psycopg import IsolationLevel
 
 from achilles import dbguard
 
+POOL_DEFAULT_TIMEOUT = 30.0  # psycopg_pool's own default for ``timeout``
+
 
 class DatabaseWrapper(postgresql.DatabaseWrapper):
     def __init__(self, settings_dict, *args, **kwargs):
@@ -54,7 +56,8 @@ class DatabaseWrapper(postgresql.DatabaseWrapper):
                 "Use one of the psycopg.IsolationLevel values."
             ) from exc
         pool.open()
-        connection = dbguard.checkout(pool.getconn, timeout=pool.timeout)
+        timeout = self.settings_dict["OPTIONS"]["pool"].get("timeout", POOL_DEFAULT_TIMEOUT)
+        connection = dbguard.checkout(pool.getconn, timeout=timeout)
         if isolation_level is not None:
             connection.isolation_level = self.isolation_level
         return connection
