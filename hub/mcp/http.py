@@ -131,15 +131,26 @@ class McpHttpApp:
                 send, NotAuthenticated(NOT_AUTHENTICATED), headers=((b"www-authenticate", b'Bearer realm="achilles"'),)
             )
             return
-        manager = await self._manager()
+        started = False
+
+        async def tracked(message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
         reset = current_caller.set(Caller(token=raw))
         try:
+            manager = await self._manager()
             # The request's server task is started from here and copies this context: the tools
             # see the caller.
             if scope.get("method") == "GET":
-                await self._get_stream(manager, raw, scope, receive, send)
+                await self._get_stream(manager, raw, scope, receive, tracked)
             else:
-                await manager.handle_request(scope, receive, send)
+                await manager.handle_request(scope, receive, tracked)
+        except Exception as exc:
+            if started:
+                raise
+            await json_error(send, exc)  # before any answer: the JSON error (a crash: the logged 500), not a page
         finally:
             current_caller.reset(reset)
 
