@@ -15,17 +15,20 @@ Each transport renders through this module and nowhere else:
 
 Anything that is not a domain error renders as the one 500 (``internal_error``, logged here), except
 an unreachable Redis — the cache or the Celery broker — which is a 503 (``cache_unavailable`` /
-``broker_unavailable``): the client may retry, nothing crashed.
+``broker_unavailable``) and an unreachable PostgreSQL (no connection, a session cut, the pool's
+timeout), a 503 ``database_unavailable``: the client may retry, nothing crashed.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import kombu.exceptions
+import psycopg
 import redis.exceptions
 
 logger = logging.getLogger("achilles.errors")
@@ -109,6 +112,17 @@ class ServiceUnavailable(ApplicationError):
     code = "service_unavailable"
 
 
+class DatabaseUnavailable(ServiceUnavailable):
+    """PostgreSQL cannot be reached (down, restarting, or the pool's connections all gone)."""
+
+    code = "database_unavailable"
+
+
+class TooManyRequests(ApplicationError):
+    status = 429
+    code = "too_many_requests"
+
+
 # ------------------------------------------------------------------ the renderer
 
 
@@ -131,8 +145,36 @@ def field_errors(errors: Iterable[Mapping[str, Any]], *, source: str = "body") -
     return [{"loc": [source, *map(str, e["loc"])], "msg": e["msg"], "type": e["type"]} for e in errors]
 
 
+# SQLSTATEs of a server that is going away or not there yet: connection exceptions (class 08),
+# admin_shutdown, crash_shutdown, cannot_connect_now. A client-side failure has no SQLSTATE at all.
+_UNREACHABLE_SQLSTATES = ("08", "57P01", "57P02", "57P03")
+
+
+def database_unreachable(exc: BaseException) -> bool:
+    """True when ``exc`` (or what it was raised from: Django wraps psycopg's errors) says PostgreSQL
+    cannot be reached — not a query's own failure (a constraint, a deadlock, a statement timeout)."""
+    # Django's errors only if Django is loaded: the provider layer imports this module without it.
+    django_db = sys.modules.get("django.db")
+    interface_errors = (psycopg.InterfaceError, *((django_db.InterfaceError,) if django_db else ()))
+    seen: BaseException | None = exc
+    for _ in range(5):
+        if seen is None:
+            return False
+        if isinstance(seen, interface_errors):
+            return True  # "connection already closed": the session is gone
+        if isinstance(seen, psycopg.OperationalError):
+            sqlstate = seen.sqlstate
+            return sqlstate is None or sqlstate.startswith(_UNREACHABLE_SQLSTATES)
+        seen = seen.__cause__
+    return False
+
+
 def _infrastructure_error(exc: BaseException) -> ApplicationError | None:
-    """Redis away (cache or broker) is a 503 with a code the client can act on, not a crash."""
+    """Redis away (cache or broker) or PostgreSQL away is a 503 with a code the client can act on, not a crash."""
+    django_db = sys.modules.get("django.db")
+    database_errors = (psycopg.Error, *((django_db.DatabaseError,) if django_db else ()))
+    if isinstance(exc, database_errors) and database_unreachable(exc):
+        return DatabaseUnavailable("The database is unavailable; try again shortly.")
     if isinstance(exc, kombu.exceptions.OperationalError):
         return ServiceUnavailable("The task broker is unavailable; try again shortly.", code="broker_unavailable")
     if isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):

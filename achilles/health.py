@@ -15,6 +15,9 @@ import redis
 from django.conf import settings
 from django.db import connection
 
+from achilles import dbguard
+from achilles.errors import as_application_error
+
 ROLES = ("worker", "agents_worker", "beat")
 # A worker's consumer writes every WORKER_HEARTBEAT_SECONDS; one missed beat and a margin later
 # (WORKER_DEAD_AFTER_SECONDS) it counts as dead for the reaper.
@@ -66,15 +69,35 @@ def worker_known_dead(instance: str, *, role: str = "agents_worker") -> bool:
     return score is None or time.time() - score > WORKER_DEAD_AFTER_SECONDS
 
 
+# /healthz waits at most this long for a pooled connection (a request waits up to the pool's 10 s).
+HEALTH_DB_WAIT_SECONDS = 2.0
+
+
+def _database_check() -> None:
+    """``SELECT 1`` on a pooled connection taken with a short wait of its own, through the connect
+    breaker (``achilles.dbguard``): PostgreSQL down answers at once, a pool busy for 2 s says so."""
+    pool = connection.pool
+    if pool is None:  # DB_POOL_MAX_SIZE=0: the request's own connection (the breaker is in its connect)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        return
+    pool.open()
+    conn = dbguard.checkout(pool.getconn, timeout=HEALTH_DB_WAIT_SECONDS)
+    try:
+        conn.execute("SELECT 1")
+    finally:
+        pool.putconn(conn)
+
+
 def health_report() -> tuple[bool, dict[str, str]]:
     """``(all_ok, {...: "ok"|reason})``; every check is independent and bounded in time."""
     report: dict[str, str] = {}
     try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
+        _database_check()
         report["db"] = "ok"
-    except Exception as exc:
-        report["db"] = f"error: {exc.__class__.__name__}"
+    except Exception as exc:  # the connect breaker (achilles/dbguard.py) answers at once while it is down
+        error = as_application_error(exc)
+        report["db"] = f"error: {error.code if error is not None else exc.__class__.__name__}"
     try:
         _redis().ping()
         report["redis"] = "ok"

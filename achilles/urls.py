@@ -20,3 +20,5 @@ urlpatterns = [
     path("chat/", chat_page, name="chat"),
     path("", views.home, name="home"),
 ]
+
+handler500 = "achilles.views.server_error"

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import sys
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import JsonResponse
 from django.shortcuts import redirect, render
+from django.views import defaults
 from django.views.decorators.http import require_GET
 
 from achilles import services
 from achilles.errors import ApplicationError
 from achilles.health import health_report
+from achilles.middleware import unavailable_response
 from achilles.models import ApiToken
 from agents.pages import AGENT_STATUS_RU
 from agents.selectors import active_run_states, agent_list_for_owner
@@ -21,6 +25,14 @@ from conversations.selectors import conversation_list_for_user
 def healthz(request):
     ok, report = health_report()
     return JsonResponse(report, status=200 if ok else 503)
+
+
+def server_error(request):
+    """``handler500``: Django calls it while handling the exception, so ``sys.exc_info()`` is that
+    exception. PostgreSQL or Redis away (raised by a middleware: a session to save, a user to load)
+    is the platform's 503; anything else Django's own 500 page."""
+    exc = sys.exc_info()[1]
+    return (unavailable_response(request, exc) if exc is not None else None) or defaults.server_error(request)
 
 
 @login_required

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from asgiref.sync import sync_to_async
 from django.db import InterfaceError, OperationalError
 
 from achilles.llm import ChatProvider, ModelSpec, get_chat_provider
@@ -63,6 +64,11 @@ class TurnStore(Protocol):
 
     def contacts(self, user_ids: set[int]) -> dict: ...
 
+    def abandon(self, start: services.TurnStart) -> None:
+        """The turn ends without an answer row (the database is away): its thread must not wait
+        for one. Needs no database."""
+        ...
+
 
 class DatabaseTurnStore:
     """The ORM behind ``conversations.services``; the session identity is read with the start."""
@@ -77,6 +83,9 @@ class DatabaseTurnStore:
 
     def contacts(self, user_ids: set[int]) -> dict:
         return services.contacts_for(user_ids)
+
+    def abandon(self, start: services.TurnStart) -> None:
+        services.turn_abandon(start=start)
 
 
 @dataclass
@@ -143,6 +152,9 @@ class EngineDeps:
 
     async def contacts(self, user_ids: set[int]) -> dict:
         return await db_step(self.store.contacts)(user_ids)
+
+    async def abandon(self, start: services.TurnStart) -> None:
+        await sync_to_async(self.store.abandon)(start)
 
     async def finalize(self, *, after: Callable[[int], None] | None = None, **fields) -> Finalized:
         """Store the answer. ``after`` (sync, given the answer's id) runs in the same step once the

@@ -26,7 +26,7 @@ from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from achilles.errors import INTERNAL_ERROR_DETAIL, ApplicationError
+from achilles.errors import INTERNAL_ERROR_DETAIL, ApplicationError, as_application_error
 from achilles.llm import (
     ChatProvider,
     Message,
@@ -224,9 +224,14 @@ class Turn:
             detail, code = exc.detail, exc.code
         except (asyncio.CancelledError, GeneratorExit):
             raise
-        except Exception:
-            logger.exception("chat turn crashed")
-            detail, code = INTERNAL_ERROR_DETAIL, "internal_error"
+        except Exception as exc:
+            error = as_application_error(exc)  # PostgreSQL or Redis away: their 503 code, not a crash
+            if error is None:
+                logger.exception("chat turn crashed")
+                detail, code = INTERNAL_ERROR_DETAIL, "internal_error"
+            else:
+                logger.warning("chat turn failed: %s (%s): %s", error.detail, error.code, exc)
+                detail, code = error.detail, error.code
         else:
             hint = outcome.hint.as_dict() if outcome.hint is not None else None
             yield DoneEvent(
@@ -241,6 +246,8 @@ class Turn:
         # Every failure ends with an error event, whether or not the answer row could be written
         # (a thread deleted meanwhile has no row to take it; the database may stay away too long).
         message_id = await self._finalize_failed()
+        if message_id is None:
+            await self._abandon()
         yield ErrorEvent(detail, code, message_id, self.conversation_id)
 
     async def _stream_round(
@@ -505,6 +512,16 @@ class Turn:
             logger.info("interrupted turn not stored: %s", exc.detail)
         except Exception:
             logger.exception("could not finalize an interrupted turn")
+            await self._abandon()
+
+    async def _abandon(self) -> None:
+        """The answer row could not be written (the database stayed away past the retries): say the
+        turn is over, so the thread's next turn closes the question instead of waiting out its answer
+        window (409 ``turn_in_progress``). Never raises."""
+        try:
+            await self.deps.abandon(self.start)
+        except Exception:
+            logger.warning("could not mark the unanswered turn as over", exc_info=True)
 
 
 def _access_signals(knowledge: KnowledgeClient, record_ids: Sequence[int], identity: Identity) -> Callable[[int], None]:

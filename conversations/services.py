@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.core.cache import cache
 from django.db import connection, models, transaction
 from django.db.models import OuterRef, Subquery
 from django.utils import timezone
@@ -139,25 +140,28 @@ def _turn_continue(*, user: User, content: str, conversation_id: uuid.UUID | str
     previous = list(
         Message.objects.filter(conversation=conversation)
         .order_by("-id")
-        .values_list("role", "content", "created_at")[:HISTORY_LIMIT]
+        .values_list("role", "content", "created_at", "id")[:HISTORY_LIMIT]
     )
     if previous and previous[0][0] == Role.USER:
-        if previous[0][2] > timezone.now() - _answer_window(model):
+        if previous[0][2] > timezone.now() - _answer_window(model) and not _turn_abandoned(previous[0][3]):
             # The thread's last question has no reply row yet: its answer is being written right now
             # (every turn ends with one, even an interrupted or failed one). One turn at a time.
             raise Conflict(
                 "An answer is still being written in this conversation; wait for it or stop it.",
                 code="turn_in_progress",
             )
-        # Past its window the turn is dead (its process was killed mid-turn): close it with an
-        # empty failed answer, so no question stays without an answer row.
+        # Past its window the turn is dead (its process was killed mid-turn), or it said it ended
+        # without storing its answer (the database was away): close it with an empty failed answer,
+        # so no question stays without an answer row.
         Message.objects.create(
             conversation=conversation, role=Role.ASSISTANT, content="", tokens_used=0, state=MessageState.FAILED
         )
     # Failed turns with no text (and empty interrupted ones) carry nothing for the model.
     # (only these two roles exist: conversations_message_role_valid)
     history = tuple(
-        LLMMessage("user" if role == Role.USER else "assistant", text) for role, text, _ in reversed(previous) if text
+        LLMMessage("user" if role == Role.USER else "assistant", text)
+        for role, text, _, _ in reversed(previous)
+        if text
     )
     message = Message.objects.create(conversation=conversation, role=Role.USER, content=content)
     return TurnStart(
@@ -170,10 +174,31 @@ def _turn_continue(*, user: User, content: str, conversation_id: uuid.UUID | str
     )
 
 
-def _answer_window(model: AllowedModel) -> timedelta:
+def _answer_window(model: AllowedModel | ModelSpec) -> timedelta:
     """How long a question may wait for its reply row before its turn counts as dead (a process
     killed mid-turn writes none): two model rounds at their total timeout, and a margin."""
-    return timedelta(seconds=2 * Timeouts.from_spec(model.spec()).total + 30)
+    spec = model.spec() if isinstance(model, AllowedModel) else model
+    return timedelta(seconds=2 * Timeouts.from_spec(spec).total + 30)
+
+
+def _abandoned_key(question_id: int) -> str:
+    return f"conversations:turn_abandoned:{question_id}"
+
+
+def turn_abandon(*, start: TurnStart) -> None:
+    """Note (in the cache: the database is what is away) that ``start``'s turn ended without its
+    answer row, so the thread's next turn closes the question at once instead of answering 409
+    ``turn_in_progress`` until the answer window passes. Kept for that window; with Redis away too
+    the note is lost and the window decides, as for a killed process."""
+    cache.set(
+        _abandoned_key(start.user_message_id),
+        start.conversation_id,
+        timeout=int(_answer_window(start.model).total_seconds()) + 60,
+    )
+
+
+def _turn_abandoned(question_id: int) -> bool:
+    return cache.get(_abandoned_key(question_id)) is not None
 
 
 ORPHAN_SWEEP_LOOKBACK = timedelta(days=1)

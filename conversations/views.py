@@ -12,7 +12,6 @@ import json
 import logging
 
 from asgiref.sync import async_to_sync
-from django.db import DatabaseError
 from django.http import JsonResponse, StreamingHttpResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
@@ -106,13 +105,8 @@ async def _chat_sse(request):
             conversation_id=body.conversation_id if body is not None else None,
             clock=clock,
         )
-    except errors.ApplicationError as exc:
-        return _error(exc)
-    except DatabaseError:  # the turn could not start (nothing was stored): say so, in JSON
-        logger.exception("chat turn could not start")
-        return JsonResponse(
-            {"detail": "The database is unavailable; try again shortly.", "code": "database_unavailable"}, status=503
-        )
+    except Exception as exc:  # the turn could not start (nothing was stored): 4xx, or PostgreSQL away a 503, in JSON
+        return _error(exc, request)
 
     async def stream():
         async for event in turn.events():

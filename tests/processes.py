@@ -141,8 +141,13 @@ def postgres_start() -> None:
 
 
 def database_reconnect() -> None:
-    """After a PostgreSQL restart: drop this process's session and its pool's dead connections."""
+    """After a PostgreSQL restart: drop this process's session and its pool's dead connections, and
+    close the connect breaker (``postgres_start`` waited for the server to answer): the test's next
+    statement connects at once instead of failing fast until the breaker's next probe."""
+    from achilles.dbguard import BREAKER
+
     connection.close()
     close_pool = getattr(connection, "close_pool", None)
     if close_pool is not None:
         close_pool()
+    BREAKER.succeeded()

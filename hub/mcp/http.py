@@ -3,6 +3,15 @@
 Mounted in front of Django in ``achilles/asgi.py``. Our wrapper, not the SDK, checks the token, so a
 missing or bad one is the API's own 401 ``{"detail": …, "code": "not_authenticated"}``.
 
+``GET /mcp/`` is the server's own stream to the client (SSE; stateless, nothing is ever sent on it
+but keep-alive pings). It is bounded here: its headers leave at once (a first SSE comment: daphne sends
+headers only with the first body bytes, which were the SDK's first ping, 15 s later); the token is
+checked again every ``GET_STREAM_RECHECK_SECONDS`` (revoked or expired: the stream ends); it lives at
+most ``GET_STREAM_MAX_SECONDS`` (the client reconnects); and a token holds at most
+``GET_STREAMS_PER_TOKEN`` of them per web process — the next one is refused with 429
+``too_many_streams`` (refusing the newcomer rather than closing the oldest: a leaking client cannot
+push out the streams of a well-behaved one under the same token).
+
 Stateless because several web processes serve ``/mcp/`` and any of them may get the next request.
 The SDK's session manager has to be *entered* (its task group runs each request's server); daphne
 runs no ASGI lifespan, so it is entered lazily by the first request, in a task of its own that lives
@@ -14,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import hashlib
 import json
 import logging
 from dataclasses import dataclass, field
@@ -25,13 +35,18 @@ from django.http.request import split_domain_port, validate_host
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 
-from achilles.errors import ApplicationError, NotAuthenticated, render
+from achilles.errors import ApplicationError, NotAuthenticated, TooManyRequests, render
 from achilles.services import api_token_authenticate
 from hub.mcp.server import NOT_AUTHENTICATED, Caller, build_server, current_caller
 
 logger = logging.getLogger(__name__)
 
 MCP_PATHS = ("/mcp", "/mcp/")
+
+# GET /mcp/: open streams per token (per web process), their longest life, how often the token is re-read.
+GET_STREAMS_PER_TOKEN = 2
+GET_STREAM_MAX_SECONDS = 600.0
+GET_STREAM_RECHECK_SECONDS = 30.0
 
 
 def transport_security() -> TransportSecuritySettings:
@@ -63,9 +78,10 @@ def _header(scope, name: bytes) -> str:
     return ""
 
 
-async def json_error(send, error: ApplicationError, headers: tuple = ()) -> None:
-    """The API's error body, from the platform's one renderer (``achilles.errors.render``)."""
-    rendered = render(error)
+async def json_error(send, error: BaseException, headers: tuple = ()) -> None:
+    """The API's error body, from the platform's one renderer (``achilles.errors.render``): a domain
+    error, PostgreSQL or Redis away (503), or a crash (the logged 500) — JSON, never an HTML page."""
+    rendered = render(error, context="/mcp/")
     body = json.dumps(rendered.body, ensure_ascii=False).encode()
     await send(
         {
@@ -97,6 +113,7 @@ class McpHttpApp:
 
     def __init__(self) -> None:
         self._runners: dict[asyncio.AbstractEventLoop, _LoopRunner] = {}
+        self._get_streams: dict[str, int] = {}  # sha256 of a token → its open GET streams
 
     async def __call__(self, scope, receive, send) -> None:
         if not host_allowed(_header(scope, b"host")):
@@ -104,19 +121,105 @@ class McpHttpApp:
             return
         header = _header(scope, b"authorization")
         raw = header[7:].strip() if header[:7].lower() == "bearer " else ""
-        if not raw or not await sync_to_async(_authenticate, thread_sensitive=False)(raw):
+        try:
+            authenticated = bool(raw) and await sync_to_async(_authenticate, thread_sensitive=False)(raw)
+        except Exception as exc:  # PostgreSQL away: the JSON 503 (anything else the logged JSON 500)
+            await json_error(send, exc)
+            return
+        if not authenticated:
             await json_error(
                 send, NotAuthenticated(NOT_AUTHENTICATED), headers=((b"www-authenticate", b'Bearer realm="achilles"'),)
             )
             return
-        manager = await self._manager()
+        started = False
+
+        async def tracked(message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
         reset = current_caller.set(Caller(token=raw))
         try:
+            manager = await self._manager()
             # The request's server task is started from here and copies this context: the tools
             # see the caller.
-            await manager.handle_request(scope, receive, send)
+            if scope.get("method") == "GET":
+                await self._get_stream(manager, raw, scope, receive, tracked)
+            else:
+                await manager.handle_request(scope, receive, tracked)
+        except Exception as exc:
+            if started:
+                raise
+            await json_error(send, exc)  # before any answer: the JSON error (a crash: the logged 500), not a page
         finally:
             current_caller.reset(reset)
+
+    async def _get_stream(self, manager, raw: str, scope, receive, send) -> None:
+        """The SDK's GET stream, bounded (see the module's docstring)."""
+        key = hashlib.sha256(raw.encode()).hexdigest()
+        if self._get_streams.get(key, 0) >= GET_STREAMS_PER_TOKEN:
+            message = f"At most {GET_STREAMS_PER_TOKEN} open GET streams per token; close one first."
+            await json_error(send, TooManyRequests(message, code="too_many_streams"))
+            return
+        self._get_streams[key] = self._get_streams.get(key, 0) + 1
+        state = {"started": False, "ended": False}
+
+        async def relay(message) -> None:
+            if state["ended"]:
+                return
+            await send(message)
+            if message["type"] == "http.response.start":
+                state["started"] = True
+                if message.get("status") == 200:  # the stream: its headers leave with a first comment
+                    await send({"type": "http.response.body", "body": b": stream open\n\n", "more_body": True})
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                state["ended"] = True
+
+        loop = asyncio.get_running_loop()
+        ends_at = loop.time() + GET_STREAM_MAX_SECONDS
+        stream = asyncio.ensure_future(manager.handle_request(scope, receive, relay))
+        try:
+            reason = await self._watch(stream, raw, ends_at)
+            if reason is None:
+                return
+            stream.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await stream
+            if state["started"] and not state["ended"]:
+                state["ended"] = True
+                await send({"type": "http.response.body", "body": f": {reason}\n\n".encode(), "more_body": False})
+        finally:
+            if not stream.done():
+                stream.cancel()
+            left = self._get_streams.get(key, 1) - 1
+            if left > 0:
+                self._get_streams[key] = left
+            else:
+                self._get_streams.pop(key, None)
+
+    @staticmethod
+    async def _watch(stream: asyncio.Future, raw: str, ends_at: float) -> str | None:
+        """Until the stream ends by itself (None), or the reason to end it: its token no longer
+        authenticates (revoked, expired, its user deactivated — or the database cannot say) or its
+        lifetime is over."""
+        loop = asyncio.get_running_loop()
+        while True:
+            left = ends_at - loop.time()
+            if left <= 0:
+                return "stream lifetime over; reconnect"
+            await asyncio.wait({stream}, timeout=min(GET_STREAM_RECHECK_SECONDS, left))
+            if stream.done():
+                stream.result()  # its own error, if any, is raised here
+                return None
+            if loop.time() >= ends_at:
+                return "stream lifetime over; reconnect"
+            try:
+                valid = await sync_to_async(_authenticate, thread_sensitive=False)(raw)
+            except Exception:
+                logger.warning("MCP GET stream: the token could not be checked again; ending it", exc_info=True)
+                return "token could not be checked; reconnect"
+            if not valid:
+                return "token no longer valid"
 
     async def _manager(self) -> StreamableHTTPSessionManager:
         loop = asyncio.get_running_loop()

@@ -305,6 +305,7 @@ class MemoryTurnStore:
     users: dict = field(default_factory=dict)  # id → Contact, for withheld-hint contacts
     models: dict = field(default_factory=dict)  # the allow-list: name → ModelSpec
     default_model: str | None = "fake-chat"
+    abandoned: list = field(default_factory=list)  # the questions whose turn ended with no answer row
     _ids: object = field(default_factory=lambda: itertools.count(1))
 
     def __post_init__(self):
@@ -383,6 +384,9 @@ class MemoryTurnStore:
 
     def contacts(self, user_ids):
         return {i: self.users[i] for i in user_ids if i in self.users}
+
+    def abandon(self, start):
+        self.abandoned.append(start.user_message_id)
 
     def thread(self, conversation_id) -> list[dict]:
         return [m for m in self.messages if m["conversation_id"] == conversation_id]

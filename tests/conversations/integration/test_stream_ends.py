@@ -205,6 +205,30 @@ def test_a_question_still_in_its_window_keeps_the_thread_busy(engine, user, conv
     assert (status, body["code"]) == (409, "turn_in_progress")
 
 
+def test_a_question_whose_turn_ended_unanswered_frees_its_thread_at_once(engine, user, conversation_factory):
+    """Failed before the fix: a turn that could not store its answer (the database away past its
+    retries) left the thread answering 409 ``turn_in_progress`` for the whole answer window (~4.5 min).
+    The turn now says it is over (``turn_abandon``, in Redis) and the next turn closes the question."""
+    from conversations.services import TurnStart, conversation_model, turn_abandon, turn_settings
+
+    # given: a question in its window whose turn said it ended without an answer row
+    conversation = conversation_factory(user, [("user", "Вопрос, чей ответ не записался")])
+    question = Message.objects.get(conversation=conversation)
+    model = conversation_model(conversation).spec()
+    turn_abandon(
+        start=TurnStart(str(conversation.pk), False, question.pk, (), model, turn_settings()),
+    )
+    engine.script(answer("Новый ответ."))
+
+    # when
+    outcome = engine.turn(user, "Новый вопрос", conversation_id=conversation.pk)
+
+    # then
+    assert outcome.done is not None
+    rows = list(Message.objects.filter(conversation=conversation).order_by("id").values_list("role", "state"))
+    assert rows == [("user", "complete"), ("assistant", "failed"), ("user", "complete"), ("assistant", "complete")]
+
+
 def test_the_sweep_gives_a_question_whose_turn_died_its_failed_answer(engine, user, conversation_factory):
     """Failed before the fix: a question left by a killed web process stayed without an answer row
     until someone wrote into that thread again (the fault suite's "no message without an answer")."""

@@ -113,3 +113,32 @@ def test_an_is_empty_failing_at_the_start_is_read_again_by_the_stream(memory_eng
 
     assert outcome.done is not None and failures["left"] == 0
     assert hops == ["_start_reading_knowledge", "flaky", "_finalize"], hops  # flaky: the KS's is_empty, read again
+
+
+def test_a_database_away_past_the_retries_ends_with_database_unavailable_and_frees_the_thread(
+    memory_engine, alice, monkeypatch
+):
+    """Failed before the fix: the stream ended ``internal_error`` and nothing said the turn was over,
+    so its thread answered 409 ``turn_in_progress`` for the whole answer window (~4.5 min)."""
+    import psycopg
+
+    # given: the database stays away for longer than the finalize's retry window
+    store = memory_engine.store
+
+    def away(**fields):
+        raise OperationalError("connection failed") from psycopg.OperationalError("connection failed")
+
+    monkeypatch.setattr(store, "finalize", away)
+    monkeypatch.setattr(engine_deps, "FINALIZE_RETRY_SECONDS", 0.0)
+    memory_engine.script(answer("Некуда записать."))
+
+    # when
+    outcome = memory_engine.turn(alice, "Вопрос")
+
+    # then: the error event names the code and the thread, and the turn said it is over
+    assert outcome.error is not None
+    payload = outcome.error.payload()
+    assert payload["code"] == "database_unavailable"
+    assert payload["conversation_id"] == outcome.conversation_id and payload["message_id"] is None
+    question = next(m for m in store.messages if m["role"] == "user")
+    assert store.abandoned == [question["id"]]

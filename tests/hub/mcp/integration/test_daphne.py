@@ -107,3 +107,12 @@ def test_make_run_serves_mcp_through_daphne(platform, hub_user, token):
         headers={"Accept": "application/json, text/event-stream"},
     )
     assert anonymous.status_code == 401 and anonymous.json()["code"] == "not_authenticated"
+
+    # GET /mcp/ (the server's own stream): daphne sends its head with the first body bytes, which
+    # used to be the SDK's first ping, 15 s later; now a first comment goes out at once.
+    started = time.monotonic()
+    get_headers = {"Accept": "text/event-stream", "Authorization": f"Bearer {token}"}
+    with httpx.stream("GET", f"{platform}/mcp/", headers=get_headers, timeout=5) as stream:
+        head_seconds = time.monotonic() - started
+        assert stream.status_code == 200 and stream.headers["content-type"].startswith("text/event-stream")
+    assert head_seconds < 1.0

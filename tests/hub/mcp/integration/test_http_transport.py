@@ -152,3 +152,20 @@ def test_concurrent_first_requests_start_one_session_manager_and_both_are_served
             await mcp_http_app.aclose()
 
     assert asyncio.run(go()) == (len(TOOL_NAMES), len(TOOL_NAMES), 1)
+
+
+def test_a_crash_before_any_answer_is_the_json_500_not_a_page(user, monkeypatch):
+    """Failed before the fix: an exception out of the SDK's manager left daphne to send its HTML 500."""
+    from achilles.services import api_token_create
+    from hub.mcp.http import McpHttpApp
+
+    async def broken(self):
+        raise RuntimeError("the MCP session manager could not start")
+
+    monkeypatch.setattr(McpHttpApp, "_manager", broken)
+    _, raw = api_token_create(user=user)
+
+    response = _post({"Authorization": f"Bearer {raw}"})
+
+    assert response.status_code == 500 and response.headers["content-type"] == "application/json"
+    assert response.json()["code"] == "internal_error"
