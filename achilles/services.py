@@ -162,8 +162,11 @@ def user_active_set(*, user: User, active: bool, actor: Actor, reason: str, via:
     API tokens stop authenticating and sessions end (every backend's ``get_user`` refuses an
     inactive account; the websocket re-reads the session each turn). On: agents stay off until
     their owner switches them on. Audited; returns whether anything changed."""
-    updated = User.objects.filter(pk=user.pk, is_active=not active).update(is_active=active)
-    user.is_active = active
+    # Whoever switches it clears the directory's mark; the directory sets it again after its own.
+    updated = User.objects.filter(pk=user.pk, is_active=not active).update(
+        is_active=active, directory_deactivated_at=None
+    )
+    user.is_active, user.directory_deactivated_at = active, None
     if updated:
         audit.audit_record(
             actor=actor,

@@ -231,3 +231,38 @@ def test_an_unreachable_directory_stops_the_sync_without_deactivating_anyone(dir
     with pytest.raises(ServiceUnavailable):
         directory_sync()
     assert User.objects.get(username="alice").is_active
+
+
+def test_switching_a_directory_account_off_in_the_admin_is_audited_and_the_sync_keeps_it_off(
+    directory, admin_user, client_for
+):
+    from tests.agents.conftest import AgentFactory
+
+    sign_in("carol")
+    carol = User.objects.get(username="carol")
+    agent = AgentFactory(owner=carol, enabled=True)
+    joined = carol.date_joined
+    # when: the admin's change form, «Active» unticked
+    answer = client_for(admin_user).post(
+        f"/admin/achilles/user/{carol.pk}/change/",
+        {
+            "username": "carol",
+            "first_name": carol.first_name,
+            "last_name": carol.last_name,
+            "email": carol.email,
+            "date_joined_0": joined.strftime("%Y-%m-%d"),
+            "date_joined_1": joined.strftime("%H:%M:%S"),
+            "timezone": "",
+            "source": "ldap",
+        },
+    )
+    # then
+    assert answer.status_code == 302, answer.content.decode()[:2000]
+    carol.refresh_from_db()
+    agent.refresh_from_db()
+    assert not carol.is_active and not agent.enabled
+    event = AuditEvent.objects.get(action="user_deactivated")
+    assert (event.actor, event.details["via"]) == (admin_user.username, "admin")
+    directory_sync()
+    carol.refresh_from_db()
+    assert not carol.is_active
