@@ -160,13 +160,15 @@ def user_active_set(*, user: User, active: bool, actor: Actor, reason: str, via:
 
     Off: the database switches the owner's agents off (``agents_disable_on_owner_deactivation``),
     API tokens stop authenticating and sessions end (every backend's ``get_user`` refuses an
-    inactive account; the websocket re-reads the session each turn). On: agents stay off until
+    inactive account; open websockets are closed, ``hooks.user_deactivated``). On: agents stay off until
     their owner switches them on. Audited; returns whether anything changed."""
     # Whoever switches it clears the directory's mark; the directory sets it again after its own.
     updated = User.objects.filter(pk=user.pk, is_active=not active).update(
         is_active=active, directory_deactivated_at=None
     )
     user.is_active, user.directory_deactivated_at = active, None
+    if updated and not active:
+        hooks.user_deactivated.fire(hooks.UserDeactivated(user_id=user.pk, reason=reason))
     if updated:
         audit.audit_record(
             actor=actor,

@@ -266,3 +266,46 @@ def test_switching_a_directory_account_off_in_the_admin_is_audited_and_the_sync_
     directory_sync()
     carol.refresh_from_db()
     assert not carol.is_active
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_directory_user_chats_over_the_websocket_and_deactivation_closes_it_at_once(directory):
+    """The socket authenticates with the session the directory sign-in made; the sync's deactivation
+    closes it without waiting for its next message."""
+    import asyncio
+    import json
+
+    from asgiref.sync import async_to_sync
+    from channels.testing import WebsocketCommunicator
+    from django.db import connection
+
+    from achilles.asgi import application
+
+    client, status = sign_in("alice")
+    assert status == 302
+    headers = [
+        (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode()),
+        (b"host", b"testserver"),
+        (b"origin", b"http://testserver"),
+    ]
+
+    def disable_and_sync():
+        try:
+            directory.set_attr("alice", "userAccountControl", "514")
+            directory_sync()
+        finally:
+            connection.close()  # this thread's connection back to the pool
+
+    async def go():
+        ws = WebsocketCommunicator(application, "/ws/chat/", headers=headers)
+        connected, _ = await ws.connect()
+        assert connected
+        await asyncio.to_thread(disable_and_sync)
+        frame = json.loads(await ws.receive_from(timeout=5))
+        closed = await ws.receive_output(timeout=5)
+        await ws.wait()
+        return frame, closed
+
+    frame, closed = async_to_sync(go)()
+    assert frame == {"event": "error", "detail": "Your session has ended; sign in again.", "code": "not_authenticated"}
+    assert closed == {"type": "websocket.close", "code": 4401}
