@@ -13,8 +13,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import ldap
 from django.conf import settings
 from django.contrib.auth.backends import ModelBackend
+from django.db import transaction
 from django_auth_ldap.backend import LDAPBackend
 from django_auth_ldap.config import LDAPSettings
 
@@ -72,18 +74,35 @@ class DirectoryBackend(LDAPBackend):
 
     def authenticate_ldap_user(self, ldap_user: Any, password: str):
         existing = getattr(self, "_account", None)
-        # AD refuses the bind of a disabled account itself; a directory that only carries the flag does not.
-        if ldap_user.dn is not None and directory_disabled(ldap_user.attrs):
-            if existing is not None:
-                services.directory_user_deactivate(user=existing, reason="disabled", via="signin")
+        try:
+            # AD refuses the bind of a disabled account itself; a directory that only carries the flag does not.
+            if ldap_user.dn is not None and directory_disabled(ldap_user.attrs):
+                if existing is not None:
+                    services.directory_user_deactivate(user=existing, reason="disabled", via="signin")
+                return None
+            # One transaction: a directory that fails while its groups are read leaves no half-made account.
+            with transaction.atomic():
+                user = ldap_user.authenticate(password)
+                if user is None:
+                    return None
+                user = services.directory_user_apply(
+                    user=user,
+                    attrs=ldap_user.attrs,
+                    group_names=list(ldap_user.group_names),
+                    via="signin",
+                    created=getattr(self, "_built", False),
+                )
+        except ldap.LDAPError as exc:  # the sign-in fails (and counts as a failure), it does not error
+            logger.warning("directory sign-in failed: the directory answered %s", type(exc).__name__)
             return None
-        user = ldap_user.authenticate(password)
-        if user is None:
-            return None
-        user = services.directory_user_apply(
-            user=user, attrs=ldap_user.attrs, group_names=ldap_user.group_names, via="signin"
-        )
         return user if user.is_active else None
+
+    def get_or_build_user(self, username: str, ldap_user: Any):
+        user, built = super().get_or_build_user(username, ldap_user)
+        if built:
+            user.source = "ldap"
+        self._built = built
+        return user, built
 
     def get_user(self, user_id: Any):
         # The library's get_user ignores is_active: a session of a deactivated account must end.

@@ -69,12 +69,15 @@ def directory_groups_mirror(
 
 
 @transaction.atomic
-def directory_user_apply(*, user: User, attrs: Any, group_names: Iterable[str], via: str) -> User:
+def directory_user_apply(
+    *, user: User, attrs: Any, group_names: Iterable[str], via: str, created: bool = False
+) -> User:
     """Bring one account (already created or updated from the directory entry by the library) in
-    step with the directory: source, reactivation, time zone, mirrored groups."""
+    step with the directory: source, reactivation, time zone, mirrored groups. ``created``: the
+    library has just made the account (its first sign-in)."""
     config = configured()
     actor: Actor = user if via == "signin" else SYNC_ACTOR
-    if user.source != User.Source.LDAP:
+    if created or user.source != User.Source.LDAP:
         User.objects.filter(pk=user.pk).update(source=User.Source.LDAP)
         user.source = User.Source.LDAP
         audit.audit_record(

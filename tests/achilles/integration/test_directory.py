@@ -309,3 +309,32 @@ def test_a_directory_user_chats_over_the_websocket_and_deactivation_closes_it_at
     frame, closed = async_to_sync(go)()
     assert frame == {"event": "error", "detail": "Your session has ended; sign in again.", "code": "not_authenticated"}
     assert closed == {"type": "websocket.close", "code": 4401}
+
+
+def test_a_directory_that_does_not_answer_fails_the_sign_in_without_an_error(directory, settings):
+    configure(settings, directory.env(LDAP_SERVER_URI="ldap://127.0.0.1:9/"))
+    client, status = sign_in("alice")
+    assert status == 200 and "_auth_user_id" not in client.session
+    assert AuditEvent.objects.filter(action="signin_failed", target="user:alice").exists()
+
+
+def test_a_failure_while_reading_groups_leaves_no_half_made_account(directory, monkeypatch):
+    import ldap
+    from django_auth_ldap.config import NestedGroupOfNamesType
+
+    def fail(self, ldap_user, group_search):
+        raise ldap.SERVER_DOWN({"desc": "gone"})
+
+    monkeypatch.setattr(NestedGroupOfNamesType, "user_groups", fail)
+    assert sign_in("alice")[1] == 200
+    assert not User.objects.filter(username="alice").exists()
+    monkeypatch.undo()
+    assert sign_in("alice")[1] == 302  # and the next sign-in makes it whole
+
+
+def test_the_sync_without_a_directory_says_so(settings):
+    from django.core.management.base import CommandError
+
+    settings.LDAP_DIRECTORY = None
+    with pytest.raises(CommandError, match="LDAP_SERVER_URI"):
+        call_command("directory_sync", "--no-progress")
