@@ -4,8 +4,10 @@ The server carries Debian's core, cosine, inetorgperson, nis and msuser schemas 
 AD's ``userAccountControl``, on ``extensibleObject`` entries). Each test gets a directory subtree
 of its own (``ou=t<n>``) with people in nested groups::
 
-    alice  → achilles-eng → achilles-all      (both mirrored: alice gets both)
+    alice  → achilles-eng → achilles-all      (groupOfNames, both mirrored: alice gets both)
     alice  → other-team                       (not matched by the mirror filter: ignored)
+    alice  → achilles-ad-eng → achilles-ad-all  (AD ``group`` entries, for the active_directory types)
+    alice  → achilles-posix                   (posixGroup, memberUid)
     bob    → achilles-eng, userAccountControl 514 (ACCOUNTDISABLE): refused, deactivated
     carol  → achilles-ops
 
@@ -105,6 +107,24 @@ class Directory:
     def add_group(self, name: str, *members: str) -> None:
         self.add(self.group_dn(name), objectClass="groupOfNames", cn=name, member=list(members))
 
+    def add_ad_group(self, name: str, *members: str) -> None:
+        """An Active Directory group (msuser's ``group`` class, with the attributes AD itself fills in)."""
+        self.add(
+            self.group_dn(name),
+            objectClass="group",
+            cn=name,
+            member=list(members),
+            groupType="-2147483646",  # a global security group
+            instanceType="4",
+            nTSecurityDescriptor=b"\x01\x00",
+            objectCategory=f"cn=Group,cn=Schema,cn=Configuration,{SUFFIX}",
+        )
+
+    def add_posix_group(self, name: str, gid: int, *member_uids: str) -> None:
+        self.add(
+            self.group_dn(name), objectClass="posixGroup", cn=name, gidNumber=str(gid), memberUid=list(member_uids)
+        )
+
     def remove_member(self, group: str, member_dn: str) -> None:
         self.conn.modify_s(self.group_dn(group), [(ldap.MOD_DELETE, "member", [member_dn.encode()])])
 
@@ -143,3 +163,6 @@ class Directory:
         self.add_group("achilles-all", self.group_dn("achilles-eng"))
         self.add_group("other-team", self.user_dn("alice"))
         self.add_group("achilles-ops", self.user_dn("carol"))
+        self.add_ad_group("achilles-ad-eng", self.user_dn("alice"))
+        self.add_ad_group("achilles-ad-all", self.group_dn("achilles-ad-eng"))
+        self.add_posix_group("achilles-posix", 5001, "alice")

@@ -84,6 +84,23 @@ def test_a_directory_user_signs_in_on_the_page_and_me_lists_nested_groups(direct
     )
 
 
+@pytest.mark.parametrize(
+    ("group_type", "groups"),
+    [
+        ("groupOfNames", {"achilles-eng"}),
+        ("nested_groupOfNames", {"achilles-eng", "achilles-all"}),
+        ("active_directory", {"achilles-ad-eng"}),
+        ("nested_active_directory", {"achilles-ad-eng", "achilles-ad-all"}),
+        ("posix", {"achilles-posix"}),
+    ],
+)
+def test_each_group_type_finds_its_groups_nested_ones_only_when_nested(directory, settings, group_type, groups):
+    configure(settings, directory.env(LDAP_GROUP_TYPE=group_type))
+    client, status = sign_in("alice")
+    assert status == 302
+    assert group_principals(client) == {f"group:{name}" for name in groups}
+
+
 def test_signing_in_again_is_authoritative_for_mirrored_groups_only(directory):
     sign_in("alice")
     alice = User.objects.get(username="alice")
