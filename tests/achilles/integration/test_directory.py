@@ -65,6 +65,7 @@ def test_a_directory_user_signs_in_on_the_page_and_me_lists_nested_groups(direct
     # then: mirrored groups, the nested one included; the unmirrored group is ignored
     assert status == 302
     assert group_principals(client) == {"group:achilles-eng", "group:achilles-all"}
+    assert client.get("/api/me").json()["source"] == "ldap"
     alice = User.objects.get(username="alice")
     assert (alice.source, alice.email, alice.first_name, alice.last_name) == (
         "ldap",
