@@ -103,7 +103,7 @@ def directory_user_deactivate(*, user: User, reason: str, via: str) -> bool:
     """Switch off an account the directory disabled (``reason="disabled"``) or no longer has
     (``"not_found"``). Marked as the directory's doing, so that its return reactivates it; an
     account an administrator switched off stays off."""
-    actor: Actor = SYNC_ACTOR if via == "sync" else None
+    actor: Actor = SYNC_ACTOR if via == "sync" else "directory_signin"
     changed = user_active_set(user=user, active=False, actor=actor, reason=f"directory_{reason}", via=via)
     if changed:
         stamp = timezone.now()

@@ -66,11 +66,12 @@ def directory_sync(
     search = user_search(config)
     backend = DirectoryBackend()
     report = DirectorySyncReport()
-    accounts = User.objects.filter(source=User.Source.LDAP).order_by("pk")
+    # Read up front: each account is then written in a transaction of its own on the same connection.
+    accounts = list(User.objects.filter(source=User.Source.LDAP).order_by("pk"))
     if total is not None:
-        total(accounts.count())
+        total(len(accounts))
     try:
-        for user in accounts.iterator(chunk_size=200):
+        for user in accounts:
             report.checked += 1
             try:
                 results = search.execute(conn, {"user": user.get_username()})
