@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import asdict
 
 from celery import shared_task
@@ -9,7 +10,10 @@ from django.conf import settings
 
 from achilles.audit import audit_prune
 from achilles.directory.sync import directory_sync
+from achilles.errors import Conflict
 from achilles.health import heartbeat_write
+
+logger = logging.getLogger(__name__)
 
 
 @shared_task(name="achilles.tasks.platform_heartbeat_task")
@@ -27,4 +31,8 @@ def audit_retention_task() -> int:
 @shared_task(name="achilles.tasks.directory_sync_task")
 def directory_sync_task() -> dict:
     """The directory sync (LDAP_SYNC_INTERVAL_MINUTES; declared only when LDAP_SERVER_URI is set)."""
-    return asdict(directory_sync())
+    try:
+        return asdict(directory_sync())
+    except Conflict:  # the previous run is still going: this one is not needed
+        logger.info("directory sync skipped: the previous run is still going")
+        return {}

@@ -6,20 +6,21 @@ only when ``LDAP_SERVER_URI`` is set) and by ``manage.py directory_sync`` (with 
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import ldap
-from django.db import transaction
+from django.db import connection, transaction
 
 from achilles import audit
 from achilles.directory.backends import DirectoryBackend
 from achilles.directory.config import DirectoryConfig
 from achilles.directory.ldapconf import connection_options, directory_disabled, user_search
 from achilles.directory.services import SYNC_ACTOR, configured, directory_user_apply, directory_user_deactivate
-from achilles.errors import ServiceUnavailable
+from achilles.errors import Conflict, ServiceUnavailable
 from achilles.models import User
 
 logger = logging.getLogger(__name__)
@@ -62,6 +63,31 @@ def directory_sync(
     A directory that fails mid-run stops the run (``ServiceUnavailable``) rather than deactivating
     anyone on a search that did not answer; each account is committed on its own."""
     config = configured()
+    with _single_run():
+        return _directory_sync(config, progress=progress, total=total)
+
+
+# One run at a time (Beat's next run while a slow one goes on, a command beside Beat): a session-level
+# advisory lock on this process's connection, released at the end or when the connection goes.
+_LOCK = (0x6463, 1)  # "dc": the directory
+
+
+@contextlib.contextmanager
+def _single_run() -> Iterator[None]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", _LOCK)
+        if not cursor.fetchone()[0]:
+            raise Conflict("a directory sync is already running", code="directory_sync_running")
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s, %s)", _LOCK)
+
+
+def _directory_sync(
+    config: DirectoryConfig, *, progress: Callable[[int], None] | None, total: Callable[[int], None] | None
+) -> DirectorySyncReport:
     conn = _bound_connection(config)
     search = user_search(config)
     backend = DirectoryBackend()

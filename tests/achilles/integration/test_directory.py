@@ -356,3 +356,42 @@ def test_the_sync_without_a_directory_says_so(settings):
     settings.LDAP_DIRECTORY = None
     with pytest.raises(CommandError, match="LDAP_SERVER_URI"):
         call_command("directory_sync", "--no-progress")
+
+
+def test_one_sync_at_a_time(directory):
+    import threading
+
+    from django.db import connection
+
+    from achilles.errors import Conflict
+
+    held, release = threading.Event(), threading.Event()
+
+    def hold_the_lock():
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_lock(%s, %s)", (0x6463, 1))
+                held.set()
+                release.wait(10)
+                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", (0x6463, 1))
+        finally:
+            connection.close()
+
+    other = threading.Thread(target=hold_the_lock)
+    other.start()
+    try:
+        assert held.wait(10)
+        with pytest.raises(Conflict):
+            directory_sync()
+    finally:
+        release.set()
+        other.join()
+    assert directory_sync().checked == 0  # the lock is free again
+
+
+def test_the_beat_task_runs_the_sync(directory):
+    from achilles.tasks import directory_sync_task
+
+    sign_in("carol")
+    directory.delete_user("carol")
+    assert directory_sync_task() == {"checked": 1, "groups_changed": 0, "deactivated": 1, "reactivated": 0, "failed": 0}
