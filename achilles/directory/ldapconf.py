@@ -29,11 +29,13 @@ _GROUP_TYPES: dict[str, tuple[type, str]] = {
 
 
 def connection_options(config: DirectoryConfig) -> dict[int, Any]:
+    # Referrals off (AD answers with some that need other credentials); the server's certificate is
+    # always verified, whatever /etc/ldap/ldap.conf says (TLS_REQCERT), against LDAP_CA_FILE if set.
     options: dict[int, Any] = {ldap.OPT_REFERRALS: 0, ldap.OPT_NETWORK_TIMEOUT: 10}
     if config.ca_file:
         options[ldap.OPT_X_TLS_CACERTFILE] = config.ca_file
-        options[ldap.OPT_X_TLS_REQUIRE_CERT] = ldap.OPT_X_TLS_DEMAND
-        options[ldap.OPT_X_TLS_NEWCTX] = 0  # last: builds the TLS context from the options above
+    options[ldap.OPT_X_TLS_REQUIRE_CERT] = ldap.OPT_X_TLS_DEMAND
+    options[ldap.OPT_X_TLS_NEWCTX] = 0  # last: builds the TLS context from the options above
     return options
 
 

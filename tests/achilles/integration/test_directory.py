@@ -243,6 +243,11 @@ def test_starttls_without_the_directory_ca_refuses_to_sign_in(directory, setting
     assert not User.objects.filter(username="alice").exists()
 
 
+def test_plain_ldap_without_starttls_signs_in_too(directory, settings):
+    configure(settings, directory.env(LDAP_START_TLS="false", LDAP_CA_FILE=""))
+    assert sign_in("alice")[1] == 302
+
+
 def test_an_unreachable_directory_stops_the_sync_without_deactivating_anyone(directory, settings):
     sign_in("alice")
     configure(settings, directory.env(LDAP_SERVER_URI="ldap://127.0.0.1:9/"))
