@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: install run test bench lint fuzz services-stop clean browser-deps screenshots
+.PHONY: install run test bench lint fuzz services-stop clean browser-deps ldap-deps screenshots
 
 $(BIN)/.installed: requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -59,3 +59,9 @@ clean: services-stop
 browser-deps:
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+
+# OpenLDAP's slapd and tools for the directory tests (tests/achilles/directory_server.py), and what
+# python-ldap (an sdist) builds against; needs root and apt.
+ldap-deps:
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slapd ldap-utils libldap2-dev libsasl2-dev build-essential python3-dev >/dev/null

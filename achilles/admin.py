@@ -15,17 +15,22 @@ from achilles.platform import platform_settings_update
 
 @admin.register(User)
 class UserAdmin(BaseUserAdmin):
-    fieldsets = BaseUserAdmin.fieldsets + (("Achilles", {"fields": ("timezone",)}),)
-    list_display = ("username", "email", "is_staff", "is_active", "timezone")
+    fieldsets = BaseUserAdmin.fieldsets + (("Achilles", {"fields": ("timezone", "source")}),)
+    list_display = ("username", "email", "is_staff", "is_active", "source", "timezone")
+    list_filter = (*BaseUserAdmin.list_filter, "source")
 
     def save_model(self, request, obj, form, change):
-        if not change or "timezone" not in form.changed_data:
+        if not change or not {"timezone", "is_active"} & set(form.changed_data):
             super().save_model(request, obj, form, change)
             return
-        timezone = obj.timezone
+        timezone, active = obj.timezone, obj.is_active
         obj.timezone = form.initial.get("timezone")  # the rest of the form saves as usual …
+        obj.is_active = form.initial.get("is_active", active)
         super().save_model(request, obj, form, change)
-        services.user_timezone_set(user=obj, timezone=timezone)  # … the zone through its action
+        if "timezone" in form.changed_data:
+            services.user_timezone_set(user=obj, timezone=timezone)  # … the zone through its action
+        if "is_active" in form.changed_data:  # … and the switch (audited; off → agents off)
+            services.user_active_set(user=obj, active=active, actor=request.user, reason="admin", via="admin")
 
 
 @admin.register(PlatformSettings)

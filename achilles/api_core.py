@@ -23,6 +23,9 @@ class MeOut(Schema):
     timezone_is_default: bool
     principals: list[str]
     is_staff: bool
+    source: str = Field(
+        description="where the account comes from: local, or ldap (groups and state follow the directory)"
+    )
 
 
 class TokenIn(Schema):
@@ -57,6 +60,7 @@ def me(request: HttpRequest):
         timezone_is_default=user.timezone is None,
         principals=principals_for(user),
         is_staff=user.is_staff,
+        source=user.source,
     )
 
 

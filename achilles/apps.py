@@ -30,11 +30,12 @@ class AchillesConfig(AppConfig):
 
         # Sign-in failures and lockouts go to the audit trail; production refuses demo accounts.
         from axes.signals import user_locked_out
-        from django.contrib.auth.signals import user_login_failed
+        from django.contrib.auth.signals import user_logged_in, user_login_failed
         from django.core.checks import Tags, register
 
         from achilles import security
 
         user_login_failed.connect(security.on_signin_failed, dispatch_uid="achilles_audit_signin_failed")
+        user_logged_in.connect(security.on_signed_in, dispatch_uid="achilles_audit_signed_in")
         user_locked_out.connect(security.on_signin_locked_out, dispatch_uid="achilles_audit_signin_locked_out")
         register(_production_check, Tags.security, deploy=True)

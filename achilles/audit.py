@@ -41,6 +41,12 @@ AGENT_MODEL_CHANGED = "agent_model_changed"
 AGENT_MODEL_DELETED = "agent_model_deleted"
 HUB_SETTING_CHANGED = "hub_setting_changed"
 HUB_PUBLICATION_CREATED = "hub_publication_created"
+SIGNIN = "signin"
+USER_DEACTIVATED = "user_deactivated"
+USER_REACTIVATED = "user_reactivated"
+DIRECTORY_USER_CREATED = "directory_user_created"
+DIRECTORY_GROUPS_CHANGED = "directory_groups_changed"
+DIRECTORY_SYNC_FINISHED = "directory_sync_finished"
 
 MAX_TARGET = 500
 

@@ -10,6 +10,7 @@ the field costs nothing.
 | ``user_timezone_changed`` | ``achilles.services.user_timezone_set`` (admin, API) | agents: moves that owner's calendar slots |
 | ``org_timezone_changed`` | ``achilles.platform.platform_settings_update`` (admin, commands) | agents: moves the slots of owners without a zone |
 | ``allowed_models_changed`` | ``achilles.services.allowed_model_*`` (admin, commands) | knowledge: drops this process's embedding-config memo |
+| ``user_deactivated`` | ``achilles.services.user_active_set`` (admin, directory sign-in and sync) | conversations: closes the account's open websockets (after commit) |
 """
 
 from __future__ import annotations
@@ -57,6 +58,13 @@ class AllowedModelsChanged:
     kind: str
 
 
+@dataclass(frozen=True)
+class UserDeactivated:
+    user_id: int
+    reason: str
+
+
 user_timezone_changed: Hook[UserTimezoneChanged] = Hook("user_timezone_changed")
 org_timezone_changed: Hook[OrgTimezoneChanged] = Hook("org_timezone_changed")
 allowed_models_changed: Hook[AllowedModelsChanged] = Hook("allowed_models_changed")
+user_deactivated: Hook[UserDeactivated] = Hook("user_deactivated")

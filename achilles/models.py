@@ -33,10 +33,27 @@ class TimestampedModel(models.Model):
 class User(AbstractUser):
     """A person of the organisation; ``timezone`` NULL means the organisation's default."""
 
+    class Source(models.TextChoices):
+        LOCAL = "local", "local account"
+        LDAP = "ldap", "LDAP / Active Directory"
+
     timezone = models.CharField(max_length=64, null=True, blank=True, validators=[validate_timezone])
+    # Where the account comes from: a directory-sourced account's groups (those the mirror filter
+    # matches) and its active state follow the directory (achilles.directory).
+    source = models.CharField(max_length=16, choices=Source.choices, default=Source.LOCAL, db_default=Source.LOCAL)
+    # Set when the directory (not an administrator) switched the account off: only such an account
+    # is switched back on when the directory shows the person again.
+    directory_deactivated_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         db_table = "users"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(source__in=["local", "ldap"]),
+                name="achilles_user_source_known",
+                violation_error_message="an account comes from a known source",
+            ),
+        ]
 
     @property
     def principals(self) -> list[str]:

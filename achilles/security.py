@@ -65,6 +65,21 @@ def on_signin_failed(sender, credentials, request=None, **kwargs) -> None:
     )
 
 
+def on_signed_in(sender, request=None, user=None, **kwargs) -> None:
+    """A sign-in through a form (the login page, the admin's), with its method: ``ldap`` for the
+    directory backend, ``local`` for a password. (``Client.force_login`` and other programmatic
+    logins send no POST and are no one's sign-in.)"""
+    if user is None or getattr(request, "method", None) != "POST":
+        return
+    method = "ldap" if getattr(user, "backend", "").endswith("DirectoryBackend") else "local"
+    audit.audit_record(
+        actor=user,
+        action=audit.SIGNIN,
+        target=f"user:{user.pk}",
+        details={"method": method, "ip": _client_ip(request), "path": getattr(request, "path", "")},
+    )
+
+
 def on_signin_locked_out(sender, request=None, username=None, ip_address=None, **kwargs) -> None:
     audit.audit_record(
         actor=None,

@@ -154,6 +154,31 @@ def user_timezone_set(*, user: User, timezone: str | None) -> User:
     return user
 
 
+@transaction.atomic
+def user_active_set(*, user: User, active: bool, actor: Actor, reason: str, via: str = "") -> bool:
+    """Switch an account on or off; the one write path for ``is_active`` outside the admin's form.
+
+    Off: the database switches the owner's agents off (``agents_disable_on_owner_deactivation``),
+    API tokens stop authenticating and sessions end (every backend's ``get_user`` refuses an
+    inactive account; open websockets are closed, ``hooks.user_deactivated``). On: agents stay off until
+    their owner switches them on. Audited; returns whether anything changed."""
+    # Whoever switches it clears the directory's mark; the directory sets it again after its own.
+    updated = User.objects.filter(pk=user.pk, is_active=not active).update(
+        is_active=active, directory_deactivated_at=None
+    )
+    user.is_active, user.directory_deactivated_at = active, None
+    if updated and not active:
+        hooks.user_deactivated.fire(hooks.UserDeactivated(user_id=user.pk, reason=reason))
+    if updated:
+        audit.audit_record(
+            actor=actor,
+            action=audit.USER_REACTIVATED if active else audit.USER_DEACTIVATED,
+            target=f"user:{user.pk}",
+            details={"username": user.get_username(), "reason": reason, "via": via},
+        )
+    return bool(updated)
+
+
 # ---------------------------------------------------------------- the model allow-list
 ALLOWED_MODEL_FIELDS = ("name", "provider", "kind", "context_window", "is_default", "options")
 

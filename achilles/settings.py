@@ -134,7 +134,7 @@ MIDDLEWARE = [
 ]
 
 # django-axes first: it refuses a locked-out sign-in before the password is even checked.
-AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "achilles.directory.backends.LocalPasswordBackend"]
 
 ROOT_URLCONF = "achilles.urls"
 ASGI_APPLICATION = "achilles.asgi.application"
@@ -265,6 +265,24 @@ PLATFORM_PERIODIC_JOBS: dict[str, dict] = {
     # The audit trail's retention: events older than AUDIT_RETENTION_DAYS are deleted.
     "platform.audit_retention": {"task": "achilles.tasks.audit_retention_task", "every_seconds": 86400},
 }
+
+# ---------------------------------------------------------------- directory sign-in (LDAP / AD)
+# README § Sign-in with AD / LDAP. Without LDAP_SERVER_URI nothing changes: local accounts only.
+# LOCAL_SIGNIN (all | staff | none) limits local passwords; the directory backend comes after the
+# local one (an account with a local password signs in with it), both behind django-axes.
+from achilles.directory.config import ConfigError, directory_config, local_signin_policy  # noqa: E402
+
+try:
+    LDAP_DIRECTORY = directory_config(os.environ)
+    LOCAL_SIGNIN = local_signin_policy(os.environ)
+except ConfigError as exc:
+    _fail(str(exc))
+if LDAP_DIRECTORY is not None:
+    AUTHENTICATION_BACKENDS.append("achilles.directory.backends.DirectoryBackend")
+    PLATFORM_PERIODIC_JOBS["directory.sync"] = {
+        "task": "achilles.tasks.directory_sync_task",
+        "every_seconds": LDAP_DIRECTORY.sync_interval_minutes * 60,
+    }
 
 # The agent scheduler's wake-up loop (agents/scheduler_loop.py, a thread of the beat process): it ticks
 # at the earliest next_run_at or when a NOTIFY says one moved earlier, with ticks at least COALESCE

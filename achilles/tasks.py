@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import logging
+from dataclasses import asdict
+
 from celery import shared_task
 from django.conf import settings
 
 from achilles.audit import audit_prune
+from achilles.directory.sync import directory_sync
+from achilles.errors import Conflict
 from achilles.health import heartbeat_write
+
+logger = logging.getLogger(__name__)
 
 
 @shared_task(name="achilles.tasks.platform_heartbeat_task")
@@ -19,3 +26,13 @@ def platform_heartbeat_task() -> None:
 def audit_retention_task() -> int:
     """Deletes audit events older than ``AUDIT_RETENTION_DAYS`` (the trigger's only delete path)."""
     return audit_prune(older_than_days=settings.AUDIT_RETENTION_DAYS)
+
+
+@shared_task(name="achilles.tasks.directory_sync_task")
+def directory_sync_task() -> dict:
+    """The directory sync (LDAP_SYNC_INTERVAL_MINUTES; declared only when LDAP_SERVER_URI is set)."""
+    try:
+        return asdict(directory_sync())
+    except Conflict:  # the previous run is still going: this one is not needed
+        logger.info("directory sync skipped: the previous run is still going")
+        return {}

@@ -6,7 +6,8 @@ per socket. Disconnect → the running turn is cancelled and finalized ``interru
 
 The session is read again for every turn, not once per socket: a sign-out elsewhere, a password
 change or a deactivated account ends what an open socket may ask (error ``not_authenticated``,
-then close 4401).
+then close 4401). A deactivation also closes the account's open sockets at once (the same frame and
+code): each socket joins its account's channel-layer group, ``conversations.subscriptions``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from achilles import errors
 from conversations.dbconn import db_step
 from conversations.pipeline import prepare_turn
 from conversations.schemas import ChatIn
+from conversations.subscriptions import user_sockets_group
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +45,7 @@ def session_user(session_key: str | None):
 
 class ChatConsumer(AsyncWebsocketConsumer):
     turn_task: asyncio.Task | None = None
+    user_group: str | None = None
 
     async def connect(self):
         user = self.scope.get("user")
@@ -51,6 +54,20 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.close(code=CLOSE_NOT_AUTHENTICATED)
             return
         await self.accept()
+        self.user_group = user_sockets_group(user.pk)
+        try:
+            await self.channel_layer.group_add(self.user_group, self.channel_name)
+        except Exception:  # Redis away: the per-turn session check still holds
+            logger.warning("websocket: could not join %s", self.user_group, exc_info=True)
+            self.user_group = None
+
+    async def session_end(self, event):
+        """The account was deactivated: the running turn stops, the client is told, the socket closes."""
+        task = self.turn_task
+        if task is not None and not task.done():
+            task.cancel()
+        await self._send_error(errors.NotAuthenticated(SESSION_ENDED))
+        await self.close(code=CLOSE_NOT_AUTHENTICATED)
 
     async def receive(self, text_data=None, bytes_data=None):
         try:
@@ -108,3 +125,6 @@ class ChatConsumer(AsyncWebsocketConsumer):
             # Wait for the turn's shielded finalize (message → interrupted) before the consumer goes.
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        if self.user_group is not None:
+            with contextlib.suppress(Exception):
+                await self.channel_layer.group_discard(self.user_group, self.channel_name)
