@@ -15,7 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import PurePath
 
+from knowledge.parsers import office, text
 from knowledge.parsers.base import NeedsOcr, ParsedDocument, ParseError
+from knowledge.parsers.pdf import parse_pdf
 
 __all__ = ["SUPPORTED_UPLOAD_SUFFIXES", "NeedsOcr", "ParseError", "ParsedDocument", "format_of", "parse_file"]
 
@@ -45,25 +47,22 @@ def format_of(filename: str) -> str:
     suffix = PurePath(filename).suffix.lower()
     if suffix not in FORMATS:
         known = ", ".join(sorted(SUPPORTED_UPLOAD_SUFFIXES))
-        raise ParseError(f"«{suffix or filename}» files are not supported (supported: {known})", code="unsupported_format")
+        raise ParseError(
+            f"«{suffix or filename}» files are not supported (supported: {known})", code="unsupported_format"
+        )
     return FORMATS[suffix]
 
 
-def _parser(fmt: str) -> Callable[[bytes], ParsedDocument]:
-    # imported on use: a worker that never sees a PDF never loads pdfminer
-    if fmt == "pdf":
-        from knowledge.parsers.pdf import parse_pdf
-
-        return parse_pdf
-    if fmt in {"docx", "pptx", "xlsx"}:
-        from knowledge.parsers import office
-
-        return {"docx": office.parse_docx, "pptx": office.parse_pptx, "xlsx": office.parse_xlsx}[fmt]
-    from knowledge.parsers import text
-
-    return {"csv": text.parse_csv, "text": text.parse_text, "markdown": text.parse_markdown, "html": text.parse_html}[
-        fmt
-    ]
+_PARSERS: dict[str, Callable[[bytes], ParsedDocument]] = {
+    "pdf": parse_pdf,
+    "docx": office.parse_docx,
+    "pptx": office.parse_pptx,
+    "xlsx": office.parse_xlsx,
+    "csv": text.parse_csv,
+    "text": text.parse_text,
+    "markdown": text.parse_markdown,
+    "html": text.parse_html,
+}
 
 
 def parse_file(data: bytes, *, filename: str, max_bytes: int) -> ParsedDocument:
@@ -82,12 +81,13 @@ def parse_file(data: bytes, *, filename: str, max_bytes: int) -> ParsedDocument:
             code="encrypted",
         )
     try:
-        parsed = _parser(fmt)(data)
+        parsed = _PARSERS[fmt](data)
     except ParseError:
         raise
     except Exception as exc:  # each library has its own zoo of exceptions for a broken file
-        raise ParseError(f"the {fmt.upper()} file is corrupt or unreadable ({exc.__class__.__name__}: {exc})"[:500],
-                         code="corrupt") from exc
+        raise ParseError(
+            f"the {fmt.upper()} file is corrupt or unreadable ({exc.__class__.__name__}: {exc})"[:500], code="corrupt"
+        ) from exc
     if not parsed.text.strip():
         raise ParseError("no text found in the file", code="empty_document")
     title = parsed.title.strip() or PurePath(filename).stem

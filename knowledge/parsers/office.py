@@ -12,6 +12,13 @@ from __future__ import annotations
 import re
 from io import BytesIO
 
+import docx
+import openpyxl
+from docx.table import Table
+from docx.text.paragraph import Paragraph
+from pptx import Presentation
+from pptx.enum.shapes import MSO_SHAPE_TYPE
+
 from knowledge.parsers.base import ParsedDocument, check_zip, heading_line, markdown_table
 
 _HEADING_STYLE = re.compile(r"^(?:heading|заголовок)\s*(\d)$", re.IGNORECASE)
@@ -52,10 +59,6 @@ def _docx_table(table) -> str:
 
 
 def parse_docx(data: bytes) -> ParsedDocument:
-    import docx
-    from docx.table import Table
-    from docx.text.paragraph import Paragraph
-
     check_zip(data)
     document = docx.Document(BytesIO(data))
     parts: list[str] = []
@@ -97,8 +100,6 @@ def parse_docx(data: bytes) -> ParsedDocument:
 
 
 def _pptx_shape_texts(shape) -> list[str]:
-    from pptx.enum.shapes import MSO_SHAPE_TYPE
-
     if shape.shape_type == MSO_SHAPE_TYPE.GROUP:
         return [text for child in shape.shapes for text in _pptx_shape_texts(child)]
     if getattr(shape, "has_table", False) and shape.has_table:
@@ -113,8 +114,6 @@ def _pptx_shape_texts(shape) -> list[str]:
 
 
 def parse_pptx(data: bytes) -> ParsedDocument:
-    from pptx import Presentation
-
     check_zip(data)
     presentation = Presentation(BytesIO(data))
     title = (presentation.core_properties.title or "").strip()
@@ -129,7 +128,9 @@ def parse_pptx(data: bytes) -> ParsedDocument:
                 continue
             parts.extend(_pptx_shape_texts(shape))
         if slide.has_notes_slide:
-            notes = (slide.notes_slide.notes_text_frame.text or "").strip() if slide.notes_slide.notes_text_frame else ""
+            notes = (
+                (slide.notes_slide.notes_text_frame.text or "").strip() if slide.notes_slide.notes_text_frame else ""
+            )
             if notes:
                 parts.append(f"Notes: {notes}")
     return ParsedDocument(title=title, text="\n\n".join(parts), format="pptx")
@@ -139,8 +140,6 @@ def parse_pptx(data: bytes) -> ParsedDocument:
 
 
 def parse_xlsx(data: bytes) -> ParsedDocument:
-    import openpyxl
-
     check_zip(data)
     workbook = openpyxl.load_workbook(BytesIO(data), read_only=True, data_only=True)
     try:

@@ -14,6 +14,9 @@ from collections import Counter
 from dataclasses import dataclass
 from io import BytesIO
 
+import pdfplumber
+from pdfminer.pdfdocument import PDFEncryptionError, PDFPasswordIncorrect
+
 from knowledge.parsers.base import NeedsOcr, ParsedDocument, ParseError, heading_line, markdown_table
 
 HEADING_RATIO = 1.2
@@ -61,9 +64,6 @@ def _inside(word: dict, bbox: tuple[float, float, float, float]) -> bool:
 
 
 def parse_pdf(data: bytes) -> ParsedDocument:
-    import pdfplumber
-    from pdfminer.pdfdocument import PDFEncryptionError, PDFPasswordIncorrect
-
     try:
         pdf = pdfplumber.open(BytesIO(data))
     except Exception as exc:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import csv
 import io
 
+from charset_normalizer import from_bytes
+
 from knowledge.documents import html_to_text, split_front_matter
 from knowledge.parsers.base import ParsedDocument, ParseError, markdown_table
 
@@ -22,11 +24,11 @@ def decode(data: bytes) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         pass
-    from charset_normalizer import from_bytes
-
     best = from_bytes(data, cp_isolation=CANDIDATE_ENCODINGS).best()
     if best is None:
-        raise ParseError("the text's encoding could not be recognised (expected UTF-8, cp1251 or KOI8-R)", code="corrupt")
+        raise ParseError(
+            "the text's encoding could not be recognised (expected UTF-8, cp1251 or KOI8-R)", code="corrupt"
+        )
     return str(best)
 
 
