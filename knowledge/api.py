@@ -181,10 +181,6 @@ class DocumentOut(Schema):
     updated_at: datetime
     parsed_at: datetime | None
 
-    @staticmethod
-    def resolve_download_url(document) -> str:
-        return uploads.document_download_url(document.pk)
-
 
 class RejectedFileOut(Schema):
     filename: str

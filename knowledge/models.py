@@ -8,12 +8,14 @@ copy of its record's, kept by triggers; FKs cascade in the DB; row-level securit
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
 from django.db.models import F, Func, Q
 from django.db.models.functions import Now
+from django.urls import reverse
 from pgvector.django import HnswIndex, VectorField
 
 from achilles.models import TimestampedModel
@@ -290,3 +292,8 @@ class Document(TimestampedModel):
 
     def __str__(self) -> str:
         return f"{self.filename} ({self.state})"
+
+    @property
+    def download_url(self) -> str:
+        """The file's download route, absolute (the record's url, what a citation links to)."""
+        return settings.PUBLIC_BASE_URL + reverse("api:knowledge_document_download", kwargs={"document_id": self.pk})

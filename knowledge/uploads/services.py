@@ -14,7 +14,6 @@ from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import transaction
 from django.db.models import Q
-from django.urls import reverse
 from django.utils import timezone
 
 import knowledge.tasks
@@ -184,10 +183,6 @@ def _send_parse_tasks(document_ids: Sequence[int]) -> None:
             logger.warning("parse task of document %s not sent; the re-send job will", document_id, exc_info=True)
 
 
-def document_download_url(document_id: int) -> str:
-    return settings.PUBLIC_BASE_URL + reverse("api:knowledge_document_download", kwargs={"document_id": document_id})
-
-
 def _finish(document_id: int, **fields) -> bool:
     """Set the outcome on the document unless it was deleted meanwhile (False then)."""
     fields.setdefault("parsed_at", timezone.now())
@@ -223,7 +218,7 @@ def document_parse(*, document_id: int) -> str:
             title=parsed.title or document.filename,
             text=parsed.text,
             acl=document.acl,
-            url=document_download_url(document_id),
+            url=document.download_url,
             author_principal_id=f"user:{document.owner_id}",
             origin=ORIGIN,
             user_writable=True,  # written by people, not curated (README § Withheld policy)
