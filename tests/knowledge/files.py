@@ -39,7 +39,7 @@ def pdf_bytes(
     for index, lines in enumerate(pages):
         ops = []
         for rect in grids[index] if index < len(grids) else ():
-            ops.append("%.1f %.1f %.1f %.1f re S" % rect)
+            ops.append("{:.1f} {:.1f} {:.1f} {:.1f} re S".format(*rect))
         for line in lines:
             ops.append(f"BT /F1 {line.size} Tf {line.x} {line.y} Td {_pdf_string(line.text)} Tj ET")
         stream = "\n".join(ops)
