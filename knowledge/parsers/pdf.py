@@ -114,9 +114,9 @@ def parse_pdf(data: bytes) -> ParsedDocument:
         for _, kind, payload in blocks:
             if kind == "table":
                 flush()
-                table = markdown_table(payload)  # type: ignore[arg-type]
-                if table:
-                    out.append(table)
+                rendered = markdown_table(payload)  # type: ignore[arg-type]
+                if rendered:
+                    out.append(rendered)
                 previous = None
                 continue
             assert isinstance(payload, _Line)

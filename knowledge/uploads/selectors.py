@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from django.db.models import QuerySet
+
 from achilles.errors import NotFound
 from achilles.models import User
 from achilles.pagination import Window, keyset_page
@@ -10,7 +12,7 @@ from knowledge.models import Document
 from knowledge.selectors import visible_records
 
 
-def _documents_for(user: User):
+def _documents_for(user: User) -> QuerySet[Document]:
     documents = Document.objects.defer("content")
     return documents if user.is_staff else documents.filter(owner=user)
 

@@ -183,7 +183,7 @@ def _send_parse_tasks(document_ids: Sequence[int]) -> None:
             logger.warning("parse task of document %s not sent; the re-send job will", document_id, exc_info=True)
 
 
-def _finish(document_id: int, **fields) -> bool:
+def _finish(document_id: int, **fields: object) -> bool:
     """Set the outcome on the document unless it was deleted meanwhile (False then)."""
     fields.setdefault("parsed_at", timezone.now())
     return bool(Document.objects.filter(pk=document_id).update(**fields))
