@@ -355,6 +355,11 @@ KS_SEARCH_PARALLEL = _strict_bool("KS_SEARCH_PARALLEL", True)
 # address the platform is reached at (an upload's record links to its download route there).
 KNOWLEDGE_UPLOAD_MAX_MB = _read("KNOWLEDGE_UPLOAD_MAX_MB", env.int, 50)
 KNOWLEDGE_UPLOAD_MAX_FILES = _read("KNOWLEDGE_UPLOAD_MAX_FILES", env.int, 20)
+# A scanned PDF (no text layer) is OCR'd with Tesseract when the `tesseract` binary is installed
+# (`make ocr-deps`); otherwise, or with KNOWLEDGE_OCR=false, it stays `needs_ocr`.
+KNOWLEDGE_OCR = _strict_bool("KNOWLEDGE_OCR", True)
+KNOWLEDGE_OCR_LANGUAGES = _read("KNOWLEDGE_OCR_LANGUAGES", env.str, "rus+eng")
+KNOWLEDGE_OCR_MAX_PAGES = _read("KNOWLEDGE_OCR_MAX_PAGES", env.int, 50)
 PUBLIC_BASE_URL = _read("PUBLIC_BASE_URL", env.str, "http://127.0.0.1:8000").rstrip("/")
 if KNOWLEDGE_UPLOAD_MAX_MB < 1 or KNOWLEDGE_UPLOAD_MAX_FILES < 1:
     _fail("KNOWLEDGE_UPLOAD_MAX_MB and KNOWLEDGE_UPLOAD_MAX_FILES must be at least 1")

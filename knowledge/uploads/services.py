@@ -23,7 +23,8 @@ from achilles.models import User
 from knowledge import services
 from knowledge.choices import DocumentState
 from knowledge.models import Document, Record
-from knowledge.parsers import NeedsOcr, ParseError, format_of, parse_file
+from knowledge.parsers import NeedsOcr, ParsedDocument, ParseError, format_of, parse_file
+from knowledge.parsers.ocr import ocr_available, ocr_pdf
 from knowledge.uploads.selectors import document_get_for_user
 
 logger = logging.getLogger(__name__)
@@ -189,6 +190,16 @@ def _finish(document_id: int, **fields: object) -> bool:
     return bool(Document.objects.filter(pk=document_id).update(**fields))
 
 
+def _parse_with_ocr(data: bytes, *, filename: str) -> ParsedDocument:
+    """The file's text; a scanned PDF OCR'd when Tesseract is installed (else NeedsOcr)."""
+    try:
+        return parse_file(data, filename=filename, max_bytes=max_upload_bytes())
+    except NeedsOcr:
+        if not (settings.KNOWLEDGE_OCR and ocr_available()):
+            raise
+    return ocr_pdf(data, languages=settings.KNOWLEDGE_OCR_LANGUAGES, max_pages=settings.KNOWLEDGE_OCR_MAX_PAGES)
+
+
 def document_parse(*, document_id: int) -> str:
     """The parse task's body: parse, upsert the record, settle the state; returns the new state.
 
@@ -204,7 +215,7 @@ def document_parse(*, document_id: int) -> str:
         Document.objects.filter(pk=document_id).update(state=DocumentState.PARSING)
     data = bytes(Document.objects.filter(pk=document_id).values_list("content", flat=True).first() or b"")
     try:
-        parsed = parse_file(data, filename=document.filename, max_bytes=max_upload_bytes())
+        parsed = _parse_with_ocr(data, filename=document.filename)
     except NeedsOcr as exc:
         _finish(document_id, state=DocumentState.NEEDS_OCR, error=str(exc), error_code=exc.code)
         return DocumentState.NEEDS_OCR

@@ -79,3 +79,24 @@ def grid(x: float, top: float, widths: Sequence[float], rows: int, height: float
             cells.append((left, top - (row + 1) * height, width, height))
             left += width
     return cells
+
+
+FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"  # Debian's fonts-dejavu-core
+
+
+def scanned_pdf(pages: Sequence[Sequence[str]]) -> bytes:
+    """A PDF of page images only (no text layer), as a scanner makes: each page's lines drawn in
+    DejaVu Sans at 150 dpi with Pillow."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    font = ImageFont.truetype(FONT, 40)
+    images = []
+    for lines in pages:
+        image = Image.new("L", (1275, 1650), 255)
+        draw = ImageDraw.Draw(image)
+        for index, line in enumerate(lines):
+            draw.text((100, 150 + index * 60), line, font=font, fill=0)
+        images.append(image)
+    out = io.BytesIO()
+    images[0].save(out, "PDF", resolution=150, save_all=True, append_images=images[1:])
+    return out.getvalue()

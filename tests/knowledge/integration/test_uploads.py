@@ -5,6 +5,8 @@ it, while a user outside its ACL gets nothing from it."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from django.contrib.auth.models import Group, Permission
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -12,9 +14,10 @@ from django.db import IntegrityError, connection, transaction
 
 from knowledge import facade
 from knowledge.models import Chunk, Document, Record
+from knowledge.parsers.ocr import ocr_available
 from knowledge.tasks import document_parse_task
 from knowledge.uploads import services as uploads
-from tests.knowledge.files import PdfText, grid, pdf_bytes
+from tests.knowledge.files import FONT, PdfText, grid, pdf_bytes, scanned_pdf
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
@@ -114,7 +117,8 @@ def test_a_corrupt_file_fails_with_its_reason_and_changes_nothing_else(uploader,
     assert Document.objects.get(pk=good.pk).state == "indexed"
 
 
-def test_a_scanned_pdf_needs_ocr_and_is_never_silently_empty(uploader):
+def test_a_scanned_pdf_needs_ocr_and_is_never_silently_empty(uploader, settings):
+    settings.KNOWLEDGE_OCR = False  # as without Tesseract installed
     document = _upload(uploader, "scan.pdf", pdf_bytes([[]]))
 
     state = document_parse_task(document.pk)
@@ -122,6 +126,31 @@ def test_a_scanned_pdf_needs_ocr_and_is_never_silently_empty(uploader):
     document.refresh_from_db()
     assert state == "needs_ocr" and document.state == "needs_ocr" and "OCR" in document.error
     assert not Record.objects.filter(source_system="uploads").exists()
+
+
+needs_tesseract = pytest.mark.skipif(
+    not (ocr_available() and os.path.exists(FONT)), reason="needs tesseract-ocr (make ocr-deps) and DejaVu fonts"
+)
+
+
+@needs_tesseract
+def test_a_scanned_pdf_is_ocr_d_and_indexed(uploader):
+    document = _upload(uploader, "scan.pdf", scanned_pdf([["Регламент пропусков", "", "Гостевой пропуск заказывают"]]))
+
+    state = document_parse_task(document.pk)
+
+    document.refresh_from_db()
+    assert state == "indexed" and document.title == "Регламент пропусков"
+    assert "Гостевой пропуск заказывают" in Chunk.objects.get(record_id=document.record_id).text
+
+
+@needs_tesseract
+def test_a_blank_scan_fails_as_empty_even_after_ocr(uploader):
+    document = _upload(uploader, "blank.pdf", scanned_pdf([[]]))
+
+    assert document_parse_task(document.pk) == "failed"
+    document.refresh_from_db()
+    assert document.error_code == "empty_document" and "OCR" in document.error
 
 
 @pytest.mark.parametrize(
@@ -308,3 +337,19 @@ def _eager(callback):
         callback()
     finally:
         task.delay = original
+
+
+@needs_tesseract
+def test_a_scanned_pdf_answers_in_chat_with_a_citation(uploader, user_factory, grounded_chat):
+    from tests.conversations.conftest import run_turn
+
+    colleague = user_factory(username="colleague", groups=["hr"])
+    scan = scanned_pdf([["Регламент пропусков", "", "Гостевой пропуск заказывают за один", "рабочий день до визита."]])
+    document = _upload(uploader, "scan.pdf", scan, acl=["group:hr"])
+    document_parse_task(document.pk)
+    document.refresh_from_db()
+
+    answer = run_turn(colleague, "За сколько дней заказывают гостевой пропуск?")
+
+    assert "за один рабочий день" in answer.text
+    assert document.record_id in {c["record_id"] for c in answer.done.citations}
