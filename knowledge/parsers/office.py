@@ -1,7 +1,8 @@
 """DOCX (python-docx), PPTX (python-pptx) and XLSX (openpyxl) → Markdown; all MIT-licensed.
 
 DOCX: paragraphs and tables in document order; ``Heading N`` / ``Title`` styles become headings,
-list paragraphs ``- `` items, tables Markdown tables. PPTX: one ``##`` section per slide (its
+list paragraphs ``- `` items, tables Markdown tables, footnotes ``[^n]`` references and a
+«Footnotes» section. PPTX: one ``##`` section per slide (its
 title, or «Slide N»), text frames, tables and the speaker notes. XLSX: one ``##`` section per
 sheet, the used range as a Markdown table of cell values — a formula's value as Excel last saved
 it (``data_only``).
@@ -10,12 +11,14 @@ it (``data_only``).
 from __future__ import annotations
 
 import re
+import zipfile
 from io import BytesIO
 
 import docx
 import openpyxl
 from docx.table import Table
 from docx.text.paragraph import Paragraph
+from lxml import etree
 from pptx import Presentation
 from pptx.enum.shapes import MSO_SHAPE_TYPE
 
@@ -58,6 +61,44 @@ def _docx_table(table) -> str:
     return markdown_table(rows)
 
 
+_W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+
+
+def _docx_paragraph_text(element) -> str:
+    """A paragraph's text in document order, a footnote reference as ``[^n]`` (python-docx's
+    ``Paragraph.text`` drops references, and deleted tracked changes are ``w:delText``, not read)."""
+    parts = []
+    for node in element.iter(f"{_W}t", f"{_W}tab", f"{_W}br", f"{_W}cr", f"{_W}footnoteReference"):
+        if node.tag == f"{_W}t":
+            parts.append(node.text or "")
+        elif node.tag == f"{_W}tab":
+            parts.append("\t")
+        elif node.tag == f"{_W}footnoteReference":
+            parts.append(f"[^{node.get(f'{_W}id')}]")
+        else:
+            parts.append("\n")
+    return "".join(parts)
+
+
+def _docx_footnotes(data: bytes) -> list[str]:
+    """``[^n]: text`` for each footnote of the package (the separators, ids ≤ 0, left out)."""
+    with zipfile.ZipFile(BytesIO(data)) as archive:
+        try:
+            xml = archive.read("word/footnotes.xml")
+        except KeyError:
+            return []
+    root = etree.fromstring(xml, parser=etree.XMLParser(resolve_entities=False, no_network=True))
+    notes = []
+    for note in root.iter(f"{_W}footnote"):
+        number = note.get(f"{_W}id") or ""
+        if note.get(f"{_W}type") or not number.lstrip("-").isdigit() or int(number) <= 0:
+            continue
+        text = " ".join(re.sub(r"\s+", " ", _docx_paragraph_text(p)).strip() for p in note.iter(f"{_W}p")).strip()
+        if text:
+            notes.append(f"[^{number}]: {text}")
+    return notes
+
+
 def parse_docx(data: bytes) -> ParsedDocument:
     check_zip(data)
     document = docx.Document(BytesIO(data))
@@ -74,7 +115,7 @@ def parse_docx(data: bytes) -> ParsedDocument:
         tag = element.tag.rsplit("}", 1)[-1]
         if tag == "p":
             paragraph = Paragraph(element, document)
-            text = paragraph.text.strip()
+            text = _docx_paragraph_text(element).strip()
             if not text:
                 continue
             level = _docx_heading_level(paragraph)
@@ -93,6 +134,10 @@ def parse_docx(data: bytes) -> ParsedDocument:
             if table:
                 parts.append(table)
     flush_list()
+    footnotes = _docx_footnotes(data)
+    if footnotes:
+        parts.append(heading_line(2, "Footnotes"))
+        parts.append("\n".join(footnotes))
     return ParsedDocument(title=title, text="\n\n".join(parts), format="docx")
 
 

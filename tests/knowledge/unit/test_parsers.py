@@ -195,3 +195,41 @@ def test_markdown_and_html_take_the_existing_path():
 
     assert (markdown.title, markdown.text) == ("Регламент", "# Раздел\n\nТекст.")  # front matter's ACL ignored
     assert (html.title, html.text) == ("Страница", "## Раздел\n\nТекст")
+
+
+def _with_footnote(docx_bytes_of, text: str) -> bytes:
+    """A DOCX whose first body paragraph cites footnote 1 (``text``), as Word writes it."""
+    import zipfile
+
+    w = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+    footnotes = (
+        f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?><w:footnotes xmlns:w="{w}">'
+        '<w:footnote w:type="separator" w:id="-1"><w:p><w:r><w:separator/></w:r></w:p></w:footnote>'
+        '<w:footnote w:type="continuationSeparator" w:id="0"><w:p><w:r><w:continuationSeparator/></w:r></w:p>'
+        f'</w:footnote><w:footnote w:id="1"><w:p><w:r><w:t>{text}</w:t></w:r></w:p></w:footnote></w:footnotes>'
+    )
+    source = zipfile.ZipFile(io.BytesIO(docx_bytes_of))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as target:
+        for item in source.infolist():
+            target.writestr(item, source.read(item.filename))
+        target.writestr("word/footnotes.xml", footnotes)
+    return out.getvalue()
+
+
+def test_docx_footnotes_keep_their_reference_and_text():
+    import docx
+    from docx.oxml import OxmlElement
+    from docx.oxml.ns import qn
+
+    document = docx.Document()
+    paragraph = document.add_paragraph("Суточные выплачивают заранее")
+    reference = OxmlElement("w:footnoteReference")
+    reference.set(qn("w:id"), "1")
+    paragraph.add_run()._r.append(reference)
+    out = io.BytesIO()
+    document.save(out)
+
+    parsed = _parse(_with_footnote(out.getvalue(), "По приказу № 12 от 1 марта."), "trips.docx")
+
+    assert parsed.text == ("Суточные выплачивают заранее[^1]\n\n## Footnotes\n\n[^1]: По приказу № 12 от 1 марта.")
