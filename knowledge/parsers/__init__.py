@@ -5,6 +5,7 @@
 chunk's heading path (``knowledge.chunking``). Every format renders tables as Markdown tables (in
 row groups that repeat the header, so each chunk of a long table still says what its columns are).
 
+E-mail (``.eml``) has its body and every readable attachment as sections.
 A file that cannot become text raises :class:`ParseError` with a stable ``code`` and a reason for
 people: ``too_large``, ``unsupported_format``, ``corrupt``, ``encrypted``, ``empty_document``; a PDF
 without a text layer raises :class:`NeedsOcr` (a scanned document: OCR is a later step).
@@ -15,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import PurePath
 
-from knowledge.parsers import office, text
+from knowledge.parsers import mail, office, text
 from knowledge.parsers.base import NeedsOcr, ParsedDocument, ParseError
 from knowledge.parsers.pdf import parse_pdf
 
@@ -35,6 +36,7 @@ FORMATS: dict[str, str] = {
     ".markdown": "markdown",
     ".html": "html",
     ".htm": "html",
+    ".eml": "eml",
 }
 SUPPORTED_UPLOAD_SUFFIXES = frozenset(FORMATS)
 
@@ -62,6 +64,7 @@ _PARSERS: dict[str, Callable[[bytes], ParsedDocument]] = {
     "text": text.parse_text,
     "markdown": text.parse_markdown,
     "html": text.parse_html,
+    "eml": lambda data: mail.parse_eml(data, parse_attachment=_attachment),
 }
 
 
@@ -92,3 +95,11 @@ def parse_file(data: bytes, *, filename: str, max_bytes: int) -> ParsedDocument:
         raise ParseError("no text found in the file", code="empty_document")
     title = parsed.title.strip() or PurePath(filename).stem
     return ParsedDocument(title=title[:500], text=parsed.text.strip(), format=fmt)
+
+
+def _attachment(data: bytes, filename: str) -> ParsedDocument:
+    """An e-mail's attachment, by the same parsers (a message attached to a message is not opened:
+    no recursion a crafted file could deepen)."""
+    if format_of(filename) == "eml":
+        raise ParseError("a message attached to a message is not read", code="unsupported_format")
+    return parse_file(data, filename=filename, max_bytes=len(data) + 1)

@@ -290,6 +290,7 @@ _CONTENT_TYPES = {
     "csv": "text/csv",
     "text": "text/plain",
     "markdown": "text/markdown",
+    "eml": "message/rfc822",
 }
 
 

@@ -233,3 +233,26 @@ def test_docx_footnotes_keep_their_reference_and_text():
     parsed = _parse(_with_footnote(out.getvalue(), "По приказу № 12 от 1 марта."), "trips.docx")
 
     assert parsed.text == ("Суточные выплачивают заранее[^1]\n\n## Footnotes\n\n[^1]: По приказу № 12 от 1 марта.")
+
+
+def test_eml_headers_body_and_attachments_each_a_section():
+    from email.message import EmailMessage
+
+    message = EmailMessage()
+    message["Subject"] = "Командировка в Казань"
+    message["From"] = "Анна <anna@example.com>"
+    message["To"] = "hr@example.com"
+    message.set_content("Добрый день!\n\nПрикладываю правила и смету.")
+    message.add_attachment(_docx_with_table(), maintype="application", subtype="octet-stream", filename="trips.docx")
+    message.add_attachment("Статья;Сумма\nГостиница;4000\n".encode("cp1251"), maintype="text", subtype="csv",
+                           filename="смета.csv")  # fmt: skip
+    message.add_attachment(b"PK\x03\x04 broken", maintype="application", subtype="zip", filename="broken.xlsx")
+
+    parsed = _parse(message.as_bytes(), "letter.eml")
+
+    assert parsed.title == "Командировка в Казань"
+    assert parsed.text.startswith("From: Анна <anna@example.com>\nTo: hr@example.com\n\nДобрый день!")
+    assert "## Attachment: trips.docx\n\n### Командировки" in parsed.text
+    assert "#### Суточные" in parsed.text and "| Казань | 900 ₽ |" in parsed.text
+    assert "## Attachment: смета.csv\n\n| Статья | Сумма |\n| --- | --- |\n| Гостиница | 4000 |" in parsed.text
+    assert "## Attachment: broken.xlsx\n\n(could not be read: the file is corrupt" in parsed.text
