@@ -5,6 +5,7 @@ it, while a user outside its ACL gets nothing from it."""
 
 from __future__ import annotations
 
+import io
 import os
 
 import pytest
@@ -352,4 +353,73 @@ def test_a_scanned_pdf_answers_in_chat_with_a_citation(uploader, user_factory, g
     answer = run_turn(colleague, "За сколько дней заказывают гостевой пропуск?")
 
     assert "за один рабочий день" in answer.text
+    assert document.record_id in {c["record_id"] for c in answer.done.citations}
+
+
+def _docx() -> bytes:
+    import docx
+
+    document = docx.Document()
+    document.add_heading("Командировки", 1)
+    document.add_paragraph("Заявку на командировку подают за пять рабочих дней до поездки.")
+    table = document.add_table(rows=2, cols=2)
+    for (row, col), text in {(0, 0): "Город", (0, 1): "Суточные", (1, 0): "Казань", (1, 1): "900 рублей"}.items():
+        table.cell(row, col).text = text
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+def _pptx() -> bytes:
+    import pptx
+
+    presentation = pptx.Presentation()
+    slide = presentation.slides.add_slide(presentation.slide_layouts[1])
+    slide.shapes.title.text = "Итоги квартала"
+    slide.placeholders[1].text = "Новый склад в Подольске открылся в мае."
+    out = io.BytesIO()
+    presentation.save(out)
+    return out.getvalue()
+
+
+def _xlsx() -> bytes:
+    import openpyxl
+
+    workbook = openpyxl.Workbook()
+    sheet = workbook.active
+    sheet.title = "Телефоны"
+    sheet.append(["Отдел", "Внутренний телефон"])
+    sheet.append(["Бухгалтерия", 4417])
+    out = io.BytesIO()
+    workbook.save(out)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("filename", "make", "question", "fact"),
+    [
+        ("trips.docx", _docx, "За сколько дней подают заявку на командировку?", "за пять рабочих дней"),
+        ("q3.pptx", _pptx, "Когда открылся новый склад в Подольске?", "в мае"),
+        ("phones.xlsx", _xlsx, "Какой внутренний телефон у бухгалтерии?", "4417"),
+        (
+            "pass.txt",
+            lambda: "Пропуска\n\nПотерянный пропуск восстанавливают за три дня.".encode("cp1251"),
+            "За сколько дней восстанавливают потерянный пропуск?",
+            "за три дня",
+        ),
+    ],
+)
+def test_each_office_format_answers_in_chat_with_a_citation(
+    uploader, user_factory, grounded_chat, filename, make, question, fact
+):
+    from tests.conversations.conftest import run_turn
+
+    colleague = user_factory(username="colleague", groups=["hr"])
+    document = _upload(uploader, filename, make(), acl=["group:hr"])
+    assert document_parse_task(document.pk) == "indexed"
+    document.refresh_from_db()
+
+    answer = run_turn(colleague, question)
+
+    assert fact in answer.text, answer.text
     assert document.record_id in {c["record_id"] for c in answer.done.citations}
