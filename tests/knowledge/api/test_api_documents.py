@@ -211,3 +211,20 @@ def test_download_follows_the_record_acl(uploader, user_factory, client_for, mon
     assert response["X-Content-Type-Options"] == "nosniff"
     assert client_for(outsider).get(url).status_code == 404
     assert client_for(outsider).get(f"{URL}/999999/download").status_code == 404
+
+
+def test_upload_through_the_asgi_application(uploader, asgi_client, monkeypatch):
+    """As daphne serves it: the multipart body through the ASGI handler and the middleware chain."""
+    import httpx
+
+    monkeypatch.setattr("knowledge.tasks.document_parse_task.delay", lambda *a: None)
+    encoded = httpx.Request(
+        "POST", "http://testserver" + URL, files=[("files", ("trips.txt", TEXT))], data={"acl": "everyone"}
+    )
+    body = encoded.read()
+
+    response = asgi_client(uploader).post(URL, content=body, headers={"Content-Type": encoded.headers["Content-Type"]})
+
+    assert response.status_code == 202, response.text
+    assert response.json()["items"][0]["size"] == len(TEXT)
+    assert bytes(Document.objects.get().content) == TEXT
