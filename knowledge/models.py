@@ -246,6 +246,9 @@ class Document(TimestampedModel):
     error_code = models.CharField(max_length=32, blank=True, default="")
     title = models.CharField(max_length=500, blank=True, default="")
     chunks = models.PositiveIntegerField(default=0)
+    attempts = models.PositiveSmallIntegerField(
+        default=0, help_text="Parse runs started: a file that kills its worker every time fails after a few."
+    )
     record = models.ForeignKey(
         Record,
         on_delete=models.DO_NOTHING,  # ON DELETE CASCADE in the database (migration 0012)

@@ -10,10 +10,11 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from urllib.parse import quote
 
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 import knowledge.tasks
@@ -34,6 +35,9 @@ ORIGIN = "upload"
 UPLOAD_PERMISSION = "knowledge.add_document"
 ONLY_ME = "me"  # the ACL shorthand for «only me» (user:<uploader's id>)
 MAX_FILENAME = 255
+# A parse that never finished this often (the worker died, the hard time limit struck) fails the
+# document instead of being sent again for ever.
+MAX_PARSE_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
@@ -212,7 +216,15 @@ def document_parse(*, document_id: int) -> str:
             return "gone"
         if document.state not in (DocumentState.QUEUED, DocumentState.PARSING):
             return str(document.state)
-        Document.objects.filter(pk=document_id).update(state=DocumentState.PARSING)
+        if document.attempts >= MAX_PARSE_ATTEMPTS:
+            _finish(
+                document_id,
+                state=DocumentState.FAILED,
+                error=f"parsing did not finish in {MAX_PARSE_ATTEMPTS} attempts (the file is too large or too complex)",
+                error_code="parse_unfinished",
+            )
+            return DocumentState.FAILED
+        Document.objects.filter(pk=document_id).update(state=DocumentState.PARSING, attempts=F("attempts") + 1)
     data = bytes(Document.objects.filter(pk=document_id).values_list("content", flat=True).first() or b"")
     try:
         parsed = _parse_with_ocr(data, filename=document.filename)
@@ -220,7 +232,21 @@ def document_parse(*, document_id: int) -> str:
         _finish(document_id, state=DocumentState.NEEDS_OCR, error=str(exc), error_code=exc.code)
         return DocumentState.NEEDS_OCR
     except ParseError as exc:
+        if isinstance(exc.__cause__, SoftTimeLimitExceeded):
+            limit = settings.CELERY_TASK_SOFT_TIME_LIMIT
+            exc = ParseError(
+                f"parsing took longer than {limit} s (the file is too large or too complex)", code="too_slow"
+            )
         _finish(document_id, state=DocumentState.FAILED, error=str(exc)[:2000] or exc.code, error_code=exc.code)
+        return DocumentState.FAILED
+    except SoftTimeLimitExceeded:
+        limit = settings.CELERY_TASK_SOFT_TIME_LIMIT
+        _finish(
+            document_id,
+            state=DocumentState.FAILED,
+            error=f"parsing took longer than {limit} s (the file is too large or too complex)",
+            error_code="too_slow",
+        )
         return DocumentState.FAILED
     try:
         outcome = services.record_upsert(

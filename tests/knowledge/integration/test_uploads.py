@@ -185,6 +185,32 @@ def test_a_document_deleted_while_parsing_takes_its_record_with_it(uploader, mon
     assert not Record.objects.filter(source_system="uploads").exists()
 
 
+def test_a_file_whose_parse_never_finishes_fails_after_its_attempts(uploader):
+    document = _upload(uploader, "huge.pdf", VACATION_PDF)
+    # three runs started and never finished (the hard time limit killed the worker each time)
+    Document.objects.filter(pk=document.pk).update(state="parsing", attempts=uploads.MAX_PARSE_ATTEMPTS)
+
+    assert document_parse_task(document.pk) == "failed"
+    document.refresh_from_db()
+    assert document.error_code == "parse_unfinished" and "3 attempts" in document.error
+
+
+def test_a_parse_over_the_soft_time_limit_fails_with_that_reason(uploader, monkeypatch):
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    from knowledge import parsers
+
+    def slow(data):
+        raise SoftTimeLimitExceeded()
+
+    monkeypatch.setitem(parsers._PARSERS, "pdf", slow)
+    document = _upload(uploader, "slow.pdf", VACATION_PDF)
+
+    assert document_parse_task(document.pk) == "failed"
+    document.refresh_from_db()
+    assert document.error_code == "too_slow" and "longer than" in document.error and document.attempts == 1
+
+
 def test_lost_parse_tasks_are_sent_again(uploader, monkeypatch):
     sent = []
     monkeypatch.setattr("knowledge.tasks.document_parse_task.delay", sent.append)
@@ -224,6 +250,7 @@ def _insert(**overrides):
         "error_code": "''",
         "title": "''",
         "chunks": "0",
+        "attempts": "0",
         "record_id": "NULL",
     }
     row.update(overrides)
