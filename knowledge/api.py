@@ -193,13 +193,13 @@ class DocumentsUploadedOut(Schema):
     rejected: list[RejectedFileOut] = Field(description="Files refused at upload (never stored), with why.")
 
 
-# Upload types for OpenAPI: «multipart» parts are `files` (one or many) and `acl` (repeated or
-# comma-separated; `me` for «only me»).
+# multipart/form-data: `files` parts (one or many) and `acl` (repeated or comma-separated; `me` is
+# «only me», the default). The middleware lets this route's body through (achilles.middleware).
 @router.post("/documents", response={202: DocumentsUploadedOut}, tags=["knowledge"])
 def knowledge_documents_upload(
     request: HttpRequest,
     files: File[list[UploadedFile]],
-    acl: Form[list[str]] = (),  # type: ignore[assignment]
+    acl: Form[list[str]] = (),
 ):
     """Upload one or many files (multipart: `files`, `acl`); each is parsed and indexed in the
     background (its `state` says how far). Needs the «add document» permission (staff have it)."""
