@@ -91,7 +91,8 @@ def document_acl_resolve(*, user: User, acl: Sequence[str]) -> list[str]:
         principal = f"user:{user.pk}" if value == ONLY_ME else services.principal_resolve(value)
         if principal.startswith("group:") and not Group.objects.filter(name=principal[6:]).exists():
             raise ValidationFailed(f"no group named «{principal[6:]}»", code="unknown_principal", field="acl")
-        if principal.startswith("user:") and not User.objects.filter(pk=int(principal[5:])).exists():
+        user_id = int(principal[5:]) if principal.startswith("user:") else None
+        if user_id is not None and (user_id >= 2**63 or not User.objects.filter(pk=user_id).exists()):
             raise ValidationFailed(f"no user with id {principal[5:]}", code="unknown_principal", field="acl")
         resolved.add(principal)
     if not user.is_staff:

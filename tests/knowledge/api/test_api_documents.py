@@ -96,10 +96,12 @@ def test_staff_may_grant_any_existing_group_but_not_an_unknown_one(admin_user, c
     granted = _upload(client, _file(), acl="group:finance")
     unknown = _upload(client, _file(), acl="group:nobody")
     malformed = _upload(client, _file(), acl="group with spaces")
+    huge_user = _upload(client, _file(), acl=f"user:{10**30}")
 
     assert granted.status_code == 202 and granted.json()["items"][0]["acl"] == ["group:finance"]
     assert unknown.status_code == 422 and unknown.json()["code"] == "unknown_principal"
     assert malformed.status_code == 422
+    assert huge_user.status_code == 422 and huge_user.json()["code"] == "unknown_principal"
 
 
 def test_without_the_permission_403_and_without_credentials_401(user_factory, client_for):
