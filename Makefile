@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: install run test bench lint fuzz services-stop clean browser-deps ldap-deps screenshots
+.PHONY: install run test bench lint fuzz services-stop clean browser-deps ldap-deps ocr-deps screenshots
 
 $(BIN)/.installed: requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -54,6 +54,11 @@ services-stop:
 
 clean: services-stop
 	rm -rf var
+
+# Tesseract with Russian and English, for scanned PDFs among uploaded documents (without it they stay needs_ocr).
+ocr-deps:
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tesseract-ocr tesseract-ocr-rus tesseract-ocr-eng >/dev/null
 
 # Debian's Chromium and driver for the browser tests (tests/browser); needs root and apt.
 browser-deps:

@@ -6,6 +6,7 @@ import contextvars
 import logging
 import re
 import uuid
+from collections.abc import Callable
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from csp.middleware import CSPMiddleware
@@ -111,12 +112,39 @@ def carries_nul(request) -> bool:
     return b"\x00" in body or (b"\\u0000" in body and _JSON_NUL.search(body) is not None)
 
 
+# The routes that take files (multipart/form-data) instead of JSON: POST path → the largest body.
+# Their bodies are binary (NUL is a byte like any other) and are not read here (Django spools the
+# files to disk); the text fields are validated by the route.
+MULTIPART_ROUTES: dict[str, Callable[[], int]] = {
+    "/api/knowledge/documents": lambda: (
+        settings.KNOWLEDGE_UPLOAD_MAX_MB * settings.KNOWLEDGE_UPLOAD_MAX_FILES * 2**20 + 2**20
+    ),
+}
+
+
+def _multipart_refusal(request, limit: int) -> ApplicationError | None:
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        declared = 0
+    if declared > limit:
+        return PayloadTooLarge(f"The upload is larger than {limit} bytes.")
+    if "\x00" in request.META.get("QUERY_STRING", "") or any(
+        "\x00" in value for values in request.GET.lists() for value in values[1]
+    ):
+        return ValidationFailed(NUL_DETAIL)
+    return None
+
+
 def api_body_refusal(request) -> ApplicationError | None:
     """The reason an /api/ request's body is refused before any view, or None.
 
     Over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` → 413 (checked on the declared length before anything is
     read, and again on what was read); NUL anywhere → 422; a non-empty body that is not JSON → 415
-    (every API route takes JSON; a body-less POST needs no content type)."""
+    (every API route takes JSON but the MULTIPART_ROUTES; a body-less POST needs no content type)."""
+    multipart_limit = MULTIPART_ROUTES.get(request.path) if request.method == "POST" else None
+    if multipart_limit is not None and request.content_type == "multipart/form-data":
+        return _multipart_refusal(request, multipart_limit())
     limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     too_large = PayloadTooLarge(f"The request body is larger than {limit} bytes.")
     try:

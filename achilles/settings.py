@@ -243,6 +243,14 @@ CELERY_TASK_QUEUES = (
     Queue(AGENT_RUN_QUEUE, routing_key=AGENT_RUN_QUEUE),
 )
 CELERY_TASK_ROUTES = {"agents.tasks.agent_run_task": {"queue": AGENT_RUN_QUEUE, "routing_key": AGENT_RUN_QUEUE}}
+# A third queue: parsing and embedding uploaded documents (minutes of CPU for a large PDF) never
+# hold up the platform's tick or agent runs.
+KNOWLEDGE_INGEST_QUEUE = f"ingest{_QUEUE_SUFFIX}"
+CELERY_TASK_QUEUES = (*CELERY_TASK_QUEUES, Queue(KNOWLEDGE_INGEST_QUEUE, routing_key=KNOWLEDGE_INGEST_QUEUE))
+CELERY_TASK_ROUTES["knowledge.tasks.document_parse_task"] = {
+    "queue": KNOWLEDGE_INGEST_QUEUE,
+    "routing_key": KNOWLEDGE_INGEST_QUEUE,
+}
 
 # The platform's periodic jobs, declared in code and synced idempotently into
 # django-celery-beat's schedule after every migrate (none of them is per user).
@@ -254,6 +262,8 @@ PLATFORM_PERIODIC_JOBS: dict[str, dict] = {
     "agents.reap_stale_runs": {"task": "agents.tasks.agent_runs_reap_stale_task", "every_seconds": 10},
     # Knowledge Store: trust decay from content age and access signals (one UPDATE).
     "knowledge.trust_decay": {"task": "knowledge.tasks.trust_decay_task", "every_seconds": 3600},
+    # Uploads: a document whose parse task was lost (broker away at upload, a worker gone) is sent again.
+    "knowledge.documents_requeue": {"task": "knowledge.tasks.documents_requeue_stale_task", "every_seconds": 60},
     # Query Engine: a question whose turn died with its process (web killed) gets a failed answer row.
     "conversations.close_unanswered": {
         "task": "conversations.tasks.unanswered_questions_close_task",
@@ -363,6 +373,20 @@ WITHHELD_MIN_RECORDS = _read("WITHHELD_MIN_RECORDS", env.int, 3)
 # A search outside a transaction runs its nearest-neighbour statement on a second pooled connection
 # while the lexical statements run on the request's (same results; off: one connection throughout).
 KS_SEARCH_PARALLEL = _strict_bool("KS_SEARCH_PARALLEL", True)
+# Uploaded documents (knowledge/uploads.py): the largest file, files per upload request, and the
+# address the platform is reached at (an upload's record links to its download route there).
+KNOWLEDGE_UPLOAD_MAX_MB = _read("KNOWLEDGE_UPLOAD_MAX_MB", env.int, 50)
+KNOWLEDGE_UPLOAD_MAX_FILES = _read("KNOWLEDGE_UPLOAD_MAX_FILES", env.int, 20)
+# A scanned PDF (no text layer) is OCR'd with Tesseract when the `tesseract` binary is installed
+# (`make ocr-deps`); otherwise, or with KNOWLEDGE_OCR=false, it stays `needs_ocr`.
+KNOWLEDGE_OCR = _strict_bool("KNOWLEDGE_OCR", True)
+KNOWLEDGE_OCR_LANGUAGES = _read("KNOWLEDGE_OCR_LANGUAGES", env.str, "rus+eng")
+KNOWLEDGE_OCR_MAX_PAGES = _read("KNOWLEDGE_OCR_MAX_PAGES", env.int, 50)
+PUBLIC_BASE_URL = _read("PUBLIC_BASE_URL", env.str, "http://127.0.0.1:8000").rstrip("/")
+if KNOWLEDGE_UPLOAD_MAX_MB < 1 or KNOWLEDGE_UPLOAD_MAX_FILES < 1:
+    _fail("KNOWLEDGE_UPLOAD_MAX_MB and KNOWLEDGE_UPLOAD_MAX_FILES must be at least 1")
+if not PUBLIC_BASE_URL.startswith(("http://", "https://")):
+    _fail("PUBLIC_BASE_URL must be an http:// or https:// address")
 
 # ---------------------------------------------------------------- models
 # The allow-list lives in the database (agent_models). These variables only seed it on

@@ -1,4 +1,4 @@
-"""Django admin of the Knowledge Store: records, chunks, links, signals and the search preview."""
+"""Django admin of the Knowledge Store: records, chunks, links, signals, uploads and the search preview."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from achilles.errors import ApplicationError
 from achilles.models import User
 from knowledge import services
 from knowledge.contracts import MAX_K
-from knowledge.models import AccessSignal, Chunk, Record, RecordLink, SourcePolicy
+from knowledge.models import AccessSignal, Chunk, Document, Record, RecordLink, SourcePolicy
 from knowledge.search.embedding import embedding_config
 from knowledge.selectors import timed
+from knowledge.uploads import services as uploads
 
 
 def _search_mode_message(request) -> None:
@@ -229,3 +230,40 @@ class SourcePolicyAdmin(admin.ModelAdmin):
     list_display = ("source_system", "never_hint", "updated_at")
     list_filter = ("never_hint",)
     search_fields = ("source_system",)
+
+
+@admin.register(Document)
+class DocumentAdmin(admin.ModelAdmin):
+    """Uploaded documents and their state; read-only (uploads come over REST), deleting one deletes its record."""
+
+    list_display = ("filename", "owner", "state", "error_code", "format", "size", "chunks", "created_at")
+    list_filter = ("state", "format")
+    search_fields = ("filename", "title", "owner__username")
+    exclude = ("content",)
+    readonly_fields = (
+        "owner", "filename", "format", "size", "sha256", "acl", "state", "error", "error_code", "title",
+        "chunks", "record", "parsed_at",
+    )  # fmt: skip
+    actions = ["delete_documents"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).defer("content").select_related("owner")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)  # a plain delete would leave the record behind
+        return actions
+
+    def delete_model(self, request, obj):
+        uploads.document_delete(actor=request.user, document_id=obj.pk)
+
+    @admin.action(description="Delete the selected documents and their records", permissions=["delete"])
+    def delete_documents(self, request, queryset):
+        for document in queryset:
+            uploads.document_delete(actor=request.user, document_id=document.pk)

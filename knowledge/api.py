@@ -1,21 +1,27 @@
 """REST routes of the Knowledge Store, mounted at ``/api/knowledge/``.
 
 ``POST /search`` runs a search as the caller (an admin may preview another user's result);
-``PUT /records`` and ``DELETE /records`` are for service tokens of admins (KS-2).
+``PUT /records`` and ``DELETE /records`` are for service tokens of admins (KS-2); ``/documents``
+uploads office files (multipart) parsed in the ``ingest`` queue (``knowledge.uploads``).
 """
 
 from __future__ import annotations
 
-from django.http import HttpRequest
-from ninja import Router, Schema, Status
+from datetime import datetime
+
+from django.http import HttpRequest, HttpResponse
+from ninja import File, Form, Query, Router, Schema, Status, UploadedFile
 from pydantic import Field, field_validator
 
 from achilles.errors import NotFound, PermissionDenied
 from achilles.models import User
+from achilles.pagination import ListParams, Page
 from knowledge import facade, services
 from knowledge.contracts import MAX_K, MAX_QUERY_CHARS
 from knowledge.models import Chunk, Record
 from knowledge.search.embedding import embedding_config
+from knowledge.uploads import selectors as upload_selectors
+from knowledge.uploads import services as uploads
 
 router = Router(tags=["knowledge"])
 
@@ -152,3 +158,94 @@ def knowledge_record_delete(request: HttpRequest, source_system: str, external_i
     _require_admin(request)
     services.record_delete(source_system=source_system, external_id=external_id)
     return Status(204, None)
+
+
+# --------------------------------------------------------------------------- uploaded documents
+
+
+class DocumentOut(Schema):
+    id: int
+    filename: str
+    format: str
+    size: int
+    acl: list[str]
+    state: str = Field(description="queued, parsing, indexed, failed or needs_ocr")
+    error: str = Field(description="Why it failed or needs OCR (empty otherwise).")
+    error_code: str
+    title: str
+    chunks: int
+    record_id: int | None
+    owner_id: int
+    download_url: str
+    created_at: datetime
+    updated_at: datetime
+    parsed_at: datetime | None
+
+
+class RejectedFileOut(Schema):
+    filename: str
+    code: str
+    detail: str
+
+
+class DocumentsUploadedOut(Schema):
+    items: list[DocumentOut]
+    rejected: list[RejectedFileOut] = Field(description="Files refused at upload (never stored), with why.")
+
+
+# multipart/form-data: `files` parts (one or many) and `acl` (repeated or comma-separated; `me` is
+# «only me», the default). The middleware lets this route's body through (achilles.middleware).
+@router.post("/documents", response={202: DocumentsUploadedOut}, tags=["knowledge"])
+def knowledge_documents_upload(
+    request: HttpRequest,
+    files: File[list[UploadedFile]],
+    acl: Form[list[str]] = (),
+):
+    """Upload one or many files (multipart: `files`, `acl`); each is parsed and indexed in the
+    background (its `state` says how far). Needs the «add document» permission (staff have it)."""
+    principals = [part for value in acl for part in value.split(",")]
+    outcome = uploads.documents_upload(
+        owner=request.auth,
+        files=[uploads.UploadFile(filename=f.name or "", size=f.size or 0, read=f.read) for f in files],
+        acl=principals,
+    )
+    return Status(
+        202,
+        DocumentsUploadedOut(
+            items=[DocumentOut.from_orm(d) for d in outcome.documents],
+            rejected=[RejectedFileOut(**vars(r)) for r in outcome.rejected],
+        ),
+    )
+
+
+@router.get("/documents", response=Page[DocumentOut], tags=["knowledge"])
+def knowledge_documents_list(request: HttpRequest, params: Query[ListParams]):
+    """Your uploaded documents with their state, newest first (staff: everyone's)."""
+    return upload_selectors.document_page_for_user(user=request.auth, cursor=params.cursor, limit=params.limit)
+
+
+@router.get("/documents/{document_id}", response=DocumentOut, tags=["knowledge"])
+def knowledge_document_get(request: HttpRequest, document_id: int):
+    return upload_selectors.document_get_for_user(user=request.auth, document_id=document_id)
+
+
+@router.delete("/documents/{document_id}", response={204: None}, tags=["knowledge"])
+def knowledge_document_delete(request: HttpRequest, document_id: int):
+    """Delete your document (staff: anyone's) and the record it became."""
+    uploads.document_delete(actor=request.auth, document_id=document_id)
+    return Status(204, None)
+
+
+@router.get(
+    "/documents/{document_id}/download",
+    response={200: None},
+    url_name="knowledge_document_download",
+    tags=["knowledge"],
+)
+def knowledge_document_download(request: HttpRequest, document_id: int):
+    """The uploaded file, for those its record's ACL lets read it (404 for anyone else)."""
+    document = upload_selectors.document_file_for_user(user=request.auth, document_id=document_id)
+    response = HttpResponse(bytes(document.content), content_type=uploads.content_type_of(document.format))
+    response["Content-Disposition"] = uploads.content_disposition(document.filename)
+    response["X-Content-Type-Options"] = "nosniff"
+    return response

@@ -1,4 +1,4 @@
-"""Tables of the Knowledge Store (SPEC KS-1): records, chunks, links, access signals.
+"""Tables of the Knowledge Store (SPEC KS-1): records, chunks, links, access signals, uploads.
 
 Other apps never read these tables; they go through ``knowledge.facade``. Invariants the
 database holds itself (see ``migrations/0002_database_invariants.py``): the chunk's ``acl`` is a
@@ -8,15 +8,18 @@ copy of its record's, kept by triggers; FKs cascade in the DB; row-level securit
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
-from django.db.models import F, Q
+from django.db.models import F, Func, Q
 from django.db.models.functions import Now
+from django.urls import reverse
 from pgvector.django import HnswIndex, VectorField
 
 from achilles.models import TimestampedModel
+from knowledge.choices import DOCUMENT_STATES_WITH_ERROR, DocumentState
 from knowledge.contracts import ACCESS_KINDS
 
 EMBEDDING_DIM = 384
@@ -230,3 +233,79 @@ class AccessSignal(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} of record {self.record_id}"
+
+
+class Document(TimestampedModel):
+    """A file uploaded over REST or the web page, parsed in the ``ingest`` queue into one Record.
+
+    The file's bytes live here (bytea), not on a disk: one transactional store, so an upload rolled
+    back leaves nothing behind, a delete removes the bytes with the row, and an ``ingest`` worker on
+    another machine needs no shared volume. Lists never read the column (``.defer("content")``).
+    """
+
+    owner = models.ForeignKey("achilles.User", on_delete=models.PROTECT, related_name="documents")
+    filename = models.CharField(max_length=255)
+    format = models.CharField(max_length=16, help_text="The parser chosen by the file's extension (pdf, docx, …).")
+    size = models.PositiveBigIntegerField()
+    sha256 = models.CharField(max_length=64)
+    content = models.BinaryField()
+    acl = ArrayField(models.TextField(), help_text="Who may read the resulting record, chosen at upload.")
+    state = models.CharField(max_length=16, choices=DocumentState.choices, default=DocumentState.QUEUED)
+    error = models.TextField(blank=True, default="", help_text="Why the document failed or needs OCR.")
+    error_code = models.CharField(max_length=32, blank=True, default="")
+    title = models.CharField(max_length=500, blank=True, default="")
+    chunks = models.PositiveIntegerField(default=0)
+    attempts = models.PositiveSmallIntegerField(
+        default=0, help_text="Parse runs started: a file that kills its worker every time fails after a few."
+    )
+    record = models.ForeignKey(
+        Record,
+        on_delete=models.DO_NOTHING,  # ON DELETE CASCADE in the database (migration 0012)
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The record the document became (set exactly while it is indexed).",
+    )
+    parsed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "knowledge_documents"
+        ordering = ["-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(state__in=DocumentState.values),
+                name="knowledge_document_state_valid",
+                violation_error_message="Unknown document state.",
+            ),
+            # A failed or needs-OCR document says why; the others carry no stale reason.
+            models.CheckConstraint(
+                condition=Q(state__in=DOCUMENT_STATES_WITH_ERROR, error__gt="")
+                | (~Q(state__in=DOCUMENT_STATES_WITH_ERROR) & Q(error="")),
+                name="knowledge_document_error_iff_failed",
+                violation_error_message="A failed document needs its reason, and only a failed one has one.",
+            ),
+            # indexed ⇔ it has its record: search can never show a record whose upload is «parsing».
+            models.CheckConstraint(
+                condition=Q(state=DocumentState.INDEXED, record__isnull=False)
+                | (~Q(state=DocumentState.INDEXED) & Q(record__isnull=True)),
+                name="knowledge_document_record_iff_indexed",
+                violation_error_message="An indexed document has its record, and only an indexed one.",
+            ),
+            models.CheckConstraint(
+                condition=Q(size__gt=0) & Q(size=Func(F("content"), function="octet_length")),
+                name="knowledge_document_size_matches",
+                violation_error_message="The size must be the stored file's length (and not zero).",
+            ),
+            # nobody could read a document with an empty ACL: the upload names at least one principal
+            models.CheckConstraint(condition=~Q(acl=[]), name="knowledge_document_acl_not_empty"),
+            models.CheckConstraint(condition=~Q(filename=""), name="knowledge_document_filename_not_empty"),
+        ]
+        indexes = [models.Index(fields=["owner", "-id"], name="knowledge_document_owner_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.filename} ({self.state})"
+
+    @property
+    def download_url(self) -> str:
+        """The file's download route, absolute (the record's url, what a citation links to)."""
+        return settings.PUBLIC_BASE_URL + reverse("api:knowledge_document_download", kwargs={"document_id": self.pk})

@@ -2,10 +2,33 @@
 
 from celery import shared_task
 
+from achilles.errors import ServiceUnavailable
 from knowledge.services import trust_decay
+from knowledge.uploads import services as uploads
 
 
 @shared_task(name="knowledge.tasks.trust_decay_task")
 def trust_decay_task() -> int:
     """KS-8: recompute trust scores from content age and access signals (Celery Beat, hourly)."""
     return trust_decay()
+
+
+@shared_task(
+    name="knowledge.tasks.document_parse_task",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    autoretry_for=(ServiceUnavailable,),
+    retry_backoff=10,
+    retry_backoff_max=600,
+    max_retries=8,
+)
+def document_parse_task(document_id: int) -> str:
+    """Parse an uploaded document and index its record (the ``ingest`` queue). Acked when done, so a
+    worker's death re-delivers it; re-running is safe (see ``document_parse``)."""
+    return uploads.document_parse(document_id=document_id)
+
+
+@shared_task(name="knowledge.tasks.documents_requeue_stale_task")
+def documents_requeue_stale_task() -> int:
+    """Send again the parse tasks that were lost (Celery Beat, every minute)."""
+    return uploads.documents_requeue_stale()

@@ -49,6 +49,10 @@ class Supervisor:
         text = text.replace(
             "-Q agents --hostname=agents@", f"-Q {settings.AGENT_RUN_QUEUE} --hostname=agents-{os.getpid()}@"
         )
+        text = text.replace(
+            "-Q ingest --hostname=ingest@",
+            f"-Q {settings.KNOWLEDGE_INGEST_QUEUE} --hostname=ingest-{os.getpid()}@",
+        )
         self.conf = tmp / "supervisord.conf"
         self.conf.write_text(text)
         self.log = tmp / "supervisord.out"

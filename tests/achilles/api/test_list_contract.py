@@ -252,6 +252,25 @@ def _seed_publications() -> Seeded:
     )
 
 
+def _seed_documents() -> Seeded:
+    from knowledge.models import Document
+
+    user = _user("lister")
+
+    def document(i: int) -> Document:
+        return Document(
+            owner=user, filename=f"d{i}.txt", format="text", size=1, sha256="0" * 64, content=b"x", acl=["everyone"]
+        )
+
+    created = [d.pk for d in Document.objects.bulk_create([document(i) for i in range(N)])]
+    return Seeded(
+        actor=user,
+        url="/api/knowledge/documents",
+        created=created,
+        insert=lambda: Document.objects.bulk_create([document(N + 1)])[0].pk,
+    )
+
+
 ROUTES = [
     ListRoute("/api/models", _seed_models, key="name", order=(("is_default", True, bool), ("name", False, str))),
     ListRoute("/api/tokens", _seed_tokens, key="id", order=(("created_at", True, _ts), ("id", True, int))),
@@ -279,6 +298,7 @@ ROUTES = [
     ListRoute("/api/hub/batches", _seed_batches, key="id", order=(("id", True, int),)),
     ListRoute("/api/hub/sync-log", _seed_sync_log, key="id", order=(("id", True, int),)),
     ListRoute("/api/hub/publications", _seed_publications, key="version", order=(("version", True, int),)),
+    ListRoute("/api/knowledge/documents", _seed_documents, key="id", order=(("id", True, int),)),
 ]
 
 

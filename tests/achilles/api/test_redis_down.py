@@ -62,18 +62,34 @@ def world(db, user_factory, model_factory):
     record_id = facade.upsert_record(
         source_system="files", external_id="otpusk", title="Отпуск", text="Отпуск 28 дней.", acl=["everyone"]
     )
+    from knowledge.models import Document
+
+    document = Document.objects.create(
+        owner=admin, filename="a.txt", format="text", size=4, sha256="", content=b"text", acl=["everyone"]
+    )
     return {
         "admin": admin,
         "agent_id": agent.pk,
         "conversation_id": str(conversation.pk),
         "message_id": reply.pk,
         "record_id": record_id,
+        "document_id": document.pk,
     }
+
+
+def _multipart(data: dict) -> dict:
+    """Client kwargs for a multipart body (the upload route takes files, not JSON)."""
+    from django.test.client import BOUNDARY, MULTIPART_CONTENT, encode_multipart
+
+    return {"data": encode_multipart(BOUNDARY, data), "content_type": MULTIPART_CONTENT}
 
 
 def _calls(world, token_id):
     """(method, path, body) for every route of the OpenAPI, with valid input."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
     agent, conversation, message = world["agent_id"], world["conversation_id"], world["message_id"]
+    document = world["document_id"]
     return {
         ("GET", "/api/me"): None,
         ("GET", "/api/models"): None,
@@ -107,7 +123,19 @@ def _calls(world, token_id):
             "text": "Текст.",
             "acl": ["everyone"],
         },
+        ("POST", "/api/knowledge/documents"): (
+            "/api/knowledge/documents",
+            None,
+            _multipart({"files": [SimpleUploadedFile("a.txt", b"text")], "acl": "everyone"}),
+        ),
+        ("GET", "/api/knowledge/documents"): None,
+        ("GET", "/api/knowledge/documents/{document_id}"): (f"/api/knowledge/documents/{document}", None),
+        ("GET", "/api/knowledge/documents/{document_id}/download"): (
+            f"/api/knowledge/documents/{document}/download",
+            None,
+        ),
         # deletes last: the objects above are used first
+        ("DELETE", "/api/knowledge/documents/{document_id}"): (f"/api/knowledge/documents/{document}", None),
         ("DELETE", "/api/knowledge/records"): ("/api/knowledge/records?source_system=files&external_id=new", None),
         ("DELETE", "/api/agents/{agent_id}"): (f"/api/agents/{agent}", None),
         ("DELETE", "/api/conversations/{conversation_id}"): (f"/api/conversations/{conversation}", None),
@@ -299,8 +327,9 @@ def test_every_route_answers_without_redis(world, redis_stopped, token_for, djan
     client = Client(raise_request_exception=False)
     statuses = {}
     for (method, template), spec in calls.items():
-        path, body = spec if isinstance(spec, tuple) else (template, spec)
+        path, body, *multipart = spec if isinstance(spec, tuple) else (template, spec)
         kwargs = {"data": json.dumps(body), "content_type": "application/json"} if body is not None else {}
+        kwargs = multipart[0] if multipart else kwargs
         with django_capture_on_commit_callbacks(execute=True):
             response = _check(client.generic(method, path, **kwargs, **headers), (method, path))
         statuses[(method, template)] = response.status_code
@@ -322,6 +351,9 @@ def test_every_route_answers_without_redis(world, redis_stopped, token_for, djan
     assert statuses[("PATCH", "/api/agents/{agent_id}")] == 200
     # run-now: the run is stored queued (the scheduler tick re-sends it once the broker is back)
     assert statuses[("POST", "/api/agents/{agent_id}/run")] == 202
+    # an upload is stored queued (the re-send job sends its parse task once the broker is back)
+    assert statuses[("POST", "/api/knowledge/documents")] == 202
+    assert statuses[("GET", "/api/knowledge/documents/{document_id}/download")] == 200
     # the hub: its data lives in PostgreSQL; Redis only wakes waiters and queues the Knowledge Store feed
     hub_normal = {
         ("POST", "/api/hub/batches"): 201,

@@ -1,0 +1,332 @@
+"""Every write of uploaded documents: upload (with the ACL rules), parse (the task body), delete,
+re-send of lost parse tasks."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from urllib.parse import quote
+
+from celery.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
+from django.contrib.auth.models import Group
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+import knowledge.tasks
+from achilles.errors import ApplicationError, PermissionDenied, ServiceUnavailable, ValidationFailed
+from achilles.identity import principals_for
+from achilles.models import User
+from knowledge import services
+from knowledge.choices import DocumentState
+from knowledge.models import Document, Record
+from knowledge.parsers import NeedsOcr, ParsedDocument, ParseError, format_of, parse_file
+from knowledge.parsers.ocr import ocr_available, ocr_pdf
+from knowledge.uploads.selectors import document_get_for_user
+
+logger = logging.getLogger(__name__)
+
+SOURCE_SYSTEM = "uploads"
+ORIGIN = "upload"
+UPLOAD_PERMISSION = "knowledge.add_document"
+ONLY_ME = "me"  # the ACL shorthand for «only me» (user:<uploader's id>)
+MAX_FILENAME = 255
+# A parse that never finished this often (the worker died, the hard time limit struck) fails the
+# document instead of being sent again for ever.
+MAX_PARSE_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class UploadFile:
+    """One file of an upload request: its name, size and a reader (called only for a file that is
+    accepted, so an oversized one is never read into memory)."""
+
+    filename: str
+    size: int
+    read: Callable[[], bytes]
+
+    @classmethod
+    def of(cls, filename: str, data: bytes) -> UploadFile:
+        return cls(filename=filename, size=len(data), read=lambda: data)
+
+
+@dataclass(frozen=True)
+class UploadRejection:
+    """A file refused at upload (never stored): why, per file."""
+
+    filename: str
+    code: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class UploadOutcome:
+    documents: list[Document]
+    rejected: list[UploadRejection] = field(default_factory=list)
+
+
+def max_upload_bytes() -> int:
+    return int(settings.KNOWLEDGE_UPLOAD_MAX_MB) * 2**20
+
+
+def can_upload(user: User) -> bool:
+    """Admins and staff, or anyone granted ``knowledge.add_document`` (directly or by a group)."""
+    return bool(user.is_active and (user.is_staff or user.has_perm(UPLOAD_PERMISSION)))
+
+
+def document_acl_resolve(*, user: User, acl: Sequence[str]) -> list[str]:
+    """The ACL an uploader asked for, checked: ``me`` / ``user:<self>``, ``everyone`` and the groups
+    the uploader is in. Granting a group one is not in (or another user, or ``public``) would let
+    anyone with the upload right publish to any audience, so only staff may; an unknown group or
+    user is 422 for everyone. Empty → only me."""
+    values = [value.strip() for value in acl if value and value.strip()] or [ONLY_ME]
+    resolved: set[str] = set()
+    for value in values:
+        if "\x00" in value:
+            raise ValidationFailed("a principal must not contain NUL", code="invalid_principal", field="acl")
+        principal = f"user:{user.pk}" if value == ONLY_ME else services.principal_resolve(value)
+        if principal.startswith("group:") and not Group.objects.filter(name=principal[6:]).exists():
+            raise ValidationFailed(f"no group named «{principal[6:]}»", code="unknown_principal", field="acl")
+        user_id = int(principal[5:]) if principal.startswith("user:") else None
+        if user_id is not None and (user_id >= 2**63 or not User.objects.filter(pk=user_id).exists()):
+            raise ValidationFailed(f"no user with id {principal[5:]}", code="unknown_principal", field="acl")
+        resolved.add(principal)
+    if not user.is_staff:
+        held = set(principals_for(user)) - {"public"}
+        foreign = sorted(resolved - held)
+        if foreign:
+            raise PermissionDenied(
+                f"you may share a document only with yourself, everyone or your own groups (not {', '.join(foreign)})",
+                code="acl_not_allowed",
+            )
+    return sorted(resolved)
+
+
+def _clean_filename(name: str) -> str:
+    # a browser may send a path (old IE) or control characters: keep the last component, printable
+    name = (name or "").replace("\\", "/").rsplit("/", 1)[-1]
+    name = "".join(ch for ch in name if ch.isprintable()).strip()
+    if len(name) > MAX_FILENAME:
+        stem, dot, suffix = name.rpartition(".")
+        name = (
+            (stem[: MAX_FILENAME - len(suffix) - 1] + dot + suffix) if dot and len(suffix) < 16 else name[:MAX_FILENAME]
+        )
+    return name
+
+
+def documents_upload(*, owner: User, files: Sequence[UploadFile], acl: Sequence[str]) -> UploadOutcome:
+    """Store each acceptable file as a ``queued`` document under ``acl`` and send its parse task
+    after commit. A file with an unsupported extension, empty or over the size limit is rejected on
+    its own (the others go on); no acceptable file at all → 422 with every reason."""
+    if not can_upload(owner):
+        raise PermissionDenied("uploading documents needs the «add document» permission", code="permission_denied")
+    if not files:
+        raise ValidationFailed("no file in the upload (send one or more `files` parts)", code="no_files", field="files")
+    if len(files) > settings.KNOWLEDGE_UPLOAD_MAX_FILES:
+        raise ValidationFailed(
+            f"at most {settings.KNOWLEDGE_UPLOAD_MAX_FILES} files per upload", code="too_many_files", field="files"
+        )
+    resolved_acl = document_acl_resolve(user=owner, acl=acl)
+    limit = max_upload_bytes()
+    accepted: list[tuple[str, str, bytes]] = []
+    rejected: list[UploadRejection] = []
+    for upload in files:
+        name = _clean_filename(upload.filename)
+        try:
+            if not name:
+                raise ParseError("the file has no name", code="invalid_filename")
+            fmt = format_of(name)
+            if upload.size > limit:
+                raise ParseError(
+                    f"the file is {upload.size / 2**20:.1f} MB, over the limit of "
+                    f"{settings.KNOWLEDGE_UPLOAD_MAX_MB} MB",
+                    code="too_large",
+                )
+            data = upload.read() if upload.size else b""
+            if not data:
+                raise ParseError("the file is empty", code="empty_document")
+            if len(data) > limit:
+                raise ParseError(
+                    f"the file is over the limit of {settings.KNOWLEDGE_UPLOAD_MAX_MB} MB", code="too_large"
+                )
+        except ParseError as exc:
+            rejected.append(UploadRejection(filename=name or "(unnamed)", code=exc.code, detail=str(exc)))
+            continue
+        accepted.append((name, fmt, data))
+    if not accepted:
+        reasons = "; ".join(f"{r.filename}: {r.detail}" for r in rejected)
+        raise ValidationFailed(f"no file could be accepted ({reasons})", code="upload_rejected", field="files")
+    with transaction.atomic():
+        documents = Document.objects.bulk_create(
+            [
+                Document(
+                    owner=owner,
+                    filename=name,
+                    format=fmt,
+                    size=len(data),
+                    sha256=hashlib.sha256(data).hexdigest(),
+                    content=data,
+                    acl=resolved_acl,
+                    state=DocumentState.QUEUED,
+                )
+                for name, fmt, data in accepted
+            ]
+        )
+        ids = [document.pk for document in documents]
+        transaction.on_commit(lambda: _send_parse_tasks(ids))
+    return UploadOutcome(documents=documents, rejected=rejected)
+
+
+def _send_parse_tasks(document_ids: Sequence[int]) -> None:
+    for document_id in document_ids:
+        try:
+            knowledge.tasks.document_parse_task.delay(document_id)
+        except Exception:  # the broker away: the re-send job (documents_requeue_stale) sends it later
+            logger.warning("parse task of document %s not sent; the re-send job will", document_id, exc_info=True)
+
+
+def _finish(document_id: int, **fields: object) -> bool:
+    """Set the outcome on the document unless it was deleted meanwhile (False then)."""
+    fields.setdefault("parsed_at", timezone.now())
+    return bool(Document.objects.filter(pk=document_id).update(**fields))
+
+
+def _parse_with_ocr(data: bytes, *, filename: str) -> ParsedDocument:
+    """The file's text; a scanned PDF OCR'd when Tesseract is installed (else NeedsOcr)."""
+    try:
+        return parse_file(data, filename=filename, max_bytes=max_upload_bytes())
+    except NeedsOcr:
+        if not (settings.KNOWLEDGE_OCR and ocr_available()):
+            raise
+    return ocr_pdf(data, languages=settings.KNOWLEDGE_OCR_LANGUAGES, max_pages=settings.KNOWLEDGE_OCR_MAX_PAGES)
+
+
+def document_parse(*, document_id: int) -> str:
+    """The parse task's body: parse, upsert the record, settle the state; returns the new state.
+
+    Safe to run twice (a re-delivered task, two deliveries at once): a document already settled is
+    left alone, and the record is an upsert keyed by the document, so it is never doubled. A
+    document deleted while it was parsed takes the record it just got with it."""
+    with transaction.atomic():
+        document = Document.objects.select_for_update().defer("content").filter(pk=document_id).first()
+        if document is None:
+            return "gone"
+        if document.state not in (DocumentState.QUEUED, DocumentState.PARSING):
+            return str(document.state)
+        if document.attempts >= MAX_PARSE_ATTEMPTS:
+            _finish(
+                document_id,
+                state=DocumentState.FAILED,
+                error=f"parsing did not finish in {MAX_PARSE_ATTEMPTS} attempts (the file is too large or too complex)",
+                error_code="parse_unfinished",
+            )
+            return DocumentState.FAILED
+        Document.objects.filter(pk=document_id).update(state=DocumentState.PARSING, attempts=F("attempts") + 1)
+    data = bytes(Document.objects.filter(pk=document_id).values_list("content", flat=True).first() or b"")
+    try:
+        parsed = _parse_with_ocr(data, filename=document.filename)
+    except NeedsOcr as exc:
+        _finish(document_id, state=DocumentState.NEEDS_OCR, error=str(exc), error_code=exc.code)
+        return DocumentState.NEEDS_OCR
+    except ParseError as exc:
+        if isinstance(exc.__cause__, SoftTimeLimitExceeded):
+            limit = settings.CELERY_TASK_SOFT_TIME_LIMIT
+            exc = ParseError(
+                f"parsing took longer than {limit} s (the file is too large or too complex)", code="too_slow"
+            )
+        _finish(document_id, state=DocumentState.FAILED, error=str(exc)[:2000] or exc.code, error_code=exc.code)
+        return DocumentState.FAILED
+    except SoftTimeLimitExceeded:
+        limit = settings.CELERY_TASK_SOFT_TIME_LIMIT
+        _finish(
+            document_id,
+            state=DocumentState.FAILED,
+            error=f"parsing took longer than {limit} s (the file is too large or too complex)",
+            error_code="too_slow",
+        )
+        return DocumentState.FAILED
+    try:
+        outcome = services.record_upsert(
+            source_system=SOURCE_SYSTEM,
+            external_id=str(document_id),
+            title=parsed.title or document.filename,
+            text=parsed.text,
+            acl=document.acl,
+            url=document.download_url,
+            author_principal_id=f"user:{document.owner_id}",
+            origin=ORIGIN,
+            user_writable=True,  # written by people, not curated (README § Withheld policy)
+        )
+    except ServiceUnavailable:
+        # the embedding provider is away: back to the queue, the task retries later
+        Document.objects.filter(pk=document_id, state=DocumentState.PARSING).update(state=DocumentState.QUEUED)
+        raise
+    except ApplicationError as exc:
+        _finish(document_id, state=DocumentState.FAILED, error=str(exc.message)[:2000] or exc.code, error_code=exc.code)
+        return DocumentState.FAILED
+    with transaction.atomic():
+        settled = _finish(
+            document_id,
+            state=DocumentState.INDEXED,
+            record_id=outcome.record_id,
+            title=(parsed.title or document.filename)[:500],
+            chunks=outcome.chunks,
+            error="",
+            error_code="",
+        )
+        if not settled:  # deleted while parsing: its record goes too
+            Record.objects.filter(pk=outcome.record_id).delete()
+            return "gone"
+    return DocumentState.INDEXED
+
+
+def document_delete(*, actor: User, document_id: int) -> None:
+    """Delete a document (its owner or staff; others 404) and the record it became."""
+    document = document_get_for_user(user=actor, document_id=document_id)
+    with transaction.atomic():
+        Record.objects.filter(source_system=SOURCE_SYSTEM, external_id=str(document.pk)).delete()
+        Document.objects.filter(pk=document.pk).delete()  # (the record's delete cascades here too)
+
+
+def documents_requeue_stale(*, queued_for: timedelta = timedelta(minutes=2)) -> int:
+    """Send again the parse task of documents queued longer than ``queued_for`` (a lost send) or
+    parsing longer than the task's hard time limit (a worker that died mid-parse)."""
+    now = timezone.now()
+    parsing_for = timedelta(seconds=int(settings.CELERY_TASK_TIME_LIMIT) + 60)
+    stale = list(
+        Document.objects.filter(
+            Q(state=DocumentState.QUEUED, updated_at__lt=now - queued_for)
+            | Q(state=DocumentState.PARSING, updated_at__lt=now - parsing_for)
+        ).values_list("pk", flat=True)[:500]
+    )
+    if stale:
+        Document.objects.filter(pk__in=stale).update(state=DocumentState.QUEUED)  # updated_at moves (trigger)
+        _send_parse_tasks(stale)
+    return len(stale)
+
+
+_CONTENT_TYPES = {
+    "pdf": "application/pdf",
+    "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    "pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    "csv": "text/csv",
+    "text": "text/plain",
+    "markdown": "text/markdown",
+    "eml": "message/rfc822",
+}
+
+
+def content_type_of(fmt: str) -> str:
+    """The download's type; HTML goes out as an opaque download, never as a page of our origin."""
+    return _CONTENT_TYPES.get(fmt, "application/octet-stream")
+
+
+def content_disposition(filename: str) -> str:
+    """``attachment`` with an ASCII fallback and the UTF-8 name (RFC 6266 / 5987)."""
+    fallback = "".join(ch if ch.isascii() and ch.isprintable() and ch not in '"\\' else "_" for ch in filename)
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(filename)}"
