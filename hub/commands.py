@@ -147,9 +147,15 @@ class EnsureSprint(_Base):
     type: Literal["ensure_sprint"]
     key: IssueKey
     sprint: (
-        Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200), OneLine]
+        Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
         | Annotated[int, Field(ge=1)]
     ) = Field(description="Sprint name («Спринт 2») or numeric id.")
+
+    @field_validator("sprint")
+    @classmethod
+    def _sprint_name_one_line(cls, value: str | int) -> str | int:
+        # After the union (a validator inside it would add the union member's tag to the message).
+        return _one_line(value) if isinstance(value, str) else value
 
 
 class EnsureComment(_Base):
