@@ -150,7 +150,10 @@ def test_a_non_staff_caller_may_not_name_the_author(client, bob, token_for):
     assert refused.status_code == 403 and refused.json()["code"] == "permission_denied"
     assert "author" in refused.json()["detail"]
     assert _post(client, "/api/hub/refresh", {"full": True, "author": "claude"}, headers).status_code == 403
-    assert Batch.objects.count() == 0
+    assert _post(client, "/api/hub/commands/1/retry", {"author": "claude"}, headers).status_code == 403
+    # the surface's own name is no claim to anything
+    assert _post(client, "/api/hub/refresh", {"full": True, "author": "api"}, headers).status_code == 201
+    assert Batch.objects.count() == 1
     # omitted, it is `api`
     created = _post(client, "/api/hub/batches", {"title": "t", "commands": FULL}, headers).json()
     assert Batch.objects.get(pk=created["id"]).author == "api"
