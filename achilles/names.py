@@ -31,6 +31,18 @@ def name_problem(value: str) -> str | None:
     return None
 
 
+def text_problem(value: str, *, multiline: bool = False) -> str | None:
+    """Why ``value`` may not be stored as a text shown to people, or None: C0/C1 controls (except
+    newline, CRLF and tab when ``multiline``) and the bidirectional embedding/override/isolate
+    characters are refused; the first offender is named (``U+202E``)."""
+    for index, ch in enumerate(value):
+        if multiline and (ch in "\n\t" or (ch == "\r" and value[index + 1 : index + 2] == "\n")):
+            continue
+        if ch in _BIDI_CONTROLS or unicodedata.category(ch) == "Cc":
+            return f"must not contain control or text-direction characters (U+{ord(ch):04X})"
+    return None
+
+
 def name_clean(value: str) -> str:
     """``value`` with invisible characters trimmed from both ends; raises ``ValueError`` saying why
     it is not a name (pydantic turns it into a 422 field error)."""

@@ -147,7 +147,7 @@ class CommandAdmin(ReadOnlyMixin, admin.ModelAdmin):
             request,
             queryset,
             "Retry",
-            lambda c: f"#{c.pk} → batch {services.command_retry(user=request.user, command_id=c.pk, author='admin').id}",
+            lambda c: f"#{c.pk} → batch {services.command_retry(user=request.user, command_id=c.pk, default_author='admin').id}",
         )
 
 

@@ -55,8 +55,13 @@ from hub.schemas import (
 # ---------------------------------------------------------------- auth
 
 
+# ninja authenticates before it validates the body: checking the hub permission here answers a caller
+# without it 403 (never the body's 422, which would tell them the route's shape first).
+
+
 class HubPersonBearer(HttpBearer):
-    """A personal token (``ach_…``); a sync agent's token here is the wrong kind of credential (403)."""
+    """A personal token (``ach_…``) of someone with ``hub.use_hub`` (else 403); a sync agent's token
+    here is the wrong kind of credential (403)."""
 
     def authenticate(self, request, token):
         if token.startswith(protocol.TOKEN_PREFIX):
@@ -66,6 +71,17 @@ class HubPersonBearer(HttpBearer):
         user = api_token_authenticate(token)
         if user is not None:
             request.user = user
+            hub_access_check(user)
+        return user
+
+
+class HubSessionAuth(SessionCookieAuth):
+    """The browser session of someone with ``hub.use_hub`` (else 403)."""
+
+    def authenticate(self, request, key):
+        user = super().authenticate(request, key)
+        if user is not None:
+            hub_access_check(user)
         return user
 
 
@@ -94,7 +110,7 @@ class SyncAgentSessionRefusal(SessionCookieAuth):
 
 NotesBody = Annotated[dict, Body(..., description="Any subset of fact_status, note, next_step, owner (null clears).")]
 
-router = Router(tags=["hub"], auth=[HubPersonBearer(), SessionCookieAuth()])
+router = Router(tags=["hub"], auth=[HubPersonBearer(), HubSessionAuth()])
 sync_agent_router = Router(tags=["hub sync agent"], auth=[SyncAgentBearer(), SyncAgentSessionRefusal()])
 
 
@@ -143,7 +159,7 @@ def notes_set(request: HttpRequest, key: str, payload: NotesBody):
 @router.post("/batches", response={201: BatchCreatedOut}, summary="Create a batch of commands (HUB-6)")
 def batch_create(request: HttpRequest, payload: BatchIn):
     created = services.batch_create(
-        user=request.auth, title=payload.title, commands=payload.commands, author=payload.author or "api"
+        user=request.auth, title=payload.title, commands=payload.commands, author=payload.author
     )
     return Status(201, _d(created))
 
@@ -190,13 +206,13 @@ def command_cancel(request: HttpRequest, command_id: int, payload: CommandCancel
     "/commands/{command_id}/retry", response={201: BatchCreatedOut}, summary="Run a command again in a new batch"
 )
 def command_retry(request: HttpRequest, command_id: int, payload: RetryIn | None = None):
-    author = (payload.author if payload is not None else None) or "api"
+    author = payload.author if payload is not None else None
     return Status(201, _d(services.command_retry(user=request.auth, command_id=command_id, author=author)))
 
 
 @router.post("/refresh", response={201: BatchCreatedOut}, summary="Refresh keys or everything from Jira (HUB-10)")
 def refresh(request: HttpRequest, payload: RefreshIn):
-    created = services.refresh(user=request.auth, keys=payload.keys, full=payload.full, author=payload.author or "api")
+    created = services.refresh(user=request.auth, keys=payload.keys, full=payload.full, author=payload.author)
     return Status(201, _d(created))
 
 

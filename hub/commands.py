@@ -12,6 +12,7 @@ import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -23,6 +24,7 @@ from pydantic import (
 )
 
 from achilles.errors import ValidationFailed
+from achilles.names import text_problem
 
 KEY_PATTERN = r"^([A-Z][A-Z0-9_]*-[0-9]+|\$[1-9][0-9]*)$"
 REAL_KEY_RE = re.compile(r"^[A-Z][A-Z0-9_]*-[0-9]+$")
@@ -31,12 +33,32 @@ REF_RE = re.compile(r"^\$([1-9][0-9]*)$")
 LINK_TYPES = ("Blocks", "Cloners", "Duplicate", "Relates")
 MAX_COMMANDS = 200
 
+
+def _one_line(value: str) -> str:
+    problem = text_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+def _lines(value: str) -> str:
+    problem = text_problem(value, multiline=True)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+# Texts people read in Jira and in the hub: no control or text-direction characters (a U+202E in a
+# summary re-orders what follows it); multi-line ones keep newlines and tabs.
+OneLine = AfterValidator(_one_line)
+Lines = AfterValidator(_lines)
+
 IssueKey = Annotated[
     str,
     StringConstraints(pattern=KEY_PATTERN, max_length=64),
     Field(description='A Jira key ("AURORA-1538") or "$N": the issue created by command N of this batch.'),
 ]
-Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1), OneLine]
 
 
 class IssueFields(BaseModel):
@@ -44,12 +66,14 @@ class IssueFields(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    summary: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=255)] | None = None
-    description: str | None = None
-    priority: Annotated[str, StringConstraints(min_length=1, max_length=100)] | None = None
-    assignee: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
+    summary: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=255), OneLine] | None = (
+        None
+    )
+    description: Annotated[str, Lines] | None = None
+    priority: Annotated[str, StringConstraints(min_length=1, max_length=100), OneLine] | None = None
+    assignee: Annotated[str, StringConstraints(min_length=1, max_length=200), OneLine] | None = None
     duedate: dt.date | None = None
-    components: list[Annotated[str, StringConstraints(min_length=1)]] | None = None
+    components: list[Annotated[str, StringConstraints(min_length=1), OneLine]] | None = None
 
     @model_validator(mode="after")
     def _custom_fields_only(self):
@@ -76,9 +100,11 @@ class EnsureIssue(_Base):
 
     type: Literal["ensure_issue"]
     project: Annotated[str, StringConstraints(pattern=r"^[A-Z][A-Z0-9_]*$", max_length=32)]
-    summary: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=255)]
+    summary: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=255), OneLine]
     issue_type: Text = "Task"
-    labels: list[Annotated[str, StringConstraints(pattern=r"^\S+$", max_length=255)]] = Field(default_factory=list)
+    labels: list[Annotated[str, StringConstraints(pattern=r"^\S+$", max_length=255), OneLine]] = Field(
+        default_factory=list
+    )
     fields: IssueFields = Field(default_factory=IssueFields)
 
 
@@ -125,17 +151,23 @@ class EnsureSprint(_Base):
         | Annotated[int, Field(ge=1)]
     ) = Field(description="Sprint name («Спринт 2») or numeric id.")
 
+    @field_validator("sprint")
+    @classmethod
+    def _sprint_name_one_line(cls, value: str | int) -> str | int:
+        # After the union (a validator inside it would add the union member's tag to the message).
+        return _one_line(value) if isinstance(value, str) else value
+
 
 class EnsureComment(_Base):
     type: Literal["ensure_comment"]
     key: IssueKey
-    body: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=32767)]
+    body: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=32767), Lines]
 
 
 class EnsureTransition(_Base):
     type: Literal["ensure_transition"]
     key: IssueKey
-    status: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100)]
+    status: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100), OneLine]
 
 
 class Refresh(_Base):
@@ -224,8 +256,21 @@ def _error_text(index: int, raw: Any, exc: ValidationError) -> str:
     return "\n".join(lines)
 
 
-def commands_parse(raw: Any) -> list:
-    """Validate a batch's commands; raise ``ValidationFailed`` with the human text, else the models."""
+def base_label_problems(parsed: list, *, base_label: str) -> list[str]:
+    """An ``ensure_issue`` without the base label would create an issue outside the base JQL: the
+    mirror never sees it, so its identity search never finds it and every retry creates another."""
+    return [
+        f"command {index} (ensure_issue): labels: must include the base label «{base_label}» — neither the hub "
+        "nor the sync agent adds labels, and an issue without it falls out of the base JQL and the mirror"
+        for index, command in enumerate(parsed, start=1)
+        if command.type == "ensure_issue" and base_label not in command.labels
+    ]
+
+
+def commands_parse(raw: Any, *, base_label: str | None = None) -> list:
+    """Validate a batch's commands; raise ``ValidationFailed`` with the human text, else the models.
+
+    ``base_label`` (the hub setting): every ``ensure_issue`` must carry it in ``labels``."""
     if not isinstance(raw, list):
         raise ValidationFailed("commands must be a list of command objects")
     if not raw:
@@ -252,6 +297,8 @@ def commands_parse(raw: Any) -> list:
                     f"command {index} ({command.type}): ${n} names command {n} ({parsed[n - 1].type}), "
                     "which creates no issue; $N must name an ensure_issue"
                 )
+    if base_label is not None:
+        problems += base_label_problems(parsed, base_label=base_label)
     if problems:
         raise ValidationFailed("\n".join(problems))
     return parsed

@@ -2,7 +2,9 @@
 
 Everything REST (``hub/api.py``) and MCP (``hub/mcp/``) show comes from these frozen dataclasses;
 neither surface touches the ORM. Every public operation takes the acting ``user`` and checks the
-hub permission itself (``hub.use_hub``; settings writes and publications: staff), raising the
+hub permission itself (``hub.use_hub``; settings writes and publications: staff; someone else's batch:
+staff, ``hub.view_batch`` to read, ``hub.manage_any_batch`` to cancel or retry — see
+``hub.permissions``), raising the
 platform's errors (``achilles.errors``): ``PermissionDenied`` 403, ``NotFound`` 404, ``Conflict`` 409,
 ``ValidationFailed`` 422 whose ``detail`` is the human validation text (a ``str``) — the same text the
 REST 422 carries and the MCP tool returns as its error result.
@@ -27,8 +29,11 @@ Services (``hub/services.py``, writes)::
 
     notes_set(*, user, key: str, fields: dict[str, str | None]) -> NotesView
         # fields ⊆ {fact_status, note, next_step, owner}; unknown field → ValidationFailed
-    batch_create(*, user, title: str, commands: list[dict], author: str = "api") -> BatchCreated
-        # commands parsed by hub.commands.commands_parse; MCP passes author="claude"
+    batch_create(*, user, title: str, commands: list[dict], author: str | None = None,
+                 default_author: str = "api") -> BatchCreated
+        # commands parsed by hub.commands.commands_parse (ensure_issue must carry the base_label
+        # setting); MCP passes default_author="claude"; a named author needs staff or
+        # hub.name_batch_author (else PermissionDenied)
     batch_wait(*, user, batch_id: int, timeout_minutes: float) -> BatchView          # blocking (sync)
     batch_wait_async(*, user, batch_id: int, timeout_minutes: float) -> BatchView    # coroutine
         # timeout_minutes must be > 0 and ≤ 60 else ValidationFailed; wakes within 1 s of the
@@ -37,8 +42,11 @@ Services (``hub/services.py``, writes)::
     command_cancel(*, user, command_id: int, force: bool = False) -> CommandView
         # queued → cancelled; claimed without force → Conflict (code "command_claimed");
         # claimed with force → cancelled, the sync agent is told on its next claim
-    command_retry(*, user, command_id: int, author: str = "api") -> BatchCreated
-    refresh(*, user, keys: list[str] | None = None, full: bool = False, author: str = "api") -> BatchCreated
+    command_retry(*, user, command_id: int, author: str | None = None, default_author: str = "api") -> BatchCreated
+    refresh(*, user, keys: list[str] | None = None, full: bool = False, author: str | None = None,
+            default_author: str = "api") -> BatchCreated
+        # cancel and retry of someone else's batch/command: NotFound unless visible, PermissionDenied
+        # unless manageable; every create, cancel and retry is an audit event
     settings_set(*, user, key: str, value: Any) -> int           # staff only; new settings_version
 
 Text helpers shared by REST and MCP (``hub/texts.py``)::
@@ -163,6 +171,7 @@ class BatchSummary:
     command_count: int
     created_at: dt.datetime
     finished_at: dt.datetime | None
+    created_by: str | None = None  # the creator's username; None once that user is deleted
 
 
 @dataclass(frozen=True)
@@ -178,6 +187,7 @@ class BatchView:
     created_at: dt.datetime
     finished_at: dt.datetime | None
     timed_out: bool = False  # set by batch_wait when it returned at its timeout
+    created_by: str | None = None  # the creator's username; None once that user is deleted
 
 
 @dataclass(frozen=True)

@@ -155,7 +155,17 @@ class Batch(models.Model):
 
     title = models.CharField(max_length=300)
     author = models.CharField(max_length=64, help_text="`claude` from MCP, `api` from REST without author.")
-    created_by = models.ForeignKey(User, on_delete=models.DO_NOTHING, null=True, blank=True, related_name="hub_batches")
+    # Who created it (REST, MCP, admin): ON DELETE SET NULL in the database (migration 0002) — deleting
+    # a person keeps their batches (and the audit trail keeps their name); an ownerless batch is then
+    # visible only to staff and holders of hub.view_batch / hub.manage_any_batch.
+    created_by = models.ForeignKey(
+        User,
+        on_delete=models.DO_NOTHING,
+        null=True,
+        blank=True,
+        related_name="hub_batches",
+        help_text="The person who created the batch; empty once that user is deleted.",
+    )
     created_at = models.DateTimeField(db_default=Now())
     finished_at = models.DateTimeField(null=True, blank=True)
     retry_of = models.ForeignKey("Command", on_delete=models.DO_NOTHING, null=True, blank=True, related_name="retries")
@@ -163,6 +173,12 @@ class Batch(models.Model):
     class Meta:
         db_table = "hub_batches"
         ordering = ["-id"]
+        permissions = [
+            ("manage_any_batch", "Can cancel, force-cancel and retry anyone's hub batches and commands"),
+            ("name_batch_author", "Can name the author of a hub batch (service accounts)"),
+        ]
+        # A person's own batches, newest first (the list a non-staff user gets).
+        indexes = [models.Index(fields=["created_by", "-id"], name="hub_batch_created_by_idx")]
         constraints = [
             models.CheckConstraint(condition=~Q(title=""), name="hub_batch_title_not_empty"),
             models.CheckConstraint(condition=Q(author__regex=r"^[a-z0-9_.@-]{1,64}$"), name="hub_batch_author_format"),

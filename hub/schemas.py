@@ -49,7 +49,11 @@ class BatchIn(Schema):
         "(`AWPCA`) in `labels`: neither the hub nor the sync agent adds labels, and an issue without it "
         'falls out of the base JQL and the mirror. `"key": "$N"` names the issue command N creates.'
     )
-    author: str | None = Field(default=None, description="Who asks; omitted → `api`.")
+    author: str | None = Field(
+        default=None,
+        description="Who asks; omitted → `api`. Staff and service accounts (`hub.name_batch_author`) only: "
+        "anyone else naming an author gets a 403.",
+    )
 
 
 class BatchCreatedOut(Schema):

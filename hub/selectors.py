@@ -51,7 +51,7 @@ from hub.models import (
     SyncRun,
 )
 from hub.notify import hub_booted_at
-from hub.permissions import HubCaller, hub_access_check
+from hub.permissions import HubCaller, batch_visible, batches_all_visible, hub_access_check
 from hub.texts import agent_status_lines, update_hint
 
 # Seconds a command of each type takes at the sync agent (Jira round trips incl. the read-before-write).
@@ -358,20 +358,36 @@ def batch_view(batch: Batch, *, timed_out: bool = False) -> BatchView:
         created_at=batch.created_at,
         finished_at=batch.finished_at,
         timed_out=timed_out and not finished,
+        created_by=batch_owner_name(batch),
     )
 
 
+def batch_owner_name(batch: Batch) -> str | None:
+    """The username of who created the batch; None once that user is deleted (ON DELETE SET NULL)."""
+    owner = batch.created_by
+    return owner.get_username() if owner is not None else None
+
+
 def batch_get(batch_id: int) -> Batch:
-    batch = Batch.objects.filter(pk=batch_id).first()
+    batch = Batch.objects.select_related("created_by").filter(pk=batch_id).first()
     if batch is None:
+        raise NotFound(f"batch {batch_id} not found")
+    return batch
+
+
+def batch_get_for_user(*, user: HubCaller, batch_id: int) -> Batch:
+    """The batch if ``user`` may see it (their own; anyone's for staff, hub.view_batch,
+    hub.manage_any_batch); someone else's is a 404, like a batch that does not exist."""
+    person = hub_access_check(user)
+    batch = batch_get(batch_id)
+    if not batch_visible(person, created_by_id=batch.created_by_id):
         raise NotFound(f"batch {batch_id} not found")
     return batch
 
 
 def batch_status(*, user: HubCaller, batch_id: int) -> BatchView:
     """HUB-8: every command's state and error, and the remaining estimate."""
-    hub_access_check(user)
-    return batch_view(batch_get(batch_id))
+    return batch_view(batch_get_for_user(user=user, batch_id=batch_id))
 
 
 def batch_finished(batch_id: int) -> bool:
@@ -379,9 +395,13 @@ def batch_finished(batch_id: int) -> bool:
 
 
 def batches_page(*, user: HubCaller, cursor: str | None = None, limit: int = DEFAULT_LIMIT) -> Window[BatchSummary]:
-    """HUB-9: batches with their state, newest first; keyset on id. Two queries per page."""
-    hub_access_check(user)
-    page = keyset_page(Batch.objects.all(), scope="hub-batches", keys=("-id",), cursor=cursor, limit=limit)
+    """HUB-9: batches with their state, newest first; keyset on id. Two queries per page. The caller's
+    own batches, or everyone's for staff and holders of hub.view_batch / hub.manage_any_batch."""
+    person = hub_access_check(user)
+    batches = Batch.objects.select_related("created_by")
+    if not batches_all_visible(person):
+        batches = batches.filter(created_by=person)
+    page = keyset_page(batches, scope="hub-batches", keys=("-id",), cursor=cursor, limit=limit)
     counts: dict[int, dict[str, int]] = {b.id: {} for b in page.items}
     for row in Command.objects.filter(batch_id__in=counts).values("batch_id", "state").annotate(n=Count("id")):
         counts[row["batch_id"]][row["state"]] = row["n"]
@@ -395,6 +415,7 @@ def batches_page(*, user: HubCaller, cursor: str | None = None, limit: int = DEF
             command_count=sum(counts[b.id].values()),
             created_at=b.created_at,
             finished_at=b.finished_at,
+            created_by=batch_owner_name(b),
         )
     )
 

@@ -16,6 +16,7 @@ from django.utils import timezone
 from achilles import audit
 from achilles.errors import Conflict, NotFound, ValidationFailed
 from achilles.models import User
+from achilles.names import text_problem
 from hub import hub_settings, notify, selectors
 from hub.commands import REAL_KEY_RE, REF_RE, command_dump, commands_parse, references
 from hub.contracts import (
@@ -31,7 +32,13 @@ from hub.contracts import (
     NotesView,
 )
 from hub.models import Batch, Command, HubSetting, IssueNote, MirrorIssue
-from hub.permissions import HubCaller, hub_access_check
+from hub.permissions import (
+    HubCaller,
+    author_name_check,
+    batch_manage_check,
+    batch_visible,
+    hub_access_check,
+)
 from hub.texts import claimed_command_line
 
 AUTHOR_RE = re.compile(r"^[a-z0-9_.@-]{1,64}$")
@@ -43,6 +50,12 @@ WAIT_SAFETY_SECONDS = 30.0
 # in PostgreSQL, so a Redis outage costs this much latency, not a 503.
 WAIT_POLL_WITHOUT_REDIS_SECONDS = 1.0
 NOTE_LIMITS = {"fact_status": 200, "note": 10000, "next_step": 10000, "owner": 200}
+NOTE_MULTILINE = ("note", "next_step")
+# Audit actions of the hub's queue (hub_setting_changed and hub_publication_created: achilles.audit).
+HUB_BATCH_CREATED = "hub_batch_created"
+HUB_BATCH_CANCELLED = "hub_batch_cancelled"
+HUB_COMMAND_CANCELLED = "hub_command_cancelled"
+HUB_COMMAND_RETRIED = "hub_command_retried"
 
 
 # ---------------------------------------------------------------- notes
@@ -67,7 +80,11 @@ def notes_set(*, user: HubCaller, key: str, fields: dict[str, Any]) -> NotesView
             raise ValidationFailed(f"{name}: NUL characters are not allowed")
         if len(value) > NOTE_LIMITS[name]:
             raise ValidationFailed(f"{name}: at most {NOTE_LIMITS[name]} characters")
-        clean[name] = value.strip()
+        value = value.strip()
+        problem = text_problem(value, multiline=name in NOTE_MULTILINE)
+        if problem:
+            raise ValidationFailed(problem, field=name)
+        clean[name] = value
     issue = MirrorIssue.objects.filter(key=key.strip().upper()).first()
     if issue is None:
         raise NotFound(f"issue {key} is not in the mirror")
@@ -90,8 +107,8 @@ def notes_set(*, user: HubCaller, key: str, fields: dict[str, Any]) -> NotesView
 # ---------------------------------------------------------------- batches
 
 
-def _author_check(author: str | None) -> str:
-    author = (author or "api").strip()
+def _author_check(user: User, author: str | None, default: str) -> str:
+    author = author_name_check(user, author=author, default=default).strip()
     if not AUTHOR_RE.match(author):
         raise ValidationFailed("author: 1–64 characters of a-z 0-9 _ . @ -")
     return author
@@ -102,7 +119,34 @@ def _title_check(title: Any) -> str:
         raise ValidationFailed("title: required, a non-empty string")
     if len(title.strip()) > 300 or "\x00" in title:
         raise ValidationFailed("title: at most 300 characters")
+    problem = text_problem(title.strip())
+    if problem:
+        raise ValidationFailed(problem, field="title")
     return title.strip()
+
+
+def _batch_created_audit(*, user: User, batch: Batch, payloads: list[dict]) -> None:
+    audit.audit_record(
+        actor=user,
+        action=HUB_BATCH_CREATED,
+        target=f"hub_batch:{batch.id}",
+        details={
+            "title": batch.title,
+            "author": batch.author,
+            "command_count": len(payloads),
+            "types": [p["type"] for p in payloads],
+        },
+    )
+
+
+def _command_for_user(*, user: User, command_id: int, what: str) -> Command:
+    """The command locked for update, if ``user`` may act on its batch: someone else's batch is a 404
+    unless visible to the caller, then a 403 unless the caller may manage anyone's."""
+    command = _command_for_update(command_id)
+    if not batch_visible(user, created_by_id=command.batch.created_by_id):
+        raise NotFound(f"command {command_id} not found")
+    batch_manage_check(user, created_by_id=command.batch.created_by_id, what=f"{what} {command_id}")
+    return command
 
 
 def _touched_keys(parsed: list) -> list[str]:
@@ -153,13 +197,27 @@ def _payload_keys(payload: dict) -> list[str]:
     return [k for k in (payload.get("key"), payload.get("other_key")) if k]
 
 
+def _base_label() -> str:
+    return str(selectors.setting_value("base_label"))
+
+
 @transaction.atomic
-def batch_create(*, user: HubCaller, title: str, commands: list[dict], author: str = "api") -> BatchCreated:
-    """HUB-6: validate, store the commands in order, append one refresh of every touched key."""
+def batch_create(
+    *,
+    user: HubCaller,
+    title: str,
+    commands: list[dict],
+    author: str | None = None,
+    default_author: str = "api",
+) -> BatchCreated:
+    """HUB-6: validate, store the commands in order, append one refresh of every touched key.
+
+    ``default_author`` names the surface (REST ``api``, MCP ``claude``); ``author``, a name the caller
+    asks for, is for staff and service accounts only (``hub.name_batch_author``)."""
     user = hub_access_check(user)
+    author = _author_check(user, author, default_author)
     title = _title_check(title)
-    author = _author_check(author)
-    parsed = commands_parse(commands)
+    parsed = commands_parse(commands, base_label=_base_label())
     payloads = [command_dump(c) for c in parsed]
     deps = [references(c) for c in parsed]
     waits = [False] * len(parsed)
@@ -169,6 +227,7 @@ def batch_create(*, user: HubCaller, title: str, commands: list[dict], author: s
         deps.append([])
         waits.append(True)
     batch = _batch_insert(user=user, title=title, author=author, payloads=payloads, deps=deps, waits=waits)
+    _batch_created_audit(user=user, batch=batch, payloads=payloads)
     estimate = selectors.estimate_seconds(commands=payloads, before_batch_id=batch.id)
     return BatchCreated(id=batch.id, estimate_seconds=estimate, command_count=len(payloads))
 
@@ -186,8 +245,7 @@ def _wait_seconds(timeout_minutes: Any) -> float:
 def batch_wait(*, user: HubCaller, batch_id: int, timeout_minutes: float) -> BatchView:
     """HUB-8: block until the batch is finished (woken by pub/sub) or the timeout passes."""
     timeout = _wait_seconds(timeout_minutes)
-    user = hub_access_check(user)
-    selectors.batch_get(batch_id)
+    selectors.batch_get_for_user(user=user, batch_id=batch_id)
     deadline = time.monotonic() + timeout
     pubsub = notify.redis_client().pubsub(ignore_subscribe_messages=True)
     try:
@@ -220,8 +278,7 @@ def batch_wait(*, user: HubCaller, batch_id: int, timeout_minutes: float) -> Bat
 async def batch_wait_async(*, user: HubCaller, batch_id: int, timeout_minutes: float) -> BatchView:
     """The coroutine twin of ``batch_wait`` for async views and the MCP server."""
     timeout = _wait_seconds(timeout_minutes)
-    await sync_to_async(hub_access_check)(user)
-    await sync_to_async(selectors.batch_get)(batch_id)
+    await sync_to_async(selectors.batch_get_for_user)(user=user, batch_id=batch_id)
     deadline = time.monotonic() + timeout
     client = notify.async_redis_client()
     pubsub = client.pubsub(ignore_subscribe_messages=True)
@@ -318,7 +375,8 @@ def _cancel_queued(commands: list[Command]) -> list[int]:
 def batch_cancel(*, user: HubCaller, batch_id: int) -> BatchCancelResult:
     """HUB-9: queued commands → cancelled; claimed ones stay with the sync agent (see the returned lines)."""
     user = hub_access_check(user)
-    batch = selectors.batch_get(batch_id)
+    batch = selectors.batch_get_for_user(user=user, batch_id=batch_id)
+    batch_manage_check(user, created_by_id=batch.created_by_id, what=f"batch {batch_id}")
     commands = list(Command.objects.select_for_update().filter(batch=batch).order_by("seq"))
     queued = [c for c in commands if c.state == QUEUED]
     claimed = tuple(c.id for c in commands if c.state == CLAIMED)
@@ -326,7 +384,13 @@ def batch_cancel(*, user: HubCaller, batch_id: int) -> BatchCancelResult:
     if queued:
         fail_dependents(batch_id=batch.id, seqs=[c.seq for c in queued])
     batches_settle([batch.id])
-    batch.refresh_from_db()
+    audit.audit_record(
+        actor=user,
+        action=HUB_BATCH_CANCELLED,
+        target=f"hub_batch:{batch.id}",
+        details={"cancelled": cancelled, "claimed": list(claimed), "owner": selectors.batch_owner_name(batch)},
+    )
+    batch.refresh_from_db(fields=["finished_at"])
     return BatchCancelResult(batch=selectors.batch_view(batch), cancelled=tuple(cancelled), claimed=claimed)
 
 
@@ -339,7 +403,7 @@ def batch_cancel_lines(result: BatchCancelResult) -> list[str]:
 def command_cancel(*, user: HubCaller, command_id: int, force: bool = False) -> CommandView:
     """HUB-9: cancel one command; a claimed one needs ``force`` (the sync agent is told on its next claim)."""
     user = hub_access_check(user)
-    command = _command_for_update(command_id)
+    command = _command_for_user(user=user, command_id=command_id, what="command")
     if command.state in (CANCELLED, FAILED, "done"):
         raise Conflict(f"command {command_id} is already {command.state}", code="command_final")
     if command.state == CLAIMED and not force:
@@ -354,20 +418,33 @@ def command_cancel(*, user: HubCaller, command_id: int, force: bool = False) -> 
     )
     fail_dependents(batch_id=command.batch_id, seqs=[command.seq])
     batches_settle([command.batch_id])
+    audit.audit_record(
+        actor=user,
+        action=HUB_COMMAND_CANCELLED,
+        target=f"hub_command:{command.id}",
+        details={
+            "batch_id": command.batch_id,
+            "force": force,
+            "was": CLAIMED if was_claimed else QUEUED,
+            "owner": selectors.batch_owner_name(command.batch),
+        },
+    )
     command.refresh_from_db()
     return selectors.command_view(command)
 
 
 @transaction.atomic
-def command_retry(*, user: HubCaller, command_id: int, author: str = "api") -> BatchCreated:
+def command_retry(
+    *, user: HubCaller, command_id: int, author: str | None = None, default_author: str = "api"
+) -> BatchCreated:
     """HUB-9: run a done, failed or cancelled command again, in a new batch (with its refresh).
 
     A done one too: every command is an idempotent ensure (an ensure_issue adopts the issue it made),
     so re-running it is how a person re-asserts it; the sync agent changes nothing that already holds.
     """
     user = hub_access_check(user)
-    author = _author_check(author)
-    command = _command_for_update(command_id)
+    author = _author_check(user, author, default_author)
+    command = _command_for_user(user=user, command_id=command_id, what="command")
     if command.state in (QUEUED, CLAIMED):
         raise Conflict(f"command {command_id} is still {command.state}; cancel it first or wait", code="command_open")
     payload = dict(command.payload)
@@ -396,7 +473,7 @@ def command_retry(*, user: HubCaller, command_id: int, author: str = "api") -> B
                 f"command {command_id} refreshes only issues its batch never created", code="nothing_to_retry"
             )
         payload["keys"] = resolved
-    parsed = commands_parse([payload])
+    parsed = commands_parse([payload], base_label=_base_label())
     payloads = [command_dump(parsed[0])]
     deps: list[list[int]] = [[]]
     waits = [False]
@@ -408,6 +485,17 @@ def command_retry(*, user: HubCaller, command_id: int, author: str = "api") -> B
     title = f"повтор команды #{command.id}: {command.batch.title}"[:300]
     batch = _batch_insert(
         user=user, title=title, author=author, payloads=payloads, deps=deps, waits=waits, retry_of=command
+    )
+    audit.audit_record(
+        actor=user,
+        action=HUB_COMMAND_RETRIED,
+        target=f"hub_command:{command.id}",
+        details={
+            "batch_id": batch.id,
+            "author": author,
+            "command_count": len(payloads),
+            "owner": selectors.batch_owner_name(command.batch),
+        },
     )
     return BatchCreated(
         id=batch.id,
@@ -427,10 +515,17 @@ def _created_key(*, batch_id: int, seq: int, command_id: int) -> str:
 
 
 @transaction.atomic
-def refresh(*, user: HubCaller, keys: list[str] | None = None, full: bool = False, author: str = "api") -> BatchCreated:
+def refresh(
+    *,
+    user: HubCaller,
+    keys: list[str] | None = None,
+    full: bool = False,
+    author: str | None = None,
+    default_author: str = "api",
+) -> BatchCreated:
     """HUB-10: a batch of one refresh (keys or full)."""
     user = hub_access_check(user)
-    author = _author_check(author)
+    author = _author_check(user, author, default_author)
     raw: dict[str, Any] = {"type": "refresh"}
     if keys:
         raw["keys"] = [k.strip().upper() if isinstance(k, str) else k for k in keys]
@@ -443,6 +538,7 @@ def refresh(*, user: HubCaller, keys: list[str] | None = None, full: bool = Fals
     payloads = [command_dump(parsed[0])]
     title = "полная синхронизация" if full else f"обновить {', '.join(parsed[0].issue_keys())}"[:300]
     batch = _batch_insert(user=user, title=title, author=author, payloads=payloads, deps=[[]], waits=[False])
+    _batch_created_audit(user=user, batch=batch, payloads=payloads)
     return BatchCreated(
         id=batch.id,
         estimate_seconds=selectors.estimate_seconds(commands=payloads, before_batch_id=batch.id),

@@ -162,6 +162,7 @@ refresh {keys} | {full: true}. "key": "$N" — задача, созданная 
 
 ВАЖНО: ensure_issue должна нести `labels` с базовой меткой проекта (AWPCA): хаб и агент метки сами
 не добавляют, и задача без неё выпадает из базовой JQL и из зеркала.
+Пакет с ensure_issue без этой метки хаб не принимает (ошибка валидации).
 
 Ответ: id пакета, оценка (estimate_seconds, в минутах) и число команд; результат — batch_wait."""
 
@@ -273,7 +274,7 @@ def build_server() -> MCPServer:
     ) -> str | CallToolResult:
         return await _answer(
             lambda user, tz: texts.batch_created_text(
-                services.batch_create(user=user, title=title, commands=commands, author=AUTHOR), title=title
+                services.batch_create(user=user, title=title, commands=commands, default_author=AUTHOR), title=title
             )
         )
 
@@ -303,7 +304,7 @@ def build_server() -> MCPServer:
         """Поставить команду заново — новым пакетом (с refresh её задачи)."""
         return await _answer(
             lambda user, tz: texts.command_retry_text(
-                services.command_retry(user=user, command_id=id, author=AUTHOR), command_id=id
+                services.command_retry(user=user, command_id=id, default_author=AUTHOR), command_id=id
             )
         )
 
@@ -325,7 +326,7 @@ def build_server() -> MCPServer:
         с wait — итог пакета, как у batch_wait."""
 
         def queue(user, tz):
-            return services.refresh(user=user, keys=keys, full=full, author=AUTHOR)
+            return services.refresh(user=user, keys=keys, full=full, default_author=AUTHOR)
 
         created = await _answer(lambda user, tz: queue(user, tz))
         if isinstance(created, CallToolResult):

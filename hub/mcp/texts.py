@@ -316,7 +316,7 @@ def batch_text(view: BatchView, *, tz: dt.tzinfo = UTC) -> str:
     title = f" «{view.title}»" if view.title else ""
     state = BATCH_STATES.get(view.state, view.state)
     lines = [
-        f"пакет #{view.id}{title} — {view.state} ({state}), автор: {view.author}",
+        f"пакет #{view.id}{title} — {view.state} ({state}), автор: {view.author}, создал: {or_dash(view.created_by)}",
         f"{commands_count(len(view.commands))}: {counts_text(view.counts)}",
     ]
     lines += [f"  {command_line(c)}" for c in view.commands]
@@ -337,7 +337,7 @@ def batches_text(batches: Sequence[BatchSummary], *, tz: dt.tzinfo = UTC) -> str
         title = f" «{clip(b.title, SUMMARY_MAX)}»" if b.title else ""
         lines.append(
             f"#{b.id}{title} — {b.state}: {commands_count(b.command_count)} ({counts_text(b.counts)}), "
-            f"{b.author}, {fmt_time(b.created_at, tz)}"
+            f"{b.author} (создал: {or_dash(b.created_by)}), {fmt_time(b.created_at, tz)}"
         )
     return "\n".join(lines)
 

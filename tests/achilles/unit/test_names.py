@@ -2,7 +2,7 @@
 
 import pytest
 
-from achilles.names import name_clean
+from achilles.names import name_clean, text_problem
 
 INVISIBLE = [
     "",
@@ -48,3 +48,26 @@ def test_names_are_trimmed_and_kept(value, expected):
 def test_controls_and_direction_overrides_are_refused_inside(value):
     with pytest.raises(ValueError):
         name_clean(value)
+
+
+@pytest.mark.parametrize(
+    ("value", "multiline", "offender"),
+    [
+        ("abc\u202egpj.exe", False, "U+202E"),
+        ("a\u2066b", True, "U+2066"),
+        ("line\nbreak", False, "U+000A"),
+        ("tab\there", False, "U+0009"),
+        ("esc\x1b[2J", True, "U+001B"),
+        ("c1\x85x", True, "U+0085"),
+        ("lone\rreturn", True, "U+000D"),
+    ],
+)
+def test_text_problem_names_the_first_control_or_direction_character(value, multiline, offender):
+    assert text_problem(value, multiline=multiline) == (
+        f"must not contain control or text-direction characters ({offender})"
+    )
+
+
+@pytest.mark.parametrize("value", ["строка 1\nстрока 2", "a\r\nb", "\tпункт", "🚀 — ok"])
+def test_multi_line_texts_keep_newlines_and_tabs(value):
+    assert text_problem(value, multiline=True) is None

@@ -57,8 +57,8 @@ def test_the_hub_permission_gates_people(client, outsider, hub_user, token_for):
     assert client.get("/api/hub/issues", **token_for(hub_user)).status_code == 200
 
 
-def test_rest_author_defaults_to_api_and_can_be_given(client, hub_user, token_for):
-    headers = token_for(hub_user)
+def test_rest_author_defaults_to_api_and_staff_can_give_it(client, hub_staff, token_for):
+    headers = token_for(hub_staff)
     one = client.post(
         "/api/hub/batches", {"title": "t", "commands": [{"type": "refresh", "full": True}]}, content_type=J, **headers
     ).json()

@@ -58,7 +58,7 @@ def test_batch_create_appends_one_refresh_of_every_touched_key(hub_user):
     assert Batch.objects.get(pk=created.id).author == "api"
     # 10 s poll + 2 + 2 + 2 + 2 × 1 s refresh
     assert created.estimate_seconds == 10 + 6 + 2
-    second = services.batch_create(user=hub_user, title="ещё", commands=[COMMENT], author="claude")
+    second = services.batch_create(user=hub_user, title="ещё", commands=[COMMENT], default_author="claude")
     assert second.estimate_seconds == 10 + 8 + 2 + 1  # the first batch's work (8 s) is ahead of it
     assert Batch.objects.get(pk=second.id).author == "claude"
 
@@ -265,7 +265,7 @@ def test_command_retry_makes_a_new_batch(hub_user, sync_agent):
         ],
         rate_limited=[],
     )
-    retry = services.command_retry(user=hub_user, command_id=claimed["id"], author="claude")
+    retry = services.command_retry(user=hub_user, command_id=claimed["id"], default_author="claude")
     batch = Batch.objects.get(pk=retry.id)
     assert batch.retry_of_id == claimed["id"] and batch.author == "claude" and retry.command_count == 2
     assert Command.objects.get(batch=batch, seq=1).payload == COMMENT
@@ -319,7 +319,7 @@ def test_command_retry_of_a_done_ensure_issue_queues_it_again(hub_user, sync_age
     _done(sync_agent, [claimed], result={"key": "AURORA-2001", "created": True, "changed": []})
     assert Command.objects.get(pk=claimed["id"]).state == "done"
 
-    retry = services.command_retry(user=hub_user, command_id=claimed["id"], author="claude")
+    retry = services.command_retry(user=hub_user, command_id=claimed["id"], default_author="claude")
 
     batch = Batch.objects.get(pk=retry.id)
     assert batch.retry_of_id == claimed["id"] and retry.command_count == 2

@@ -118,3 +118,31 @@ def test_the_json_schema_is_a_discriminated_union_of_the_seven_types():
         "ensure_transition",
         "refresh",
     }
+
+
+COMMENT_FIRST = {"type": "ensure_comment", "key": "AURORA-1", "body": "x"}
+
+
+def test_ensure_issue_must_carry_the_base_label_it_is_given():
+    command = {"type": "ensure_issue", "project": "AURORA", "summary": "s"}
+    commands_parse([command])  # the contract alone does not know the setting
+    with pytest.raises(ValidationFailed) as refused:
+        commands_parse([COMMENT_FIRST, command | {"labels": ["awpca"]}], base_label="AWPCA")
+    assert str(refused.value.detail).startswith("command 2 (ensure_issue): labels: must include the base label «AWPCA»")
+    assert commands_parse([command | {"labels": ["x", "AWPCA"]}], base_label="AWPCA")
+
+
+@pytest.mark.parametrize(
+    "raw, where",
+    [
+        ({"type": "ensure_issue", "project": "AURORA", "summary": "a\u202eb"}, "summary"),
+        ({"type": "ensure_issue", "project": "AURORA", "summary": "s", "labels": ["AW\u202ePCA"]}, "labels.0"),
+        ({"type": "ensure_transition", "key": "AURORA-1", "status": "Done\u2066"}, "status"),
+        ({"type": "ensure_sprint", "key": "AURORA-1", "sprint": "Спринт\n2"}, "sprint"),
+        ({"type": "ensure_fields", "key": "AURORA-1", "fields": {"components": ["a\x07"]}}, "fields.components.0"),
+    ],
+)
+def test_control_and_direction_characters_are_refused_naming_the_field(raw, where):
+    with pytest.raises(ValidationFailed) as refused:
+        commands_parse([raw])
+    assert f": {where}: must not contain control or text-direction characters" in str(refused.value.detail)

@@ -221,8 +221,31 @@ def test_tool_batches_lists_the_latest_with_their_state(token, mirror):
 
     lines = text.splitlines()
     assert lines[0] == "пакетов: 2"
-    assert lines[1].startswith(f"#{first + 1} «обновить AURORA-1538» — queued: 1 команда (queued 1), claude, ")
-    assert lines[2].startswith(f"#{first} «1538 в спринт 2» — queued: 4 команды (queued 4), claude, ")
+    assert lines[1].startswith(
+        f"#{first + 1} «обновить AURORA-1538» — queued: 1 команда (queued 1), claude (создал: olga), "
+    )
+    assert lines[2].startswith(f"#{first} «1538 в спринт 2» — queued: 4 команды (queued 4), claude (создал: olga), ")
+
+
+def test_tools_keep_to_the_callers_own_batches(token, staff_token, mirror):
+    """Someone else's batch is not found over MCP either (batch_status, batch_wait, batch_cancel,
+    batches); staff see it, with who created it."""
+    from hub.models import Command
+
+    mirror(issue_dict("AURORA-1538"), issue_dict("AURORA-1540"))
+    theirs = batch_create(staff_token)
+    for tool, arguments in (
+        ("batch_status", {"id": theirs}),
+        ("batch_wait", {"id": theirs, "timeout_minutes": 0.01}),
+        ("batch_cancel", {"id": theirs}),
+    ):
+        assert error_text(token, tool, arguments) == f"not_found: batch {theirs} not found"
+    assert call_text(token, "batches", {"limit": 5}) == "пакетов нет"
+    assert not Command.objects.filter(state="cancelled").exists()
+
+    mine = batch_create(token)
+    first_line = call_text(staff_token, "batch_status", {"id": mine}).splitlines()[0]
+    assert first_line.endswith("автор: claude, создал: olga")
 
 
 def test_tool_command_retry_queues_a_new_batch(token, mirror, sync_agent):
@@ -293,7 +316,7 @@ def test_tool_refresh_with_wait_answers_like_batch_wait(token, mirror, sync_agen
     worker.join()
 
     lines = text.splitlines()
-    assert lines[0].endswith("«полная синхронизация» — done (выполнен), автор: claude")
+    assert lines[0].endswith("«полная синхронизация» — done (выполнен), автор: claude, создал: olga")
     assert lines[2].endswith("refresh полная синхронизация — done")
 
 

@@ -265,11 +265,18 @@ def test_batch_wait_timeout_is_said_and_a_finished_batch_has_its_finish_time():
     assert "завершён: 30.11.2026 09:00" in done and "осталось" not in done
 
 
+def test_batch_status_names_who_created_the_batch():
+    assert texts.batch_text(batch(created_by="olga")).splitlines()[0].endswith("автор: claude, создал: olga")
+    assert texts.batch_text(batch()).splitlines()[0].endswith("автор: claude, создал: —")
+
+
 def test_batches_lists_recent_batches_with_state():
-    summary = BatchSummary(9, "1538 в спринт 2", "claude", "done", {"done": 4}, 4, T0, T0)
+    summary = BatchSummary(9, "1538 в спринт 2", "claude", "done", {"done": 4}, 4, T0, T0, created_by="olga")
     assert texts.batches_text([summary]).splitlines()[1] == (
-        "#9 «1538 в спринт 2» — done: 4 команды (done 4), claude, 30.11.2026 09:00"
+        "#9 «1538 в спринт 2» — done: 4 команды (done 4), claude (создал: olga), 30.11.2026 09:00"
     )
+    ownerless = BatchSummary(9, "t", "api", "done", {"done": 1}, 1, T0, T0)
+    assert "api (создал: —)" in texts.batches_text([ownerless])
     assert texts.batches_text([]) == "пакетов нет"
 
 
