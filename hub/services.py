@@ -16,7 +16,7 @@ from django.utils import timezone
 from achilles import audit
 from achilles.errors import Conflict, NotFound, ValidationFailed
 from achilles.models import User
-from hub import hub_settings, notify, selectors
+from hub import access, hub_settings, knowledge_feed, notify, selectors
 from hub.commands import REAL_KEY_RE, REF_RE, command_dump, commands_parse, references
 from hub.contracts import (
     CANCELLED,
@@ -30,7 +30,7 @@ from hub.contracts import (
     CommandView,
     NotesView,
 )
-from hub.models import Batch, Command, HubSetting, IssueNote, MirrorIssue
+from hub.models import Batch, Command, HubSetting, IssueNote
 from hub.permissions import HubCaller, hub_access_check
 from hub.texts import claimed_command_line
 
@@ -68,9 +68,7 @@ def notes_set(*, user: HubCaller, key: str, fields: dict[str, Any]) -> NotesView
         if len(value) > NOTE_LIMITS[name]:
             raise ValidationFailed(f"{name}: at most {NOTE_LIMITS[name]} characters")
         clean[name] = value.strip()
-    issue = MirrorIssue.objects.filter(key=key.strip().upper()).first()
-    if issue is None:
-        raise NotFound(f"issue {key} is not in the mirror")
+    issue = access.issue_readable_get(user=user, key=key)
     note, _ = IssueNote.objects.select_for_update().get_or_create(issue=issue)
     for name, value in clean.items():
         setattr(note, name, value)
@@ -160,6 +158,7 @@ def batch_create(*, user: HubCaller, title: str, commands: list[dict], author: s
     title = _title_check(title)
     author = _author_check(author)
     parsed = commands_parse(commands)
+    access.projects_write_check(user=user, projects=access.command_projects(parsed))
     payloads = [command_dump(c) for c in parsed]
     deps = [references(c) for c in parsed]
     waits = [False] * len(parsed)
@@ -397,6 +396,7 @@ def command_retry(*, user: HubCaller, command_id: int, author: str = "api") -> B
             )
         payload["keys"] = resolved
     parsed = commands_parse([payload])
+    access.projects_write_check(user=user, projects=access.command_projects(parsed))
     payloads = [command_dump(parsed[0])]
     deps: list[list[int]] = [[]]
     waits = [False]
@@ -440,6 +440,7 @@ def refresh(*, user: HubCaller, keys: list[str] | None = None, full: bool = Fals
     for key in parsed[0].issue_keys():
         if not REAL_KEY_RE.match(key):
             raise ValidationFailed(f"refresh: «{key}» is not an issue key (PROJ-123)")
+    access.projects_write_check(user=user, projects=access.command_projects(parsed))
     payloads = [command_dump(parsed[0])]
     title = "полная синхронизация" if full else f"обновить {', '.join(parsed[0].issue_keys())}"[:300]
     batch = _batch_insert(user=user, title=title, author=author, payloads=payloads, deps=[[]], waits=[False])
@@ -455,12 +456,29 @@ def refresh(*, user: HubCaller, keys: list[str] | None = None, full: bool = Fals
 
 @transaction.atomic
 def settings_set(*, user: HubCaller, key: str, value: Any) -> int:
-    """HUB-15: validate and store; bump the one monotonic settings_version and return it (staff only)."""
+    """HUB-15: validate and store; bump the one monotonic settings_version and return it (staff only).
+
+    ``project_acl``: the Knowledge Store record of every mirrored issue is put under its project's ACL
+    in the new map, in this same transaction (a project left out goes back to ``everyone``); the
+    audit event counts the records changed per project (``records_re_acled``). Setting the same map
+    again re-applies it, which repairs records written under an older ACL."""
     user = hub_access_check(user, staff=True)
     clean = hub_settings.setting_validate(key=key, value=value)
+    re_acled: dict[str, int] | None = None
+    previous: dict[str, list[str]] = {}
+    if key == access.PROJECT_ACL:
+        knowledge_feed.project_acl_lock(shared=False)
+        previous = access.project_acl_map()
     HubSetting.objects.update_or_create(
         key=key, defaults={"value": clean, "updated_by": user, "updated_at": timezone.now()}
     )
+    if key == access.PROJECT_ACL:
+        # In this transaction: the setting and the ACL of every record it rules commit together.
+        # Every mirrored project, not only those whose entry changed: records written under an older
+        # ACL (before this rule existed, or by a feed that failed half-way) are put right too.
+        re_acled = knowledge_feed.project_acl_apply(
+            acl_map=clean, projects=set(previous) | set(clean) | knowledge_feed.mirrored_projects()
+        )
     with connection.cursor() as cursor:
         cursor.execute(
             "INSERT INTO hub_state (id, settings_version) VALUES (1, 2) ON CONFLICT (id) DO UPDATE "
@@ -471,6 +489,7 @@ def settings_set(*, user: HubCaller, key: str, value: Any) -> int:
         actor=user,
         action=audit.HUB_SETTING_CHANGED,
         target=f"hub_setting:{key}",
-        details={"value": clean, "settings_version": settings_version},
+        details={"value": clean, "settings_version": settings_version}
+        | ({"records_re_acled": re_acled} if re_acled is not None else {}),
     )
     return settings_version
