@@ -122,6 +122,25 @@ def test_the_feed_writes_under_the_acl_current_when_it_runs(fed_mirror, hub_staf
     assert found_keys(hub_person("fin", "finance"), "квазарный") == {"AURORA-9010"}
 
 
+def test_a_feed_that_read_the_map_before_a_change_does_not_undo_it(hub_staff, mirror, monkeypatch):
+    # given: a feed that read the map just before the admin's change committed (the stale read)
+    from hub import knowledge_feed
+    from hub.models import MirrorIssue
+
+    mirror(issue_payload("AURORA-9011", summary="Квазарный аудит"))
+    services.settings_set(user=hub_staff, key="project_acl", value={"AURORA": ["group:finance"]})
+    reads = iter([{}])
+    current = knowledge_feed.project_acl_map
+    monkeypatch.setattr(knowledge_feed, "project_acl_map", lambda: next(reads, None) or current())
+
+    # when: it writes the record under what it read
+    knowledge_feed.mirror_to_knowledge(issue_ids=list(MirrorIssue.objects.values_list("id", flat=True)))
+
+    # then: its final check under the setting's lock put the record under the current ACL
+    assert found_keys(hub_person("bob", "sales"), "квазарный") == set()
+    assert found_keys(hub_person("fin", "finance"), "квазарный") == {"AURORA-9011"}
+
+
 def test_a_change_of_another_setting_leaves_the_records_and_generation_alone(fed_mirror, hub_staff):
     aurora_and_zeus(fed_mirror)
     before = facade.generation()
