@@ -8,6 +8,7 @@ through here: lists filter with :func:`issues_readable`, a card or a note fetche
 :func:`issue_readable_get` (an issue you may not read is not found, as if it were not mirrored), and
 a batch naming a project you may not read is refused by :func:`projects_write_check` (403: the
 project keys are no secret, the settings show them, and a batch may name issues not mirrored yet).
+Staff are no exception: whoever sets the map names themselves in it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from django.db.models import Q, QuerySet
 from achilles.errors import NotFound, PermissionDenied
 from achilles.identity import EVERYONE, principals_for
 from hub.models import HubSetting, MirrorIssue
+from hub.permissions import HubCaller
 
 PROJECT_ACL = "project_acl"
 NOT_READABLE = "project_not_readable"
@@ -67,19 +69,21 @@ def access_for(*, principals: Iterable[str], acl_map: dict[str, list[str]]) -> P
     )
 
 
-def readable_projects(user: Any) -> ProjectAccess:
+def readable_projects(user: HubCaller) -> ProjectAccess:
     """The caller's access under the current setting (one read of it, one of the caller's groups)."""
     return access_for(principals=principals_for(user), acl_map=project_acl_map())
 
 
-def issues_readable(user: Any, queryset: QuerySet[MirrorIssue], *, access: ProjectAccess | None = None) -> QuerySet:
+def issues_readable(
+    user: HubCaller, queryset: QuerySet[MirrorIssue], *, access: ProjectAccess | None = None
+) -> QuerySet:
     """``queryset`` without the issues of projects the caller may not read."""
     access = access if access is not None else readable_projects(user)
     return queryset.filter(access.q())
 
 
 def issue_readable_get(
-    *, user: Any, key: str, queryset: QuerySet[MirrorIssue] | None = None, access: ProjectAccess | None = None
+    *, user: HubCaller, key: str, queryset: QuerySet[MirrorIssue] | None = None, access: ProjectAccess | None = None
 ) -> MirrorIssue:
     """The mirrored issue ``key`` if the caller may read it; otherwise the same 404 as a key not mirrored."""
     queryset = queryset if queryset is not None else MirrorIssue.objects.all()
@@ -89,7 +93,7 @@ def issue_readable_get(
     return issue
 
 
-def projects_write_check(*, user: Any, projects: Iterable[str]) -> None:
+def projects_write_check(*, user: HubCaller, projects: Iterable[str]) -> None:
     """Refuse (403 ``project_not_readable``) a write naming a project the caller may not read."""
     access = readable_projects(user)
     for project in sorted(set(projects)):

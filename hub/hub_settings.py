@@ -60,7 +60,7 @@ SPECS: dict[str, tuple[Any, Any, str]] = {
     "project_acl": (
         dict[ProjectKey, Annotated[list[Principal], Field(min_length=1)]],
         {},
-        "project → principals who may read its issues in the Knowledge Store (missing = everyone)",
+        "project → principals who may read its issues, in the hub and the Knowledge Store (missing = everyone)",
     ),
     "sync_overlap_minutes": (Annotated[int, Field(ge=0, le=60, strict=True)], 2, "incremental sync re-read window"),
     "page_size": (Annotated[int, Field(ge=10, le=500, strict=True)], 100, "issues per upload page"),

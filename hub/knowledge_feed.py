@@ -43,7 +43,9 @@ def issue_text(issue: MirrorIssue, comments: list[MirrorComment]) -> str:
 
 
 def mirror_to_knowledge(*, issue_ids: list[int]) -> int:
-    """Upsert the given mirrored issues into the KS; returns how many were written."""
+    """Upsert the given mirrored issues into the KS; returns how many were written. Run it outside a
+    transaction (the Celery task, the on-commit fallback): its final ACL check waits for a setting
+    change in flight, which may be waiting for the rows an enclosing transaction would hold."""
     acl_map = project_acl_map()
     issues = list(MirrorIssue.objects.filter(pk__in=issue_ids).order_by("key"))
     comments: dict[int, list[MirrorComment]] = {}
