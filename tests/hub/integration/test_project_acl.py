@@ -129,9 +129,9 @@ def test_a_feed_that_read_the_map_before_a_change_does_not_undo_it(hub_staff, mi
 
     mirror(issue_payload("AURORA-9011", summary="Квазарный аудит"))
     services.settings_set(user=hub_staff, key="project_acl", value={"AURORA": ["group:finance"]})
-    reads = iter([{}])
+    stale: list[dict] = [{}]
     current = knowledge_feed.project_acl_map
-    monkeypatch.setattr(knowledge_feed, "project_acl_map", lambda: next(reads, None) or current())
+    monkeypatch.setattr(knowledge_feed, "project_acl_map", lambda: stale.pop() if stale else current())
 
     # when: it writes the record under what it read
     knowledge_feed.mirror_to_knowledge(issue_ids=list(MirrorIssue.objects.values_list("id", flat=True)))
