@@ -465,20 +465,18 @@ def settings_set(*, user: HubCaller, key: str, value: Any) -> int:
     user = hub_access_check(user, staff=True)
     clean = hub_settings.setting_validate(key=key, value=value)
     re_acled: dict[str, int] | None = None
-    previous: dict[str, list[str]] = {}
     if key == access.PROJECT_ACL:
+        # Exclusive: a feed's final ACL check (shared) waits for this change to commit.
         knowledge_feed.project_acl_lock(shared=False)
-        previous = access.project_acl_map()
     HubSetting.objects.update_or_create(
         key=key, defaults={"value": clean, "updated_by": user, "updated_at": timezone.now()}
     )
     if key == access.PROJECT_ACL:
         # In this transaction: the setting and the ACL of every record it rules commit together.
-        # Every mirrored project, not only those whose entry changed: records written under an older
-        # ACL (before this rule existed, or by a feed that failed half-way) are put right too.
-        re_acled = knowledge_feed.project_acl_apply(
-            acl_map=clean, projects=set(previous) | set(clean) | knowledge_feed.mirrored_projects()
-        )
+        # Every mirrored project, not only those whose entry changed (a project dropped from the map
+        # included): records written under an older ACL (before this rule existed, or by a feed that
+        # failed half-way) are put right too.
+        re_acled = knowledge_feed.project_acl_apply(acl_map=clean, projects=knowledge_feed.mirrored_projects())
     with connection.cursor() as cursor:
         cursor.execute(
             "INSERT INTO hub_state (id, settings_version) VALUES (1, 2) ON CONFLICT (id) DO UPDATE "
