@@ -263,7 +263,7 @@ class HubSettingForm(forms.ModelForm):
             try:
                 data["value"] = setting_validate(key=data["key"], value=data["value"])
             except ApplicationError as exc:
-                raise forms.ValidationError(str(exc.detail)) from None
+                raise forms.ValidationError(str(exc.message)) from None
         return data
 
 

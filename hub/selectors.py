@@ -14,7 +14,7 @@ from django.utils import timezone
 from achilles.errors import NotFound, ValidationFailed
 from achilles.pagination import DEFAULT_LIMIT, Window, keyset_page
 from achilles.platform import platform_settings
-from hub import hub_settings
+from hub import access, hub_settings
 from hub.contracts import (
     CANCELLED,
     CLAIMED,
@@ -155,10 +155,11 @@ def issues_queryset(filters: IssueFilters) -> QuerySet[MirrorIssue]:
 def issues_page(
     *, user: HubCaller, filters: IssueFilters, cursor: str | None = None, limit: int = DEFAULT_LIMIT
 ) -> Window[IssueRow]:
-    """HUB-3: mirrored issues matching every filter, most recently updated first; keyset on (updated, key)."""
-    hub_access_check(user)
+    """HUB-3: mirrored issues matching every filter, most recently updated first; keyset on (updated, key).
+    Issues of projects the caller may not read (hub setting ``project_acl``) are left out."""
+    user = hub_access_check(user)
     qs = (
-        issues_queryset(filters)
+        access.issues_readable(user, issues_queryset(filters))
         .select_related("notes")
         .only(
             "key",
@@ -229,21 +230,26 @@ def command_view(command: Command) -> CommandView:
 
 
 def issue_card(*, user: HubCaller, key: str, recent_commands: int = 10, comments: int = 5) -> IssueCard:
-    """HUB-4: fields, links of both sides, notes, recent commands, the newest comments."""
-    hub_access_check(user)
-    issue = MirrorIssue.objects.filter(key=key.strip().upper()).select_related("notes").first()
-    if issue is None:
-        raise NotFound(f"issue {key} is not in the mirror")
+    """HUB-4: fields, links of both sides, notes, recent commands, the newest comments; an issue of a
+    project the caller may not read is a 404, and so is hidden what other issues' links would tell."""
+    user = hub_access_check(user)
+    readable = access.readable_projects(user)
+    issue = access.issue_readable_get(
+        user=user, key=key, queryset=MirrorIssue.objects.select_related("notes"), access=readable
+    )
     own = list(MirrorLink.objects.filter(issue=issue).order_by("link_type", "direction", "other_key"))
-    # The other side: links other issues hold towards this one, seen from here (direction flipped).
+    # The other side: links other issues hold towards this one, seen from here (direction flipped) —
+    # only those of issues the caller may read (such a link is the other issue's data).
     theirs = list(
         MirrorLink.objects.filter(other_key=issue.key)
         .exclude(issue=issue)
+        .filter(readable.q("issue__project"))
         .select_related("issue")
         .order_by("link_type", "issue__key")
     )
     other_keys = {link.other_key for link in own}
-    summaries = dict(MirrorIssue.objects.filter(key__in=other_keys).values_list("key", "summary"))
+    # An own link stays (it is this issue's data); the summary of a hidden target does not.
+    summaries = dict(MirrorIssue.objects.filter(key__in=other_keys).filter(readable.q()).values_list("key", "summary"))
     links: list[LinkView] = [
         LinkView(
             link_type=lk.link_type,

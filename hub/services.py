@@ -17,7 +17,7 @@ from achilles import audit
 from achilles.errors import Conflict, NotFound, ValidationFailed
 from achilles.models import User
 from achilles.names import text_problem
-from hub import hub_settings, notify, selectors
+from hub import access, hub_settings, knowledge_feed, notify, selectors
 from hub.commands import REAL_KEY_RE, REF_RE, command_dump, commands_parse, references
 from hub.contracts import (
     CANCELLED,
@@ -31,7 +31,7 @@ from hub.contracts import (
     CommandView,
     NotesView,
 )
-from hub.models import Batch, Command, HubSetting, IssueNote, MirrorIssue
+from hub.models import Batch, Command, HubSetting, IssueNote
 from hub.permissions import (
     HubCaller,
     author_name_check,
@@ -85,9 +85,7 @@ def notes_set(*, user: HubCaller, key: str, fields: dict[str, Any]) -> NotesView
         if problem:
             raise ValidationFailed(problem, field=name)
         clean[name] = value
-    issue = MirrorIssue.objects.filter(key=key.strip().upper()).first()
-    if issue is None:
-        raise NotFound(f"issue {key} is not in the mirror")
+    issue = access.issue_readable_get(user=user, key=key)
     note, _ = IssueNote.objects.select_for_update().get_or_create(issue=issue)
     for name, value in clean.items():
         setattr(note, name, value)
@@ -218,6 +216,7 @@ def batch_create(
     author = _author_check(user, author, default_author)
     title = _title_check(title)
     parsed = commands_parse(commands, base_label=_base_label())
+    access.projects_write_check(user=user, projects=access.command_projects(parsed))
     payloads = [command_dump(c) for c in parsed]
     deps = [references(c) for c in parsed]
     waits = [False] * len(parsed)
@@ -474,6 +473,7 @@ def command_retry(
             )
         payload["keys"] = resolved
     parsed = commands_parse([payload], base_label=_base_label())
+    access.projects_write_check(user=user, projects=access.command_projects(parsed))
     payloads = [command_dump(parsed[0])]
     deps: list[list[int]] = [[]]
     waits = [False]
@@ -535,6 +535,7 @@ def refresh(
     for key in parsed[0].issue_keys():
         if not REAL_KEY_RE.match(key):
             raise ValidationFailed(f"refresh: «{key}» is not an issue key (PROJ-123)")
+    access.projects_write_check(user=user, projects=access.command_projects(parsed))
     payloads = [command_dump(parsed[0])]
     title = "полная синхронизация" if full else f"обновить {', '.join(parsed[0].issue_keys())}"[:300]
     batch = _batch_insert(user=user, title=title, author=author, payloads=payloads, deps=[[]], waits=[False])
@@ -551,12 +552,27 @@ def refresh(
 
 @transaction.atomic
 def settings_set(*, user: HubCaller, key: str, value: Any) -> int:
-    """HUB-15: validate and store; bump the one monotonic settings_version and return it (staff only)."""
+    """HUB-15: validate and store; bump the one monotonic settings_version and return it (staff only).
+
+    ``project_acl``: the Knowledge Store record of every mirrored issue is put under its project's ACL
+    in the new map, in this same transaction (a project left out goes back to ``everyone``); the
+    audit event counts the records changed per project (``records_re_acled``). Setting the same map
+    again re-applies it, which repairs records written under an older ACL."""
     user = hub_access_check(user, staff=True)
     clean = hub_settings.setting_validate(key=key, value=value)
+    re_acled: dict[str, int] | None = None
+    if key == access.PROJECT_ACL:
+        # Exclusive: a feed's final ACL check (shared) waits for this change to commit.
+        knowledge_feed.project_acl_lock(shared=False)
     HubSetting.objects.update_or_create(
         key=key, defaults={"value": clean, "updated_by": user, "updated_at": timezone.now()}
     )
+    if key == access.PROJECT_ACL:
+        # In this transaction: the setting and the ACL of every record it rules commit together.
+        # Every mirrored project, not only those whose entry changed (a project dropped from the map
+        # included): records written under an older ACL (before this rule existed, or by a feed that
+        # failed half-way) are put right too.
+        re_acled = knowledge_feed.project_acl_apply(acl_map=clean, projects=knowledge_feed.mirrored_projects())
     with connection.cursor() as cursor:
         cursor.execute(
             "INSERT INTO hub_state (id, settings_version) VALUES (1, 2) ON CONFLICT (id) DO UPDATE "
@@ -567,6 +583,7 @@ def settings_set(*, user: HubCaller, key: str, value: Any) -> int:
         actor=user,
         action=audit.HUB_SETTING_CHANGED,
         target=f"hub_setting:{key}",
-        details={"value": clean, "settings_version": settings_version},
+        details={"value": clean, "settings_version": settings_version}
+        | ({"records_re_acled": re_acled} if re_acled is not None else {}),
     )
     return settings_version

@@ -49,6 +49,7 @@ __all__ = [
     "generation",
     "graph",
     "is_empty",
+    "records_acl_set",
     "register_access",
     "search",
     "sql",
@@ -130,6 +131,13 @@ def upsert_record(
     )
     services.record_links_set(record_id=outcome.record_id, source_system=source_system, links=pairs)
     return outcome.record_id
+
+
+def records_acl_set(*, source_system: str, external_ids: Iterable[str], acl: Iterable[str]) -> int:
+    """Put the records ``(source_system, external_id)`` for the given ids under ``acl`` at once (in the
+    caller's transaction; chunks and the content generation follow); returns how many changed.
+    Ids without a record are skipped; a bad principal → ``invalid_principal``; an empty ACL → ``empty_acl``."""
+    return services.records_acl_set(source_system=source_system, external_ids=list(external_ids), acl=list(acl))
 
 
 def delete_record(*, source_system: str, external_id: str) -> None:

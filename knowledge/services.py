@@ -211,10 +211,11 @@ def record_upsert(
     )
     existing = (
         Record.objects.filter(source_system=source_system, external_id=external_id)
-        .only("id", "content_hash", "user_writable")
+        .only("id", "content_hash", "acl", "user_writable")
         .first()
     )
-    if existing is not None and existing.content_hash == digest:
+    # (the ACL is compared too: ``records_acl_set`` changes it without rehashing the content)
+    if existing is not None and existing.content_hash == digest and list(existing.acl) == acl:
         if existing.user_writable == bool(user_writable):
             return UpsertOutcome(existing.pk, "unchanged", len(drafts), tuple(warnings))
         Record.objects.filter(pk=existing.pk).update(user_writable=bool(user_writable))  # the generation moves
@@ -262,6 +263,24 @@ def record_acl_set(*, record_id: int, acl: Sequence[str]) -> list[str]:
     if not Record.objects.filter(pk=record_id).update(acl=resolved):
         raise NotFound("record not found", code="record_not_found")
     return resolved
+
+
+def records_acl_set(*, source_system: str, external_ids: Sequence[str], acl: Sequence[str]) -> int:
+    """Give every record of ``source_system`` among ``external_ids`` the ACL ``acl`` (another app's
+    bulk re-ACL, e.g. the hub's project ACL); returns how many records changed.
+
+    One UPDATE in the caller's transaction: the chunks follow by trigger (``knowledge_chunks.acl``
+    is a copy of the record's) and so does the content generation, so no cache serves the old ACL.
+    Records already under ``acl`` are not touched, and nothing at all is written when none differs
+    (the generation triggers fire per statement, even for zero rows)."""
+    resolved = acl_resolve(acl)
+    ids = sorted({str(external_id) for external_id in external_ids})
+    if not ids:
+        return 0
+    stale = Record.objects.filter(source_system=source_system, external_id__in=ids).exclude(acl=resolved)
+    if not stale.exists():
+        return 0
+    return stale.update(acl=resolved)
 
 
 def record_never_hint_set(*, record_id: int, never_hint: bool) -> None:

@@ -3,7 +3,8 @@
 Every tool acts as the caller — the owner of the personal API token the transport was given
 (``Authorization: Bearer ach_…`` over HTTP, ``ACHILLES_TOKEN`` over stdio) — through the same
 services and selectors as REST, so the permission checks are the same (the hub permission;
-``settings_set`` staff only). A domain error comes back as an ``is_error`` result rendered by the
+``settings_set`` staff only; the project ACL of ``hub.access``: an issue you may not read is left out
+of ``issues`` and not found by ``issue`` and ``notes_set``, and ``knowledge_search`` filters by it too). A domain error comes back as an ``is_error`` result rendered by the
 platform's text renderer (``achilles.errors.render_text``: ``code: message``) — the code and detail the
 REST API answers with (a 422's validation text); a crash is logged and answered generically.
 

@@ -423,6 +423,7 @@ def test_knowledge_search_cites_what_the_caller_may_see_and_only_coordinates_of_
         text="VPN подключается через клиент WireGuard, конфиг выдаёт служба поддержки.",
         acl=["everyone"],
         url="https://wiki.example/vpn",
+        user_writable=False,  # curated: only curated records make a word common enough to hint
     )
     upsert_record(
         source_system="finance",
@@ -431,6 +432,7 @@ def test_knowledge_search_cites_what_the_caller_may_see_and_only_coordinates_of_
         text="Бюджет на VPN и клиент WireGuard на следующий год.",
         acl=["group:finance"],
         author_principal_id="user:1",
+        user_writable=False,
     )
 
     text = call_text(token, "knowledge_search", {"query": "VPN WireGuard"})
