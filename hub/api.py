@@ -15,6 +15,7 @@ from ninja.security import HttpBearer
 from pydantic import Field
 
 from achilles.auth import SessionCookieAuth
+from achilles.datetimes import ApiDateTime
 from achilles.pagination import ListParams, Page
 from achilles.services import api_token_authenticate
 from hub import protocol, selectors, services
@@ -116,7 +117,7 @@ class IssueFiltersIn(ListParams):
     due_to: dt.date | None = None
     overdue: bool | None = None
     text: str | None = Field(default=None, max_length=200)
-    updated_since: dt.datetime | None = None
+    updated_since: ApiDateTime | None = None
 
 
 @router.get("/issues", response=Page[IssueRow], summary="Mirrored issues (HUB-3 filters), most recently updated first")

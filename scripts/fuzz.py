@@ -48,7 +48,7 @@ def _env() -> dict[str, str]:
         "ACHILLES_DB_NAME": DB_NAME,
         "ACHILLES_TESTING": "1",
         "TEST_DATABASE_NAME": "fuzz",
-        "ACHILLES_ENV": "development",
+        "ACHILLES_ENV": "dev",
     }
 
 
