@@ -162,6 +162,8 @@ def _fuzz(name: str, url: str, token: str, env) -> subprocess.Popen:
     return subprocess.Popen(
         [
             str(BIN / "schemathesis"),
+            "--config-file",
+            str(ROOT / "scripts" / "fuzz.toml"),
             "run",
             f"{url}/api/openapi.json",
             "--header",

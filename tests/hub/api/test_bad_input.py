@@ -326,3 +326,13 @@ def test_updated_since_takes_every_offset_in_use(client, person, mirror, offset)
     response = client.get("/api/hub/issues", {"updated_since": f"2000-01-01T00:00:00{offset}"}, **person)
     assert response.status_code == 200, response.content
     assert [row["key"] for row in response.json()["items"]] == ["AURORA-1"]
+
+
+@pytest.mark.parametrize(
+    "param, value", [("updated_since", "20200101"), ("updated_since", "0"), ("due_from", "0"), ("due_to", "86400")]
+)
+def test_a_number_where_a_date_is_meant_is_a_422_not_a_unix_timestamp(client, person, param, value):
+    """Failed before the fix (found by make fuzz): pydantic read the number as a Unix timestamp, so
+    updated_since=20200101 filtered from 1970-08-22 and answered 200."""
+    body = _error(client.get("/api/hub/issues", {param: value}, **person), 422)
+    assert [error["loc"] for error in body["detail"]] == [["query", param]]
