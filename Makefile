@@ -30,7 +30,8 @@ test: install
 	[ $$faults -eq 5 ] && faults=0; \
 	[ $$parallel -eq 0 ] && [ $$faults -eq 0 ]
 
-# schemathesis against /api/openapi.json as an admin and a user, with a delete racer (FUZZ_SECONDS=120)
+# schemathesis against /api/openapi.json as an admin and a user, with a delete racer; 60 s a fuzzer
+# (FUZZ_SECONDS=120 for longer). .ci/run runs it after `make test`.
 fuzz: install
 	$(BIN)/python scripts/fuzz.py
 

@@ -8,15 +8,15 @@ says ``auth=None`` explicitly. Every error leaves as ``{"detail": ..., "code": .
 from __future__ import annotations
 
 from django.http import Http404
-from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, AuthorizationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from pydantic import ValidationError as PydanticValidationError
 
 from achilles import errors
 from achilles.auth import api_auth
+from achilles.openapi import DocumentedErrorsAPI
 
-api = NinjaAPI(
+api = DocumentedErrorsAPI(
     title="Achilles API",
     version="1.0",
     description="Ask, delegate and act over the company's knowledge. Authenticate with a session or `Authorization: Bearer <token>`.",

@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -184,21 +185,28 @@ def _postgres_running(var_dir: Path) -> bool:
         return False
 
 
-def watch(var_dir: Path, every: float = 2.0) -> None:
+def watch(var_dir: Path, every: float = 2.0, *, stopping: threading.Event | None = None) -> None:
     """`make run`'s guard of the embedded servers: start again whichever stopped (a crash, an
-    OOM kill), so the platform processes reconnect instead of waiting for a person."""
+    OOM kill), so the platform processes reconnect instead of waiting for a person.
+
+    ``stopping`` (set by SIGTERM/SIGINT, see ``__main__``) ends it without another start: while
+    supervisord stops the platform, a server found down is on its way out, and one the guard started
+    then would outlive ``make run`` (scripts/run.sh stops the servers once supervisord has exited).
+    """
     import redis
 
+    stopping = stopping or threading.Event()
     _, socket_path = redis_paths(var_dir)
     logger.info("watching the embedded PostgreSQL and Redis under %s", var_dir)
-    while True:
-        if not _postgres_running(var_dir):
+    while not stopping.is_set():
+        if not _postgres_running(var_dir) and not stopping.is_set():
             logger.warning("embedded PostgreSQL is down; starting it")
             ensure_postgres(var_dir)
-        if not _redis_answers(redis, f"unix://{socket_path}"):
+        if not _redis_answers(redis, f"unix://{socket_path}") and not stopping.is_set():
             logger.warning("embedded Redis is down; starting it")
             ensure_redis(var_dir)
-        time.sleep(every)
+        stopping.wait(every)
+    logger.info("stopping the guard; the embedded servers are left to `make run`'s exit")
 
 
 if __name__ == "__main__":
@@ -215,6 +223,9 @@ if __name__ == "__main__":
         ) != embedded_redis_url(var):
             sys.exit(0)  # configured services are someone else's to keep running
         logging.basicConfig(level=logging.INFO, format="%(asctime)s embedded %(levelname)s %(message)s")
-        watch(var)
+        stopping = threading.Event()
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, lambda *_: stopping.set())
+        watch(var, stopping=stopping)
     else:
         sys.exit("usage: python -m achilles.embedded start|stop|watch")

@@ -4,7 +4,9 @@ Client → ``{"content": "...", "conversation_id": "..."?}``; server → ``{"eve
 then ``{"event": "done", ...}`` or ``{"event": "error", "detail", "code"}``. One turn at a time
 per socket. Disconnect → the running turn is cancelled and finalized ``interrupted``.
 
-The session is read again for every turn, not once per socket: a sign-out elsewhere, a password
+A socket without a session is accepted, sent ``{"event": "error", "code": "not_authenticated"}`` and
+closed with 4401 (not refused at the handshake: a browser would see no code). The session is read
+again for every turn, not once per socket: a sign-out elsewhere, a password
 change or a deactivated account ends what an open socket may ask (error ``not_authenticated``,
 then close 4401). A deactivation also closes the account's open sockets at once (the same frame and
 code): each socket joins its account's channel-layer group, ``conversations.subscriptions``.
@@ -34,6 +36,7 @@ logger = logging.getLogger(__name__)
 
 CLOSE_NOT_AUTHENTICATED = 4401
 SESSION_ENDED = "Your session has ended; sign in again."
+NOT_SIGNED_IN = "Sign in to use the chat."
 
 
 def session_user(session_key: str | None):
@@ -49,11 +52,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def connect(self):
         user = self.scope.get("user")
+        await self.accept()
         if user is None or not user.is_authenticated:
-            # Rejected during the handshake (the HTTP side sees 403); the close code says why.
+            # Accepted, then told and closed: a close before the accept is an HTTP 403 of the
+            # handshake, which a browser reports as 1006 and nothing more, so the page could not
+            # tell a lost session (sign in) from a lost network (reconnect). A foreign origin is
+            # still refused at the handshake (achilles/ws_origin.py): it is owed no explanation.
+            await self._send_error(errors.NotAuthenticated(NOT_SIGNED_IN))
             await self.close(code=CLOSE_NOT_AUTHENTICATED)
             return
-        await self.accept()
         self.user_group = user_sockets_group(user.pk)
         try:
             await self.channel_layer.group_add(self.user_group, self.channel_name)

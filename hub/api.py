@@ -5,7 +5,6 @@ its own ``achsync_`` token only; see PROTOCOL.md). Thin: parse → service/selec
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 from typing import Annotated
 
 from django.http import HttpRequest, HttpResponse
@@ -15,6 +14,7 @@ from ninja.security import HttpBearer
 from pydantic import Field
 
 from achilles.auth import SessionCookieAuth
+from achilles.datetimes import ApiDate, ApiDateTime
 from achilles.pagination import ListParams, Page
 from achilles.services import api_token_authenticate
 from hub import protocol, selectors, services
@@ -128,11 +128,11 @@ class IssueFiltersIn(ListParams):
     sprint: str | None = None
     label: str | None = None
     fact_status: str | None = None
-    due_from: dt.date | None = None
-    due_to: dt.date | None = None
+    due_from: ApiDate | None = None
+    due_to: ApiDate | None = None
     overdue: bool | None = None
     text: str | None = Field(default=None, max_length=200)
-    updated_since: dt.datetime | None = None
+    updated_since: ApiDateTime | None = None
 
 
 @router.get("/issues", response=Page[IssueRow], summary="Mirrored issues (HUB-3 filters), most recently updated first")

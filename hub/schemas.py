@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from ninja import Schema
 from pydantic import (
+    AfterValidator,
     Base64Bytes,
     BaseModel,
     BeforeValidator,
@@ -17,6 +18,7 @@ from pydantic import (
     model_validator,
 )
 
+from achilles.datetimes import offset_in_range
 from hub.commands import Command
 
 
@@ -30,7 +32,7 @@ def _jira_datetime(value: Any) -> Any:
     return value
 
 
-JiraDateTime = Annotated[dt.datetime, BeforeValidator(_jira_datetime)]
+JiraDateTime = Annotated[dt.datetime, BeforeValidator(_jira_datetime), AfterValidator(offset_in_range)]
 Key = Annotated[str, StringConstraints(pattern=r"^[A-Z][A-Z0-9_]*-[0-9]+$", max_length=64)]
 ProjectKey = Annotated[str, StringConstraints(pattern=r"^[A-Z][A-Z0-9_]*$", max_length=32)]
 

@@ -12,8 +12,20 @@ export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 mkdir -p var/supervisor
 rm -f var/supervisor/jira.conf
 
-stop_embedded() { "$BIN/python" -m achilles.embedded stop || true; }
-trap stop_embedded EXIT
+# On the way out (Ctrl-C, a SIGTERM/SIGHUP of this script, supervisord exiting): supervisord first,
+# waited for (it stops the guard of the embedded servers first, then the rest), then the servers.
+# Stopping them while supervisord still ran would let the guard start them again (and outlive us).
+SUPERVISORD_PID=""
+stop_all() {
+  if [ -n "$SUPERVISORD_PID" ] && kill -0 "$SUPERVISORD_PID" 2>/dev/null; then
+    kill -TERM "$SUPERVISORD_PID" 2>/dev/null || true
+    wait "$SUPERVISORD_PID" 2>/dev/null || true
+  fi
+  "$BIN/python" -m achilles.embedded stop || true
+}
+trap stop_all EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM HUP
 
 "$BIN/python" manage.py migrate --noinput
 # hashed, compressed static files for WhiteNoise (the admin, /api/docs, the pages)
@@ -74,4 +86,6 @@ echo
 echo "Achilles is starting on http://${ACHILLES_HOST}:${ACHILLES_PORT}/  (admin: /admin/, API: /api/docs)"
 echo "Processes: $BIN/supervisorctl -c supervisord.conf status"
 echo
-"$BIN/supervisord" -c supervisord.conf
+"$BIN/supervisord" -c supervisord.conf &
+SUPERVISORD_PID=$!
+wait "$SUPERVISORD_PID"

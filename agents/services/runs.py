@@ -48,6 +48,12 @@ def agent_run_request(*, agent: Agent, now: datetime | None = None) -> AgentRun:
         raise conflict
     try:
         with transaction.atomic():
+            # The agent row first, FOR KEY SHARE (the lock the run's FK check takes anyway, so the
+            # scheduler's NO KEY UPDATE is not blocked): a DELETE that committed after the caller
+            # read the agent is seen here (404) instead of by the trigger copying the owner (a NULL,
+            # NotNullViolation, a 500); one still running waits for this run and cascades to it.
+            if not _agent_key_share(agent.pk):
+                raise NotFound("agent not found", code="agent_not_found")
             # Check and reserve as one step per owner: concurrent starts queue on the lock, and
             # each sees the runs the others queued (a reservation of one run's cap each).
             owner_budget_lock(owner_ids=[agent.owner_id])
@@ -62,6 +68,12 @@ def agent_run_request(*, agent: Agent, now: datetime | None = None) -> AgentRun:
             raise NotFound("agent not found", code="agent_not_found") from exc
         raise
     return run
+
+
+def _agent_key_share(agent_id: int) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM agents WHERE id = %s FOR KEY SHARE", [agent_id])
+        return cursor.fetchone() is not None
 
 
 # pg_advisory_xact_lock(key, owner_id): the budget lock's namespace (any constant of our own).

@@ -22,6 +22,11 @@ ENV = {
 # Set by the launcher (run.py) for the child it starts; absent when the agent runs alone.
 LAUNCHER_VERSION_ENV = "ACHILLES_SYNC_LAUNCHER_VERSION"
 LAUNCHER_DIR_ENV = "ACHILLES_SYNC_LAUNCHER_DIR"
+# The launcher's pid: the child stops once its parent is no longer this one (lifeline.watch_parent).
+LAUNCHER_PID_ENV = "ACHILLES_SYNC_LAUNCHER_PID"
+# The lock files (lifeline.hold_lock): the agent's in its state directory, the launcher's in its own.
+AGENT_LOCK = "agent.lock"
+LAUNCHER_LOCK = "launcher.lock"
 
 
 @dataclass

@@ -6,6 +6,8 @@
 Layout under ``DIR``::
 
     versions/v6/hub/syncagent/…   each version side by side (the one shipped with the launcher first)
+    launcher.lock                  held (flock) by the running launcher: a second one is refused
+    agent/agent.lock               held by the running sync agent (the launcher's child)
     launcher/launcher.json         {"current": 6, "previous": null, "bad": {"7": "<sha256>"}}
     launcher/update.json           the last update attempt, sent by the agent on every claim
     launcher/claimed.json          written by the agent after each claim {"version", "pid", "at"}
@@ -44,7 +46,14 @@ if __package__ in (None, ""):  # `python hub/syncagent/run.py`: make `hub.syncag
 
 import httpx  # noqa: E402
 
-from hub.syncagent.config import LAUNCHER_DIR_ENV, LAUNCHER_VERSION_ENV, build_parser  # noqa: E402
+from hub.syncagent import lifeline  # noqa: E402
+from hub.syncagent.config import (  # noqa: E402
+    LAUNCHER_DIR_ENV,
+    LAUNCHER_LOCK,
+    LAUNCHER_PID_ENV,
+    LAUNCHER_VERSION_ENV,
+    build_parser,
+)
 
 LAUNCHER_VERSION = 1
 DOWNLOAD_RETRY_SECONDS = 300
@@ -86,6 +95,9 @@ class Child:
             stderr=subprocess.PIPE,
             text=True,
             errors="replace",
+            # The child gets SIGTERM when the launcher dies, kill -9 included (Linux); it also
+            # watches its parent pid itself (ACHILLES_SYNC_LAUNCHER_PID), for every other system.
+            preexec_fn=lifeline.die_with_parent(),
         )
         threading.Thread(target=self._pump, daemon=True).start()
 
@@ -196,6 +208,7 @@ class Launcher:
             **os.environ,
             LAUNCHER_VERSION_ENV: str(LAUNCHER_VERSION),
             LAUNCHER_DIR_ENV: str(self.dir),
+            LAUNCHER_PID_ENV: str(os.getpid()),
             "PYTHONPATH": str(self.version_root(version)),
             "PYTHONUNBUFFERED": "1",
         }
@@ -352,6 +365,8 @@ def main(argv: list[str] | None = None) -> int:
             skip = True
             continue
         child_argv.append(a)
+    # One launcher per state directory, held until this process dies (the kernel releases it).
+    lock = lifeline.hold_lock(state_dir / LAUNCHER_LOCK, what="sync agent launcher")
     launcher = Launcher(
         state_dir=state_dir,
         agent_argv=child_argv,
@@ -362,7 +377,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: launcher.stop_event.set())
-    return launcher.run()
+    try:
+        return launcher.run()
+    finally:
+        if lock is not None:
+            lock.close()
 
 
 if __name__ == "__main__":

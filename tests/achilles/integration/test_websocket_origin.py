@@ -9,6 +9,7 @@ then (they connected).
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 
@@ -108,22 +109,50 @@ def test_the_proxy_ssl_header_makes_the_sites_origin_https(user):
     assert _connects(cookie, "http://localhost", host="localhost", extra=forwarded) is False
 
 
+def _upgrade(port: int, origin: str, cookie: bytes | None) -> bytes:
+    return (
+        f"GET /ws/chat/ HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
+        f"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+        f"Sec-WebSocket-Version: 13\r\nOrigin: {origin}\r\n"
+    ).encode() + (b"Cookie: " + cookie + b"\r\n\r\n" if cookie else b"\r\n")
+
+
 def _handshake_status(port: int, origin: str, cookie: bytes) -> int:
     """A raw websocket upgrade, as a page on ``origin`` makes it (the browser adds the cookie)."""
-    request = (
-        (
-            f"GET /ws/chat/ HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
-            f"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
-            f"Sec-WebSocket-Version: 13\r\nOrigin: {origin}\r\n"
-        ).encode()
-        + b"Cookie: "
-        + cookie
-        + b"\r\n\r\n"
-    )
     with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
-        conn.sendall(request)
+        conn.sendall(_upgrade(port, origin, cookie))
         status_line = conn.recv(4096).split(b"\r\n", 1)[0]
     return int(status_line.split()[1])
+
+
+def _frames_without_a_session(port: int) -> tuple[int, list[tuple[int, bytes]]]:
+    """The handshake's status and the frames the server sends to a socket with no session cookie,
+    until it closes: (opcode, payload), server frames being unmasked."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+        conn.sendall(_upgrade(port, f"http://127.0.0.1:{port}", None))
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += conn.recv(4096)
+        head, data = data.split(b"\r\n\r\n", 1)
+        status = int(head.split(b"\r\n", 1)[0].split()[1])
+        frames: list[tuple[int, bytes]] = []
+        while status == 101 and not any(opcode == 8 for opcode, _ in frames):
+            while len(data) < 2 or len(data) < 2 + (data[1] & 0x7F):
+                chunk = conn.recv(4096)
+                if not chunk:
+                    return status, frames
+                data += chunk
+            length = data[1] & 0x7F
+            start = 2
+            if length == 126:
+                while len(data) < 4:
+                    data += conn.recv(4096)
+                length, start = int.from_bytes(data[2:4], "big"), 4
+            while len(data) < start + length:
+                data += conn.recv(4096)
+            frames.append((data[0] & 0x0F, data[start : start + length]))
+            data = data[start + length :]
+    return status, frames
 
 
 @pytest.mark.django_db(transaction=True)
@@ -148,6 +177,14 @@ def test_the_probes_origins_against_daphne(user, tmp_path):
         statuses = {
             origin: _handshake_status(port, origin, cookie) for origin in [*PROBE_ORIGINS, f"http://127.0.0.1:{port}"]
         }
+        anonymous_status, anonymous_frames = _frames_without_a_session(port)
     finally:
         stop(proc)
     assert statuses == {**dict.fromkeys(PROBE_ORIGINS, 403), f"http://127.0.0.1:{port}": 101}
+    # The site's own page without a session (signed out elsewhere): accepted, told, closed with 4401,
+    # the code the page signs in on (a 403 of the handshake reaches a browser as 1006, nothing more).
+    # Failed before the fix: 403 at the handshake.
+    assert anonymous_status == 101
+    (text_opcode, text), (close_opcode, close) = anonymous_frames
+    assert text_opcode == 1 and json.loads(text)["code"] == "not_authenticated"
+    assert close_opcode == 8 and int.from_bytes(close[:2], "big") == 4401

@@ -9,7 +9,7 @@ import pytest
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from achilles.errors import Conflict
+from achilles.errors import Conflict, NotFound
 from achilles.llm.types import Usage
 from achilles.platform import platform_settings_update
 from agents.models import Agent, AgentRun
@@ -290,6 +290,20 @@ def test_manual_run_racing_a_due_slot_100_times_ends_with_exactly_one_active_run
     assert runs.filter(state="succeeded").count() == 100
     # every lost race on the scheduler's side left an honest skipped row, never a second active run
     assert set(runs.filter(state="skipped").values_list("reason", flat=True)) <= {"already_running"}
+
+
+def test_a_run_requested_for_an_agent_deleted_after_it_was_read_is_a_not_found(agent_factory, dispatched):
+    """Failed before the fix: DELETE /api/agents/{id} racing POST …/run gave a 500 (the run's owner,
+    copied from its agent by a trigger, was NULL: NotNullViolation on agent_runs.owner_id)."""
+    # given an agent the run request has already read (its permission check passed)
+    agent = agent_factory()
+    # when a concurrent DELETE commits before the run is written
+    Agent.objects.filter(pk=agent.pk).delete()
+    # then the request is told the agent is gone, and nothing was queued
+    with pytest.raises(NotFound) as caught:
+        agent_run_request(agent=agent)
+    assert caught.value.code == "agent_not_found"
+    assert not AgentRun.objects.filter(agent_id=agent.pk).exists() and dispatched == []
 
 
 @pytest.mark.p1

@@ -89,15 +89,22 @@ def test_websocket_streams_tokens_then_done(engine, user):
     assert more[-1]["conversation_id"] == done["conversation_id"]
 
 
-def test_websocket_without_session_is_refused(engine):
+def test_websocket_without_session_is_accepted_then_closed_4401(engine):
+    """Failed before the fix: the socket was closed before it was accepted, which daphne turns into
+    an HTTP 403 of the handshake; a browser sees only 1006, never the 4401 the page signs in on."""
+
     async def go():
         ws = communicator([(b"host", b"testserver"), (b"origin", b"http://testserver")])
-        connected, code = await ws.connect()
+        connected, _ = await ws.connect()
+        frame = json.loads(await ws.receive_from(timeout=5))
+        closed = await ws.receive_output(timeout=5)
         await ws.disconnect()
-        return connected, code
+        return connected, frame, closed
 
-    connected, code = async_to_sync(go)()
-    assert connected is False and code == 4401
+    connected, frame, closed = async_to_sync(go)()
+    assert connected is True
+    assert (frame["event"], frame["code"]) == ("error", "not_authenticated")
+    assert closed == {"type": "websocket.close", "code": 4401}
 
 
 def test_websocket_bad_frame_and_foreign_thread(engine, user, user_factory, conversation_factory):

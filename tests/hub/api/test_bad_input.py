@@ -307,3 +307,32 @@ def test_publications_over_rest_are_staff_only(client, person, hub_staff, token_
     _error(client.post("/api/hub/publications", {"version": 6, "artifact_base64": "%%%"}, content_type=J, **staff), 422)
     assert Publication.objects.count() == 1
     assert [p["version"] for p in client.get("/api/hub/publications", **person).json()["items"]] == [5]
+
+
+@pytest.mark.parametrize("offset", ["-16:00", "+23:59", "-12:30", "+14:01"])
+def test_updated_since_with_an_offset_no_zone_uses_is_a_422_naming_the_field(client, person, offset):
+    """Failed before the fix: -16:00 parsed, and PostgreSQL refused it (InvalidTimeZoneDisplacementValue,
+    a 500); timestamptz takes offsets under 16 hours, the Earth's run from -12:00 to +14:00."""
+    # when
+    response = client.get("/api/hub/issues", {"updated_since": f"2026-01-01T00:00:00{offset}"}, **person)
+    # then
+    body = _error(response, 422)
+    assert [error["loc"] for error in body["detail"]] == [["query", "updated_since"]]
+
+
+@pytest.mark.parametrize("offset", ["-12:00", "+14:00", "Z", "+05:30"])
+def test_updated_since_takes_every_offset_in_use(client, person, mirror, offset):
+    mirror(issue_payload("AURORA-1"))
+    response = client.get("/api/hub/issues", {"updated_since": f"2000-01-01T00:00:00{offset}"}, **person)
+    assert response.status_code == 200, response.content
+    assert [row["key"] for row in response.json()["items"]] == ["AURORA-1"]
+
+
+@pytest.mark.parametrize(
+    "param, value", [("updated_since", "20200101"), ("updated_since", "0"), ("due_from", "0"), ("due_to", "86400")]
+)
+def test_a_number_where_a_date_is_meant_is_a_422_not_a_unix_timestamp(client, person, param, value):
+    """Failed before the fix (found by make fuzz): pydantic read the number as a Unix timestamp, so
+    updated_since=20200101 filtered from 1970-08-22 and answered 200."""
+    body = _error(client.get("/api/hub/issues", {param: value}, **person), 422)
+    assert [error["loc"] for error in body["detail"]] == [["query", param]]
