@@ -10,7 +10,11 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "achilles.settings")
 bootstrap()
 django.setup(set_prefix=False)  # as get_asgi_application() does
 
+from achilles.compat import daphne_leave_request_bodies_to_the_app  # noqa: E402
 from achilles.inline_middleware import InlineHooksASGIHandler  # noqa: E402
+
+# Multipart bodies reach the app unparsed by daphne's HTTP layer (why: achilles.compat).
+daphne_leave_request_bodies_to_the_app()
 
 # Django's handler, its own middleware without a thread hop per hook (achilles.inline_middleware).
 django_asgi_app = InlineHooksASGIHandler()

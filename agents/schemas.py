@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Annotated, Literal
 
 from ninja import Schema
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, StrictBool, field_validator
 
 from achilles.names import name_clean
 
@@ -57,9 +57,9 @@ class AgentIn(_Strict):
         "with ``model`` too, both must name one model",
     )
     schedule: ScheduleIn | None = None
-    enabled: bool = True
+    enabled: StrictBool = True
     # Accepted only to answer an owner's attempt with 403 rather than a 422 (the lock is admin-only).
-    admin_paused: bool | None = Field(default=None, json_schema_extra={"readOnly": True})
+    admin_paused: StrictBool | None = Field(default=None, json_schema_extra={"readOnly": True})
 
     _name = field_validator("name")(_name_not_blank)
 
@@ -70,8 +70,8 @@ class AgentPatch(_Strict):
     model: str | None = None
     model_id: int | None = None
     schedule: ScheduleIn | None = None
-    enabled: bool | None = None
-    admin_paused: bool | None = Field(default=None, json_schema_extra={"readOnly": True})
+    enabled: StrictBool | None = None
+    admin_paused: StrictBool | None = Field(default=None, json_schema_extra={"readOnly": True})
 
     _name = field_validator("name")(_name_not_blank)
 

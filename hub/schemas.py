@@ -14,6 +14,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SkipValidation,
+    StrictBool,
     StringConstraints,
     model_validator,
 )
@@ -68,14 +69,14 @@ class RefreshIn(Schema):
     model_config = ConfigDict(extra="forbid")
 
     keys: list[str] | None = None
-    full: bool = False
+    full: StrictBool = False
     author: str | None = None
 
 
 class CommandCancelIn(Schema):
     model_config = ConfigDict(extra="forbid")
 
-    force: bool = False
+    force: StrictBool = False
 
 
 class RetryIn(Schema):

@@ -11,7 +11,7 @@ from datetime import datetime
 
 from django.http import HttpRequest, HttpResponse
 from ninja import File, Form, Query, Router, Schema, Status, UploadedFile
-from pydantic import Field, field_validator
+from pydantic import Field, StrictBool, field_validator
 
 from achilles.errors import NotFound, PermissionDenied
 from achilles.models import User
@@ -72,8 +72,8 @@ class RecordIn(Schema):
     acl: list[str] = Field(min_length=1, max_length=200)
     url: str = Field(default="", max_length=2000)
     author_principal_id: str | None = Field(default=None, max_length=200)
-    never_hint: bool = Field(default=False, description="Never mention this record in a withheld hint.")
-    user_writable: bool = Field(
+    never_hint: StrictBool = Field(default=False, description="Never mention this record in a withheld hint.")
+    user_writable: StrictBool = Field(
         default=False,
         description="People other than admins can write this content where it comes from (an open wiki space, "
         "uploads): it then never counts as evidence that a word is common when withheld hints are decided.",

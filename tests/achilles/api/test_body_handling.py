@@ -111,3 +111,50 @@ def test_pages_outside_the_api_keep_their_html_errors(user):
     response = client.get("/no-such-page/")
     assert response.status_code == 404
     assert not response["Content-Type"].startswith("application/json")
+
+
+@pytest.mark.parametrize("value", [0, 1, "yes", "false", "on"])
+@pytest.mark.parametrize(
+    "method, path, body",
+    [
+        ("post", "/api/agents", {"name": "Агент", "instructions": "x", "enabled": None}),
+        (
+            "put",
+            "/api/knowledge/records",
+            {
+                "source_system": "files",
+                "external_id": "a.md",
+                "title": "A",
+                "text": "Текст.",
+                "acl": ["everyone"],
+                "never_hint": None,
+            },
+        ),
+        (
+            "put",
+            "/api/knowledge/records",
+            {
+                "source_system": "files",
+                "external_id": "a.md",
+                "title": "A",
+                "text": "Текст.",
+                "acl": ["everyone"],
+                "user_writable": None,
+            },
+        ),
+    ],
+    ids=["agent-enabled", "record-never_hint", "record-user_writable"],
+)
+def test_a_boolean_in_a_body_is_true_or_false_only(admin_user, method, path, body, value):
+    """Found by `make fuzz`: ``{"enabled": 0}`` created a disabled agent (201); a number or a word is
+    not a boolean in a JSON body, and it is a 422 naming the field."""
+    from agents.models import Agent
+    from knowledge.models import Record
+
+    field = next(k for k, v in body.items() if v is None)
+    client = Client(raise_request_exception=False)
+    client.force_login(admin_user)
+    answer = getattr(client, method)(path, json.dumps({**body, field: value}), content_type="application/json")
+    assert answer.status_code == 422, (answer.status_code, answer.content[:300])
+    assert field in json.dumps(_json_error(answer)["detail"])
+    assert not Agent.objects.exists() and not Record.objects.exists()

@@ -4,6 +4,8 @@ tests for the task itself)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.contrib.auth.models import Permission
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -230,3 +232,25 @@ def test_upload_through_the_asgi_application(uploader, asgi_client, monkeypatch)
     assert response.status_code == 202, response.text
     assert response.json()["items"][0]["size"] == len(TEXT)
     assert bytes(Document.objects.get().content) == TEXT
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"--b--\r\n", b"", b"--b\r\nContent-Disposition: form-data\r\n\r\nx\r\n--b--\r\n", b"not multipart at all"],
+    ids=["no-parts", "empty", "part-without-name", "garbage"],
+)
+@pytest.mark.parametrize("transport", ["test-client", "asgi"])
+def test_a_malformed_multipart_body_is_a_json_422(uploader, client_for, asgi_client, body, transport):
+    """Found by `make fuzz`: a multipart body with no parts (``--b--``), sent to daphne, answered a
+    plain 400 with no body."""
+    content_type = "multipart/form-data; boundary=b"
+    if transport == "asgi":
+        answer = asgi_client(uploader).post(URL, content=body, headers={"Content-Type": content_type})
+        status, headers, payload = answer.status_code, answer.headers, answer.content
+    else:
+        answer = client_for(uploader).generic("POST", URL, body, content_type=content_type)
+        status, headers, payload = answer.status_code, answer, answer.content
+    assert status == 422, (status, payload[:200])
+    assert headers["Content-Type"].startswith("application/json")
+    assert set(json.loads(payload)) >= {"detail", "code"}
+    assert not Document.objects.exists()
