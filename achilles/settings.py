@@ -110,6 +110,7 @@ INSTALLED_APPS = [
     "conversations",
     "agents",
     "hub",
+    "usage",
 ]
 
 MIDDLEWARE = [

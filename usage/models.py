@@ -1,0 +1,65 @@
+"""«Расходы AI»: the daily roll-up of spend, kept by the database (migration 0001).
+
+Every figure comes from the stored ``tokens_used`` of assistant messages (``messages``, by the
+conversation's user, at ``created_at`` — the answer row is written when the turn finishes) and of
+finished agent runs (``agent_runs``, by the run's owner, at ``finished_at``). Triggers on both
+tables add and subtract each row's share in the same transaction as the write, so the roll-up is
+never a second counter that can drift: it is always the GROUP BY of the raw rows (pinned by a
+property test). Days are dates in the organisation's time zone; changing that zone rebuilds the
+table (a trigger on ``platform_settings``).
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+from usage.choices import Source
+
+
+class UsageDay(models.Model):
+    """One day × person × model × source × agent: how many answers or runs, how many tokens."""
+
+    day = models.DateField(help_text="The date in the organisation's time zone.")
+    # Plain ids, no foreign keys: the rows are the triggers' business (a cascade deleting a user's
+    # messages subtracts their share row by row; an FK cascade here would race it).
+    user_id = models.BigIntegerField(help_text="The conversation's user or the run's owner (users.id).")
+    model = models.CharField(max_length=100, blank=True, default="", help_text="The model that answered; '' unknown.")
+    source = models.CharField(max_length=8, choices=Source.choices)
+    agent_id = models.BigIntegerField(null=True, blank=True, help_text="agents.id for agent runs; NULL for chat.")
+    events = models.PositiveIntegerField(help_text="Answers or runs with tokens_used > 0.")
+    tokens = models.BigIntegerField(help_text="SUM(tokens_used).")
+    input_tokens = models.BigIntegerField(help_text="SUM(input_tokens) of the rows that carry the split.")
+    output_tokens = models.BigIntegerField(help_text="SUM(output_tokens) of the rows that carry the split.")
+
+    class Meta:
+        db_table = "usage_daily"
+        ordering = ["day", "user_id"]
+        permissions = [("view_usage", "Can view everyone's AI spend («Расходы AI»)")]
+        constraints = [
+            # One row per key; chat rows (agent_id NULL) are one key too, hence NULLS NOT DISTINCT.
+            models.UniqueConstraint(
+                fields=["day", "user_id", "model", "source", "agent_id"],
+                name="usage_usageday_key_unique",
+                nulls_distinct=False,
+                violation_error_message="One roll-up row per day, person, model, source and agent.",
+            ),
+            models.CheckConstraint(
+                condition=Q(events__gte=0, tokens__gte=0, input_tokens__gte=0, output_tokens__gte=0)
+                & Q(tokens__gte=models.F("input_tokens") + models.F("output_tokens")),
+                name="usage_usageday_sums_not_negative",
+                violation_error_message="Roll-up sums are never negative and the split never exceeds the total.",
+            ),
+            models.CheckConstraint(condition=Q(source__in=["chat", "agents"]), name="usage_usageday_source_valid"),
+            models.CheckConstraint(
+                condition=Q(source="chat", agent_id__isnull=True) | Q(source="agents", agent_id__isnull=False),
+                name="usage_usageday_agent_iff_agents",
+            ),
+        ]
+        indexes = [
+            # «Мои расходы» and a person's drill-down: one user's days.
+            models.Index(fields=["user_id", "day"], name="usage_usageday_user_day_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.day} user {self.user_id} {self.source} {self.model}: {self.tokens}"
