@@ -11,6 +11,7 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from achilles.errors import ValidationFailed
+from achilles.models import User
 from achilles.platform import platform_settings
 from agents.selectors import agent_list_for_owner, owner_tokens_this_week, owners_tokens_this_week
 from usage import selectors
@@ -69,7 +70,7 @@ def usage_page(request):
     settings_row = platform_settings()
     now = timezone.now()
     # The weekly budget share of agent owners: the budget's own figure (the owner's week, raw runs).
-    owners = [p for p in _owners(tables[GroupBy.USER], tables[GroupBy.AGENT])]
+    owners = _owners(tables[GroupBy.USER], tables[GroupBy.AGENT])
     spent = owners_tokens_this_week(owners=owners, now=now)
     budget = settings_row.weekly_token_budget
     shares = {pk: _share(tokens, budget) for pk, tokens in spent.items()}
@@ -114,9 +115,7 @@ def usage_page(request):
     )
 
 
-def _owners(people: list[UsageRow], agents: list[UsageRow]):
-    from achilles.models import User
-
+def _owners(people: list[UsageRow], agents: list[UsageRow]) -> list[User]:
     ids = {r.ref_id for r in people if r.ref_id} | {r.ref_id for r in agents if r.ref_id}
     return list(User.objects.filter(pk__in=ids)) if ids else []
 
