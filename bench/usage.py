@@ -5,8 +5,8 @@ Seeds a scratch database (created, migrated and dropped here) with BENCH_USAGE_M
 messages — every other one an assistant answer with tokens and a split — in 100 000 conversations of
 BENCH_USAGE_USERS (2 000) people in 20 groups, and BENCH_USAGE_RUNS (200 000) finished agent runs of
 1 000 agents, spread over the last 91 days; loaded with COPY, the roll-up triggers off during the
-load and the roll-up rebuilt once (``usage_rebuild()``, timed). Then, for a week, a month and a
-quarter and for every grouping (person, group, model, agent, day): the API's first page and the
+load and the roll-ups rebuilt once (``usage_rebuild()``, timed). Then, for the picker's periods
+(this week, last month, this quarter) and two rolling windows (30 and 91 days), for every grouping (person, group, model, agent, day): the API's first page and the
 whole report (the page's tables) from the roll-up — BENCH_USAGE_REPEATS (30) times each — and the
 same sums by the naive query over ``messages`` ⋈ ``conversations`` and ``agent_runs`` (5 times
 each), checked equal. Prints p50 / p95 per side, EXPLAIN of a report, the cost the triggers add to
@@ -172,9 +172,16 @@ def _seed(now: datetime) -> dict:
         cursor.execute("SELECT usage_rebuild()")
         rebuilt = time.perf_counter() - started
         cursor.execute("ANALYZE usage_daily")
-        cursor.execute("SELECT count(*) FROM usage_daily")
-        rollup_rows = cursor.fetchone()[0]
-    return {"load_s": loaded, "rebuild_s": rebuilt, "rollup_rows": rollup_rows, "user_ids": user_ids}
+        cursor.execute("ANALYZE usage_monthly")
+        cursor.execute("SELECT (SELECT count(*) FROM usage_daily), (SELECT count(*) FROM usage_monthly)")
+        rollup_rows, monthly_rows = cursor.fetchone()
+    return {
+        "load_s": loaded,
+        "rebuild_s": rebuilt,
+        "rollup_rows": rollup_rows,
+        "monthly_rows": monthly_rows,
+        "user_ids": user_ids,
+    }
 
 
 NAIVE_KEYS = {
@@ -236,23 +243,35 @@ def child() -> None:
     seeded = _seed(now)
     print(
         f"  scratch database {BENCH_DB}: {MESSAGES:,} messages, {RUNS:,} runs, {USERS:,} people; COPY "
-        f"{seeded['load_s']:.1f}s, roll-up rebuilt in {seeded['rebuild_s']:.1f}s → {seeded['rollup_rows']:,} rows "
+        f"{seeded['load_s']:.1f}s, roll-ups rebuilt in {seeded['rebuild_s']:.1f}s → {seeded['rollup_rows']:,} daily, "
+        f"{seeded['monthly_rows']:,} monthly rows "
         f"(total {time.perf_counter() - started:.1f}s)",
         flush=True,
     )
     tz = selectors.org_timezone()
     zone = ZoneInfo(tz)
     today = now.astimezone(zone).date()
-    periods = {"week": 7, "month": 30, "quarter": DAYS}
+    from usage.periods import quarter_of, week_of
+
+    this_week, this_quarter = week_of(tz, now), quarter_of(tz, now)
+    last_month_end = today.replace(day=1) - timedelta(days=1)
+    # The picker's periods (this week, last month, this quarter: whole months come from the monthly
+    # roll-up) and rolling windows (custom: their edge days from the daily one).
+    periods = {
+        "week": (this_week.start, this_week.end),
+        "last month": (last_month_end.replace(day=1), last_month_end),
+        "quarter": (this_quarter.start, this_quarter.end),
+        "30 days": (today - timedelta(days=29), today),
+        "91 days": (today - timedelta(days=DAYS - 1), today),
+    }
     rows = []
     ours_all: list[float] = []
     naive_all: list[float] = []
     mismatches = []
-    for period, days in periods.items():
-        first = today - timedelta(days=days - 1)
-        flt = UsageFilter(date_from=first, date_to=today)
+    for period, (first, last) in periods.items():
+        flt = UsageFilter(date_from=first, date_to=last)
         start = datetime.combine(first, datetime.min.time(), tzinfo=zone)
-        end = datetime.combine(today + timedelta(days=1), datetime.min.time(), tzinfo=zone)
+        end = datetime.combine(last + timedelta(days=1), datetime.min.time(), tzinfo=zone)
         for group_by in ("user", "group", "model", "agent", "day"):
             page_times, _ = _time(
                 lambda flt=flt, group_by=group_by: selectors.usage_report_page(flt=flt, group_by=group_by, limit=50),
@@ -280,7 +299,7 @@ def child() -> None:
     )
     for period, group_by, n, page_t, full_t, naive_t in rows:
         print(
-            f"  {period:8} {group_by:6} {n:6}  {_pct(page_t, 0.5):8.1f}/{_pct(page_t, 0.95):7.1f} ms"
+            f"  {period:10} {group_by:6} {n:6}  {_pct(page_t, 0.5):8.1f}/{_pct(page_t, 0.95):7.1f} ms"
             f"  {_pct(full_t, 0.5):8.1f}/{_pct(full_t, 0.95):7.1f} ms  {_pct(naive_t, 0.5):7.0f}/{_pct(naive_t, 0.95):6.0f} ms"
             f"  {_pct(naive_t, 0.95) / max(_pct(full_t, 0.95), 0.01):6.0f}×"
         )
@@ -291,12 +310,12 @@ def child() -> None:
     ours_all += me_times
     print(f"  one person's quarter by model: p50 {_pct(me_times, 0.5):.1f} ms, p95 {_pct(me_times, 0.95):.1f} ms")
     with connection.cursor() as cursor:
-        sql, params = selectors._report_sql("user", UsageFilter(date_from=today - timedelta(days=29), date_to=today))
+        sql, params = selectors._report_sql("user", UsageFilter(date_from=this_quarter.start, date_to=this_quarter.end))
         cursor.execute("EXPLAIN " + sql, params)
         plan = [r[0] for r in cursor.fetchall()]
         cursor.execute("EXPLAIN " + selectors._report_sql("model", me)[0], selectors._report_sql("model", me)[1])
         me_plan = [r[0] for r in cursor.fetchall()]
-    print("  EXPLAIN month by person:\n    " + "\n    ".join(plan[:14]))
+    print("  EXPLAIN this quarter by person:\n    " + "\n    ".join(plan[:14]))
     print("  EXPLAIN one person's quarter:\n    " + "\n    ".join(me_plan[:10]))
     write = _write_cost(connection)
     print(
@@ -318,6 +337,7 @@ def child() -> None:
                 "messages": MESSAGES,
                 "runs": RUNS,
                 "rollup_rows": seeded["rollup_rows"],
+                "monthly_rows": seeded["monthly_rows"],
                 "ours_p95_ms": round(ours_p95, 1),
                 "naive_p95_ms": round(naive_p95, 1),
                 "rebuild_s": round(seeded["rebuild_s"], 2),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -25,36 +25,40 @@ from usage.periods import MAX_PERIOD_DAYS
 
 VIEW_PERMISSION = "usage.view_usage"
 
-# What a grouping reads: the key (the list's order, unique per item), its label, the joins it needs.
+# What a grouping reads: the raw columns it aggregates by first (ids, never names: a small hash
+# aggregate), then the key (the list's order, unique per item), its label and the joins for them.
 # Keys are compared and ordered in the "C" collation, so the order is the bytes' and never the locale's.
 _GROUPS: dict[str, dict[str, str]] = {
     GroupBy.USER: {
+        "by": "u.user_id",
         "key": 'us.username COLLATE "C"',
         "label": "COALESCE(NULLIF(TRIM(us.first_name || ' ' || us.last_name), ''), us.username)",
         "extra": "us.id",
-        "join": "JOIN users us ON us.id = u.user_id",
+        "join": "JOIN users us ON us.id = a.user_id",
     },
     GroupBy.GROUP: {
+        "by": "u.user_id",
         "key": "COALESCE(g.name, '') COLLATE \"C\"",
         "label": "COALESCE(g.name, '')",
         "extra": "NULL::bigint",
-        "join": "LEFT JOIN users_groups ug ON ug.user_id = u.user_id LEFT JOIN auth_group g ON g.id = ug.group_id",
+        "join": "LEFT JOIN users_groups ug ON ug.user_id = a.user_id LEFT JOIN auth_group g ON g.id = ug.group_id",
     },
-    GroupBy.MODEL: {"key": 'u.model COLLATE "C"', "label": "u.model", "extra": "NULL::bigint", "join": ""},
+    GroupBy.MODEL: {"by": "", "key": 'a.model COLLATE "C"', "label": "a.model", "extra": "NULL::bigint", "join": ""},
     GroupBy.AGENT: {
-        "key": "u.agent_id",
-        "label": "COALESCE(a.name, '')",
-        "extra": "u.user_id",
-        "join": "LEFT JOIN agents a ON a.id = u.agent_id",
+        "by": "u.agent_id, u.user_id",
+        "key": "a.agent_id",
+        "label": "COALESCE(ag.name, '')",
+        "extra": "a.user_id",
+        "join": "LEFT JOIN agents ag ON ag.id = a.agent_id",
     },
-    GroupBy.DAY: {"key": "u.day", "label": "u.day::text", "extra": "NULL::bigint", "join": ""},
+    GroupBy.DAY: {"by": "u.day", "key": "a.day", "label": "a.day::text", "extra": "NULL::bigint", "join": ""},
 }
 
 # Money: priced per million tokens, by the allow-list row of the model's name; a model without
 # prices adds no cost (NULL, not 0 — "no cost shown"); totals without a split carry no price.
 _COST = """CASE WHEN m.input_price_per_mtok IS NULL AND m.output_price_per_mtok IS NULL THEN NULL
-    ELSE (COALESCE(u.input_tokens * m.input_price_per_mtok, 0)
-          + COALESCE(u.output_tokens * m.output_price_per_mtok, 0)) / 1000000 END"""
+    ELSE (COALESCE(a.input_tokens * m.input_price_per_mtok, 0)
+          + COALESCE(a.output_tokens * m.output_price_per_mtok, 0)) / 1000000 END"""
 
 
 @dataclass(frozen=True)
@@ -103,38 +107,65 @@ def usage_filter_for(
     return UsageFilter(date_from=date_from, date_to=date_to, source=source, user_id=user_id)
 
 
-def _where(flt: UsageFilter) -> tuple[str, list[Any]]:
-    clauses = ["u.day >= %s", "u.day <= %s"]
-    params: list[Any] = [flt.date_from, flt.date_to]
+def _filters(flt: UsageFilter) -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
     if flt.source:
-        clauses.append("u.source = %s")
+        clauses.append("source = %s")
         params.append(flt.source)
     if flt.user_id is not None:
-        clauses.append("u.user_id = %s")
+        clauses.append("user_id = %s")
         params.append(flt.user_id)
-    return " AND ".join(clauses), params
+    return "".join(f" AND {c}" for c in clauses), params
+
+
+def _month_after(day: date) -> date:
+    return (day.replace(day=1) + timedelta(days=32)).replace(day=1)
+
+
+def _spans(flt: UsageFilter, *, daily_only: bool = False) -> tuple[str, list[Any]]:
+    """The roll-up rows of the period as one relation: whole calendar months from ``usage_monthly``,
+    the days around them from ``usage_daily`` (``daily_only``: every day from ``usage_daily``)."""
+    extra, extra_params = _filters(flt)
+    columns = "user_id, model, source, agent_id, events, tokens, input_tokens, output_tokens"
+    first_full = flt.date_from if flt.date_from.day == 1 else _month_after(flt.date_from)
+    end_full = (flt.date_to + timedelta(days=1)).replace(day=1)  # months before it end inside the period
+    if daily_only or first_full >= end_full:
+        sql = f"SELECT day, {columns} FROM usage_daily WHERE day >= %s AND day <= %s{extra}"
+        return sql, [flt.date_from, flt.date_to, *extra_params]
+    sql = (
+        f"SELECT {columns} FROM usage_monthly WHERE month >= %s AND month < %s{extra}"
+        f" UNION ALL SELECT {columns} FROM usage_daily"
+        f" WHERE ((day >= %s AND day < %s) OR (day >= %s AND day <= %s)){extra}"
+    )
+    return sql, [first_full, end_full, *extra_params, flt.date_from, first_full, end_full, flt.date_to, *extra_params]
 
 
 def _report_sql(
     group_by: str, flt: UsageFilter, *, after: Any = None, limit: int | None = None, order: str = "key"
 ) -> tuple[str, list[Any]]:
     spec = _GROUPS[group_by]
-    where, params = _where(flt)
-    if group_by == GroupBy.AGENT:
-        where += " AND u.source = 'agents'"
+    spans, params = _spans(flt, daily_only=group_by == GroupBy.DAY)
+    by = f"{spec['by']}, u.model" if spec["by"] else "u.model"
+    where = " WHERE u.source = 'agents'" if group_by == GroupBy.AGENT else ""
+    outer = ""
     if after is not None:
-        where += f" AND {spec['key']} > %s"
-        params.append(after)
+        outer = " WHERE r.key > %s"
     sql = f"""
-SELECT {spec["key"]} AS key, {spec["label"]} AS label, {spec["extra"]} AS ref_id,
-       SUM(u.events) AS events, SUM(u.tokens) AS tokens, SUM(u.input_tokens) AS input_tokens,
-       SUM(u.output_tokens) AS output_tokens, SUM({_COST}) AS cost
-FROM usage_daily u
-LEFT JOIN agent_models m ON m.name = u.model
-{spec["join"]}
-WHERE {where}
-GROUP BY 1, 2, 3
-ORDER BY {"1" if order == "key" else "5 DESC, 1"}"""
+WITH u AS ({spans}),
+a AS (SELECT {by}, SUM(u.events) AS events, SUM(u.tokens) AS tokens, SUM(u.input_tokens) AS input_tokens,
+             SUM(u.output_tokens) AS output_tokens
+      FROM u{where} GROUP BY {by})
+SELECT * FROM (
+    SELECT {spec["key"]} AS key, {spec["label"]} AS label, {spec["extra"]} AS ref_id,
+           SUM(a.events) AS events, SUM(a.tokens) AS tokens, SUM(a.input_tokens) AS input_tokens,
+           SUM(a.output_tokens) AS output_tokens, SUM({_COST}) AS cost
+    FROM a LEFT JOIN agent_models m ON m.name = a.model {spec["join"]}
+    GROUP BY 1, 2, 3
+) r{outer}
+ORDER BY {"r.key" if order == "key" else "r.tokens DESC, r.key"}"""
+    if after is not None:
+        params.append(after)
     if limit is not None:
         sql += " LIMIT %s"
         params.append(limit)
@@ -201,12 +232,14 @@ def usage_report(*, flt: UsageFilter, group_by: str, by_tokens: bool = False) ->
 
 def usage_totals(*, flt: UsageFilter) -> UsageRow:
     """The period's totals (the header of the page)."""
-    where, params = _where(flt)
+    spans, params = _spans(flt)
     sql = f"""
-SELECT 'total', '', NULL::bigint, COALESCE(SUM(u.events), 0), COALESCE(SUM(u.tokens), 0),
-       COALESCE(SUM(u.input_tokens), 0), COALESCE(SUM(u.output_tokens), 0), SUM({_COST})
-FROM usage_daily u LEFT JOIN agent_models m ON m.name = u.model
-WHERE {where}"""
+WITH u AS ({spans}),
+a AS (SELECT u.model, SUM(u.events) AS events, SUM(u.tokens) AS tokens, SUM(u.input_tokens) AS input_tokens,
+             SUM(u.output_tokens) AS output_tokens FROM u GROUP BY u.model)
+SELECT 'total', '', NULL::bigint, COALESCE(SUM(a.events), 0), COALESCE(SUM(a.tokens), 0),
+       COALESCE(SUM(a.input_tokens), 0), COALESCE(SUM(a.output_tokens), 0), SUM({_COST})
+FROM a LEFT JOIN agent_models m ON m.name = a.model"""
     return _rows(sql, params)[0]
 
 
@@ -219,9 +252,9 @@ class SeriesPoint:
 
 def usage_series(*, flt: UsageFilter, stack_by: str) -> list[SeriesPoint]:
     """Tokens per day and model (``stack_by="model"``) or per day and source: the chart's stacks."""
-    where, params = _where(flt)
+    spans, params = _spans(flt, daily_only=True)
     column = "u.model" if stack_by == "model" else "u.source"
-    sql = f"SELECT u.day, {column}, SUM(u.tokens) FROM usage_daily u WHERE {where} GROUP BY 1, 2 ORDER BY 1, 2"
+    sql = f"WITH u AS ({spans}) SELECT u.day, {column}, SUM(u.tokens) FROM u GROUP BY 1, 2 ORDER BY 1, 2"
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return [SeriesPoint(day=d, stack=s or "", tokens=int(t)) for d, s, t in cursor.fetchall()]

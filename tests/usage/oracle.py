@@ -42,3 +42,21 @@ def rollup() -> dict[tuple, tuple[int, int, int, int]]:
         (r.day, r.user_id, r.model, r.source, r.agent_id): (r.events, r.tokens, r.input_tokens, r.output_tokens)
         for r in UsageDay.objects.all()
     }
+
+
+def monthly() -> dict[tuple, tuple[int, int, int, int]]:
+    from usage.models import UsageMonth
+
+    return {
+        (r.month, r.user_id, r.model, r.source, r.agent_id): (r.events, r.tokens, r.input_tokens, r.output_tokens)
+        for r in UsageMonth.objects.all()
+    }
+
+
+def daily_by_month() -> dict[tuple, tuple[int, int, int, int]]:
+    sums: dict[tuple, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    for (day, *rest), values in rollup().items():
+        row = sums[(day.replace(day=1), *rest)]
+        for i, v in enumerate(values):
+            row[i] += v
+    return {key: tuple(value) for key, value in sums.items()}

@@ -110,3 +110,19 @@ def test_errors_follow_the_contract(spend, asgi_client, user_factory):
         assert response.status_code == 422, params
         assert response.json()["code"] == "validation_error"
     assert admin.get("/api/usage", params={"user": "nobody"}).status_code == 404
+
+
+def test_whole_months_and_the_days_around_them_add_up_alike(spend, asgi_client, user_factory):
+    # given a period made of a whole month (read from usage_monthly) and days on either side
+    admin = asgi_client(user_factory(username="root", is_staff=True))
+    everything = {"alice": 520, "bob": 1000}
+    assert _tokens(_items(admin, group_by="user", **{"from": "2026-10-15", "to": "2026-12-05"})) == everything
+    assert _tokens(_items(admin, group_by="user", **{"from": "2026-11-01", "to": "2026-11-30"})) == everything
+    assert _tokens(_items(admin, group_by="model", **{"from": "2026-11-01", "to": "2026-12-31"})) == {
+        "agent-model": 1000,
+        "fake-chat": 520,
+    }
+    assert _tokens(_items(admin, group_by="user", **{"from": "2026-11-23", "to": "2026-12-31"})) == {
+        "alice": 60,
+        "bob": 1000,
+    }

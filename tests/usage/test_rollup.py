@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from achilles.platform import platform_settings_update
 from agents.models import Agent, AgentRun
 from conversations.models import Conversation, Message
-from tests.usage.oracle import raw_sums, rollup
+from tests.usage.oracle import daily_by_month, monthly, raw_sums, rollup
 
 pytestmark = [pytest.mark.integration, pytest.mark.p0, pytest.mark.django_db]
 
@@ -116,6 +116,7 @@ def test_the_organisation_time_zone_change_moves_every_day(people):
     platform_settings_update(timezone="Asia/Tokyo")  # Monday 05:30 there
     assert next(iter(rollup()))[0].isoformat() == "2026-11-23"
     assert rollup() == raw_sums()
+    assert monthly() == daily_by_month()
 
 
 # ------------------------------------------------------------------ the property
@@ -129,7 +130,7 @@ OPS = st.lists(
             st.integers(0, 2),
             st.integers(0, 5000),
             st.booleans(),
-            st.integers(0, 72),
+            st.integers(0, 240),
         ),
         st.tuples(
             st.just("run"),
@@ -137,11 +138,11 @@ OPS = st.lists(
             st.integers(0, 2),
             st.integers(0, 5000),
             st.booleans(),
-            st.integers(-1, 72),
+            st.integers(-1, 240),
         ),
         st.tuples(st.just("retoken"), st.integers(0, 50), st.integers(0, 5000)),
-        st.tuples(st.just("move"), st.integers(0, 50), st.integers(0, 72)),
-        st.tuples(st.just("finish"), st.integers(0, 50), st.integers(0, 72)),
+        st.tuples(st.just("move"), st.integers(0, 50), st.integers(0, 240)),
+        st.tuples(st.just("finish"), st.integers(0, 50), st.integers(0, 240)),
         st.tuples(st.just("delete_message"), st.integers(0, 50)),
         st.tuples(st.just("delete_run"), st.integers(0, 50)),
         st.tuples(st.just("delete_conversation"), st.integers(0, 5)),
@@ -211,6 +212,7 @@ def test_rollup_equals_the_raw_sums_after_any_writes(people, ops):
         elif kind == "reassign":
             Conversation.objects.filter(pk=threads[op[1] % len(threads)].pk).update(user=people[op[2] % len(people)])
     assert rollup() == raw_sums()
+    assert monthly() == daily_by_month()
 
 
 # ------------------------------------------------------------------ the database says no
