@@ -323,10 +323,16 @@ def child() -> None:
         f"without (+{write['with'] - write['without']:.3f} ms)"
     )
     ours_p95, naive_p95 = _pct(ours_all, 0.95), _pct(naive_all, 0.95)
-    ok = ours_p95 <= TARGET_MS and not mismatches
+    # "any report ≤ 300 ms p95": the worst report's own p95 decides, not the pooled one.
+    worst = max(
+        (max(_pct(page_t, 0.95), _pct(full_t, 0.95)), f"{period}/{group_by}")
+        for period, group_by, _, page_t, full_t, _ in rows
+    )
+    ok = worst[0] <= TARGET_MS and not mismatches
+    print(f"  worst report: {worst[1]} p95 {worst[0]:.1f} ms; load average {os.getloadavg()[0]:.1f}")
     print(
         f"  every report: ours p95 {ours_p95:.1f} ms vs naive p95 {naive_p95:.0f} ms; "
-        f"target ≤ {TARGET_MS:.0f} ms {'OK' if ours_p95 <= TARGET_MS else 'MISSED'}; "
+        f"target: every report ≤ {TARGET_MS:.0f} ms p95 {'OK' if worst[0] <= TARGET_MS else 'MISSED'}; "
         f"sums {'equal' if not mismatches else 'DIFFER: ' + ', '.join(mismatches)}"
     )
     print(
@@ -340,6 +346,8 @@ def child() -> None:
                 "monthly_rows": seeded["monthly_rows"],
                 "ours_p95_ms": round(ours_p95, 1),
                 "naive_p95_ms": round(naive_p95, 1),
+                "worst_report_p95_ms": round(worst[0], 1),
+                "load_average": round(os.getloadavg()[0], 1),
                 "rebuild_s": round(seeded["rebuild_s"], 2),
                 "trigger_ms_per_answer": round(write["with"] - write["without"], 3),
                 "sums_equal": not mismatches,
