@@ -100,3 +100,39 @@ class UsageMonth(models.Model):
 
     def __str__(self) -> str:
         return f"{self.month:%Y-%m} user {self.user_id} {self.source} {self.model}: {self.tokens}"
+
+
+class UsageWeek(models.Model):
+    """The same sums per week (Monday, as the budget counts weeks): a rolling month's report reads
+    whole weeks here. Kept from ``usage_daily`` by a trigger on it, like ``usage_monthly``."""
+
+    week = models.DateField(help_text="The week's Monday, in the organisation's time zone.")
+    user_id = models.BigIntegerField()
+    model = models.CharField(max_length=100, blank=True, default="")
+    source = models.CharField(max_length=8, choices=Source.choices)
+    agent_id = models.BigIntegerField(null=True, blank=True)
+    events = models.PositiveIntegerField()
+    tokens = models.BigIntegerField()
+    input_tokens = models.BigIntegerField()
+    output_tokens = models.BigIntegerField()
+
+    class Meta:
+        db_table = "usage_weekly"
+        ordering = ["week", "user_id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["week", "user_id", "model", "source", "agent_id"],
+                name="usage_usageweek_key_unique",
+                nulls_distinct=False,
+            ),
+            models.CheckConstraint(
+                condition=Q(events__gte=0, tokens__gte=0, input_tokens__gte=0, output_tokens__gte=0)
+                & Q(tokens__gte=models.F("input_tokens") + models.F("output_tokens")),
+                name="usage_usageweek_sums_not_negative",
+            ),
+            models.CheckConstraint(condition=Q(week__iso_week_day=1), name="usage_usageweek_monday"),
+        ]
+        indexes = [models.Index(fields=["user_id", "week"], name="usage_usageweek_user_idx")]
+
+    def __str__(self) -> str:
+        return f"week of {self.week} user {self.user_id} {self.source} {self.model}: {self.tokens}"

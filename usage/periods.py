@@ -59,3 +59,47 @@ def period_for(kind: str, *, tz_name: str, now: datetime, start: date | None = N
     if kind == "custom" and start is not None and end is not None:
         return Period("custom", start, end)
     return week_of(tz_name, now)
+
+
+@dataclass(frozen=True)
+class Spans:
+    """A period cut into whole calendar months, whole weeks (Monday-based) and single days — each day
+    of the period in exactly one piece; ranges are half-open [start, end)."""
+
+    months: list[tuple[date, date]]
+    weeks: list[tuple[date, date]]
+    days: list[tuple[date, date]]
+
+
+def _next_month(day: date) -> date:
+    return (day.replace(day=1) + timedelta(days=32)).replace(day=1)
+
+
+def _weeks_and_days(start: date, end: date, spans: Spans) -> None:
+    """[start, end): whole weeks inside it, the days around them."""
+    if start >= end:
+        return
+    first_monday = start + timedelta(days=(7 - start.weekday()) % 7)
+    last_monday = end - timedelta(days=end.weekday())
+    if first_monday < last_monday:
+        spans.weeks.append((first_monday, last_monday))
+        for a, b in ((start, first_monday), (last_monday, end)):
+            if a < b:
+                spans.days.append((a, b))
+    else:
+        spans.days.append((start, end))
+
+
+def period_spans(start: date, end: date) -> Spans:
+    """[start, end] (both included) as months, weeks and days for the roll-ups to read."""
+    stop = end + timedelta(days=1)
+    first_month = start if start.day == 1 else _next_month(start)
+    last_month = stop.replace(day=1)
+    spans = Spans([], [], [])
+    if first_month < last_month:
+        spans.months.append((first_month, last_month))
+        _weeks_and_days(start, first_month, spans)
+        _weeks_and_days(last_month, stop, spans)
+    else:
+        _weeks_and_days(start, stop, spans)
+    return spans

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -21,7 +21,7 @@ from achilles.models import User
 from achilles.pagination import DEFAULT_LIMIT, Window, values_cursor_decode, values_cursor_encode
 from achilles.platform import platform_settings
 from usage.choices import GroupBy, Source
-from usage.periods import MAX_PERIOD_DAYS
+from usage.periods import MAX_PERIOD_DAYS, period_spans
 
 VIEW_PERMISSION = "usage.view_usage"
 
@@ -119,26 +119,29 @@ def _filters(flt: UsageFilter) -> tuple[str, list[Any]]:
     return "".join(f" AND {c}" for c in clauses), params
 
 
-def _month_after(day: date) -> date:
-    return (day.replace(day=1) + timedelta(days=32)).replace(day=1)
-
-
 def _spans(flt: UsageFilter, *, daily_only: bool = False) -> tuple[str, list[Any]]:
     """The roll-up rows of the period as one relation: whole calendar months from ``usage_monthly``,
-    the days around them from ``usage_daily`` (``daily_only``: every day from ``usage_daily``)."""
+    whole weeks from ``usage_weekly``, the days left from ``usage_daily`` (``daily_only``: every day
+    from ``usage_daily``, for a report by day)."""
     extra, extra_params = _filters(flt)
     columns = "user_id, model, source, agent_id, events, tokens, input_tokens, output_tokens"
-    first_full = flt.date_from if flt.date_from.day == 1 else _month_after(flt.date_from)
-    end_full = (flt.date_to + timedelta(days=1)).replace(day=1)  # months before it end inside the period
-    if daily_only or first_full >= end_full:
+    if daily_only:
         sql = f"SELECT day, {columns} FROM usage_daily WHERE day >= %s AND day <= %s{extra}"
         return sql, [flt.date_from, flt.date_to, *extra_params]
-    sql = (
-        f"SELECT {columns} FROM usage_monthly WHERE month >= %s AND month < %s{extra}"
-        f" UNION ALL SELECT {columns} FROM usage_daily"
-        f" WHERE ((day >= %s AND day < %s) OR (day >= %s AND day <= %s)){extra}"
-    )
-    return sql, [first_full, end_full, *extra_params, flt.date_from, first_full, end_full, flt.date_to, *extra_params]
+    spans = period_spans(flt.date_from, flt.date_to)
+    parts: list[str] = []
+    params: list[Any] = []
+    for table, column, ranges in (
+        ("usage_monthly", "month", spans.months),
+        ("usage_weekly", "week", spans.weeks),
+        ("usage_daily", "day", spans.days),
+    ):
+        if not ranges:
+            continue
+        within = " OR ".join(f"({column} >= %s AND {column} < %s)" for _ in ranges)
+        parts.append(f"SELECT {columns} FROM {table} WHERE ({within}){extra}")
+        params += [bound for pair in ranges for bound in pair] + extra_params
+    return " UNION ALL ".join(parts), params
 
 
 def _report_sql(

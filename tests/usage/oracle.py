@@ -60,3 +60,23 @@ def daily_by_month() -> dict[tuple, tuple[int, int, int, int]]:
         for i, v in enumerate(values):
             row[i] += v
     return {key: tuple(value) for key, value in sums.items()}
+
+
+def weekly() -> dict[tuple, tuple[int, int, int, int]]:
+    from usage.models import UsageWeek
+
+    return {
+        (r.week, r.user_id, r.model, r.source, r.agent_id): (r.events, r.tokens, r.input_tokens, r.output_tokens)
+        for r in UsageWeek.objects.all()
+    }
+
+
+def daily_by_week() -> dict[tuple, tuple[int, int, int, int]]:
+    from datetime import timedelta
+
+    sums: dict[tuple, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    for (day, *rest), values in rollup().items():
+        row = sums[(day - timedelta(days=day.weekday()), *rest)]
+        for i, v in enumerate(values):
+            row[i] += v
+    return {key: tuple(value) for key, value in sums.items()}

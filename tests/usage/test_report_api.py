@@ -122,6 +122,9 @@ def test_whole_months_and_the_days_around_them_add_up_alike(spend, asgi_client, 
         "agent-model": 1000,
         "fake-chat": 520,
     }
+    # whole weeks and days: 16–22 November is a week (alice's 460), 23 November starts the next
+    assert _tokens(_items(admin, group_by="user", **{"from": "2026-11-16", "to": "2026-11-22"})) == {"alice": 460}
+    assert _tokens(_items(admin, group_by="user", **{"from": "2026-11-14", "to": "2026-12-02"})) == everything
     assert _tokens(_items(admin, group_by="user", **{"from": "2026-11-23", "to": "2026-12-31"})) == {
         "alice": 60,
         "bob": 1000,

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from achilles.platform import platform_settings_update
 from agents.models import Agent, AgentRun
 from conversations.models import Conversation, Message
-from tests.usage.oracle import daily_by_month, monthly, raw_sums, rollup
+from tests.usage.oracle import daily_by_month, daily_by_week, monthly, raw_sums, rollup, weekly
 
 pytestmark = [pytest.mark.integration, pytest.mark.p0, pytest.mark.django_db]
 
@@ -117,6 +117,7 @@ def test_the_organisation_time_zone_change_moves_every_day(people):
     assert next(iter(rollup()))[0].isoformat() == "2026-11-23"
     assert rollup() == raw_sums()
     assert monthly() == daily_by_month()
+    assert weekly() == daily_by_week()
 
 
 # ------------------------------------------------------------------ the property
@@ -213,6 +214,7 @@ def test_rollup_equals_the_raw_sums_after_any_writes(people, ops):
             Conversation.objects.filter(pk=threads[op[1] % len(threads)].pk).update(user=people[op[2] % len(people)])
     assert rollup() == raw_sums()
     assert monthly() == daily_by_month()
+    assert weekly() == daily_by_week()
 
 
 # ------------------------------------------------------------------ the database says no
