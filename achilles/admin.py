@@ -62,7 +62,16 @@ def _changes(form) -> dict:
 class AgentModelForm(forms.ModelForm):
     class Meta:
         model = AllowedModel
-        fields = ("name", "provider", "kind", "context_window", "is_default", "options")
+        fields = (
+            "name",
+            "provider",
+            "kind",
+            "context_window",
+            "is_default",
+            "options",
+            "input_price_per_mtok",
+            "output_price_per_mtok",
+        )
 
     def clean_name(self):
         # trimmed, with a visible character (achilles.names), like every name people give things
@@ -75,7 +84,15 @@ class AgentModelForm(forms.ModelForm):
 @admin.register(AllowedModel)
 class AllowedModelAdmin(admin.ModelAdmin):
     form = AgentModelForm
-    list_display = ("name", "provider", "kind", "context_window", "is_default")
+    list_display = (
+        "name",
+        "provider",
+        "kind",
+        "context_window",
+        "is_default",
+        "input_price_per_mtok",
+        "output_price_per_mtok",
+    )
     list_filter = ("kind", "provider", "is_default")
     search_fields = ("name",)
 

@@ -106,6 +106,7 @@ def _everything_else(request, exc: Exception):
 api.add_router("/", "achilles.api_core.router")
 api.add_router("/", "agents.api.router")
 api.add_router("/", "conversations.api.router")
+api.add_router("/", "usage.api.router")
 api.add_router("/knowledge/", "knowledge.api.router")
 api.add_router("/hub/sync-agent/", "hub.api.sync_agent_router")
 api.add_router("/hub/", "hub.api.router")

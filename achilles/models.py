@@ -86,6 +86,13 @@ class PlatformSettings(TimestampedModel):
     answer_reserve_tokens = models.PositiveIntegerField(default=1024)
     retrieval_top_k = models.PositiveSmallIntegerField(default=8)
     cache_ttl_seconds = models.PositiveIntegerField(default=300)
+    currency = models.CharField(
+        max_length=8,
+        blank=True,
+        default="USD",
+        db_default="USD",
+        help_text="The currency of the allow-list's prices («Расходы AI» shows money in it).",
+    )
 
     class Meta:
         db_table = "platform_settings"
@@ -130,6 +137,13 @@ class AllowedModel(TimestampedModel):
         blank=True,
         help_text='e.g. {"base_url": "...", "model": "...", "api_key_env": "LLM_API_KEY", "timeout": 60}',
     )
+    # Prices per million tokens in the platform currency; empty = no cost shown for this model.
+    input_price_per_mtok = models.DecimalField(
+        max_digits=12, decimal_places=4, null=True, blank=True, help_text="Per million input tokens; empty = no cost."
+    )
+    output_price_per_mtok = models.DecimalField(
+        max_digits=12, decimal_places=4, null=True, blank=True, help_text="Per million output tokens; empty = no cost."
+    )
 
     class Meta:
         db_table = "agent_models"
@@ -144,6 +158,16 @@ class AllowedModel(TimestampedModel):
             models.CheckConstraint(condition=Q(kind__in=["chat", "embedding"]), name="achilles_agentmodel_kind_valid"),
             models.CheckConstraint(condition=Q(context_window__gte=256), name="achilles_agentmodel_context_window_min"),
             models.CheckConstraint(condition=~Q(name=""), name="achilles_agentmodel_name_not_empty"),
+            models.CheckConstraint(
+                condition=Q(input_price_per_mtok__isnull=True) | Q(input_price_per_mtok__gte=0),
+                name="achilles_agentmodel_input_price_not_negative",
+                violation_error_message="A price is zero or more.",
+            ),
+            models.CheckConstraint(
+                condition=Q(output_price_per_mtok__isnull=True) | Q(output_price_per_mtok__gte=0),
+                name="achilles_agentmodel_output_price_not_negative",
+                violation_error_message="A price is zero or more.",
+            ),
         ]
 
     def __str__(self) -> str:

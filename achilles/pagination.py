@@ -165,3 +165,21 @@ def keyset_page(
         return Window(items=rows, next_cursor=None)
     rows = rows[:limit]
     return Window(items=rows, next_cursor=cursor_encode(rows[-1], scope=scope, keys=keys))
+
+
+def values_cursor_encode(values: Sequence[Any], *, scope: str) -> str:
+    """A cursor over plain keyset values (a list of aggregates has no model row to name)."""
+    return _signer(scope).sign_object(list(values), serializer=_KeysetSerializer)
+
+
+def values_cursor_decode(cursor: str, *, scope: str, count: int) -> list[Any]:
+    """The ``count`` JSON values a :func:`values_cursor_encode` cursor of ``scope`` carries; 422 otherwise."""
+    if len(cursor) > MAX_CURSOR_LENGTH:
+        raise _bad_cursor()
+    try:
+        values = _signer(scope).unsign_object(cursor, serializer=_KeysetSerializer)
+    except (signing.BadSignature, ValueError, TypeError, UnicodeDecodeError):
+        raise _bad_cursor() from None
+    if not isinstance(values, list) or len(values) != count:
+        raise _bad_cursor()
+    return values

@@ -113,6 +113,7 @@ INSTALLED_APPS = [
     "conversations",
     "agents",
     "hub",
+    "usage",
 ]
 
 MIDDLEWARE = [

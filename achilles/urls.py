@@ -1,6 +1,6 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import include, path
 
 from achilles import views
 from achilles.api import api
@@ -18,6 +18,7 @@ urlpatterns = [
     path("tokens/", views.tokens_page, name="tokens"),
     path("agents/", agents_page, name="agents"),
     path("chat/", chat_page, name="chat"),
+    path("usage/", include("usage.urls")),
     path("", views.home, name="home"),
 ]
 

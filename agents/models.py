@@ -91,6 +91,11 @@ class AgentRun(TimestampedModel):
     output = models.TextField(blank=True, default="")
     error = models.TextField(blank=True, default="")
     tokens_used = models.PositiveIntegerField(default=0)
+    # The split of tokens_used (since «Расходы AI»; older runs carry the total only) and the model
+    # that actually ran (the agent's model may change or leave the allow-list later).
+    input_tokens = models.PositiveIntegerField(null=True, blank=True)
+    output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    model = models.CharField(max_length=100, null=True, blank=True, help_text="Fact: the model the run called.")
     scheduled_for = models.DateTimeField(null=True, blank=True, help_text="The slot a scheduled run was due at.")
     enqueued_at = models.DateTimeField(null=True, blank=True, help_text="When the task reached the broker.")
     started_at = models.DateTimeField(null=True, blank=True)
@@ -148,6 +153,17 @@ class AgentRun(TimestampedModel):
             ),
             models.CheckConstraint(
                 condition=~Q(state="running") | Q(started_at__isnull=False), name="agents_agentrun_running_has_started"
+            ),
+            # A split is whole or absent, and adds up to the total the budget counts.
+            models.CheckConstraint(
+                condition=Q(input_tokens__isnull=True, output_tokens__isnull=True)
+                | Q(
+                    input_tokens__isnull=False,
+                    output_tokens__isnull=False,
+                    tokens_used=models.F("input_tokens") + models.F("output_tokens"),
+                ),
+                name="agents_agentrun_split_adds_up",
+                violation_error_message="input_tokens + output_tokens is tokens_used.",
             ),
         ]
 

@@ -114,6 +114,10 @@ class RunOut(Schema):
     output: str
     error: str
     tokens_used: int
+    # the split of tokens_used (null on runs from before it was stored) and the model the run called
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    model: str | None = None
     scheduled_for: datetime | None
     started_at: datetime | None
     finished_at: datetime | None

@@ -81,6 +81,25 @@ def owner_tokens_this_week(*, owner: User, now: datetime) -> int:
     return int(total or 0)
 
 
+def owners_tokens_this_week(*, owners: list[User], now: datetime) -> dict[int, int]:
+    """:func:`owner_tokens_this_week` for many owners in one query (each in their own week)."""
+    weeks: dict[tuple[datetime, datetime], list[int]] = {}
+    for owner in {o.pk: o for o in owners}.values():
+        weeks.setdefault(week_bounds(owner.effective_timezone(), now), []).append(owner.pk)
+    if not weeks:
+        return {}
+    in_week = Q(pk__in=[])
+    for (start, end), ids in weeks.items():
+        in_week |= Q(agent__owner_id__in=ids, finished_at__gte=start, finished_at__lt=end)
+    spent = dict(
+        AgentRun.objects.filter(in_week)
+        .values("agent__owner_id")
+        .annotate(total=Sum("tokens_used"))
+        .values_list("agent__owner_id", "total")
+    )
+    return {pk: int(spent.get(pk) or 0) for group in weeks.values() for pk in group}
+
+
 def budget_room(*, spent: int, active: int, budget: int, run_cap: int) -> int:
     """The one budget rule: how many more runs an owner may start this week. Each queued or
     running run reserves the per-run token cap, so a start needs spend + reservations < budget
@@ -110,19 +129,8 @@ def owners_over_budget(*, owners: list[User], now: datetime) -> dict[int, bool]:
     if not owners:
         return {}
     row = platform_settings()
-    weeks: dict[tuple[datetime, datetime], list[int]] = {}
-    for owner in {o.pk: o for o in owners}.values():
-        weeks.setdefault(week_bounds(owner.effective_timezone(), now), []).append(owner.pk)
-    in_week = Q(pk__in=[])
-    for (start, end), ids in weeks.items():
-        in_week |= Q(agent__owner_id__in=ids, finished_at__gte=start, finished_at__lt=end)
-    spent = dict(
-        AgentRun.objects.filter(in_week)
-        .values("agent__owner_id")
-        .annotate(total=Sum("tokens_used"))
-        .values_list("agent__owner_id", "total")
-    )
-    ids = [pk for group in weeks.values() for pk in group]
+    spent = owners_tokens_this_week(owners=owners, now=now)
+    ids = list(spent)
     active = dict(
         AgentRun.objects.filter(agent__owner_id__in=ids, state__in=ACTIVE_STATES)
         .values("agent__owner_id")

@@ -117,6 +117,8 @@ def _message_out(message, visible: frozenset[int], emails: dict[int, str] | None
         content_html=content_html,
         model=message.model,
         tokens_used=message.tokens_used,
+        input_tokens=message.input_tokens,
+        output_tokens=message.output_tokens,
         feedback=message.feedback,
         state=message.state,
         withheld_hint=_hint_out(message.withheld_hint, emails or {}),

@@ -58,6 +58,7 @@ class TurnStore(Protocol):
         tokens_used: int,
         state: str,
         citations: Sequence[CitationOut],
+        tokens_split: tuple[int, int] | None,
         trace: TraceDraft | None,
         withheld_hint: WithheldHint | None,
     ) -> Finalized: ...

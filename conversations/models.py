@@ -44,6 +44,9 @@ class Message(TimestampedModel):
     content = models.TextField(blank=True, default="")
     model = models.CharField(max_length=100, null=True, blank=True, help_text="Fact: the model that generated it.")
     tokens_used = models.PositiveIntegerField(null=True, blank=True, help_text="Input + output of the whole turn.")
+    # The split of tokens_used, stored since «Расходы AI»; older answers carry the total only (NULL).
+    input_tokens = models.PositiveIntegerField(null=True, blank=True)
+    output_tokens = models.PositiveIntegerField(null=True, blank=True)
     feedback = models.SmallIntegerField(null=True, blank=True)
     state = models.CharField(max_length=16, choices=MessageState.choices, default=MessageState.COMPLETE)
     withheld_hint = models.JSONField(null=True, blank=True)
@@ -74,6 +77,17 @@ class Message(TimestampedModel):
             models.CheckConstraint(
                 condition=Q(tokens_used__isnull=True) | Q(role="assistant"),
                 name="conversations_message_tokens_assistant_only",
+            ),
+            # A split is whole or absent, and adds up to the total the budget and the report count.
+            models.CheckConstraint(
+                condition=Q(input_tokens__isnull=True, output_tokens__isnull=True)
+                | Q(
+                    input_tokens__isnull=False,
+                    output_tokens__isnull=False,
+                    tokens_used=models.F("input_tokens") + models.F("output_tokens"),
+                ),
+                name="conversations_message_split_adds_up",
+                violation_error_message="input_tokens + output_tokens is tokens_used.",
             ),
         ]
 

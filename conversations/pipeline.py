@@ -440,14 +440,21 @@ class Turn:
 
     # -- finalize --
 
-    def _tokens_used(self) -> int:
-        total = 0
+    def _tokens_split(self) -> tuple[int, int]:
+        """(input, output) of the whole turn: each round's ``Usage``, or for an interrupted round
+        the local estimate of what it consumed so far."""
+        inputs = outputs = 0
         for r in self.rounds:
             if r.usage is not None:
-                total += r.usage.total_tokens
-            else:  # interrupted round: the local estimate of what it consumed so far
-                total += r.input_estimate + estimate_tokens("".join(r.text))
-        return total
+                inputs += r.usage.input_tokens
+                outputs += r.usage.output_tokens
+            else:
+                inputs += r.input_estimate
+                outputs += estimate_tokens("".join(r.text))
+        return inputs, outputs
+
+    def _tokens_used(self) -> int:
+        return sum(self._tokens_split())
 
     def _finalize_fields(self, state: str, outcome: GroundingOutcome) -> dict:
         # The trace takes the turn's timings as they stand (an interrupted turn's too).
@@ -457,6 +464,7 @@ class Turn:
             "content": "".join(self.parts),
             "model_name": self.start.model.name,
             "tokens_used": self._tokens_used(),
+            "tokens_split": self._tokens_split(),
             "state": state,
             "citations": outcome.citations,
             "trace": trace,

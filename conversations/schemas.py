@@ -51,6 +51,9 @@ class MessageOut(Schema):
     content_html: str | None = None
     model: str | None
     tokens_used: int | None
+    # the split of tokens_used (null on answers from before it was stored, and on questions)
+    input_tokens: int | None = None
+    output_tokens: int | None = None
     feedback: int | None
     state: str
     withheld_hint: dict | None

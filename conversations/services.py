@@ -273,7 +273,17 @@ def _finalize_sql() -> _FinalizeSql:
     thread_id, message_id = column(Conversation, "id"), column(Message, "id")
     message_columns = ", ".join(
         column(Message, name)
-        for name in ("conversation", "role", "content", "model", "tokens_used", "state", "withheld_hint")
+        for name in (
+            "conversation",
+            "role",
+            "content",
+            "model",
+            "tokens_used",
+            "input_tokens",
+            "output_tokens",
+            "state",
+            "withheld_hint",
+        )
     )
     stamps = f"{message_id}, {column(Message, 'created_at')}, {column(Message, 'updated_at')}"
     answer = f"""
@@ -282,7 +292,8 @@ WITH thread AS (
     WHERE {thread_id} = %(conversation_id)s RETURNING {thread_id}
 ), answer AS (
     INSERT INTO {table(Message)} ({message_columns})
-    SELECT {thread_id}, '{Role.ASSISTANT.value}', %(content)s, %(model)s, %(tokens_used)s, %(state)s, %(withheld_hint)s
+    SELECT {thread_id}, '{Role.ASSISTANT.value}', %(content)s, %(model)s, %(tokens_used)s,
+        %(input_tokens)s, %(output_tokens)s, %(state)s, %(withheld_hint)s
     FROM thread
     RETURNING {stamps}
 )"""
@@ -324,6 +335,7 @@ def message_finalize(
     citations: Sequence[CitationOut] = (),
     trace: TraceDraft | None = None,
     withheld_hint: WithheldHint | None = None,
+    tokens_split: tuple[int, int] | None = None,
 ) -> Message:
     """Write the assistant message, its citations and its trace in one statement (never half-written).
 
@@ -334,12 +346,18 @@ def message_finalize(
     ORM's INSERTs; the returned message carries the columns written.
     """
     tokens = max(0, int(tokens_used))
+    # The split as the provider reported it (input, output); kept only when it adds up to the total.
+    split = (max(0, int(tokens_split[0])), max(0, int(tokens_split[1]))) if tokens_split is not None else None
+    if split is not None and sum(split) != tokens:
+        split = None
     hint = withheld_hint.as_dict() if withheld_hint is not None else None
     params: dict[str, Any] = {
         "conversation_id": conversation_id,
         "content": content,
         "model": model_name,
         "tokens_used": tokens,
+        "input_tokens": split[0] if split else None,
+        "output_tokens": split[1] if split else None,
         "state": state,
         "withheld_hint": Jsonb(hint) if hint is not None else None,
     }
@@ -384,6 +402,8 @@ def message_finalize(
         content=content,
         model=model_name,
         tokens_used=tokens,
+        input_tokens=split[0] if split else None,
+        output_tokens=split[1] if split else None,
         state=state,
         withheld_hint=hint,
         created_at=row[1],

@@ -94,19 +94,37 @@ class RunAbandoned(Exception):
     """The run row left ``running`` under us (reaped as stale): stop working on it."""
 
 
-def _finish(run_id: int, *, state: str, reason: str = "", output: str = "", error: str = "", tokens: int = 0) -> bool:
+def _finish(
+    run_id: int,
+    *,
+    state: str,
+    reason: str = "",
+    output: str = "",
+    error: str = "",
+    tokens: int = 0,
+    input_tokens: int | None = None,
+) -> bool:
     # Only a run still ``running`` may finish: a zombie that was reaped keeps its ``stale`` verdict.
-    return bool(
+    # The split is stored when the rounds reported it and it fits the total (the rest is output).
+    split = input_tokens is not None and 0 <= input_tokens <= tokens
+    finished = bool(
         AgentRun.objects.filter(pk=run_id, state=RunState.RUNNING).update(
             state=state,
             reason=reason,
             output=output,
             error=error[:4000],
             tokens_used=tokens,
+            input_tokens=input_tokens if split else None,
+            output_tokens=tokens - input_tokens if split and input_tokens is not None else None,
             finished_at=timezone.now(),
             heartbeat_at=timezone.now(),
         )
     )
+    if finished and tokens > 0:
+        from agents.services.alerts import owner_budget_alerts_check
+
+        owner_budget_alerts_check(run_id=run_id)
+    return finished
 
 
 def run_execute(run_id: int, *, worker: str = "") -> str | None:
@@ -142,7 +160,7 @@ def run_execute(run_id: int, *, worker: str = "") -> str | None:
         )
         return RunState.SKIPPED
     claimed = AgentRun.objects.filter(pk=run_id, state=RunState.QUEUED).update(
-        state=RunState.RUNNING, started_at=now, heartbeat_at=now, worker=worker[:255]
+        state=RunState.RUNNING, started_at=now, heartbeat_at=now, worker=worker[:255], model=model.name
     )
     if not claimed:
         return None
@@ -179,23 +197,48 @@ def run_execute(run_id: int, *, worker: str = "") -> str | None:
         logger.warning("agent run %s was reaped while running; its result is dropped", run_id)
         return None
     except IterationCapReached as exc:
-        _finish(run_id, state=RunState.FAILED, reason=RunReason.ITERATION_CAP, error=str(exc), tokens=exc.tokens_used)
+        _finish(
+            run_id,
+            state=RunState.FAILED,
+            reason=RunReason.ITERATION_CAP,
+            error=str(exc),
+            tokens=exc.tokens_used,
+            input_tokens=exc.input_tokens,
+        )
         return RunState.FAILED
     except TokenCapReached as exc:
-        _finish(run_id, state=RunState.FAILED, reason=RunReason.TOKEN_CAP, error=str(exc), tokens=exc.tokens_used)
+        _finish(
+            run_id,
+            state=RunState.FAILED,
+            reason=RunReason.TOKEN_CAP,
+            error=str(exc),
+            tokens=exc.tokens_used,
+            input_tokens=exc.input_tokens,
+        )
         return RunState.FAILED
     except LoopFailed as exc:
         if isinstance(exc.cause, RunAbandoned):
             return None
         _finish(
-            run_id, state=RunState.FAILED, reason=RunReason.MODEL_ERROR, error=str(exc.cause), tokens=exc.tokens_used
+            run_id,
+            state=RunState.FAILED,
+            reason=RunReason.MODEL_ERROR,
+            error=str(exc.cause),
+            tokens=exc.tokens_used,
+            input_tokens=exc.input_tokens,
         )
         return RunState.FAILED
     except Exception as exc:
         logger.exception("agent run %s failed", run_id)
         _finish(run_id, state=RunState.FAILED, reason=RunReason.ERROR, error=f"{type(exc).__name__}: {exc}")
         return RunState.FAILED
-    _finish(run_id, state=RunState.SUCCEEDED, output=result.output, tokens=result.tokens_used)
+    _finish(
+        run_id,
+        state=RunState.SUCCEEDED,
+        output=result.output,
+        tokens=result.tokens_used,
+        input_tokens=result.input_tokens,
+    )
     return RunState.SUCCEEDED
 
 

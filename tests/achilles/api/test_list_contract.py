@@ -271,6 +271,26 @@ def _seed_documents() -> Seeded:
     )
 
 
+def _seed_usage() -> Seeded:
+    from conversations.models import Conversation, Message
+
+    def spender(i: int) -> str:
+        person = _user(f"spender{i:03}")
+        thread = Conversation.objects.create(user=person)
+        Message.objects.create(conversation=thread, role="assistant", content="", model="m", tokens_used=10 + i)
+        return person.username
+
+    created = [spender(i) for i in range(N)]
+    counter = iter(range(N, 10**6))
+    return Seeded(
+        actor=_user("lister", is_staff=True),
+        url="/api/usage",
+        created=created,
+        params={"group_by": "user"},
+        insert=lambda: spender(next(counter)),
+    )
+
+
 ROUTES = [
     ListRoute("/api/models", _seed_models, key="name", order=(("is_default", True, bool), ("name", False, str))),
     ListRoute("/api/tokens", _seed_tokens, key="id", order=(("created_at", True, _ts), ("id", True, int))),
@@ -299,6 +319,7 @@ ROUTES = [
     ListRoute("/api/hub/sync-log", _seed_sync_log, key="id", order=(("id", True, int),)),
     ListRoute("/api/hub/publications", _seed_publications, key="version", order=(("version", True, int),)),
     ListRoute("/api/knowledge/documents", _seed_documents, key="id", order=(("id", True, int),)),
+    ListRoute("/api/usage", _seed_usage, key="key", order=(("key", False, str),)),
 ]
 
 
