@@ -8,6 +8,7 @@ says ``auth=None`` explicitly. Every error leaves as ``{"detail": ..., "code": .
 from __future__ import annotations
 
 from django.http import Http404
+from django.http.multipartparser import MultiPartParserError
 from ninja.errors import AuthenticationError, AuthorizationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from pydantic import ValidationError as PydanticValidationError
@@ -90,6 +91,13 @@ _HTTP_ERROR_CODES = {
 def http_error(status: int, message: str) -> errors.ApplicationError:
     """A bare HTTP status (from ninja or Django) as a domain error with the status's code."""
     return errors.ApplicationError(message, code=_HTTP_ERROR_CODES.get(status, "error"), status=status)
+
+
+@api.exception_handler(MultiPartParserError)
+def _bad_multipart(request, exc: MultiPartParserError):
+    # Django reads a multipart body when a route asks for its files: a Content-Type without a
+    # boundary, or a body that does not follow it, is the client's (found by `make fuzz`: a 500)
+    return rest_error_response(request, errors.UnsupportedMediaType(f"The multipart body cannot be read: {exc}"))
 
 
 @api.exception_handler(HttpError)

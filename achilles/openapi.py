@@ -3,8 +3,8 @@
 Routes declare their success answers; the errors are the API's one contract (``achilles.errors``):
 any route may answer 400 (a body that is not JSON), 401 (no or a bad session/token; routes with
 ``auth=None`` excepted), 403 (a missing role, a session without its CSRF token), 404 (unknown or
-someone else's object), 409 (a state conflict), 413 (a body over the upload limit, where there is a
-body), 422 (input refused: the field's location in
+someone else's object), 409 (a state conflict), 413 (a body over the upload limit) and 415 (a body
+that is not JSON, or a multipart one that cannot be read), where there is a body, 422 (input refused: the field's location in
 ``detail``), 503 (the database or a dependency away), each as ``{"detail", "code"}``. A client
 generated from the schema then knows them, and the fuzzer (scripts/fuzz.py) holds every answer to
 the schema (``status_code_conformance``, ``response_schema_conformance``).
@@ -35,6 +35,7 @@ ERRORS = {
     "404": "Not found (or not yours: existence is never revealed)",
     "409": "Conflict with the object's state",
     "413": "Request body over the upload limit",
+    "415": "Unsupported body (not JSON; a multipart upload that cannot be read)",
     "422": "Input refused",
     "503": "A dependency is unavailable; retry",
 }
@@ -53,7 +54,7 @@ def document_errors(schema: dict[str, Any]) -> dict[str, Any]:
             for status, description in ERRORS.items():
                 if status == "401" and not operation.get("security"):
                     continue  # auth=None: never asks who you are
-                if status == "413" and "requestBody" not in operation:
+                if status in ("413", "415") and "requestBody" not in operation:
                     continue
                 responses.setdefault(status, {"description": description, "content": content})
     return schema

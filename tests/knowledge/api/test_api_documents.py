@@ -254,3 +254,15 @@ def test_a_malformed_multipart_body_is_a_json_422(uploader, client_for, asgi_cli
     assert headers["Content-Type"].startswith("application/json")
     assert set(json.loads(payload)) >= {"detail", "code"}
     assert not Document.objects.exists()
+
+
+@pytest.mark.parametrize("session", [False, True], ids=["token", "session"])
+def test_multipart_without_a_boundary_is_a_415(uploader, asgi_client, session):
+    """Found by `make fuzz`: ``Content-Type: multipart/form-data`` with no boundary was a 500."""
+    answer = asgi_client(uploader, session=session).post(
+        URL, content=b"x", headers={"Content-Type": "multipart/form-data"}
+    )
+    assert answer.status_code == 415, (answer.status_code, answer.content[:300])
+    assert answer.json()["code"] == "unsupported_media_type"
+    assert "boundary" in answer.json()["detail"]
+    assert not Document.objects.exists()
