@@ -134,6 +134,8 @@ def _calls(world, token_id):
             f"/api/knowledge/documents/{document}/download",
             None,
         ),
+        ("GET", "/api/usage"): None,
+        ("GET", "/api/usage.csv"): None,
         # deletes last: the objects above are used first
         ("DELETE", "/api/knowledge/documents/{document_id}"): (f"/api/knowledge/documents/{document}", None),
         ("DELETE", "/api/knowledge/records"): ("/api/knowledge/records?source_system=files&external_id=new", None),
