@@ -383,7 +383,10 @@ KNOWLEDGE_UPLOAD_MAX_FILES = _read("KNOWLEDGE_UPLOAD_MAX_FILES", env.int, 20)
 KNOWLEDGE_OCR = _strict_bool("KNOWLEDGE_OCR", True)
 KNOWLEDGE_OCR_LANGUAGES = _read("KNOWLEDGE_OCR_LANGUAGES", env.str, "rus+eng")
 KNOWLEDGE_OCR_MAX_PAGES = _read("KNOWLEDGE_OCR_MAX_PAGES", env.int, 50)
-PUBLIC_BASE_URL = _read("PUBLIC_BASE_URL", env.str, "http://127.0.0.1:8000").rstrip("/")
+# Where people reach the platform (uploads' citation links). Unset: the address `make run` serves
+# (scripts/run.sh exports ACHILLES_HOST / ACHILLES_PORT from HOST / PORT), else 127.0.0.1:8000.
+_served_at = f"http://{os.environ.get('ACHILLES_HOST') or '127.0.0.1'}:{os.environ.get('ACHILLES_PORT') or '8000'}"
+PUBLIC_BASE_URL = _read("PUBLIC_BASE_URL", env.str, _served_at).rstrip("/")
 if KNOWLEDGE_UPLOAD_MAX_MB < 1 or KNOWLEDGE_UPLOAD_MAX_FILES < 1:
     _fail("KNOWLEDGE_UPLOAD_MAX_MB and KNOWLEDGE_UPLOAD_MAX_FILES must be at least 1")
 if not PUBLIC_BASE_URL.startswith(("http://", "https://")):
