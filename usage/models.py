@@ -65,12 +65,10 @@ class UsageDay(models.Model):
         return f"{self.day} user {self.user_id} {self.source} {self.model}: {self.tokens}"
 
 
-class UsageMonth(models.Model):
-    """The same sums per calendar month (the first day names it): a quarter's report reads ~30× fewer
-    rows. Kept by the same triggers (``usage_apply`` writes both); equal to ``usage_daily`` summed
-    by month (pinned by the property test)."""
+class _PeriodSums(models.Model):
+    """The sums of ``usage_daily`` over a longer period (its first day names it), per person × model ×
+    source × agent; the concrete models add the period's date column, its key and its check."""
 
-    month = models.DateField(help_text="The first day of the month, in the organisation's time zone.")
     user_id = models.BigIntegerField()
     model = models.CharField(max_length=100, blank=True, default="")
     source = models.CharField(max_length=8, choices=Source.choices)
@@ -79,6 +77,24 @@ class UsageMonth(models.Model):
     tokens = models.BigIntegerField()
     input_tokens = models.BigIntegerField()
     output_tokens = models.BigIntegerField()
+
+    class Meta:
+        abstract = True
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(events__gte=0, tokens__gte=0, input_tokens__gte=0, output_tokens__gte=0)
+                & Q(tokens__gte=models.F("input_tokens") + models.F("output_tokens")),
+                name="%(app_label)s_%(class)s_sums_not_negative",
+            ),
+        ]
+
+
+class UsageMonth(_PeriodSums):
+    """The same sums per calendar month (the first day names it): a quarter's report reads ~30× fewer
+    rows. Kept by the same triggers (``usage_apply`` writes both); equal to ``usage_daily`` summed
+    by month (pinned by the property test)."""
+
+    month = models.DateField(help_text="The first day of the month, in the organisation's time zone.")
 
     class Meta:
         db_table = "usage_monthly"
@@ -89,11 +105,7 @@ class UsageMonth(models.Model):
                 name="usage_usagemonth_key_unique",
                 nulls_distinct=False,
             ),
-            models.CheckConstraint(
-                condition=Q(events__gte=0, tokens__gte=0, input_tokens__gte=0, output_tokens__gte=0)
-                & Q(tokens__gte=models.F("input_tokens") + models.F("output_tokens")),
-                name="usage_usagemonth_sums_not_negative",
-            ),
+            *_PeriodSums.Meta.constraints,
             models.CheckConstraint(condition=Q(month__day=1), name="usage_usagemonth_first_day"),
         ]
         indexes = [models.Index(fields=["user_id", "month"], name="usage_usagemonth_user_idx")]
@@ -102,19 +114,11 @@ class UsageMonth(models.Model):
         return f"{self.month:%Y-%m} user {self.user_id} {self.source} {self.model}: {self.tokens}"
 
 
-class UsageWeek(models.Model):
+class UsageWeek(_PeriodSums):
     """The same sums per week (Monday, as the budget counts weeks): a rolling month's report reads
     whole weeks here. Kept from ``usage_daily`` by a trigger on it, like ``usage_monthly``."""
 
     week = models.DateField(help_text="The week's Monday, in the organisation's time zone.")
-    user_id = models.BigIntegerField()
-    model = models.CharField(max_length=100, blank=True, default="")
-    source = models.CharField(max_length=8, choices=Source.choices)
-    agent_id = models.BigIntegerField(null=True, blank=True)
-    events = models.PositiveIntegerField()
-    tokens = models.BigIntegerField()
-    input_tokens = models.BigIntegerField()
-    output_tokens = models.BigIntegerField()
 
     class Meta:
         db_table = "usage_weekly"
@@ -125,11 +129,7 @@ class UsageWeek(models.Model):
                 name="usage_usageweek_key_unique",
                 nulls_distinct=False,
             ),
-            models.CheckConstraint(
-                condition=Q(events__gte=0, tokens__gte=0, input_tokens__gte=0, output_tokens__gte=0)
-                & Q(tokens__gte=models.F("input_tokens") + models.F("output_tokens")),
-                name="usage_usageweek_sums_not_negative",
-            ),
+            *_PeriodSums.Meta.constraints,
             models.CheckConstraint(condition=Q(week__iso_week_day=1), name="usage_usageweek_monday"),
         ]
         indexes = [models.Index(fields=["user_id", "week"], name="usage_usageweek_user_idx")]
