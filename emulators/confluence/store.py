@@ -112,6 +112,12 @@ def dc_time(when: dt.datetime, tz: dt.tzinfo) -> str:
     return local.strftime("%Y-%m-%dT%H:%M:%S.") + f"{local.microsecond // 1000:03d}{offset[:3]}:{offset[3:]}"
 
 
+def _sort_key(field: str) -> Callable[[tuple[dict[str, Any], str]], Any]:
+    if field == "id":
+        return lambda row: int(row[0]["id"])
+    return lambda row: row[0][field]
+
+
 class Faults:
     """Fault rules, consumed in order; thread-safe.
 
@@ -922,10 +928,7 @@ class ConfluenceStore:
                     rows.append((view, cid))
             order = query.order or [("id", False)]
             for field, desc in reversed(order):
-                key: Callable[[tuple[dict[str, Any], str]], Any] = (
-                    (lambda r: int(r[0]["id"])) if field == "id" else (lambda r, f=field: r[0][f])
-                )
-                rows.sort(key=key, reverse=desc)
+                rows.sort(key=_sort_key(field), reverse=desc)
             return [cid for _, cid in rows]
 
     def api_content_search(
