@@ -47,7 +47,9 @@ class ConfluenceServer(ThreadingHTTPServer):
         return self.store.faults
 
     def start(self) -> ConfluenceServer:
-        self._thread = threading.Thread(target=self.serve_forever, name="confluence-emulator", daemon=True)
+        self._thread = threading.Thread(
+            target=self.serve_forever, kwargs={"poll_interval": 0.05}, name="confluence-emulator", daemon=True
+        )
         self._thread.start()
         return self
 

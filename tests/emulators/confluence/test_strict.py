@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import io
+import zipfile
 
 import pytest
 import requests
@@ -273,3 +275,39 @@ def test_faults_drop_503_latency_and_request_log(demo):
         store.set_rate_limit(None)
     admin = requests.get(demo.store.host_url + "/_emulator/requests", params={"since": 0}, timeout=10).json()
     assert admin["requests"] and all({"method", "path", "status", "user"} <= set(e) for e in admin["requests"])
+
+
+def test_demo_content_move_and_next_quirk():
+    with running_confluence(build_demo()) as demo:
+        bodies = {
+            c["title"]: c["body"]["storage"]["value"]
+            for c in _get(
+                demo, "/rest/api/content/search", cql="space = KB and type = page", expand="body.storage"
+            ).json()["results"]
+        }
+        assert 'ac:name="code"' in bodies["Подключение к VPN"] and "<![CDATA[[Interface]" in bodies["Подключение к VPN"]
+        assert (
+            '<ac:parameter ac:name="key">AURORA-9001</ac:parameter>' in bodies["Дежурства и инциденты"]
+            and "<table>" in bodies["Дежурства и инциденты"]
+        )
+        assert (
+            'ri:content-title="Подключение к VPN"' in bodies["База знаний «Борей»"]
+            and 'ac:name="info"' in bodies["База знаний «Борей»"]
+        )
+        vacation = _title_id(demo, "Отпуск")
+        att = _get(demo, f"/rest/api/content/{vacation}/child/attachment", headers=DEMO).json()["results"][0]
+        data = requests.get(demo.url + att["_links"]["download"], headers=DEMO, timeout=10)
+        assert data.status_code == 200 and data.headers["Content-Type"].endswith("wordprocessingml.document")
+        with zipfile.ZipFile(io.BytesIO(data.content)) as z:
+            assert "Заявление" in z.read("word/document.xml").decode()
+        # a page moved under the restricted branch loses its wider readers (no new version)
+        vpn = _title_id(demo, "Подключение к VPN")
+        assert _get(demo, f"/rest/api/content/{vpn}", headers=DEMO).status_code == 200
+        demo.store.move_page(vpn, _title_id(demo, "Кадры"))
+        assert _get(demo, f"/rest/api/content/{vpn}", headers=DEMO).status_code == 404
+        assert _get(demo, f"/rest/api/content/{vpn}", expand="version,ancestors").json()["version"]["number"] == 1
+        # DC's `next` on a full last page, leading to an empty page
+        demo.store.quirks.add("next_on_full_page")
+        full = _get(demo, "/rest/api/content/search", cql="space = KB and type = page", limit=8).json()
+        assert full["size"] == 8 and "next" in full["_links"]
+        assert requests.get(demo.url + full["_links"]["next"], headers=SYNC, timeout=10).json()["results"] == []
