@@ -85,6 +85,10 @@ def test_auth_bad_pat_basic_and_anonymous(demo):
         r = _get(pub, "/rest/api/content/search", headers={"Authorization": "Bearer stale"}, cql="space = PUB")
         assert r.status_code == 200 and [c["title"] for c in r.json()["results"]] == ["Открытая"]
         assert _get(pub, f"/rest/api/content/{closed}", headers={}).status_code == 404
+        store.set_space_permissions("PUB", {"groups": ["hr"]})  # no longer public: anonymous sees nothing
+        assert _get(pub, f"/rest/api/content/{open_page}", headers={}).status_code == 404
+        store.set_space_permissions("PUB", anonymous=True)
+        assert _get(pub, f"/rest/api/content/{open_page}", headers={}).status_code == 200
 
 
 def test_caps_and_offset_next(demo):
