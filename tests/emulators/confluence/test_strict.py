@@ -17,6 +17,8 @@ SYNC = {"Authorization": f"Bearer {SYNC_TOKEN}"}
 DEMO = {"Authorization": "Bearer demo-pat"}
 ADMIN = {"Authorization": "Bearer admin-pat"}
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture(scope="module")
 def demo():

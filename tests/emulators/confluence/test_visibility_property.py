@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 
 from emulators.confluence import ConfluenceStore, serve
 
+pytestmark = [pytest.mark.unit, pytest.mark.p0]
+
 USERS = ["u0", "u1", "u2", "u3"]
 GROUPS = ["g0", "g1", "g2"]
 
