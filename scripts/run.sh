@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make run`: migrate, collectstatic, demo data once, then daphne + Celery workers + Celery Beat (and a
 # guard of the embedded PostgreSQL/Redis) under supervisord, which restarts any of them that dies;
-# unless JIRA_URL is set, also the Jira emulator and a sync agent under its launcher.
+# unless JIRA_URL is set, also the Jira emulator and a sync agent under its launcher; unless CONFLUENCE_URL
+# is set, also the Confluence emulator with its demo space KB (docs/confluence-emulator.md).
 # Ctrl-C stops them all and the embedded PostgreSQL/Redis (when those are in use).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +12,7 @@ export ACHILLES_HOST="${HOST:-127.0.0.1}" ACHILLES_PORT="${PORT:-8000}"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 mkdir -p var/supervisor
 rm -f var/supervisor/jira.conf
+rm -f var/supervisor/confluence.conf
 
 # On the way out (Ctrl-C, a SIGTERM/SIGHUP of this script, supervisord exiting): supervisord first,
 # waited for (it stops the guard of the embedded servers first, then the rest), then the servers.
@@ -81,6 +83,32 @@ stdout_logfile_maxbytes=0
 PROGS
     echo "Jira emulator (project AURORA) on ${JIRA_URL}; sync agent under its launcher, state in var/syncagent/"
   fi
+fi
+# CONFLUENCE_URL from the environment or from .env; without one (in development), the Confluence DC
+# emulator with the demo space KB, on PORT+90 unless CONFLUENCE_EMULATOR_PORT says otherwise (two stacks
+# on two PORTs get two emulators). CONFLUENCE_URL / CONFLUENCE_TOKEN are exported for the connector.
+if [ -z "${CONFLUENCE_URL:-}" ] && [ -f .env ]; then
+  CONFLUENCE_URL="$(sed -n 's/^[[:space:]]*CONFLUENCE_URL[[:space:]]*=[[:space:]]*//p' .env | tail -n 1)"
+fi
+if [ "${ACHILLES_ENV:-dev}" != "production" ] && [ -z "${CONFLUENCE_URL:-}" ]; then
+  CONFLUENCE_EMULATOR_PORT="${CONFLUENCE_EMULATOR_PORT:-$((ACHILLES_PORT + 90))}"
+  export CONFLUENCE_EMULATOR_PORT CONFLUENCE_URL="http://127.0.0.1:${CONFLUENCE_EMULATOR_PORT}/confluence"
+  export CONFLUENCE_TOKEN="${CONFLUENCE_EMULATOR_TOKEN:-confluence-sync-pat}"
+  cat > var/supervisor/confluence.conf <<PROGS
+[program:confluence]
+command=%(here)s/../../.venv/bin/python -m emulators.confluence --host 127.0.0.1 --port ${CONFLUENCE_EMULATOR_PORT} --demo --token ${CONFLUENCE_TOKEN}
+directory=%(here)s/../..
+priority=15
+autorestart=true
+startsecs=1
+startretries=1000
+stopasgroup=true
+killasgroup=true
+redirect_stderr=true
+stdout_logfile=/dev/stdout
+stdout_logfile_maxbytes=0
+PROGS
+  echo "Confluence emulator (space KB) on ${CONFLUENCE_URL}"
 fi
 echo
 echo "Achilles is starting on http://${ACHILLES_HOST}:${ACHILLES_PORT}/  (admin: /admin/, API: /api/docs)"

@@ -34,7 +34,7 @@ class ConfluenceServer(ThreadingHTTPServer):
         super().__init__(address, Handler)
         self.store = store
         host, port = self.server_address[:2]
-        store.host_url = f"http://{host}:{port}"
+        store.host_url = f"http://{host.decode() if isinstance(host, bytes) else host}:{port}"
         self._thread: threading.Thread | None = None
 
     @property
@@ -47,7 +47,9 @@ class ConfluenceServer(ThreadingHTTPServer):
         return self.store.faults
 
     def start(self) -> ConfluenceServer:
-        self._thread = threading.Thread(target=self.serve_forever, name="confluence-emulator", daemon=True)
+        self._thread = threading.Thread(
+            target=self.serve_forever, kwargs={"poll_interval": 0.05}, name="confluence-emulator", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -66,6 +68,9 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True
     server: ConfluenceServer
+    _recorded = True
+    _raw = b""
+    _status = 0
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet by default
         pass
@@ -390,39 +395,37 @@ def download(h: Handler, user: str | None, q: Q, page_id: str, filename: str) ->
 
 
 _C = r"/rest/api/content/(\d+)"
-ROUTES: list[Route] = [
-    (m, re.compile(p), f)
-    for m, p, f in [
-        ("GET", r"/rest/api/content/search", content_search),
-        ("GET", r"/rest/api/search", site_search),
-        ("GET", r"/rest/api/content", content_list),
-        ("GET", _C, content_get),
-        ("GET", rf"{_C}/child/page", child_page),
-        ("GET", rf"{_C}/child/attachment", child_attachment),
-        ("GET", rf"{_C}/restriction/byOperation", restrictions_all),
-        ("GET", rf"{_C}/restriction/byOperation/([^/]+)", restrictions_op),
-        ("PUT", rf"{_C}/restriction", restrictions_put),
-        ("POST", rf"{_C}/restriction", restrictions_post),
-        ("DELETE", rf"{_C}/restriction", restrictions_delete),
-        ("PUT", rf"{_C}/restriction/byOperation/([^/]+)/user", restriction_user_put),
-        ("DELETE", rf"{_C}/restriction/byOperation/([^/]+)/user", restriction_user_delete),
-        ("PUT", rf"{_C}/restriction/byOperation/([^/]+)/group/([^/]+)", restriction_group_put),
-        ("DELETE", rf"{_C}/restriction/byOperation/([^/]+)/group/([^/]+)", restriction_group_delete),
-        ("GET", r"/rest/api/space", spaces),
-        ("GET", r"/rest/api/space/([^/]+)", space),
-        ("GET", r"/rest/api/space/([^/]+)/permissions", space_permissions),
-        ("GET", r"/rest/api/space/([^/]+)/permissions/anonymous", space_permissions_anonymous),
-        ("GET", r"/rest/api/user", user_get),
-        ("GET", r"/rest/api/user/current", user_current),
-        ("GET", r"/rest/api/user/memberof", user_memberof),
-        ("GET", r"/rest/api/group", groups),
-        ("GET", r"/rest/api/group/([^/]+)", group),
-        ("GET", r"/rest/api/group/([^/]+)/member", group_members),
-        ("GET", r"/rest/api/server-information", server_information),
-        ("POST", r"/rpc/json-rpc/confluenceservice-v2", json_rpc),
-        ("GET", r"/download/attachments/(\d+)/([^/]+)", download),
-    ]
+_TABLE: list[tuple[str, str, Callable[..., Answer]]] = [
+    ("GET", r"/rest/api/content/search", content_search),
+    ("GET", r"/rest/api/search", site_search),
+    ("GET", r"/rest/api/content", content_list),
+    ("GET", _C, content_get),
+    ("GET", rf"{_C}/child/page", child_page),
+    ("GET", rf"{_C}/child/attachment", child_attachment),
+    ("GET", rf"{_C}/restriction/byOperation", restrictions_all),
+    ("GET", rf"{_C}/restriction/byOperation/([^/]+)", restrictions_op),
+    ("PUT", rf"{_C}/restriction", restrictions_put),
+    ("POST", rf"{_C}/restriction", restrictions_post),
+    ("DELETE", rf"{_C}/restriction", restrictions_delete),
+    ("PUT", rf"{_C}/restriction/byOperation/([^/]+)/user", restriction_user_put),
+    ("DELETE", rf"{_C}/restriction/byOperation/([^/]+)/user", restriction_user_delete),
+    ("PUT", rf"{_C}/restriction/byOperation/([^/]+)/group/([^/]+)", restriction_group_put),
+    ("DELETE", rf"{_C}/restriction/byOperation/([^/]+)/group/([^/]+)", restriction_group_delete),
+    ("GET", r"/rest/api/space", spaces),
+    ("GET", r"/rest/api/space/([^/]+)", space),
+    ("GET", r"/rest/api/space/([^/]+)/permissions", space_permissions),
+    ("GET", r"/rest/api/space/([^/]+)/permissions/anonymous", space_permissions_anonymous),
+    ("GET", r"/rest/api/user", user_get),
+    ("GET", r"/rest/api/user/current", user_current),
+    ("GET", r"/rest/api/user/memberof", user_memberof),
+    ("GET", r"/rest/api/group", groups),
+    ("GET", r"/rest/api/group/([^/]+)", group),
+    ("GET", r"/rest/api/group/([^/]+)/member", group_members),
+    ("GET", r"/rest/api/server-information", server_information),
+    ("POST", r"/rpc/json-rpc/confluenceservice-v2", json_rpc),
+    ("GET", r"/download/attachments/(\d+)/([^/]+)", download),
 ]
+ROUTES: list[Route] = [(m, re.compile(p), f) for m, p, f in _TABLE]
 
 
 def serve(

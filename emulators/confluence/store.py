@@ -112,6 +112,12 @@ def dc_time(when: dt.datetime, tz: dt.tzinfo) -> str:
     return local.strftime("%Y-%m-%dT%H:%M:%S.") + f"{local.microsecond // 1000:03d}{offset[:3]}:{offset[3:]}"
 
 
+def _sort_key(field: str) -> Callable[[tuple[dict[str, Any], str]], Any]:
+    if field == "id":
+        return lambda row: int(row[0]["id"])
+    return lambda row: row[0][field]
+
+
 class Faults:
     """Fault rules, consumed in order; thread-safe.
 
@@ -362,23 +368,33 @@ class ConfluenceStore:
             if key in self.spaces:
                 raise ValueError(f"space {key} exists")
             self.spaces[key] = {"id": next(self._ids), "key": key, "name": name, "homepage": None, "perms": {}}
-            self.set_space_permissions(key, **(permissions or {}))
+            self.set_space_permissions(key, permissions)
 
     def set_space_permissions(
         self,
         key: str,
-        users: Iterable[str] = (),
-        groups: Iterable[str] = (),
-        anonymous: bool = False,
-        admins: Iterable[str] = (),
+        permissions: dict[str, Any] | None = None,
+        *,
+        users: Iterable[str] | None = None,
+        groups: Iterable[str] | None = None,
+        anonymous: bool | None = None,
+        admins: Iterable[str] | None = None,
     ) -> None:
+        """Replace the space's permissions: a dict as `add_space` takes it, or keywords (they win)."""
+        given = dict(permissions or {})
+        for name, value in (("users", users), ("groups", groups), ("anonymous", anonymous), ("admins", admins)):
+            if value is not None:
+                given[name] = value
+        unknown = set(given) - {"users", "groups", "anonymous", "admins"}
+        if unknown:
+            raise ValueError(f"unknown space permission keys: {sorted(unknown)}")
         with self.lock:
             space = self._space(key)
             space["perms"] = {
-                "users": set(users),
-                "groups": set(groups),
-                "anonymous": bool(anonymous),
-                "admins": set(admins),
+                "users": set(given.get("users") or ()),
+                "groups": set(given.get("groups") or ()),
+                "anonymous": bool(given.get("anonymous", False)),
+                "admins": set(given.get("admins") or ()),
             }
 
     def _space(self, key: str) -> dict[str, Any]:
@@ -922,10 +938,7 @@ class ConfluenceStore:
                     rows.append((view, cid))
             order = query.order or [("id", False)]
             for field, desc in reversed(order):
-                key: Callable[[tuple[dict[str, Any], str]], Any] = (
-                    (lambda r: int(r[0]["id"])) if field == "id" else (lambda r, f=field: r[0][f])
-                )
-                rows.sort(key=key, reverse=desc)
+                rows.sort(key=_sort_key(field), reverse=desc)
             return [cid for _, cid in rows]
 
     def api_content_search(

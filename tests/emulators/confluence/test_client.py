@@ -13,6 +13,8 @@ from atlassian.errors import ApiError
 from emulators.confluence import ConfluenceStore
 from tests.confluence_server import running_confluence
 
+pytestmark = pytest.mark.unit
+
 
 def _store() -> ConfluenceStore:
     s = ConfluenceStore()
