@@ -18,6 +18,9 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
 from django.utils import timezone
 
+from achilles.middleware import request_id_var
+from achilles.models import AuditEvent
+
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
@@ -62,8 +65,6 @@ def _actor_fields(actor: Actor) -> tuple[int | None, str]:
 
 
 def _request_id() -> str:
-    from achilles.middleware import request_id_var
-
     rid = request_id_var.get()
     return "" if rid == "-" else rid
 
@@ -75,8 +76,6 @@ def audit_record(
 
     ``request_id`` defaults to the current request's (the ``X-Request-ID`` of the log lines).
     """
-    from achilles.models import AuditEvent
-
     actor_id, actor_name = _actor_fields(actor)
     # Dates, decimals, UUIDs in details are stored as the JSON text Django would write for them.
     safe = json.loads(json.dumps(details or {}, cls=DjangoJSONEncoder, default=str))
@@ -92,8 +91,6 @@ def audit_record(
 
 def audit_count(*, action: str, actor_id: int | None, since) -> int:
     """How many ``action`` events ``actor_id`` has since ``since`` (one index range scan)."""
-    from achilles.models import AuditEvent
-
     return AuditEvent.objects.filter(action=action, actor_id=actor_id, created_at__gte=since).count()
 
 

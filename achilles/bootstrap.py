@@ -69,6 +69,14 @@ def embedded_in_use() -> set[str]:
     return {name for name in os.environ.get(EMBEDDED_MARK, "").split(",") if name}
 
 
+def bootstrap_skip() -> None:
+    """Mark this process set up without starting, joining or checking anything — for static analysis
+    only (``achilles.lint_settings``: mypy's Django plugin imports every app, and with the apps' task
+    modules the Celery app, whose import bootstraps). A process that uses the database never calls it."""
+    global _done
+    _done = True
+
+
 def bootstrap() -> None:
     """Start or join the services this process needs and export ``DATABASE_URL`` / ``REDIS_URL``.
 

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import environ
+from channels_redis.core import RedisChannelLayer
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
@@ -198,8 +199,6 @@ def channel_layer_config(redis_url: str) -> dict:
     timeout must outlast the blocking pop; it stays finite so a dead server is still noticed.
     (A ``socket_timeout`` in the URL's query string would override this one: leave it out.)
     """
-    from channels_redis.core import RedisChannelLayer
-
     return {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         "CONFIG": {

@@ -4,6 +4,8 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 from django.utils import timezone
 
+from agents.selectors import owner_over_budget
+
 # The page's words for the API's status and run values (one language per page).
 AGENT_STATUS_RU = {
     "paused_by_admin": "приостановлен администратором",
@@ -34,8 +36,6 @@ RUN_REASON_RU = {
 
 @login_required
 def agents_page(request):
-    from agents.selectors import owner_over_budget
-
     return render(
         request,
         "agents.html",

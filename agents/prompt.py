@@ -4,6 +4,7 @@ agent's instructions → tool specs. Pure: the caller passes the layers in."""
 from __future__ import annotations
 
 from achilles.llm import Message, ToolSpec
+from agents.tools import TOOL_SPECS
 
 DEFAULT_PLATFORM_PROMPT = (
     "You are an assistant of the company's knowledge platform Achilles. Answer from the company's "
@@ -41,6 +42,4 @@ def tool_specs(*, knowledge_empty: bool = False) -> tuple[ToolSpec, ...]:
     """The locked tool layer: the three KS primitives (an owner cannot switch them off) — but not on
     an empty knowledge base, where there is nothing for them to find (AE-TOOLS: «locked» is not
     "present whatever the state of the base"; the run still starts)."""
-    from agents.tools import TOOL_SPECS
-
     return () if knowledge_empty else TOOL_SPECS

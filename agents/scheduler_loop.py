@@ -25,6 +25,8 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from agents.services import scheduler_tick
+
 logger = logging.getLogger(__name__)
 
 NOTIFY_CHANNEL = "agents_next_run"
@@ -58,8 +60,6 @@ class SchedulerLoop:
 
     def cycle(self) -> float:
         """Tick if something is due (and the last tick is ``coalesce`` old); return how long to sleep."""
-        from agents.services import scheduler_tick
-
         due = next_due()
         now = timezone.now()
         if due is not None and due <= now:

@@ -16,6 +16,7 @@ from typing import Any
 
 from achilles.errors import ApplicationError
 from achilles.llm import ContextSource, ToolCall, ToolSpec, format_context
+from knowledge import facade
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ class KnowledgeTools:
 
     def __init__(self, identity, ks: Any = None):
         if ks is None:
-            from knowledge import facade as ks
+            ks = facade
         self.identity = identity
         self.ks = ks
         self._handlers: dict[str, Callable[[dict], str]] = {

@@ -15,8 +15,11 @@ from typing import TYPE_CHECKING
 from celery.utils import uuid
 from django.db import connection, transaction
 from django.utils import timezone
+from kombu import Queue as KombuQueue
+from kombu.transport import redis as kombu_redis
 
 from agents.choices import RunState
+from agents.tasks import agent_run_task
 
 if TYPE_CHECKING:
     from kombu import Producer, Queue
@@ -26,8 +29,6 @@ logger = logging.getLogger(__name__)
 
 def _route() -> Queue:
     """The queue Celery's router picks for a run (task routes and the default queue apply)."""
-    from agents.tasks import agent_run_task
-
     return agent_run_task.app.amqp.router.route({}, agent_run_task.name, (0,), {})["queue"]
 
 
@@ -39,8 +40,6 @@ def _send(run_id: int, producer: Producer | None = None, queue: Queue | None = N
     ``apply_async`` would send, without its per-call routing and declaring, which dominate a
     busy tick.
     """
-    from agents.tasks import agent_run_task
-
     if producer is None or queue is None:
         # No publish retries: with the broker down the run stays queued and the tick re-sends it.
         agent_run_task.apply_async(args=[run_id], retry=False, producer=producer)
@@ -89,9 +88,6 @@ class _RedisRunMessages:
         """Publish a sentinel run through kombu, read back what it wrote; None where the shape is
         not the plain one (another transport, priorities, expiring queues): the caller then uses
         kombu per message."""
-        from kombu import Queue as KombuQueue
-        from kombu.transport import redis as kombu_redis
-
         channel = producer.channel
         # An expiring queue gets a PEXPIRE beside each push from kombu: not the plain shape.
         if not isinstance(channel, kombu_redis.Channel) or getattr(queue, "expires", None):
@@ -191,8 +187,6 @@ def runs_dispatch(run_ids: Iterable[int]) -> list[int]:
     trip instead of a thousand. A chunk whose push fails is left unstamped, so the tick re-sends
     it (a duplicate delivery is harmless).
     """
-    from agents.tasks import agent_run_task
-
     sent: list[int] = []
     run_ids = list(run_ids)
     if not run_ids:

@@ -13,11 +13,17 @@ from django.db.models import Q
 from django.utils import timezone
 
 from achilles.errors import Conflict, NotFound
+from achilles.health import worker_known_dead
+from achilles.llm import get_chat_provider
 from achilles.platform import platform_settings
 from agents.choices import RunReason, RunState, RunTrigger
+from agents.loop import IterationCapReached, LoopFailed, TokenCapReached, run_loop
 from agents.models import Agent, AgentRun
+from agents.prompt import compose_messages, tool_specs
 from agents.selectors import owner_over_budget, owner_tokens_this_week
 from agents.services import dispatch
+from agents.tools import KnowledgeTools
+from knowledge.facade import Identity
 
 logger = logging.getLogger(__name__)
 
@@ -121,7 +127,8 @@ def _finish(
         )
     )
     if finished and tokens > 0:
-        from agents.services.alerts import owner_budget_alerts_check
+        # a cycle: agents.services.alerts takes the owner's budget lock from this module
+        from agents.services.alerts import owner_budget_alerts_check  # noqa: PLC0415
 
         owner_budget_alerts_check(run_id=run_id)
     return finished
@@ -132,12 +139,6 @@ def run_execute(run_id: int, *, worker: str = "") -> str | None:
     duplicate delivery finds the run no longer queued and does nothing. ``worker`` (the Celery
     worker's hostname) is stored with the claim, so the reaper can tell when it died.
     Returns the final state."""
-    from achilles.llm import get_chat_provider
-    from agents.loop import IterationCapReached, LoopFailed, TokenCapReached, run_loop
-    from agents.prompt import compose_messages, tool_specs
-    from agents.tools import KnowledgeTools
-    from knowledge.facade import Identity
-
     run = AgentRun.objects.select_related("agent__owner", "agent__model").filter(pk=run_id).first()
     if run is None or run.state != RunState.QUEUED:
         return None
@@ -284,8 +285,6 @@ def agent_runs_reap_stale(*, now: datetime | None = None) -> int:
       see ``achilles.health.worker_known_dead``) → failed/worker_lost at once, not after the
       whole stale window (an orphaned pool process may still pulse the row's heartbeat).
     """
-    from achilles.health import worker_known_dead
-
     now = now or timezone.now()
     cutoff = now - timedelta(seconds=platform_settings().agent_stale_after_seconds)
     reaped = AgentRun.objects.filter(state=RunState.RUNNING, heartbeat_at__lt=cutoff).update(

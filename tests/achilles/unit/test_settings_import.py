@@ -80,3 +80,38 @@ def test_the_test_settings_switch_testing_on_explicitly(tmp_path):
         timeout=60,
     )
     assert production.stdout.split() == ["False", "celery", "achilles"]  # pytest being importable changes nothing
+
+
+LINT_PROBE = r"""
+import socket, subprocess, tomllib
+def refuse(*args, **kwargs):
+    raise AssertionError(f"setting Django up for mypy opened a connection or started a process: {args[:2]!r}")
+socket.socket.connect = refuse
+socket.socket.connect_ex = refuse
+subprocess.Popen.__init__ = refuse
+from mypy_django_plugin.django.context import initialize_django
+with open("pyproject.toml", "rb") as f:
+    module = tomllib.load(f)["tool"]["django-stubs"]["django_settings_module"]
+apps, settings = initialize_django(module)  # what mypy's Django plugin does before it reads the models
+import achilles.celery_app  # imported by the apps' task modules; elsewhere its import bootstraps
+print(module, len(apps.get_models()) > 0)
+"""
+
+
+def test_make_lint_starts_nothing(tmp_path):
+    """mypy's Django plugin sets Django up (``make lint``); it used to start the embedded PostgreSQL
+    and Redis through the Celery app's import and leave them running."""
+    var_dir = tmp_path / "var"
+    var_dir.mkdir()
+    result = subprocess.run(
+        [sys.executable, "-c", LINT_PROBE],
+        cwd=ROOT,
+        env=_clean_env(var_dir),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["achilles.lint_settings", "True"]
+    assert list(var_dir.iterdir()) == []
+    assert _processes_mentioning(str(var_dir)) == []
