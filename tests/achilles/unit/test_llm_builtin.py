@@ -22,7 +22,7 @@ from achilles.llm import (
     estimate_tokens,
     format_context,
 )
-from achilles.llm.builtin import is_follow_up, is_information_seeking, standalone_query
+from achilles.llm.builtin import extractive_answer, is_follow_up, is_information_seeking, standalone_query
 
 pytestmark = [pytest.mark.unit]
 
@@ -342,3 +342,26 @@ def test_hash_embedder_puts_inflected_forms_close():
         return sum(x * y for x, y in zip(a, b, strict=True))
 
     assert cosine(vacation, vacation_inflected) > cosine(vacation, parking)
+
+
+def test_source_sentences_split_on_their_own_boundaries():
+    """Issue 31: a line break inside a sentence is not its end (the marker landed mid-sentence,
+    «Гостевая сеть в ней называется [1] ORION-GUEST»), nor the dot of «см.», «т. е.», «г.»."""
+    from achilles.llm.text import split_sentences
+
+    text = (
+        "Гостевая сеть в офисе называется\nORION-GUEST, пароль у администратора. Подробнее см. [4] в разделе."
+        "\nТ. е. всё просто. В г. Москва офис.\n\n- первый пункт\n- второй пункт.\n## Раздел\nКонец."
+    )
+    assert split_sentences(text) == [
+        "Гостевая сеть в офисе называется ORION-GUEST, пароль у администратора.",
+        "Подробнее см. [4] в разделе.",
+        "Т. е. всё просто.",
+        "В г. Москва офис.",
+        "первый пункт",
+        "второй пункт.",
+        "## Раздел",
+        "Конец.",
+    ]
+    answer = extractive_answer("Как называется гостевая сеть?", [ContextSource(marker=1, title="Сеть", text=text)])
+    assert answer.startswith("Гостевая сеть в офисе называется ORION-GUEST, пароль у администратора. [1]")
