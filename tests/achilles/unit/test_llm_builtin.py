@@ -365,3 +365,17 @@ def test_source_sentences_split_on_their_own_boundaries():
     ]
     answer = extractive_answer("Как называется гостевая сеть?", [ContextSource(marker=1, title="Сеть", text=text)])
     assert answer.startswith("Гостевая сеть в офисе называется ORION-GUEST, пароль у администратора. [1]")
+
+
+def test_an_exact_identifier_of_the_question_is_answered_first():
+    """Issue 31: «Что с задачей AURORA-9001?» was answered about AURORA-9009 and AURORA-9024."""
+    sources = [
+        ContextSource(marker=1, title="AURORA-9009", text="Задача AURORA-9009 в работе, срок — декабрь."),
+        ContextSource(marker=2, title="AURORA-9001", text="Задача AURORA-9001 закрыта, исполнитель Мария."),
+        ContextSource(marker=3, title="AURORA-9024", text="Задача AURORA-9024 отложена."),
+    ]
+    assert (
+        extractive_answer("Что с задачей AURORA-9001?", sources) == "Задача AURORA-9001 закрыта, исполнитель Мария. [2]"
+    )
+    # Without an identifier in the question every matching sentence may answer.
+    assert "AURORA-9009" in extractive_answer("Какие задачи в работе?", sources)
