@@ -16,8 +16,28 @@ A sentence is supported when all of these hold:
    ignored), proper names (``names``: a capitalised word that does not open the sentence, an
    all-caps word, a word mixing letters and digits, a Latin word in a Russian sentence) and quoted
    terms (``quotes``: every word inside «…», "…" or “…”).
-3. **overlap** — at least ``OVERLAP_THRESHOLD`` of its content words (stop words dropped) are in
-   the cited text (``overlap``).
+3. **meaning** — judged per clause (a clause ends at «;» or at a comma/dash followed by «а», «но»,
+   «и», «and», «but», «while» …), and per marker group: a marker inside the sentence cites the text
+   before it, so a number must come from the source its own marker cites:
+
+   - ``overlap``: every content word of the clause is in the cited text (stem match, a synonym of
+     ``_SYNONYM_WORDS``, or a word of ``_NEUTRAL_WORDS`` that asserts nothing beyond «is»); a
+     heading alone is judged by the share of its words (``OVERLAP_THRESHOLD``) against the whole
+     context;
+   - the *best spans* of the clause are the cited source sentences holding most of its words (stop
+     words and numbers counted too); against them:
+   - ``negation``: the clause carries as many negations («не», «нет», «без», «never», «not»,
+     «without», «n't» …) as a best span; a word with a negative prefix whose base the source has
+     («недоступен» / «доступен», «unavailable» / «available») is a flipped polarity too;
+   - ``hedge``: a best span that only says «возможно», «планируется», «might», «expected» … does
+     not support the clause stated as a fact (a clause may add a hedge, not drop one);
+   - ``antonym``: a word of ``_ANTONYM_WORDS`` where a best span has its opposite and not it
+     («открыт» / «закрыт», «до» / «после», «minimum» / «maximum»);
+   - ``names``: a name must be in the source of a best span, not in another cited one;
+   - ``roles``: each number occurs in a cited sentence with the same preposition before it
+     («с 9», «до 18»), its unit near it («28 дней», «10 %»), and at least half of the other content
+     words of its comma-delimited part — so «с 18 до 9» and «28 процентов» borrowed from «28 дней»
+     of another source are refused.
 4. **links** — it shows no image (``image``: markdown ``![…](…)`` or ``<img``) and links only to
    the url of a packed source (``outside_link``); an injected chunk cannot make the answer fetch
    or point to an outside host.
@@ -34,7 +54,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 import snowballstemmer
@@ -191,6 +211,46 @@ def check_sentence(
     if missing_names:
         return Verdict(sentence, "names", markers, missing_names)
 
+    if heading:
+        return _overlap_verdict(sentence, body, markers, cited, threshold)
+    by_marker = {m: _cited(sources[m]) for m in cited_markers}
+    spans = [sp for m in cited_markers for sp in _spans(m, sources[m])]
+    for segment, segment_markers in _segments(sentence, cited_markers):
+        seg_cited = _cited("\n".join(sources[m] for m in segment_markers))
+        seg_spans = [sp for sp in spans if sp.marker in segment_markers]
+        for clause in _CLAUSE.split(segment):
+            why = _clause_verdict(clause, seg_spans, seg_cited, by_marker)
+            if why is not None:
+                return Verdict(sentence, why[0], markers, why[1])
+    return Verdict(sentence, None, markers)
+
+
+def _segments(sentence: str, cited_markers: Sequence[int]) -> list[tuple[str, list[int]]]:
+    """The parts of a sentence and the markers that cite each: a marker group inside the sentence
+    cites the text before it (back to the previous group); the markers at its end cite the rest.
+    A number must come from the source its marker cites, not from another cited one."""
+    known = set(cited_markers)
+    out: list[tuple[str, list[int]]] = []
+    pos = 0
+    groups = list(re.finditer(r"(?:\s*\[\d{1,3}\])+", sentence))
+    for g in groups:
+        text = _URL.sub(" ", sentence[pos : g.start()])
+        group = [int(m) for m in _MARKER.findall(g.group(0)) if int(m) in known]
+        if _WORD.search(text) and group:
+            out.append((text, group))
+        elif _WORD.search(text) and out:
+            out[-1] = (out[-1][0] + " " + text, out[-1][1])
+        pos = g.end()
+    tail = _URL.sub(" ", sentence[pos:])
+    if _WORD.search(tail):
+        if out:
+            out[-1] = (out[-1][0] + " " + tail, out[-1][1])
+        else:
+            out.append((tail, list(cited_markers)))
+    return out
+
+
+def _overlap_verdict(sentence: str, body: str, markers: tuple[int, ...], cited: _Cited, threshold: float) -> Verdict:
     content = [w for w in _WORD.findall(_NUMBER.sub(" ", body)) if _is_content(w)]
     if not content:
         return Verdict(sentence, None, markers, overlap=None)
@@ -240,6 +300,356 @@ def _opens_sentence(text: str, at: int) -> bool:
     return not before or before[-1] in '.!?…:«"“(—–-\n'
 
 
+# --- meaning: clauses, polarity, antonyms, hedges, number roles ---------------------------------
+
+# A clause ends at «;», or at a comma/dash followed by a conjunction that opens a new assertion.
+_CLAUSE = re.compile(
+    r"\s*;\s*|\s*[,—–]\s+(?=(?:а|но|и|однако|хотя|зато|причём|при\s+этом|and|but|while|whereas|although|though)\s)",
+    re.IGNORECASE,
+)
+NEGATORS = frozenset(
+    [
+        "не",
+        "нет",
+        "ни",
+        "без",
+        "никогда",
+        "нельзя",
+        "ничего",
+        "никто",
+        "нигде",
+        "ничто",
+        "not",
+        "no",
+        "never",
+        "without",
+        "none",
+        "nobody",
+        "nothing",
+        "cannot",
+        "nor",
+    ]
+)
+# Prefixes that turn a word into its negation («недоступен», «бесплатный», «unavailable»).
+_NEGATIVE_PREFIXES = ("не", "без", "бес", "un", "non", "in", "dis")
+# Hedges: a source that only says «возможно» / «might» does not support the same claim as a fact.
+_HEDGE_WORDS = frozenset(
+    [
+        "возможно",
+        "возможен",
+        "возможна",
+        "можно",
+        "вероятно",
+        "может",
+        "могут",
+        "планируется",
+        "планирует",
+        "планируют",
+        "ожидается",
+        "ожидают",
+        "предположительно",
+        "обсуждается",
+        "скорее",
+        "might",
+        "may",
+        "could",
+        "possibly",
+        "probably",
+        "likely",
+        "perhaps",
+        "maybe",
+        "expected",
+        "planned",
+    ]
+)
+_HEDGE_STEMS = ("возможн", "вероятн", "планир", "ожида", "предположительн", "обсужда")
+# Antonym pairs the stemmer cannot see (different roots): a clause saying one where the span
+# that supports it says the other has changed its meaning.
+_ANTONYM_WORDS = (
+    ("открыт", "закрыт"),
+    ("разрешена", "запрещена"),
+    ("минимальная", "максимальная"),
+    ("больше", "меньше"),
+    ("до", "после"),
+    ("первый", "последний"),
+    ("раньше", "позже"),
+    ("выше", "ниже"),
+    ("увеличивается", "уменьшается"),
+    ("включено", "выключено"),
+    ("open", "closed"),
+    ("allowed", "forbidden"),
+    ("minimum", "maximum"),
+    ("more", "less"),
+    ("before", "after"),
+    ("first", "last"),
+    ("earlier", "later"),
+    ("increase", "decrease"),
+    ("higher", "lower"),
+    ("paid", "free"),
+    ("must", "may"),
+)
+# Words that assert nothing beyond «is»: a paraphrase may use them where the source has none.
+_NEUTRAL_WORDS = frozenset(
+    [
+        "составляет",
+        "составляют",
+        "составлять",
+        "длится",
+        "длятся",
+        "равна",
+        "равен",
+        "равно",
+        "равняется",
+        "занимает",
+        "equals",
+        "lasts",
+        "amounts",
+        "находится",
+        "находятся",
+        "проходит",
+        "проходят",
+        "если",
+        "также",
+        "ещё",
+        "именно",
+        "согласно",
+        "also",
+    ]
+)
+# Synonym groups a faithful paraphrase uses (each word stands for every other of its group).
+_SYNONYM_WORDS = (
+    ("открыт", "работает"),
+    ("open", "works"),
+    ("разрешена", "можно", "допускается"),
+    ("allowed", "permitted", "may"),
+    ("возможен", "можно"),
+    ("возврат", "вернуть"),
+    ("выдаёт", "выдают", "выдача"),
+    ("pays", "paid"),
+    ("получают", "имеют"),
+    ("get", "granted"),
+    ("переезд", "переедет"),
+)
+# A number's neighbour that is one of these names its role by itself («с 9», «до 18»): the cited
+# occurrence must have the same one.
+_ROLE_PREPOSITIONS = frozenset(
+    [
+        "с",
+        "со",
+        "до",
+        "от",
+        "по",
+        "за",
+        "в",
+        "во",
+        "на",
+        "через",
+        "после",
+        "к",
+        "from",
+        "to",
+        "until",
+        "till",
+        "at",
+        "on",
+        "by",
+        "in",
+        "within",
+        "after",
+        "before",
+        "since",
+    ]
+)
+
+
+def _stem_key(word: str) -> str:
+    return word_stem(word)
+
+
+@lru_cache(maxsize=1)
+def _tables() -> tuple[dict[str, str], dict[str, frozenset[str]], frozenset[str], frozenset[str]]:
+    antonyms: dict[str, str] = {}
+    for a, b in _ANTONYM_WORDS:
+        antonyms[_stem_key(a)] = _stem_key(b)
+        antonyms[_stem_key(b)] = _stem_key(a)
+    synonyms: dict[str, frozenset[str]] = {}
+    for group in _SYNONYM_WORDS:
+        stems = frozenset(_stem_key(w) for w in group)
+        for s in stems:
+            synonyms[s] = synonyms.get(s, frozenset()) | stems
+    neutral = frozenset(_stem_key(w) for w in _NEUTRAL_WORDS)
+    hedges = frozenset(_stem_key(w) for w in _HEDGE_WORDS)
+    return antonyms, synonyms, neutral, hedges
+
+
+@dataclass(frozen=True)
+class _Tok:
+    text: str  # folded surface form
+    stem: str
+    number: str | None  # normalised, when the token is a number
+    stop: bool
+    glued: bool  # a number inside an identifier («AURORA-9001», «v2»)
+    comma_after: bool = False  # a comma, dash or colon follows it
+
+
+_TOKEN = re.compile(r"\d{1,3}(?:[ \u00a0\u202f]\d{3})+(?:[.,]\d+)?|\d+(?:[.,]\d+)*|[^\W_]+(?:[-'’][^\W_]+)*|%")
+
+
+@lru_cache(maxsize=4096)
+def _tokens(text: str) -> tuple[_Tok, ...]:
+    last_end = 0
+    out: list[_Tok] = []
+    for m in _TOKEN.finditer(text):
+        if out and re.search(r"[,:—–]|\s-\s", text[last_end : m.start()]):
+            out[-1] = replace(out[-1], comma_after=True)
+        last_end = m.end()
+        raw = m.group(0)
+        if raw == "%":
+            out.append(_Tok(raw, raw, None, True, False))  # a unit: no word to support, a role to keep
+        elif raw[0].isdigit() and _NUMBER.fullmatch(raw):
+            before = text[m.start() - 1] if m.start() else " "
+            after = text[m.end()] if m.end() < len(text) else " "
+            glued = before.isalpha() or before == "-" or after.isalpha()
+            out.append(_Tok(raw, raw, normalize_number(raw), False, glued))
+        else:
+            folded = _fold(raw)
+            out.append(_Tok(folded, word_stem(raw), None, folded in STOP_WORDS or len(folded) < 2, False))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class _Span:
+    marker: int
+    tokens: tuple[_Tok, ...]
+    stems: frozenset[str]
+    negated: int
+    hedged: bool
+
+
+@lru_cache(maxsize=256)
+def _spans(marker: int, text: str) -> tuple[_Span, ...]:
+    out = []
+    for piece in split_sentences(text):
+        toks = _tokens(piece)
+        if toks:
+            out.append(_Span(marker, toks, frozenset(t.stem for t in toks), _negated(toks), _hedged(toks)))
+    return tuple(out)
+
+
+def _negated(toks: Sequence[_Tok]) -> int:
+    """How many negations: «не … без» is two; a Russian «ни-» word beside «не» is one («никогда не»)."""
+    plain = sum(1 for t in toks if (t.text in NEGATORS and not t.text.startswith("ни")) or t.text.endswith("n't"))
+    n_words = sum(1 for t in toks if t.text in NEGATORS and t.text.startswith("ни"))
+    return plain if plain and any(t.text == "не" for t in toks) else plain + n_words
+
+
+def _hedged(toks: Sequence[_Tok]) -> bool:
+    hedges = _tables()[3]
+    return any(t.text in _HEDGE_WORDS or t.stem in hedges or t.stem.startswith(_HEDGE_STEMS) for t in toks)
+
+
+def _in_stems(stem: str, stems: Iterable[str]) -> bool:
+    return any(_stems_match(stem, s) for s in stems)
+
+
+def _supported_word(tok: _Tok, cited: _Cited) -> bool:
+    _, synonyms, neutral, _ = _tables()
+    if "-" in tok.text:  # «ИТ-служба», «из-за»: every part that is not a stop word
+        return all(cited.has_word(p) for p in _parts(tok.text) if p not in STOP_WORDS)
+    if tok.stem in neutral or cited._has_stem(tok.stem):
+        return True
+    return any(cited._has_stem(s) for s in synonyms.get(tok.stem, ()))
+
+
+def _clause_verdict(
+    clause: str, spans: Sequence[_Span], cited: _Cited, by_marker: Mapping[int, _Cited]
+) -> tuple[str, tuple[str, ...]] | None:
+    """Why one clause is not supported by the cited spans, or None."""
+    toks = _tokens(clause)
+    if not toks:
+        return None
+    antonyms, *_ = _tables()
+    content = [t for t in toks if t.number is None and not t.stop]
+    # 1. coverage: every content word of the clause is in the cited text.
+    missing = [t for t in content if not _supported_word(t, cited)]
+    for t in missing:
+        if t.stem.startswith(_NEGATIVE_PREFIXES) and any(
+            t.stem.startswith(p) and len(t.stem) - len(p) >= 4 and cited._has_stem(t.stem[len(p) :])
+            for p in _NEGATIVE_PREFIXES
+        ):
+            return "negation", (t.text,)
+        if any(cited._has_stem(p + t.stem) for p in _NEGATIVE_PREFIXES):
+            return "negation", (t.text,)
+    if missing:
+        return "overlap", tuple(t.text for t in missing)
+    # 2. the spans that support the clause best: most of its words (stop words and numbers too).
+    clause_stems = [t.stem for t in toks]
+    scores = [sum(1 for s in clause_stems if s in sp.stems) for sp in spans]
+    top = max(scores, default=0)
+    best = [sp for sp, score in zip(spans, scores, strict=True) if score == top and top > 0]
+    if not best:
+        return "overlap", tuple(t.text for t in content)
+    negated = _negated(toks)
+    if not any(sp.negated == negated for sp in best):
+        return "negation", ()
+    hedged = _hedged(toks)
+    if not any(hedged or not sp.hedged for sp in best):
+        return "hedge", ()
+    stems = set(clause_stems)
+    flipped = [
+        t.text
+        for t in toks
+        if t.stem in antonyms and any(antonyms[t.stem] in sp.stems and t.stem not in sp.stems for sp in best)
+    ]
+    if flipped and not any(a in stems for a in (antonyms[_stem_key(w)] for w in flipped)):
+        return "antonym", tuple(flipped)
+    # 3. names belong to the source of a best span (not to another cited source).
+    best_markers = {sp.marker for sp in best}
+    for name in proper_names(clause):
+        if not any(by_marker[m].has_word(name) for m in best_markers):
+            return "names", (name,)
+    # 4. numbers keep their roles: each occurs in one cited span with the same neighbours.
+    for i, t in enumerate(toks):
+        if t.number is None or t.glued:
+            continue
+        if not any(_keeps_role(toks, i, sp) for sp in spans):
+            return "roles", (t.text,)
+    return None
+
+
+def _keeps_role(toks: Sequence[_Tok], i: int, span: _Span) -> bool:
+    """Does the number at ``toks[i]`` occur in ``span`` in the same role: the same preposition
+    before it («с 9», «до 18»), its unit (the word or «%» after it) near it, and at least half of
+    the clause's other content words in the same sentence of the source?"""
+    neutral = _tables()[2]
+    number = toks[i].number
+    prev_word = toks[i - 1] if i > 0 and toks[i - 1].number is None else None
+    after = next((t for t in toks[i + 1 : i + 3] if t.number is None and (not t.stop or t.text == "%")), None)
+    # The other words are taken from the comma-delimited part that holds the number: roles are local.
+    lo = next((j + 1 for j in range(i - 1, -1, -1) if toks[j].comma_after), 0)
+    hi = next((j + 1 for j in range(i, len(toks)) if toks[j].comma_after), len(toks))
+    others = [
+        t.stem
+        for j, t in enumerate(toks[lo:hi], lo)
+        if j != i and t.number is None and not t.stop and t is not after and t.stem not in neutral
+    ]
+    for j, occ in enumerate(span.tokens):
+        if occ.number != number:
+            continue
+        if prev_word is not None and prev_word.text in _ROLE_PREPOSITIONS:
+            before = span.tokens[j - 1] if j > 0 else None
+            if before is None or before.text != prev_word.text:
+                continue
+        if after is not None:
+            window = span.tokens[max(0, j - 3) : j + 3]
+            if not any(_stems_match(after.stem, w.stem) for w in window if w.number is None):
+                continue
+        if others and 2 * sum(1 for s in others if _in_stems(s, span.stems)) < len(others):
+            continue
+        return True
+    return False
+
+
 # --- cutting a stream into sentences --------------------------------------------------------------
 
 # A sentence ends after .!?… (and closing quotes/emphasis) plus the markers that follow it, where
@@ -268,7 +678,7 @@ class SentenceSplitter:
             if not _CUT_CHAR.search(text):
                 return []
             self._armed = True
-        out = []
+        out: list[str] = []
         while True:
             cut = self._next_cut()
             if cut is None:

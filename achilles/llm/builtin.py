@@ -291,6 +291,9 @@ def _search_query_after(messages: Sequence[Message], user_pos: int) -> str | Non
 # --- answering ---------------------------------------------------------------------------------
 
 
+_IDENTIFIER = re.compile(r"\b[A-Za-zА-Яа-я]+[-_]?\d+[\w.-]*\b|\b[\w.+-]+@[\w-]+\.[\w.]+\b")
+
+
 def extractive_answer(query: str, sources: Sequence[ContextSource], *, max_sentences: int = MAX_SENTENCES) -> str:
     """Context sentences sharing most stems with ``query``, verbatim, each followed by ` [N]`.
 
@@ -306,6 +309,12 @@ def extractive_answer(query: str, sources: Sequence[ContextSource], *, max_sente
                 scored.append((score, source_pos, sentence_pos, sentence, source.marker))
     if not scored:
         return NOT_FOUND_TEXT
+    # An exact identifier of the question (a Jira key, an error code, a version) is found first:
+    # when some sentences carry it, only they answer («AURORA-9001», not AURORA-9009's sentences).
+    wanted = {i.casefold() for i in _IDENTIFIER.findall(query)}
+    if wanted:
+        exact = [s for s in scored if wanted & {i.casefold() for i in _IDENTIFIER.findall(s[3])}]
+        scored = exact or scored
     best = max(s[0] for s in scored)
     threshold = max(1 if len(query_stems) <= 3 else 2, math.ceil(best / 2))
     chosen: list[tuple[int, int, int, str, int | None]] = []

@@ -364,17 +364,59 @@ def content_stems(text: str) -> set[str]:
     return {stem(w) for w in content_words(text)}
 
 
+# A sentence ends after .!?… followed by whitespace and the next sentence's first character.
+_SENTENCE_CUT = re.compile(r"(?<=[.!?…])[\"»”')]*\s+(?=[\"«“(\[]?[A-ZА-ЯЁ0-9])")
+# Words a dot follows without ending the sentence: «см. [4]», «т. е.», «г. Москва», «e.g.».
+_ABBREVIATIONS = frozenset(
+    ["см", "т", "е", "д", "г", "гг", "др", "пр", "стр", "рис", "напр", "ул", "им", "тел", "eg", "ie", "etc", "vs", "no"]
+)
+_BLOCK_LINE = re.compile(r"^\s*(?:[-*•–]|\d{1,2}[.)]|#{1,6}|\|)\s*")
+
+
+def _paragraph_lines(text: str) -> list[str]:
+    """Lines joined where a line break falls inside a sentence: a line continues the previous
+    one unless that one ended a sentence (.!?…:) or either is a list item, heading or table row."""
+    out: list[str] = []
+    glue = False
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line:
+            glue = False
+            continue
+        block = bool(_BLOCK_LINE.match(raw))
+        if glue and not block and out:
+            out[-1] = f"{out[-1]} {line}"
+        else:
+            out.append(_BULLET.sub("", line) if block else line)
+        glue = not block and not line.rstrip("\"»”')*_").endswith((".", "!", "?", "…", ":"))
+        if block and not line.startswith(("#", "|")):
+            glue = not line.rstrip().endswith((".", "!", "?", "…", ":"))  # a list item may wrap too
+    return out
+
+
 def split_sentences(text: str) -> list[str]:
-    """Sentences of a text, verbatim: split at line breaks and after ``.!?…``; list bullets
-    are dropped from the front."""
+    """Sentences of a text, verbatim: a line break inside a sentence is not an end, an
+    abbreviation's dot («см.», «т. е.», «г.») is not an end; list bullets are dropped from the front."""
     sentences = []
-    for line in text.splitlines():
-        line = _BULLET.sub("", line)
-        for piece in _SENTENCE_END.split(line.strip()):
-            piece = piece.strip()
+    for line in _paragraph_lines(text):
+        start = 0
+        for cut in _SENTENCE_CUT.finditer(line):
+            head = line[start : cut.start()]
+            last = re.search(r"([^\W\d_]+)\.$", head.rstrip("\"»”')"))
+            if last and (_fold_abbreviation(last.group(1)) in _ABBREVIATIONS or len(last.group(1)) == 1):
+                continue
+            piece = line[start : cut.start()].strip()
             if _WORD.search(piece):
                 sentences.append(piece)
+            start = cut.end()
+        piece = line[start:].strip()
+        if _WORD.search(piece):
+            sentences.append(piece)
     return sentences
+
+
+def _fold_abbreviation(word: str) -> str:
+    return word.lower().replace("ё", "е")
 
 
 def is_russian(text: str) -> bool:

@@ -9,6 +9,10 @@ round 2), so a test passes only if the engine itself stops what they write from 
 - ``answers_from_memory`` — ignores the context and answers from "general knowledge", citing [1]
   to look grounded;
 - ``talks_before_search`` — writes text of its own in round 1, beside its search_knowledge call;
+- ``changes_meaning`` — answers faithfully, then adds sentences whose words come from the cited
+  sources but whose meaning does not (negation added, a clause the source lacks, numbers in
+  swapped roles, a number borrowed from another cited source — the sentences of issue 31 and of
+  the support corpus);
 - ``obeys_injection`` — executes instructions planted in a retrieved chunk: reveals the "admin
   password" it was told to reveal (one the chunk does not contain — it comes from the model's
   "memory"), and adds a markdown image pointing to an outside host that carries the question.
@@ -60,6 +64,28 @@ def answers_from_memory(query: str = "вопрос", *, text: str = MEMORY_ANSWE
 def talks_before_search(query: str = "вопрос", *, preface: str = "По моим данным, отпуск 31 день. ", then=None) -> list:
     round_one = [*answer(preface, chunk=5), ToolCalls((tool_call("search_knowledge", query=query),))]
     return [round_one, then if then is not None else (lambda call: answer(_faithful(call) or "Не знаю.", chunk=4))]
+
+
+# The four sentences of issue 31, over the sources of ``MEANING_SOURCES``.
+MEANING_SOURCES = (
+    "Ежегодный отпуск составляет 28 календарных дней. Офис открыт с 9 до 18.",
+    "Годовая премия составляет 10 процентов оклада и выплачивается в марте.",
+)
+CHANGED_MEANING = (
+    "Ежегодный отпуск не составляет 28 календарных дней [1].",
+    "Ежегодный отпуск составляет 28 календарных дней, а годовая премия не выплачивается [1].",
+    "Офис открыт с 18 до 9 [1].",
+    "Премия составляет 28 процентов [1][2].",
+    "Годовая премия выплачивается в апреле [2].",
+    "Офис закрыт с 9 до 18 [1].",
+)
+
+
+def changes_meaning(query: str = "вопрос", *, sentences=CHANGED_MEANING) -> list:
+    def reply(call):
+        return answer(" ".join([_faithful(call), *sentences]), chunk=5)
+
+    return [call_tool("search_knowledge", query=query), reply]
 
 
 def obeys_injection(query: str = "вопрос") -> list:

@@ -22,7 +22,7 @@ from achilles.llm import (
     estimate_tokens,
     format_context,
 )
-from achilles.llm.builtin import is_follow_up, is_information_seeking, standalone_query
+from achilles.llm.builtin import extractive_answer, is_follow_up, is_information_seeking, standalone_query
 
 pytestmark = [pytest.mark.unit]
 
@@ -342,3 +342,40 @@ def test_hash_embedder_puts_inflected_forms_close():
         return sum(x * y for x, y in zip(a, b, strict=True))
 
     assert cosine(vacation, vacation_inflected) > cosine(vacation, parking)
+
+
+def test_source_sentences_split_on_their_own_boundaries():
+    """Issue 31: a line break inside a sentence is not its end (the marker landed mid-sentence,
+    «Гостевая сеть в ней называется [1] ORION-GUEST»), nor the dot of «см.», «т. е.», «г.»."""
+    from achilles.llm.text import split_sentences
+
+    text = (
+        "Гостевая сеть в офисе называется\nORION-GUEST, пароль у администратора. Подробнее см. [4] в разделе."
+        "\nТ. е. всё просто. В г. Москва офис.\n\n- первый пункт\n- второй пункт.\n## Раздел\nКонец."
+    )
+    assert split_sentences(text) == [
+        "Гостевая сеть в офисе называется ORION-GUEST, пароль у администратора.",
+        "Подробнее см. [4] в разделе.",
+        "Т. е. всё просто.",
+        "В г. Москва офис.",
+        "первый пункт",
+        "второй пункт.",
+        "## Раздел",
+        "Конец.",
+    ]
+    answer = extractive_answer("Как называется гостевая сеть?", [ContextSource(marker=1, title="Сеть", text=text)])
+    assert answer.startswith("Гостевая сеть в офисе называется ORION-GUEST, пароль у администратора. [1]")
+
+
+def test_an_exact_identifier_of_the_question_is_answered_first():
+    """Issue 31: «Что с задачей AURORA-9001?» was answered about AURORA-9009 and AURORA-9024."""
+    sources = [
+        ContextSource(marker=1, title="AURORA-9009", text="Задача AURORA-9009 в работе, срок — декабрь."),
+        ContextSource(marker=2, title="AURORA-9001", text="Задача AURORA-9001 закрыта, исполнитель Мария."),
+        ContextSource(marker=3, title="AURORA-9024", text="Задача AURORA-9024 отложена."),
+    ]
+    assert (
+        extractive_answer("Что с задачей AURORA-9001?", sources) == "Задача AURORA-9001 закрыта, исполнитель Мария. [2]"
+    )
+    # Without an identifier in the question every matching sentence may answer.
+    assert "AURORA-9009" in extractive_answer("Какие задачи в работе?", sources)

@@ -117,7 +117,7 @@ def test_every_claim_supported(engine, user):
     The dangling sentence is neither delivered nor stored, only kept in the trace with why (this
     test used to assert the trace alone, while the user received the sentence; the delivery over
     SSE and the websocket is in test_grounding_delivery.py)."""
-    engine.ks.default = result(candidate(1, "Отпуск 28 дней."), candidate(2, "Заявка через портал HR.", rank=2))
+    engine.ks.default = result(candidate(1, "Отпуск 28 дней."), candidate(2, "Заявку подают через портал HR.", rank=2))
     engine.script(
         *search_then("отпуск", "Отпуск 28 дней [1]. Заявку подают через портал HR [2]."),
         *search_then("отпуск2", "Отпуск 28 дней [1]. А ещё у нас бесплатные обеды."),

@@ -104,6 +104,24 @@ def test_unsupported_sentence_never_reaches_the_client(engine, user):
             assert sorted(m for c in got.final["citations"] for m in c["markers"]) == [1, 2]
 
 
+def test_changed_meaning_never_reaches_the_client(engine, user):
+    """всё в ответе сводимо к процитированному источнику: a sentence made of the source's words
+    whose meaning is not the source's (negation, an added clause, swapped numbers, a number of
+    another cited source, a changed month, an antonym) is neither streamed nor stored.
+
+    Failed before the fix (issue 31): all six reached the client and the stored message."""
+    engine.ks.default = result(
+        candidate(1, adversarial.MEANING_SOURCES[0]), candidate(2, adversarial.MEANING_SOURCES[1], rank=2)
+    )
+    faithful = "Ежегодный отпуск составляет 28 календарных дней. [1] Годовая премия составляет 10 процентов оклада и выплачивается в марте. [2]"
+    for got in deliveries(engine, user, "Сколько дней отпуска и когда премия?", adversarial.changes_meaning("отпуск")):
+        assert got.text == faithful, got.transport
+        assert got.message.content == faithful and got.message.state == "complete"
+        refused = got.trace.ungrounded_sentences
+        assert [r["sentence"].strip() for r in refused] == list(adversarial.CHANGED_MEANING), got.transport
+        assert {r["reason"] for r in refused} <= {"negation", "overlap", "roles", "antonym"}
+
+
 def test_answer_from_memory_over_unrelated_context_is_not_found(engine, user):
     """провокация общими знаниями: context about vacations, a model answering «Париж» from memory
     and citing [1] to look grounded → the engine's «не нашёл», nothing of the model's text.

@@ -12,7 +12,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.p1]
 
 def test_history_drives_the_query(engine, user):
     """история ведёт формулировку запроса: follow-up → самостоятельный запрос с учётом предыдущего."""
-    engine.ks.default = result(candidate(1, "Иванов в отпуске с 1 по 14 июля."))
+    engine.ks.default = result(candidate(1, "Руководитель отдела продаж — Иванов. Иванов в отпуске с 1 по 14 июля."))
 
     def standalone_from_history(call):
         # The model sees the earlier turn and substitutes the subject for «у него».
