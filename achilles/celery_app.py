@@ -51,14 +51,18 @@ def _production_guard(sender=None, **kwargs):
 
 def served_roles(consumer) -> tuple[str, ...]:
     # One heartbeat per queue served: "worker" speaks for the platform queue (scheduler tick,
-    # reaper), "agents_worker" for agent runs. A worker started with -Q agents only must not make
+    # reaper), "agents_worker" for agent runs, "ingest_worker" for parsing uploaded documents. A worker started with -Q agents only must not make
     # /healthz's "worker" green while no one runs the tick, and the other way round.
     from django.conf import settings
 
     consumed = {queue.name for queue in consumer.task_consumer.queues} if consumer.task_consumer else set()
     return tuple(
         role
-        for role, queue in (("worker", settings.CELERY_TASK_DEFAULT_QUEUE), ("agents_worker", settings.AGENT_RUN_QUEUE))
+        for role, queue in (
+            ("worker", settings.CELERY_TASK_DEFAULT_QUEUE),
+            ("agents_worker", settings.AGENT_RUN_QUEUE),
+            ("ingest_worker", settings.KNOWLEDGE_INGEST_QUEUE),
+        )
         if queue in consumed
     )
 
