@@ -130,6 +130,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "achilles.middleware.ContentSecurityPolicyMiddleware",  # django-csp, without a thread hop
+    # Django reads multipart bodies of POST only: this lets PUT /api/knowledge/documents/{id} carry a file
+    "ninja.compatibility.files.fix_request_files_middleware",
     # last, as django-axes asks: it turns a locked-out sign-in into its 429 answer
     "axes.middleware.AxesMiddleware",
 ]
@@ -440,3 +442,4 @@ LOGGING = {
 }
 
 NINJA_PAGINATION_PER_PAGE = 50
+NINJA_FIX_REQUEST_FILES_METHODS = {"PUT"}  # only PUT takes a file besides POST (document replace)

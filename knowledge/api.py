@@ -229,6 +229,26 @@ def knowledge_document_get(request: HttpRequest, document_id: int):
     return upload_selectors.document_get_for_user(user=request.auth, document_id=document_id)
 
 
+@router.put("/documents/{document_id}", response={202: DocumentOut}, tags=["knowledge"])
+def knowledge_document_replace(
+    request: HttpRequest,
+    document_id: int,
+    file: File[UploadedFile],
+    acl: Form[list[str]] | None = None,
+):
+    """Replace your document's file (staff: anyone's; multipart: `file`, optional `acl`, else the
+    readers stay). The same document and record; it is parsed again (`state` queued) and citations
+    point to the new version once it is indexed."""
+    principals = None if acl is None else [part for value in acl for part in value.split(",")]
+    document = uploads.document_replace(
+        actor=request.auth,
+        document_id=document_id,
+        file=uploads.UploadFile(filename=file.name or "", size=file.size or 0, read=file.read),
+        acl=principals,
+    )
+    return Status(202, document)
+
+
 @router.delete("/documents/{document_id}", response={204: None}, tags=["knowledge"])
 def knowledge_document_delete(request: HttpRequest, document_id: int):
     """Delete your document (staff: anyone's) and the record it became."""
