@@ -17,7 +17,7 @@ from achilles.errors import NotFound, PermissionDenied
 from achilles.models import User
 from achilles.pagination import ListParams, Page
 from knowledge import facade, services
-from knowledge.contracts import MAX_K, MAX_QUERY_CHARS
+from knowledge.contracts import MAX_K, MAX_QUERY_CHARS, Identity
 from knowledge.models import Chunk, Record
 from knowledge.search.embedding import embedding_config
 from knowledge.uploads import selectors as upload_selectors
@@ -130,6 +130,28 @@ def knowledge_status(request: HttpRequest):
         embedding_model=config.name if config else None,
         vector_search=config is not None,
     )
+
+
+class SourceOut(Schema):
+    source_system: str = Field(description="uploads (files), confluence, jira, or another connector's name")
+    documents: int = Field(description="Records of this source the caller may read.")
+
+
+class SourcesOut(Schema):
+    items: list[SourceOut]
+
+
+# the sources the «Знания» page always names, even with nothing readable in them
+NAMED_SOURCES = ("uploads", "confluence", "jira")
+
+
+@router.get("/sources", response=SourcesOut)
+def knowledge_sources(request: HttpRequest):
+    """Each source with the number of its documents the caller may read (under the caller's ACL:
+    what one cannot read is neither counted nor named). Files, Confluence and Jira always appear."""
+    counts = facade.readable_counts_by_source(Identity.for_user(request.auth))
+    names = [*NAMED_SOURCES, *sorted(set(counts) - set(NAMED_SOURCES))]
+    return SourcesOut(items=[SourceOut(source_system=name, documents=counts.get(name, 0)) for name in names])
 
 
 @router.put("/records", response={200: RecordOut, 201: RecordOut})

@@ -116,6 +116,7 @@ def _calls(world, token_id):
         ),
         ("POST", "/api/knowledge/search"): {"query": "отпуск"},
         ("GET", "/api/knowledge/status"): None,
+        ("GET", "/api/knowledge/sources"): None,
         ("PUT", "/api/knowledge/records"): {
             "source_system": "files",
             "external_id": "new",
