@@ -16,6 +16,7 @@ from io import BytesIO
 
 import docx
 import openpyxl
+from docx.enum.style import WD_STYLE_TYPE
 from docx.table import Table
 from lxml import etree
 from pptx import Presentation
