@@ -54,6 +54,11 @@ def heartbeat_age(role: str) -> float | None:
     return None if not newest else max(0.0, time.time() - newest[0][1])
 
 
+def heartbeat_members(role: str) -> list[str]:
+    """The instances that wrote a heartbeat of ``role`` within the retention (alive or not)."""
+    return [member.decode() for member in _redis().zrange(_key(role), 0, -1)]
+
+
 def worker_known_dead(instance: str, *, role: str = "agents_worker") -> bool:
     """True only when Redis *knows* the worker is gone: no heartbeat of it for
     WORKER_DEAD_AFTER_SECONDS while Redis itself has been up longer than that (a Redis that just

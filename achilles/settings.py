@@ -254,6 +254,10 @@ CELERY_TASK_ROUTES["knowledge.tasks.document_parse_task"] = {
     "queue": KNOWLEDGE_INGEST_QUEUE,
     "routing_key": KNOWLEDGE_INGEST_QUEUE,
 }
+CELERY_TASK_ROUTES["knowledge.tasks.documents_requeue_orphaned_task"] = {
+    "queue": KNOWLEDGE_INGEST_QUEUE,
+    "routing_key": KNOWLEDGE_INGEST_QUEUE,
+}
 
 # The platform's periodic jobs, declared in code and synced idempotently into
 # django-celery-beat's schedule after every migrate (none of them is per user).

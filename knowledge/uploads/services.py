@@ -19,6 +19,7 @@ from django.utils import timezone
 
 import knowledge.tasks
 from achilles.errors import ApplicationError, NotFound, PermissionDenied, ServiceUnavailable, ValidationFailed
+from achilles.health import heartbeat_members, worker_known_dead
 from achilles.identity import principals_for
 from achilles.models import User
 from knowledge import services
@@ -379,6 +380,28 @@ def documents_requeue_stale(*, queued_for: timedelta = timedelta(minutes=2)) -> 
         Document.objects.filter(pk__in=stale).update(state=DocumentState.QUEUED)  # updated_at moves (trigger)
         _send_parse_tasks(stale)
     return len(stale)
+
+
+def documents_requeue_orphaned(*, starting_worker: str) -> int | None:
+    """An ingest worker starting: if no other ingest worker may be alive (each one's heartbeat gone
+    or known stale, ``achilles.health.worker_known_dead``), every ``parsing`` document was left by a
+    dead one (``kill -9``, a lost machine) and is queued and sent again; returns how many. None when
+    another ingest worker may still be parsing (the task asks again a little later; beyond that the
+    periodic ``documents_requeue_stale`` catches it after the hard time limit).
+
+    Safe against the original message coming back too (``acks_late``: Redis re-delivers it after
+    the visibility timeout): ``document_parse`` leaves a settled document alone and the record is an
+    upsert keyed by the document, so nothing is parsed into two records; ``attempts`` still counts,
+    so a file that kills its worker every time fails after ``MAX_PARSE_ATTEMPTS``."""
+    others = [m for m in heartbeat_members("ingest_worker") if m != starting_worker]
+    if any(not worker_known_dead(member, role="ingest_worker") for member in others):
+        return None
+    orphaned = list(Document.objects.filter(state=DocumentState.PARSING).values_list("pk", flat=True)[:500])
+    if orphaned:
+        Document.objects.filter(pk__in=orphaned, state=DocumentState.PARSING).update(state=DocumentState.QUEUED)
+        logger.warning("re-sending %d document(s) a stopped ingest worker left parsing", len(orphaned))
+        _send_parse_tasks(orphaned)
+    return len(orphaned)
 
 
 _CONTENT_TYPES = {
