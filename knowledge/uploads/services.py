@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from urllib.parse import quote
@@ -200,7 +200,7 @@ def _send_parse_tasks(document_ids: Sequence[int]) -> None:
             logger.warning("parse task of document %s not sent; the re-send job will", document_id, exc_info=True)
 
 
-def _finish(document_id: int, version: dict[str, str] | None = None, **fields: object) -> bool:
+def _finish(document_id: int, version: Mapping[str, object] | None = None, **fields: object) -> bool:
     """Set the outcome on the document unless it was deleted (or its file replaced: ``version``)
     meanwhile (False then). A document that did not become indexed keeps no record: the previous
     version's, left by a replace, goes now."""
