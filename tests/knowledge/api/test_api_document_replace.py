@@ -114,3 +114,19 @@ def test_an_old_parse_finishing_after_the_replace_writes_nothing(indexed, monkey
     after = Document.objects.get(pk=document.pk)
     assert after.filename == "v3.txt" and after.record_id == document.record_id
     assert "1500 рублей" in _texts(after.record_id)
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type"),
+    [
+        (b'--x\r\nContent-Disposition: form-data; name="file"\r\n\r\nno end', "multipart/form-data; boundary=x"),
+        (b"garbage", "multipart/form-data"),
+        (b"plain", "text/plain"),
+    ],
+)
+def test_a_malformed_replace_body_is_a_4xx_in_the_error_shape(indexed, body, content_type):
+    client, document = indexed
+    response = client.put(f"{URL}/{document.pk}", body, content_type=content_type)
+    assert 400 <= response.status_code < 500, response.content
+    assert response.json()["code"]
+    assert Document.objects.get(pk=document.pk).state == "indexed"
