@@ -35,7 +35,9 @@ test: install
 fuzz: install
 	$(BIN)/python scripts/fuzz.py
 
+# bench/requirements.txt: the peers measured beside ours (markitdown), never part of `make install`.
 bench: install
+	$(BIN)/pip install -q -r bench/requirements.txt
 	$(BIN)/python -m bench
 
 # The chat, agents and tokens pages at 1366 and 375 px, light and dark, into var/screenshots/.

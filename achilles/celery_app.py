@@ -51,14 +51,18 @@ def _production_guard(sender=None, **kwargs):
 
 def served_roles(consumer) -> tuple[str, ...]:
     # One heartbeat per queue served: "worker" speaks for the platform queue (scheduler tick,
-    # reaper), "agents_worker" for agent runs. A worker started with -Q agents only must not make
+    # reaper), "agents_worker" for agent runs, "ingest_worker" for parsing uploaded documents. A worker started with -Q agents only must not make
     # /healthz's "worker" green while no one runs the tick, and the other way round.
     from django.conf import settings
 
     consumed = {queue.name for queue in consumer.task_consumer.queues} if consumer.task_consumer else set()
     return tuple(
         role
-        for role, queue in (("worker", settings.CELERY_TASK_DEFAULT_QUEUE), ("agents_worker", settings.AGENT_RUN_QUEUE))
+        for role, queue in (
+            ("worker", settings.CELERY_TASK_DEFAULT_QUEUE),
+            ("agents_worker", settings.AGENT_RUN_QUEUE),
+            ("ingest_worker", settings.KNOWLEDGE_INGEST_QUEUE),
+        )
         if queue in consumed
     )
 
@@ -87,6 +91,11 @@ class ConsumerHeartbeat(bootsteps.StartStopStep):
         instance = worker_instance(parent.hostname)
         self._beat(instance)
         self.timer_entry = parent.timer.call_repeatedly(WORKER_HEARTBEAT_SECONDS, self._beat, (instance,), priority=10)
+        if "ingest_worker" in self.roles:
+            # a start-up sweep: documents a killed ingest worker left «parsing» are parsed again
+            # (routed to the ingest queue, so this worker runs it; see knowledge.uploads.services)
+            with contextlib.suppress(Exception):
+                app.send_task("knowledge.tasks.documents_requeue_orphaned_task", args=(instance,))
 
     def _beat(self, instance: str) -> None:
         from achilles.health import heartbeat_write
@@ -126,7 +135,7 @@ def _stop_vouching(sender=None, **kwargs):
     # no longer serves its queues, so it stops vouching for them (/healthz, the reaper) at once.
     global _shutting_down
     _shutting_down = True
-    _leave(worker_instance(str(sender)), ("worker", "agents_worker"))
+    _leave(worker_instance(str(sender)), ("worker", "agents_worker", "ingest_worker"))
 
 
 app.steps["consumer"].add(ConsumerHeartbeat)

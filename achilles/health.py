@@ -1,6 +1,6 @@
 """Health of the platform (PLAT-9): database, Redis and worker/beat heartbeats in Redis.
 
-Each role (worker | agents_worker | beat) is a sorted set of the processes that serve it, scored
+Each role (worker | agents_worker | ingest_worker | beat) is a sorted set of the processes that serve it, scored
 by their last heartbeat. A Celery worker's heartbeat is written by its *consumer* (a bootstep on
 the consumer's event-loop timer), not by a side thread: a consumer that died or hangs stops
 writing, and a worker that shuts down removes itself, so ``/healthz`` shows it at once. The same
@@ -18,7 +18,7 @@ from django.db import connection
 from achilles import dbguard
 from achilles.errors import as_application_error
 
-ROLES = ("worker", "agents_worker", "beat")
+ROLES = ("worker", "agents_worker", "ingest_worker", "beat")
 # A worker's consumer writes every WORKER_HEARTBEAT_SECONDS; one missed beat and a margin later
 # (WORKER_DEAD_AFTER_SECONDS) it counts as dead for the reaper.
 WORKER_HEARTBEAT_SECONDS = 5.0
@@ -52,6 +52,11 @@ def heartbeat_age(role: str) -> float | None:
     """Age of the freshest heartbeat of ``role`` (None: no one ever wrote one, or long ago)."""
     newest = _redis().zrevrange(_key(role), 0, 0, withscores=True)
     return None if not newest else max(0.0, time.time() - newest[0][1])
+
+
+def heartbeat_members(role: str) -> list[str]:
+    """The instances that wrote a heartbeat of ``role`` within the retention (alive or not)."""
+    return [member.decode() for member in _redis().zrange(_key(role), 0, -1)]
 
 
 def worker_known_dead(instance: str, *, role: str = "agents_worker") -> bool:

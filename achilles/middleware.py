@@ -122,6 +122,14 @@ MULTIPART_ROUTES: dict[str, Callable[[], int]] = {
 }
 
 
+# ``PUT /api/knowledge/documents/{id}`` replaces one document's file (multipart, one file).
+_MULTIPART_PUT_PATH = re.compile(r"/api/knowledge/documents/[0-9]+")
+
+
+def _replace_limit() -> int:
+    return settings.KNOWLEDGE_UPLOAD_MAX_MB * 2**20 + 2**20
+
+
 def _multipart_refusal(request, limit: int) -> ApplicationError | None:
     try:
         declared = int(request.META.get("CONTENT_LENGTH") or 0)
@@ -142,7 +150,11 @@ def api_body_refusal(request) -> ApplicationError | None:
     Over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` → 413 (checked on the declared length before anything is
     read, and again on what was read); NUL anywhere → 422; a non-empty body that is not JSON → 415
     (every API route takes JSON but the MULTIPART_ROUTES; a body-less POST needs no content type)."""
-    multipart_limit = MULTIPART_ROUTES.get(request.path) if request.method == "POST" else None
+    multipart_limit: Callable[[], int] | None = None
+    if request.method == "POST":
+        multipart_limit = MULTIPART_ROUTES.get(request.path)
+    elif request.method == "PUT" and _MULTIPART_PUT_PATH.fullmatch(request.path):
+        multipart_limit = _replace_limit
     if multipart_limit is not None and request.content_type == "multipart/form-data":
         return _multipart_refusal(request, multipart_limit())
     limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE

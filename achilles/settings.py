@@ -131,6 +131,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "achilles.middleware.ContentSecurityPolicyMiddleware",  # django-csp, without a thread hop
+    # Django reads multipart bodies of POST only: this lets PUT /api/knowledge/documents/{id} carry a file
+    "ninja.compatibility.files.fix_request_files_middleware",
     # last, as django-axes asks: it turns a locked-out sign-in into its 429 answer
     "axes.middleware.AxesMiddleware",
 ]
@@ -248,6 +250,10 @@ CELERY_TASK_ROUTES = {"agents.tasks.agent_run_task": {"queue": AGENT_RUN_QUEUE, 
 KNOWLEDGE_INGEST_QUEUE = f"ingest{_QUEUE_SUFFIX}"
 CELERY_TASK_QUEUES = (*CELERY_TASK_QUEUES, Queue(KNOWLEDGE_INGEST_QUEUE, routing_key=KNOWLEDGE_INGEST_QUEUE))
 CELERY_TASK_ROUTES["knowledge.tasks.document_parse_task"] = {
+    "queue": KNOWLEDGE_INGEST_QUEUE,
+    "routing_key": KNOWLEDGE_INGEST_QUEUE,
+}
+CELERY_TASK_ROUTES["knowledge.tasks.documents_requeue_orphaned_task"] = {
     "queue": KNOWLEDGE_INGEST_QUEUE,
     "routing_key": KNOWLEDGE_INGEST_QUEUE,
 }
@@ -441,3 +447,4 @@ LOGGING = {
 }
 
 NINJA_PAGINATION_PER_PAGE = 50
+NINJA_FIX_REQUEST_FILES_METHODS = {"PUT"}  # only PUT takes a file besides POST (document replace)

@@ -8,6 +8,7 @@ from achilles.home import home
 from agents.pages import agents_page
 from conversations.pages import chat_page
 from conversations.views import chat_sse
+from knowledge.pages import knowledge_page
 
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
@@ -19,6 +20,7 @@ urlpatterns = [
     path("tokens/", views.tokens_page, name="tokens"),
     path("agents/", agents_page, name="agents"),
     path("chat/", chat_page, name="chat"),
+    path("knowledge/", knowledge_page, name="knowledge"),
     path("usage/", include("usage.urls")),
     path("", home, name="home"),
 ]

@@ -17,7 +17,7 @@ from achilles.errors import NotFound, PermissionDenied
 from achilles.models import User
 from achilles.pagination import ListParams, Page
 from knowledge import facade, services
-from knowledge.contracts import MAX_K, MAX_QUERY_CHARS
+from knowledge.contracts import MAX_K, MAX_QUERY_CHARS, Identity
 from knowledge.models import Chunk, Record
 from knowledge.search.embedding import embedding_config
 from knowledge.uploads import selectors as upload_selectors
@@ -138,6 +138,28 @@ def knowledge_status(request: HttpRequest):
     )
 
 
+class SourceOut(Schema):
+    source_system: str = Field(description="uploads (files), confluence, jira, or another connector's name")
+    documents: int = Field(description="Records of this source the caller may read.")
+
+
+class SourcesOut(Schema):
+    items: list[SourceOut]
+
+
+# the sources the «Знания» page always names, even with nothing readable in them
+NAMED_SOURCES = ("uploads", "confluence", "jira")
+
+
+@router.get("/sources", response=SourcesOut)
+def knowledge_sources(request: HttpRequest):
+    """Each source with the number of its documents the caller may read (under the caller's ACL:
+    what one cannot read is neither counted nor named). Files, Confluence and Jira always appear."""
+    counts = facade.readable_counts_by_source(Identity.for_user(request.auth))
+    names = [*NAMED_SOURCES, *sorted(set(counts) - set(NAMED_SOURCES))]
+    return SourcesOut(items=[SourceOut(source_system=name, documents=counts.get(name, 0)) for name in names])
+
+
 @router.put("/records", response={200: RecordOut, 201: RecordOut})
 def knowledge_record_upsert(request: HttpRequest, payload: RecordIn):
     _require_admin(request)
@@ -234,6 +256,26 @@ def knowledge_documents_list(request: HttpRequest, params: Query[ListParams]):
 @router.get("/documents/{document_id}", response=DocumentOut, tags=["knowledge"])
 def knowledge_document_get(request: HttpRequest, document_id: int):
     return upload_selectors.document_get_for_user(user=request.auth, document_id=document_id)
+
+
+@router.put("/documents/{document_id}", response={202: DocumentOut}, tags=["knowledge"])
+def knowledge_document_replace(
+    request: HttpRequest,
+    document_id: int,
+    file: File[UploadedFile],
+    acl: Form[list[str]] | None = None,
+):
+    """Replace your document's file (staff: anyone's; multipart: `file`, optional `acl`, else the
+    readers stay). The same document and record; it is parsed again (`state` queued) and citations
+    point to the new version once it is indexed."""
+    principals = None if acl is None else [part for value in acl for part in value.split(",")]
+    document = uploads.document_replace(
+        actor=request.auth,
+        document_id=document_id,
+        file=uploads.UploadFile(filename=file.name or "", size=file.size or 0, read=file.read),
+        acl=principals,
+    )
+    return Status(202, document)
 
 
 @router.delete("/documents/{document_id}", response={204: None}, tags=["knowledge"])

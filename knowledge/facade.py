@@ -90,6 +90,11 @@ def visible_records(record_ids: Sequence[int | None], identity: Identity) -> fro
     return selectors.visible_records(record_ids, identity)
 
 
+def readable_counts_by_source(identity: Identity) -> dict[str, int]:
+    """How many records of each source the identity may read (sources it can read nothing of are absent)."""
+    return selectors.readable_counts_by_source(identity)
+
+
 def register_access(record_id: int, identity: Identity, kind: AccessKind, message_id: str | None = None) -> None:
     """Record an access signal (answer | click) for trust scoring; another kind → ``invalid_access_kind``."""
     services.access_register(record_id=record_id, identity=identity, kind=kind, message_id=message_id)

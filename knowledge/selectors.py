@@ -56,6 +56,17 @@ def visible_records(record_ids: Sequence[int | None], identity: Identity) -> fro
         return frozenset(row[0] for row in cursor.fetchall())
 
 
+def readable_counts_by_source(identity: Identity) -> dict[str, int]:
+    """``{source_system: records the identity may read}``; sources with none are absent, so nothing
+    of what the identity cannot read (not even that a source holds something) is told."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT source_system, count(*) FROM knowledge_records WHERE acl && %s::text[] GROUP BY source_system",
+            [principals_of(identity)],
+        )
+        return {row[0]: int(row[1]) for row in cursor.fetchall()}
+
+
 def timed(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> tuple[R, float]:
     """(result, milliseconds) — used by the admin preview and the benchmark."""
     started = time.perf_counter()

@@ -32,3 +32,23 @@ def document_parse_task(document_id: int) -> str:
 def documents_requeue_stale_task() -> int:
     """Send again the parse tasks that were lost (Celery Beat, every minute)."""
     return uploads.documents_requeue_stale()
+
+
+class OtherIngestWorkerMaybeAlive(Exception):
+    """Another ingest worker's heartbeat is not yet known stale: its documents may be in work."""
+
+
+@shared_task(
+    name="knowledge.tasks.documents_requeue_orphaned_task",
+    autoretry_for=(OtherIngestWorkerMaybeAlive,),
+    default_retry_delay=6,
+    max_retries=10,
+)
+def documents_requeue_orphaned_task(starting_worker: str) -> int:
+    """The ingest worker's start-up sweep (sent by the worker itself as it starts consuming):
+    documents left «parsing» by a killed worker are parsed again, once no other ingest worker can
+    still be on them."""
+    count = uploads.documents_requeue_orphaned(starting_worker=starting_worker)
+    if count is None:
+        raise OtherIngestWorkerMaybeAlive(starting_worker)
+    return count

@@ -16,8 +16,8 @@ from io import BytesIO
 
 import docx
 import openpyxl
+from docx.enum.style import WD_STYLE_TYPE
 from docx.table import Table
-from docx.text.paragraph import Paragraph
 from lxml import etree
 from pptx import Presentation
 from pptx.enum.shapes import MSO_SHAPE_TYPE
@@ -31,19 +31,32 @@ MAX_SHEET_COLUMNS = 200
 # --------------------------------------------------------------------------- DOCX
 
 
-def _docx_heading_level(paragraph) -> int | None:
-    name = (paragraph.style.name if paragraph.style is not None else "") or ""
+class _DocxStyles:
+    """Paragraph style names by style id, read once per document: python-docx's ``paragraph.style``
+    scans every style of the package for the default on each call (quadratic on a long document)."""
+
+    def __init__(self, document):
+        self.names = {style.style_id: style.name or "" for style in document.styles}
+        default = document.styles.default(WD_STYLE_TYPE.PARAGRAPH)
+        self.default = (default.name or "") if default is not None else ""
+
+    def name_of(self, element) -> str:
+        ppr = element.pPr
+        style_id = ppr.pStyle.val if ppr is not None and ppr.pStyle is not None else None
+        return self.names.get(style_id, self.default) if style_id else self.default
+
+
+def _docx_heading_level(name: str) -> int | None:
     if name.lower() == "title":
         return 1
     match = _HEADING_STYLE.match(name.strip())
     return int(match.group(1)) if match else None
 
 
-def _docx_is_list(paragraph) -> bool:
-    name = ((paragraph.style.name if paragraph.style is not None else "") or "").lower()
-    if name.startswith("list"):
+def _docx_is_list(element, name: str) -> bool:
+    if name.lower().startswith("list"):
         return True
-    ppr = paragraph._p.pPr  # numbering set on the paragraph itself (python-docx has no public API)
+    ppr = element.pPr  # numbering set on the paragraph itself (python-docx has no public API)
     return ppr is not None and ppr.numPr is not None
 
 
@@ -111,19 +124,20 @@ def parse_docx(data: bytes) -> ParsedDocument:
             parts.append("\n".join(items))
             items.clear()
 
+    styles = _DocxStyles(document)
     for element in document.element.body.iterchildren():
         tag = element.tag.rsplit("}", 1)[-1]
         if tag == "p":
-            paragraph = Paragraph(element, document)
             text = _docx_paragraph_text(element).strip()
             if not text:
                 continue
-            level = _docx_heading_level(paragraph)
+            style = styles.name_of(element)
+            level = _docx_heading_level(style)
             if level is not None:
                 flush_list()
                 parts.append(heading_line(level, text))
                 title = title or text
-            elif _docx_is_list(paragraph):
+            elif _docx_is_list(element, style):
                 items.append("- " + re.sub(r"\s+", " ", text))
             else:
                 flush_list()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from urllib.parse import quote
@@ -18,7 +18,8 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 import knowledge.tasks
-from achilles.errors import ApplicationError, PermissionDenied, ServiceUnavailable, ValidationFailed
+from achilles.errors import ApplicationError, NotFound, PermissionDenied, ServiceUnavailable, ValidationFailed
+from achilles.health import heartbeat_members, worker_known_dead
 from achilles.identity import principals_for
 from achilles.models import User
 from knowledge import services
@@ -118,6 +119,35 @@ def _clean_filename(name: str) -> str:
     return name
 
 
+class _Rejected(Exception):
+    def __init__(self, rejection: UploadRejection):
+        super().__init__(rejection.detail)
+        self.rejection = rejection
+
+
+def _accept(upload: UploadFile) -> tuple[str, str, bytes]:
+    """``(clean name, format, bytes)`` of an acceptable file; otherwise ``_Rejected`` with why."""
+    name = _clean_filename(upload.filename)
+    limit = max_upload_bytes()
+    try:
+        if not name:
+            raise ParseError("the file has no name", code="invalid_filename")
+        fmt = format_of(name)
+        if upload.size > limit:
+            raise ParseError(
+                f"the file is {upload.size / 2**20:.1f} MB, over the limit of {settings.KNOWLEDGE_UPLOAD_MAX_MB} MB",
+                code="too_large",
+            )
+        data = upload.read() if upload.size else b""
+        if not data:
+            raise ParseError("the file is empty", code="empty_document")
+        if len(data) > limit:
+            raise ParseError(f"the file is over the limit of {settings.KNOWLEDGE_UPLOAD_MAX_MB} MB", code="too_large")
+    except ParseError as exc:
+        raise _Rejected(UploadRejection(filename=name or "(unnamed)", code=exc.code, detail=str(exc))) from exc
+    return name, fmt, data
+
+
 def documents_upload(*, owner: User, files: Sequence[UploadFile], acl: Sequence[str]) -> UploadOutcome:
     """Store each acceptable file as a ``queued`` document under ``acl`` and send its parse task
     after commit. A file with an unsupported extension, empty or over the size limit is rejected on
@@ -131,32 +161,13 @@ def documents_upload(*, owner: User, files: Sequence[UploadFile], acl: Sequence[
             f"at most {settings.KNOWLEDGE_UPLOAD_MAX_FILES} files per upload", code="too_many_files", field="files"
         )
     resolved_acl = document_acl_resolve(user=owner, acl=acl)
-    limit = max_upload_bytes()
     accepted: list[tuple[str, str, bytes]] = []
     rejected: list[UploadRejection] = []
     for upload in files:
-        name = _clean_filename(upload.filename)
         try:
-            if not name:
-                raise ParseError("the file has no name", code="invalid_filename")
-            fmt = format_of(name)
-            if upload.size > limit:
-                raise ParseError(
-                    f"the file is {upload.size / 2**20:.1f} MB, over the limit of "
-                    f"{settings.KNOWLEDGE_UPLOAD_MAX_MB} MB",
-                    code="too_large",
-                )
-            data = upload.read() if upload.size else b""
-            if not data:
-                raise ParseError("the file is empty", code="empty_document")
-            if len(data) > limit:
-                raise ParseError(
-                    f"the file is over the limit of {settings.KNOWLEDGE_UPLOAD_MAX_MB} MB", code="too_large"
-                )
-        except ParseError as exc:
-            rejected.append(UploadRejection(filename=name or "(unnamed)", code=exc.code, detail=str(exc)))
-            continue
-        accepted.append((name, fmt, data))
+            accepted.append(_accept(upload))
+        except _Rejected as exc:
+            rejected.append(exc.rejection)
     if not accepted:
         reasons = "; ".join(f"{r.filename}: {r.detail}" for r in rejected)
         raise ValidationFailed(f"no file could be accepted ({reasons})", code="upload_rejected", field="files")
@@ -189,10 +200,16 @@ def _send_parse_tasks(document_ids: Sequence[int]) -> None:
             logger.warning("parse task of document %s not sent; the re-send job will", document_id, exc_info=True)
 
 
-def _finish(document_id: int, **fields: object) -> bool:
-    """Set the outcome on the document unless it was deleted meanwhile (False then)."""
+def _finish(document_id: int, version: Mapping[str, object] | None = None, **fields: object) -> bool:
+    """Set the outcome on the document unless it was deleted (or its file replaced: ``version``)
+    meanwhile (False then). A document that did not become indexed keeps no record: the previous
+    version's, left by a replace, goes now."""
     fields.setdefault("parsed_at", timezone.now())
-    return bool(Document.objects.filter(pk=document_id).update(**fields))
+    with transaction.atomic():
+        settled = bool(Document.objects.filter(pk=document_id, **(version or {})).update(**fields))
+        if settled and fields.get("state") != DocumentState.INDEXED:
+            Record.objects.filter(source_system=SOURCE_SYSTEM, external_id=str(document_id)).delete()
+    return settled
 
 
 def _parse_with_ocr(data: bytes, *, filename: str) -> ParsedDocument:
@@ -226,11 +243,16 @@ def document_parse(*, document_id: int) -> str:
             )
             return DocumentState.FAILED
         Document.objects.filter(pk=document_id).update(state=DocumentState.PARSING, attempts=F("attempts") + 1)
-    data = bytes(Document.objects.filter(pk=document_id).values_list("content", flat=True).first() or b"")
+    row = Document.objects.filter(pk=document_id).values_list("content", "sha256", "filename", "acl").first()
+    if row is None:
+        return "gone"
+    data, filename, acl = bytes(row[0]), row[2], list(row[3])
+    # the file and readers parsed: a replace meanwhile makes this outcome stale (not written)
+    version_of = {"sha256": row[1], "acl": acl}
     try:
-        parsed = _parse_with_ocr(data, filename=document.filename)
+        parsed = _parse_with_ocr(data, filename=filename)
     except NeedsOcr as exc:
-        _finish(document_id, state=DocumentState.NEEDS_OCR, error=str(exc), error_code=exc.code)
+        _finish(document_id, version_of, state=DocumentState.NEEDS_OCR, error=str(exc), error_code=exc.code)
         return DocumentState.NEEDS_OCR
     except ParseError as exc:
         if isinstance(exc.__cause__, SoftTimeLimitExceeded):
@@ -238,12 +260,15 @@ def document_parse(*, document_id: int) -> str:
             exc = ParseError(
                 f"parsing took longer than {limit} s (the file is too large or too complex)", code="too_slow"
             )
-        _finish(document_id, state=DocumentState.FAILED, error=str(exc)[:2000] or exc.code, error_code=exc.code)
+        _finish(
+            document_id, version_of, state=DocumentState.FAILED, error=str(exc)[:2000] or exc.code, error_code=exc.code
+        )
         return DocumentState.FAILED
     except SoftTimeLimitExceeded:
         limit = settings.CELERY_TASK_SOFT_TIME_LIMIT
         _finish(
             document_id,
+            version_of,
             state=DocumentState.FAILED,
             error=f"parsing took longer than {limit} s (the file is too large or too complex)",
             error_code="too_slow",
@@ -253,9 +278,9 @@ def document_parse(*, document_id: int) -> str:
         outcome = services.record_upsert(
             source_system=SOURCE_SYSTEM,
             external_id=str(document_id),
-            title=parsed.title or document.filename,
+            title=parsed.title or filename,
             text=parsed.text,
-            acl=document.acl,
+            acl=acl,
             url=document.download_url,
             author_principal_id=f"user:{document.owner_id}",
             origin=ORIGIN,
@@ -266,22 +291,70 @@ def document_parse(*, document_id: int) -> str:
         Document.objects.filter(pk=document_id, state=DocumentState.PARSING).update(state=DocumentState.QUEUED)
         raise
     except ApplicationError as exc:
-        _finish(document_id, state=DocumentState.FAILED, error=str(exc.message)[:2000] or exc.code, error_code=exc.code)
+        _finish(
+            document_id,
+            version_of,
+            state=DocumentState.FAILED,
+            error=str(exc.message)[:2000] or exc.code,
+            error_code=exc.code,
+        )
         return DocumentState.FAILED
     with transaction.atomic():
         settled = _finish(
             document_id,
+            version_of,
             state=DocumentState.INDEXED,
             record_id=outcome.record_id,
-            title=(parsed.title or document.filename)[:500],
+            title=(parsed.title or filename)[:500],
             chunks=outcome.chunks,
             error="",
             error_code="",
         )
-        if not settled:  # deleted while parsing: its record goes too
-            Record.objects.filter(pk=outcome.record_id).delete()
-            return "gone"
+        if not settled:
+            if not Document.objects.filter(pk=document_id).exists():  # deleted while parsing: its record goes too
+                Record.objects.filter(pk=outcome.record_id).delete()
+                return "gone"
+            return "stale"  # replaced while parsing: the new file's parse task writes the record
     return DocumentState.INDEXED
+
+
+def document_replace(*, actor: User, document_id: int, file: UploadFile, acl: Sequence[str] | None = None) -> Document:
+    """Replace a document's file (its owner or staff; others 404): the same document and, once the
+    new file is indexed, the same record (its chunks are the new file's, so citations point to the
+    new version). It is ``queued`` again meanwhile; until then search still answers from the old
+    version, and a new file that fails to parse takes the old version's record away with it. A file
+    refused at upload (unsupported, empty, oversized) is a 422 and changes nothing. ``acl`` None
+    keeps the document's readers."""
+    document = document_get_for_user(user=actor, document_id=document_id)
+    if not can_upload(actor):
+        raise PermissionDenied("replacing documents needs the «add document» permission", code="permission_denied")
+    try:
+        name, fmt, data = _accept(file)
+    except _Rejected as exc:
+        raise ValidationFailed(
+            f"{exc.rejection.filename}: {exc.rejection.detail}", code=exc.rejection.code, field="file"
+        ) from exc
+    resolved_acl = document.acl if acl is None else document_acl_resolve(user=actor, acl=acl)
+    with transaction.atomic():
+        updated = Document.objects.filter(pk=document.pk).update(
+            filename=name,
+            format=fmt,
+            size=len(data),
+            sha256=hashlib.sha256(data).hexdigest(),
+            content=data,
+            acl=resolved_acl,
+            state=DocumentState.QUEUED,
+            error="",
+            error_code="",
+            attempts=0,
+            record=None,  # the record stays in the store until the new version replaces it
+            chunks=0,
+            parsed_at=None,
+        )
+        if not updated:
+            raise NotFound("document not found", code="document_not_found")
+        transaction.on_commit(lambda: _send_parse_tasks([document.pk]))
+    return Document.objects.defer("content").get(pk=document.pk)
 
 
 def document_delete(*, actor: User, document_id: int) -> None:
@@ -307,6 +380,28 @@ def documents_requeue_stale(*, queued_for: timedelta = timedelta(minutes=2)) -> 
         Document.objects.filter(pk__in=stale).update(state=DocumentState.QUEUED)  # updated_at moves (trigger)
         _send_parse_tasks(stale)
     return len(stale)
+
+
+def documents_requeue_orphaned(*, starting_worker: str) -> int | None:
+    """An ingest worker starting: if no other ingest worker may be alive (each one's heartbeat gone
+    or known stale, ``achilles.health.worker_known_dead``), every ``parsing`` document was left by a
+    dead one (``kill -9``, a lost machine) and is queued and sent again; returns how many. None when
+    another ingest worker may still be parsing (the task asks again a little later; beyond that the
+    periodic ``documents_requeue_stale`` catches it after the hard time limit).
+
+    Safe against the original message coming back too (``acks_late``: Redis re-delivers it after
+    the visibility timeout): ``document_parse`` leaves a settled document alone and the record is an
+    upsert keyed by the document, so nothing is parsed into two records; ``attempts`` still counts,
+    so a file that kills its worker every time fails after ``MAX_PARSE_ATTEMPTS``."""
+    others = [m for m in heartbeat_members("ingest_worker") if m != starting_worker]
+    if any(not worker_known_dead(member, role="ingest_worker") for member in others):
+        return None
+    orphaned = list(Document.objects.filter(state=DocumentState.PARSING).values_list("pk", flat=True)[:500])
+    if orphaned:
+        Document.objects.filter(pk__in=orphaned, state=DocumentState.PARSING).update(state=DocumentState.QUEUED)
+        logger.warning("re-sending %d document(s) a stopped ingest worker left parsing", len(orphaned))
+        _send_parse_tasks(orphaned)
+    return len(orphaned)
 
 
 _CONTENT_TYPES = {

@@ -59,7 +59,7 @@ def test_375px_pages_have_no_horizontal_scroll(live_url, page, user_factory, mod
     conversation = _seed(user)
     page.set_viewport_size({"width": 375, "height": 812})
     sign_in(page, live_url, user.username)
-    for path in ["/", f"/chat/?c={conversation.pk}", "/agents/", "/tokens/"]:
+    for path in ["/", f"/chat/?c={conversation.pk}", "/knowledge/", "/agents/", "/tokens/"]:
         page.goto(live_url + path)
         page.wait_for_load_state("networkidle")
         width = page.evaluate("document.documentElement.scrollWidth")

@@ -100,3 +100,88 @@ def scanned_pdf(pages: Sequence[Sequence[str]]) -> bytes:
     out = io.BytesIO()
     images[0].save(out, "PDF", resolution=150, save_all=True, append_images=images[1:])
     return out.getvalue()
+
+
+@dataclass(frozen=True)
+class Sample:
+    """A file of the end-to-end upload tests, with a question only it answers."""
+
+    filename: str
+    data: bytes
+    question: str
+    fact: str  # words the answer quotes from this file
+
+
+def docx_with_table() -> bytes:
+    import docx
+
+    document = docx.Document()
+    document.add_heading("Суточные в командировках", 1)
+    document.add_paragraph("Суточные зависят от города командировки.")
+    table = document.add_table(rows=3, cols=2)
+    for row, cells in enumerate([("Город", "Суточные"), ("Казань", "900 рублей"), ("Москва", "1500 рублей")]):
+        for col, text in enumerate(cells):
+            table.cell(row, col).text = text
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+def pptx_with_notes() -> bytes:
+    import pptx
+
+    presentation = pptx.Presentation()
+    slide = presentation.slides.add_slide(presentation.slide_layouts[1])
+    slide.shapes.title.text = "Итоги квартала"
+    slide.placeholders[1].text = "Выручка квартала выросла на 12 процентов."
+    slide.notes_slide.notes_text_frame.text = "Рассказать про новый склад в Твери."
+    out = io.BytesIO()
+    presentation.save(out)
+    return out.getvalue()
+
+
+def xlsx_with_formula() -> bytes:
+    import openpyxl
+
+    workbook = openpyxl.Workbook()
+    sheet = workbook.active
+    sheet.title = "Бюджет офиса"
+    for row in [("Статья", "Сумма"), ("Аренда офиса", 100500), ("Уборка офиса", 20000)]:
+        sheet.append(row)
+    out = io.BytesIO()
+    workbook.save(out)
+    return out.getvalue()
+
+
+def upload_samples() -> list[Sample]:
+    """A PDF (text layer and a table), a DOCX with a table, a PPTX, an XLSX, a cp1251 text and a
+    scanned PDF (OCR): each with a fact the others do not hold."""
+    pdf = pdf_bytes(
+        [
+            [
+                PdfText(72, 720, "Parking rules", size=20),
+                PdfText(72, 690, "Every employee may park two cars in zone B of the garage."),
+            ]
+        ]
+    )
+    return [
+        Sample("parking.pdf", pdf, "How many cars may an employee park in zone B of the garage?", "zone B"),
+        Sample("per-diem.docx", docx_with_table(), "Какие суточные в командировке в Казань?", "900 рублей"),
+        Sample("quarter.pptx", pptx_with_notes(), "На сколько процентов выросла выручка квартала?", "12 процентов"),
+        Sample("budget.xlsx", xlsx_with_formula(), "Сколько стоит аренда офиса в бюджете?", "100500"),
+        Sample(
+            "badge.txt",
+            "Пропуск в офис\n\nПропуск в офис выдаёт служба охраны на третьем этаже.".encode("cp1251"),
+            "Кто выдаёт пропуск в офис?",
+            "служба охраны",
+        ),
+        Sample(
+            "fire-drill.pdf",
+            scanned_pdf([["Пожарная тревога", "Место сбора у северного входа."]]),
+            "Где место сбора при пожарной тревоге?",
+            "северного входа",
+        ),
+    ]
+
+
+CORRUPT = ("broken.docx", b"PK\x03\x04 this is not a real Word file")

@@ -116,6 +116,7 @@ def _calls(world, token_id):
         ),
         ("POST", "/api/knowledge/search"): {"query": "отпуск"},
         ("GET", "/api/knowledge/status"): None,
+        ("GET", "/api/knowledge/sources"): None,
         ("PUT", "/api/knowledge/records"): {
             "source_system": "files",
             "external_id": "new",
@@ -133,6 +134,11 @@ def _calls(world, token_id):
         ("GET", "/api/knowledge/documents/{document_id}/download"): (
             f"/api/knowledge/documents/{document}/download",
             None,
+        ),
+        ("PUT", "/api/knowledge/documents/{document_id}"): (
+            f"/api/knowledge/documents/{document}",
+            None,
+            _multipart({"file": SimpleUploadedFile("b.txt", b"new text")}),
         ),
         ("GET", "/api/usage"): None,
         ("GET", "/api/usage.csv"): None,
@@ -356,6 +362,7 @@ def test_every_route_answers_without_redis(world, redis_stopped, token_for, djan
     # an upload is stored queued (the re-send job sends its parse task once the broker is back)
     assert statuses[("POST", "/api/knowledge/documents")] == 202
     assert statuses[("GET", "/api/knowledge/documents/{document_id}/download")] == 200
+    assert statuses[("PUT", "/api/knowledge/documents/{document_id}")] == 202
     # the hub: its data lives in PostgreSQL; Redis only wakes waiters and queues the Knowledge Store feed
     hub_normal = {
         ("POST", "/api/hub/batches"): 201,

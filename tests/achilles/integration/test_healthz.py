@@ -23,25 +23,43 @@ def test_healthz_is_503_naming_the_missing_heartbeats():
     assert response.status_code == 503
     body = response.json()
     assert body["db"] == "ok" and body["redis"] == "ok"
-    assert body["worker"] == body["agents_worker"] == body["beat"] == "no heartbeat"
+    assert body["worker"] == body["agents_worker"] == body["ingest_worker"] == body["beat"] == "no heartbeat"
 
 
 @pytest.mark.django_db
 def test_healthz_names_a_missing_agents_worker_alone():
     heartbeat_write("worker")
+    heartbeat_write("ingest_worker")
     heartbeat_write("beat")
     response = Client().get("/healthz")
     assert response.status_code == 503
-    assert response.json() == {"db": "ok", "redis": "ok", "worker": "ok", "agents_worker": "no heartbeat", "beat": "ok"}
+    assert response.json() == {
+        "db": "ok",
+        "redis": "ok",
+        "worker": "ok",
+        "agents_worker": "no heartbeat",
+        "ingest_worker": "ok",
+        "beat": "ok",
+    }
+
+
+@pytest.mark.django_db
+def test_healthz_names_a_missing_ingest_worker_alone():
+    for role in ("worker", "agents_worker", "beat"):
+        heartbeat_write(role)
+    response = Client().get("/healthz")
+    assert response.status_code == 503
+    assert response.json()["ingest_worker"] == "no heartbeat"
+    assert {k for k, v in response.json().items() if v != "ok"} == {"ingest_worker"}
 
 
 @pytest.mark.django_db
 def test_healthz_is_200_when_everything_answers():
-    for role in ("worker", "agents_worker", "beat"):
+    for role in ("worker", "agents_worker", "ingest_worker", "beat"):
         heartbeat_write(role)
     response = Client().get("/healthz")
     assert response.status_code == 200
-    assert response.json() == {"db": "ok", "redis": "ok", "worker": "ok", "agents_worker": "ok", "beat": "ok"}
+    assert response.json() == dict.fromkeys(("db", "redis", "worker", "agents_worker", "ingest_worker", "beat"), "ok")
 
 
 @pytest.mark.django_db(transaction=True)
@@ -61,7 +79,7 @@ def test_a_real_worker_and_beat_make_healthz_green(tmp_path):
                 break
             time.sleep(0.5)
         # then the heartbeats arrive (this worker serves both queues)
-        assert body == {"db": "ok", "redis": "ok", "worker": "ok", "agents_worker": "ok", "beat": "ok"}, (
+        assert body == dict.fromkeys(("db", "redis", "worker", "agents_worker", "ingest_worker", "beat"), "ok"), (
             body,
             (tmp_path / "w.log").read_text()[-2000:],
             (tmp_path / "b.log").read_text()[-2000:],
@@ -116,6 +134,6 @@ def test_a_worker_for_agent_runs_only_vouches_for_agent_runs_not_the_platform_qu
             time.sleep(0.3)
         # then /healthz counts it for agent runs, not as the platform worker
         assert body["agents_worker"] == "ok"
-        assert body["worker"] == "no heartbeat"
+        assert body["worker"] == body["ingest_worker"] == "no heartbeat"
     finally:
         stop(proc)

@@ -82,7 +82,7 @@ def test_the_proxy_ssl_header_is_read_from_the_environment():
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("path", ["/accounts/login/", "/chat/", "/agents/", "/tokens/", "/"])
+@pytest.mark.parametrize("path", ["/accounts/login/", "/chat/", "/knowledge/", "/agents/", "/tokens/", "/"])
 def test_pages_carry_a_csp_and_every_inline_script_has_its_nonce(client_for, user, client, path):
     """Failed before the fix: no Content-Security-Policy header at all."""
     response = (client if path == "/accounts/login/" else client_for(user)).get(path)
