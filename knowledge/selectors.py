@@ -61,7 +61,8 @@ def readable_counts_by_source(identity: Identity) -> dict[str, int]:
     of what the identity cannot read (not even that a source holds something) is told."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT source_system, count(*) FROM knowledge_records WHERE acl && %s::text[] GROUP BY source_system",
+            "SELECT source_system, count(*) FROM knowledge_records WHERE knowledge_acl_allows(acl, acl_also, %s::text[])"
+            " GROUP BY source_system",
             [principals_of(identity)],
         )
         return {row[0]: int(row[1]) for row in cursor.fetchall()}

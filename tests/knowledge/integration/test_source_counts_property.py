@@ -1,6 +1,7 @@
 """Property: the «Знания» page's per-source counts (``facade.readable_counts_by_source``, behind
-``GET /api/knowledge/sources``) equal a brute-force count of the records whose ACL meets the
-identity's principals — a source the identity can read nothing of is not even named."""
+``GET /api/knowledge/sources``) equal a brute-force count of the records whose ACL — the any-of list
+and every «all of» clause (``acl_also``) — meets the identity's principals; a source the identity can
+read nothing of is not even named."""
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -16,8 +17,9 @@ pytestmark = [pytest.mark.django_db, pytest.mark.p0]
 PRINCIPALS = ["everyone", "public", "group:finance", "group:it", "user:1", "user:2"]
 SYSTEMS = ["uploads", "confluence", "jira", "files"]
 
+principal_sets = st.sets(st.sampled_from(PRINCIPALS), min_size=1, max_size=3)
 records = st.lists(
-    st.tuples(st.sets(st.sampled_from(PRINCIPALS), min_size=1, max_size=3), st.sampled_from(SYSTEMS)),
+    st.tuples(principal_sets, st.sampled_from(SYSTEMS), st.lists(principal_sets, max_size=2)),
     max_size=10,
 )
 identities = st.sets(st.sampled_from(PRINCIPALS), max_size=4)
@@ -29,13 +31,20 @@ identities = st.sets(st.sampled_from(PRINCIPALS), max_size=4)
 @given(docs=records, principals=identities)
 def test_counts_per_source_match_a_brute_force_count(hash_embedder, docs, principals):
     Record.objects.all().delete()
-    for i, (acl, system) in enumerate(docs):
-        record_upsert(source_system=system, external_id=f"d{i}", title=f"Документ {i}", text="текст", acl=sorted(acl))
+    for i, (acl, system, clauses) in enumerate(docs):
+        record_upsert(
+            source_system=system,
+            external_id=f"d{i}",
+            title=f"Документ {i}",
+            text="текст",
+            acl=sorted(acl),
+            acl_also=[sorted(clause) for clause in clauses],
+        )
     identity = facade.Identity(principals=frozenset(principals))
     held = set(principals_of(identity))
     expected: dict[str, int] = {}
-    for acl, system in docs:
-        if acl & held:
+    for acl, system, clauses in docs:
+        if acl & held and all(clause & held for clause in clauses):
             expected[system] = expected.get(system, 0) + 1
 
     assert facade.readable_counts_by_source(identity) == expected
