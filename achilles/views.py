@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import sys
 
+from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.http import JsonResponse
 from django.shortcuts import redirect, render
@@ -33,6 +35,30 @@ def server_error(request):
     is the platform's 503; anything else Django's own 500 page."""
     exc = sys.exc_info()[1]
     return (unavailable_response(request, exc) if exc is not None else None) or defaults.server_error(request)
+
+
+class SignInView(auth_views.LoginView):
+    """The sign-in page: a password form and a «Войти через …» button per OpenID Connect provider."""
+
+    template_name = "registration/login.html"
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        context["oidc_providers"] = [{"id": p.id, "name": p.name} for p in settings.OIDC_PROVIDERS]
+        return context
+
+
+@require_GET
+def oidc_cancelled(request):
+    """The provider's sign-in was cancelled: back to the sign-in page, saying so."""
+    messages.info(request, "Вход через провайдера отменён.")
+    return redirect(settings.LOGIN_URL)
+
+
+@login_required
+def settings_page(request):
+    """«Настройки»: name, e-mail, time zone (PATCH /api/me), where the account comes from, its groups."""
+    return render(request, "settings.html", {})
 
 
 @login_required
