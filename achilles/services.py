@@ -154,6 +154,46 @@ def user_timezone_set(*, user: User, timezone: str | None) -> User:
     return user
 
 
+PROFILE_FIELDS = ("first_name", "last_name", "email", "timezone")
+
+
+@transaction.atomic
+def user_profile_update(*, user: User, changes: dict[str, Any]) -> User:
+    """The settings page's write (``PATCH /api/me``): name, e-mail, time zone. A directory-sourced
+    account (LDAP, OIDC) has its name and e-mail from the directory: they are read-only here (422);
+    the time zone is the user's own unless the directory carries it (``LDAP_ATTR_TIMEZONE``)."""
+    from django.core.validators import validate_email
+
+    unknown = set(changes) - set(PROFILE_FIELDS)
+    if unknown:
+        raise ValidationFailed(f"cannot change {', '.join(sorted(unknown))}", field=sorted(unknown)[0])
+    owned = user.source != User.Source.LOCAL
+    for field in ("first_name", "last_name", "email"):
+        if field not in changes:
+            continue
+        if owned:
+            raise ValidationFailed(
+                f"{field} comes from the directory ({user.source}) and is changed there",
+                field=field,
+                code="directory_owned",
+            )
+        value = (changes[field] or "").strip()
+        if field == "email" and value:
+            try:
+                validate_email(value)
+            except DjangoValidationError:
+                raise ValidationFailed("not an e-mail address", field="email", code="invalid_email") from None
+        if len(value) > User._meta.get_field(field).max_length:
+            raise ValidationFailed("too long", field=field)
+        setattr(user, field, value)
+    names = [f for f in ("first_name", "last_name", "email") if f in changes]
+    if names:
+        user.save(update_fields=names)
+    if "timezone" in changes:
+        user_timezone_set(user=user, timezone=changes["timezone"])
+    return user
+
+
 @transaction.atomic
 def user_active_set(*, user: User, active: bool, actor: Actor, reason: str, via: str = "") -> bool:
     """Switch an account on or off; the one write path for ``is_active`` outside the admin's form.

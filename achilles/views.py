@@ -55,10 +55,37 @@ def oidc_cancelled(request):
     return redirect(settings.LOGIN_URL)
 
 
+SOURCE_RU = {"local": "локальная учётная запись", "ldap": "LDAP / Active Directory", "oidc": "OpenID Connect"}
+
+
 @login_required
 def settings_page(request):
-    """«Настройки»: name, e-mail, time zone (PATCH /api/me), where the account comes from, its groups."""
-    return render(request, "settings.html", {})
+    """«Настройки»: name, e-mail, time zone (the same write as ``PATCH /api/me``), where the account
+    comes from and its groups (read-only; name and e-mail too when the directory owns them)."""
+    user = request.user
+    read_only = user.source != "local"
+    if request.method == "POST":
+        fields = ("timezone",) if read_only else ("first_name", "last_name", "email", "timezone")
+        try:
+            services.user_profile_update(user=user, changes={f: request.POST.get(f, "") for f in fields})
+        except ApplicationError as exc:
+            messages.error(request, exc.message)
+        else:
+            messages.success(request, "Настройки сохранены.")
+            return redirect("settings")
+    import zoneinfo
+
+    return render(
+        request,
+        "settings.html",
+        {
+            "read_only": read_only,
+            "source": SOURCE_RU.get(user.source, user.source),
+            "groups": sorted(user.groups.values_list("name", flat=True)),
+            "zones": sorted(zoneinfo.available_timezones()),
+            "effective_timezone": user.effective_timezone(),
+        },
+    )
 
 
 @login_required
