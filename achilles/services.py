@@ -8,6 +8,7 @@ from typing import Any
 
 from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.core.validators import validate_email
 from django.db import connection, models, transaction
 from django.utils import timezone
 
@@ -162,8 +163,6 @@ def user_profile_update(*, user: User, changes: dict[str, Any]) -> User:
     """The settings page's write (``PATCH /api/me``): name, e-mail, time zone. A directory-sourced
     account (LDAP, OIDC) has its name and e-mail from the directory: they are read-only here (422);
     the time zone is the user's own unless the directory carries it (``LDAP_ATTR_TIMEZONE``)."""
-    from django.core.validators import validate_email
-
     unknown = set(changes) - set(PROFILE_FIELDS)
     if unknown:
         raise ValidationFailed(f"cannot change {', '.join(sorted(unknown))}", field=sorted(unknown)[0])
@@ -183,7 +182,7 @@ def user_profile_update(*, user: User, changes: dict[str, Any]) -> User:
                 validate_email(value)
             except DjangoValidationError:
                 raise ValidationFailed("not an e-mail address", field="email", code="invalid_email") from None
-        if len(value) > User._meta.get_field(field).max_length:
+        if len(value) > (254 if field == "email" else 150):
             raise ValidationFailed("too long", field=field)
         setattr(user, field, value)
     names = [f for f in ("first_name", "last_name", "email") if f in changes]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import zoneinfo
 
 from django.conf import settings
 from django.contrib import messages
@@ -73,8 +74,6 @@ def settings_page(request):
         else:
             messages.success(request, "Настройки сохранены.")
             return redirect("settings")
-    import zoneinfo
-
     return render(
         request,
         "settings.html",

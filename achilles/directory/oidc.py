@@ -19,6 +19,9 @@ import secrets
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from allauth.account.adapter import DefaultAccountAdapter
+from allauth.core.exceptions import ImmediateHttpResponse
+from allauth.socialaccount.adapter import DefaultSocialAccountAdapter
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.models import Group
@@ -56,8 +59,8 @@ def claim_groups(sources: Iterable[Mapping[str, Any] | None], provider: OidcProv
     mapped through ``group_names``; or (None, why) when no source carries the claim."""
     found: list[str] | None = None
     reason = ABSENT
-    sources = [s for s in sources if s]
-    for claims in sources:
+    present_sources: list[Mapping[str, Any]] = [s for s in sources if s]
+    for claims in present_sources:
         present, value = _walk(claims, provider.groups_claim)
         if not present:
             continue
@@ -70,7 +73,7 @@ def claim_groups(sources: Iterable[Mapping[str, Any] | None], provider: OidcProv
     if found is not None:
         return sorted(set(found)), ""
     top = provider.groups_claim.split(".")[0]
-    if any(top in (claims.get("_claim_names") or {}) for claims in sources):
+    if any(top in (claims.get("_claim_names") or {}) for claims in present_sources):
         return None, OVERAGE
     return None, reason
 
@@ -107,13 +110,6 @@ def oidc_user_apply(
 
 
 # ------------------------------------------------------------------ allauth's adapters and signal
-
-try:  # allauth is a dependency, but keep the pure functions above importable on their own
-    from allauth.account.adapter import DefaultAccountAdapter
-    from allauth.core.exceptions import ImmediateHttpResponse
-    from allauth.socialaccount.adapter import DefaultSocialAccountAdapter
-except ImportError:  # pragma: no cover
-    DefaultAccountAdapter = DefaultSocialAccountAdapter = object  # type: ignore[misc,assignment]
 
 
 TAKEOVER_MESSAGE = (
