@@ -24,7 +24,6 @@ from allauth.core.exceptions import ImmediateHttpResponse
 from allauth.socialaccount.adapter import DefaultSocialAccountAdapter
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth.models import Group
 from django.db import transaction
 from django.http import HttpRequest
 from django.shortcuts import redirect
@@ -32,6 +31,7 @@ from django.shortcuts import redirect
 from achilles import audit
 from achilles.directory import audit as identity_audit
 from achilles.directory.oidcconf import OidcProvider
+from achilles.directory.services import directory_groups_mirror
 from achilles.models import User
 
 logger = logging.getLogger(__name__)
@@ -95,16 +95,8 @@ def oidc_user_apply(
         logger.warning("OIDC sign-in of %s via %s: groups left as they were (%s)", user.pk, provider.id, why)
         identity_audit.record_identity_change(user=user, actor=user, via=via, groups_unknown=why, details=extra)
         return [], []
-    current = set(user.groups.values_list("name", flat=True))
-    wanted = {name for name in groups if name and provider.mirror.matches(name)}
-    managed = {name for name in current if provider.mirror.matches(name)}
-    added, removed = sorted(wanted - managed), sorted(managed - wanted)
-    if removed:
-        user.groups.remove(*Group.objects.filter(name__in=removed))
-    if added:
-        user.groups.add(*[Group.objects.get_or_create(name=name)[0] for name in added])
-    identity_audit.record_identity_change(
-        user=user, actor=user, via=via, groups_added=added, groups_removed=removed, details=extra
+    added, removed = directory_groups_mirror(
+        user=user, directory_groups=groups, mirror=provider.mirror, actor=user, via=via, details=extra
     )
     return added, removed
 

@@ -46,7 +46,13 @@ def _first(attrs: Any, name: str) -> str | None:
 
 @transaction.atomic
 def directory_groups_mirror(
-    *, user: User, directory_groups: Iterable[str], mirror: MirrorFilter, actor: Actor, via: str
+    *,
+    user: User,
+    directory_groups: Iterable[str],
+    mirror: MirrorFilter,
+    actor: Actor,
+    via: str,
+    details: dict[str, Any] | None = None,
 ) -> tuple[list[str], list[str]]:
     """Set ``user``'s mirrored groups to the directory's; returns (added, removed). Authoritative
     for the names ``mirror`` matches only: hand-set groups outside the filter stay."""
@@ -58,7 +64,9 @@ def directory_groups_mirror(
         user.groups.remove(*Group.objects.filter(name__in=removed))
     if added:
         user.groups.add(*[Group.objects.get_or_create(name=name)[0] for name in added])
-    identity_audit.record_identity_change(user=user, actor=actor, via=via, groups_added=added, groups_removed=removed)
+    identity_audit.record_identity_change(
+        user=user, actor=actor, via=via, groups_added=added, groups_removed=removed, details=details
+    )
     return added, removed
 
 
