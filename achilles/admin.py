@@ -8,6 +8,7 @@ from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 
 from achilles import services
+from achilles.directory.audit import IDENTITY_ACTIONS
 from achilles.models import AllowedModel, ApiToken, AuditEvent, PlatformSettings, User
 from achilles.names import name_clean
 from achilles.platform import platform_settings_update
@@ -135,12 +136,27 @@ class ApiTokenAdmin(admin.ModelAdmin):
         self.message_user(request, f"{revoked} token(s) revoked.", messages.SUCCESS)
 
 
+class IdentityEventFilter(admin.SimpleListFilter):
+    """«Identity events»: sign-ins, source and group changes by every sync, (de)activations."""
+
+    title = "kind"
+    parameter_name = "kind"
+
+    def lookups(self, request, model_admin):
+        return (("identity", "identity events"),)
+
+    def queryset(self, request, queryset):
+        if self.value() == "identity":
+            return queryset.filter(action__in=IDENTITY_ACTIONS)
+        return queryset
+
+
 @admin.register(AuditEvent)
 class AuditEventAdmin(admin.ModelAdmin):
     """Read-only: the trail is written by the services and is append-only in the database."""
 
     list_display = ("created_at", "actor", "action", "target", "request_id")
-    list_filter = ("action", ("created_at", admin.DateFieldListFilter))
+    list_filter = (IdentityEventFilter, "action", ("created_at", admin.DateFieldListFilter))
     search_fields = ("actor", "target", "request_id")
     date_hierarchy = "created_at"
     readonly_fields = ("created_at", "actor_id", "actor", "action", "target", "details", "request_id")

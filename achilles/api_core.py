@@ -24,8 +24,24 @@ class MeOut(Schema):
     principals: list[str]
     is_staff: bool
     source: str = Field(
-        description="where the account comes from: local, or ldap (groups and state follow the directory)"
+        description="where the account comes from: local, ldap or oidc (groups and state follow the directory)"
     )
+    first_name: str = ""
+    last_name: str = ""
+    email: str = ""
+    groups: list[str] = Field(default_factory=list, description="the account's groups, by name")
+    profile_read_only: bool = Field(
+        False, description="name and e-mail come from the directory (ldap, oidc) and cannot be changed here"
+    )
+
+
+class MePatch(Schema):
+    """Any of the fields; name and e-mail only for local accounts (422 ``directory_owned`` otherwise)."""
+
+    first_name: str | None = Field(None, max_length=150)
+    last_name: str | None = Field(None, max_length=150)
+    email: str | None = Field(None, max_length=254)
+    timezone: str | None = Field(None, description="an IANA zone such as Europe/Moscow; null: the organisation's")
 
 
 class TokenIn(Schema):
@@ -52,7 +68,19 @@ class TokenCreatedOut(TokenOut):
 
 @router.get("/me", response=MeOut)
 def me(request: HttpRequest):
-    user = request.auth
+    return _me(request.auth)
+
+
+@router.patch("/me", response=MeOut)
+def me_update(request: HttpRequest, payload: MePatch):
+    """The settings page: name, e-mail (local accounts), time zone (422 ``invalid_timezone`` for an unknown zone)."""
+    user = services.user_profile_update(
+        user=request.auth, changes={field: getattr(payload, field) for field in payload.model_fields_set}
+    )
+    return _me(user)
+
+
+def _me(user) -> MeOut:
     return MeOut(
         id=user.pk,
         username=user.username,
@@ -61,6 +89,11 @@ def me(request: HttpRequest):
         principals=principals_for(user),
         is_staff=user.is_staff,
         source=user.source,
+        first_name=user.first_name,
+        last_name=user.last_name,
+        email=user.email,
+        groups=sorted(user.groups.values_list("name", flat=True)),
+        profile_read_only=user.source != "local",
     )
 
 

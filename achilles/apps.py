@@ -39,3 +39,11 @@ class AchillesConfig(AppConfig):
         user_logged_in.connect(security.on_signed_in, dispatch_uid="achilles_audit_signed_in")
         user_locked_out.connect(security.on_signin_locked_out, dispatch_uid="achilles_audit_signin_locked_out")
         register(_production_check, Tags.security, deploy=True)
+
+        # OpenID Connect sign-ins (allauth's own signal carries the provider's answer): the
+        # claim's groups, the account's source, the audit.
+        from allauth.account.signals import user_logged_in as social_logged_in
+
+        from achilles.directory.oidc import on_social_signed_in
+
+        social_logged_in.connect(on_social_signed_in, dispatch_uid="achilles_oidc_signed_in")

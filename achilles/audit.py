@@ -50,6 +50,9 @@ USER_REACTIVATED = "user_reactivated"
 DIRECTORY_USER_CREATED = "directory_user_created"
 DIRECTORY_GROUPS_CHANGED = "directory_groups_changed"
 DIRECTORY_SYNC_FINISHED = "directory_sync_finished"
+# An account moved to another source (local → oidc, …); a sync that could not know the groups.
+IDENTITY_SOURCE_CHANGED = "identity_source_changed"
+IDENTITY_GROUPS_UNKNOWN = "identity_groups_unknown"
 
 MAX_TARGET = 500
 

@@ -36,6 +36,7 @@ class User(AbstractUser):
     class Source(models.TextChoices):
         LOCAL = "local", "local account"
         LDAP = "ldap", "LDAP / Active Directory"
+        OIDC = "oidc", "OpenID Connect"
 
     timezone = models.CharField(max_length=64, null=True, blank=True, validators=[validate_timezone])
     # Where the account comes from: a directory-sourced account's groups (those the mirror filter
@@ -49,7 +50,7 @@ class User(AbstractUser):
         db_table = "users"
         constraints = [
             models.CheckConstraint(
-                condition=Q(source__in=["local", "ldap"]),
+                condition=Q(source__in=["local", "ldap", "oidc"]),
                 name="achilles_user_source_known",
                 violation_error_message="an account comes from a known source",
             ),

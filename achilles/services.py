@@ -8,6 +8,7 @@ from typing import Any
 
 from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.core.validators import validate_email
 from django.db import connection, models, transaction
 from django.utils import timezone
 
@@ -151,6 +152,44 @@ def user_timezone_set(*, user: User, timezone: str | None) -> User:
     if old != timezone:
         User.objects.filter(pk=user.pk).update(timezone=timezone)
         hooks.user_timezone_changed.fire(hooks.UserTimezoneChanged(user=user, old=old, new=timezone))
+    return user
+
+
+PROFILE_FIELDS = ("first_name", "last_name", "email", "timezone")
+
+
+@transaction.atomic
+def user_profile_update(*, user: User, changes: dict[str, Any]) -> User:
+    """The settings page's write (``PATCH /api/me``): name, e-mail, time zone. A directory-sourced
+    account (LDAP, OIDC) has its name and e-mail from the directory: they are read-only here (422);
+    the time zone is the user's own unless the directory carries it (``LDAP_ATTR_TIMEZONE``)."""
+    unknown = set(changes) - set(PROFILE_FIELDS)
+    if unknown:
+        raise ValidationFailed(f"cannot change {', '.join(sorted(unknown))}", field=sorted(unknown)[0])
+    owned = user.source != User.Source.LOCAL
+    for field in ("first_name", "last_name", "email"):
+        if field not in changes:
+            continue
+        if owned:
+            raise ValidationFailed(
+                f"{field} comes from the directory ({user.source}) and is changed there",
+                field=field,
+                code="directory_owned",
+            )
+        value = (changes[field] or "").strip()
+        if field == "email" and value:
+            try:
+                validate_email(value)
+            except DjangoValidationError:
+                raise ValidationFailed("not an e-mail address", field="email", code="invalid_email") from None
+        if len(value) > (254 if field == "email" else 150):
+            raise ValidationFailed("too long", field=field)
+        setattr(user, field, value)
+    names = [f for f in ("first_name", "last_name", "email") if f in changes]
+    if names:
+        user.save(update_fields=names)
+    if "timezone" in changes:
+        user_timezone_set(user=user, timezone=changes["timezone"])
     return user
 
 

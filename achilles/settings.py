@@ -109,6 +109,10 @@ INSTALLED_APPS = [
     "axes",
     "csp",
     "ninja",
+    "allauth",
+    "allauth.account",
+    "allauth.socialaccount",
+    "allauth.socialaccount.providers.openid_connect",
     "achilles",
     "knowledge",
     "conversations",
@@ -129,6 +133,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "allauth.account.middleware.AccountMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "achilles.middleware.ContentSecurityPolicyMiddleware",  # django-csp, without a thread hop
     # Django reads multipart bodies of POST only: this lets PUT /api/knowledge/documents/{id} carry a file
@@ -300,6 +305,41 @@ if LDAP_DIRECTORY is not None:
         "every_seconds": LDAP_DIRECTORY.sync_interval_minutes * 60,
     }
 
+# ---------------------------------------------------------------- OpenID Connect sign-in (allauth)
+# docs/directory-oidc.md. OIDC_PROVIDERS (JSON) names the providers; without it no button shows and
+# allauth's callback URLs answer 404. Only the providers' login and callback URLs are routed
+# (/accounts/oidc/<id>/login/…): no allauth sign-up, password or e-mail pages.
+from achilles.directory.oidcconf import oidc_providers  # noqa: E402
+
+
+def _origin(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+try:
+    OIDC_PROVIDERS = oidc_providers(os.environ)
+except ConfigError as exc:
+    _fail(str(exc))
+SOCIALACCOUNT_PROVIDERS = {"openid_connect": {"APPS": [p.allauth_app() for p in OIDC_PROVIDERS]}}
+ACCOUNT_ADAPTER = "achilles.directory.oidc.NoSignupAccountAdapter"
+SOCIALACCOUNT_ADAPTER = "achilles.directory.oidc.OidcSocialAccountAdapter"
+SOCIALACCOUNT_AUTO_SIGNUP = True
+SOCIALACCOUNT_EMAIL_AUTHENTICATION = False
+SOCIALACCOUNT_EMAIL_AUTHENTICATION_AUTO_CONNECT = False
+SOCIALACCOUNT_EMAIL_VERIFICATION = "none"
+SOCIALACCOUNT_EMAIL_REQUIRED = False
+SOCIALACCOUNT_STORE_TOKENS = False
+SOCIALACCOUNT_LOGIN_ON_GET = False  # the button POSTs (CSRF-protected); a GET shows no allauth page
+ACCOUNT_EMAIL_VERIFICATION = "none"
+ACCOUNT_UNIQUE_EMAIL = False  # the adapter refuses a provider's address that an account has
+ACCOUNT_LOGIN_METHODS = {"username"}
+ACCOUNT_SIGNUP_FIELDS = ["username*", "email", "password1*", "password2*"]
+if OIDC_PROVIDERS:
+    AUTHENTICATION_BACKENDS.append("achilles.directory.backends.OidcSessionBackend")
+
 # The agent scheduler's wake-up loop (agents/scheduler_loop.py, a thread of the beat process): it ticks
 # at the earliest next_run_at or when a NOTIFY says one moved earlier, with ticks at least COALESCE
 # apart (the most it adds to the due-to-enqueued lag) and a sleep of at most MAX_SLEEP.
@@ -363,7 +403,9 @@ CONTENT_SECURITY_POLICY = {
         "connect-src": [SELF],
         "object-src": [NONE],
         "base-uri": [SELF],
-        "form-action": [SELF],
+        # The «Войти через …» buttons post here and are redirected on to the provider, which
+        # form-action governs too: the providers' origins (OIDC_PROVIDERS) are allowed, nothing else.
+        "form-action": [SELF, *sorted({_origin(p.server_url) for p in OIDC_PROVIDERS})],
         "frame-ancestors": [NONE],
     },
 }

@@ -15,8 +15,14 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/chat", chat_sse, name="chat-sse"),
     path("api/", api.urls),
-    path("accounts/login/", auth_views.LoginView.as_view(template_name="registration/login.html"), name="login"),
+    path("accounts/login/", views.SignInView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # OpenID Connect: only the providers' login and callback (no allauth sign-up or e-mail pages);
+    # allauth's own redirects to its sign-in page land on the product's.
+    path("accounts/", include("allauth.socialaccount.providers.openid_connect.urls")),
+    path("accounts/login/", views.SignInView.as_view(), name="account_login"),
+    path("accounts/oidc/cancelled/", views.oidc_cancelled, name="socialaccount_login_cancelled"),
+    path("settings/", views.settings_page, name="settings"),
     path("tokens/", views.tokens_page, name="tokens"),
     path("agents/", agents_page, name="agents"),
     path("chat/", chat_page, name="chat"),

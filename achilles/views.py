@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import sys
+import zoneinfo
 
+from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.http import JsonResponse
 from django.shortcuts import redirect, render
@@ -30,6 +33,55 @@ def server_error(request):
     is the platform's 503; anything else Django's own 500 page."""
     exc = sys.exc_info()[1]
     return (unavailable_response(request, exc) if exc is not None else None) or defaults.server_error(request)
+
+
+class SignInView(auth_views.LoginView):
+    """The sign-in page: a password form and a «Войти через …» button per OpenID Connect provider."""
+
+    template_name = "registration/login.html"
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        context["oidc_providers"] = [{"id": p.id, "name": p.name} for p in settings.OIDC_PROVIDERS]
+        return context
+
+
+@require_GET
+def oidc_cancelled(request):
+    """The provider's sign-in was cancelled: back to the sign-in page, saying so."""
+    messages.info(request, "Вход через провайдера отменён.")
+    return redirect(settings.LOGIN_URL)
+
+
+SOURCE_RU = {"local": "локальная учётная запись", "ldap": "LDAP / Active Directory", "oidc": "OpenID Connect"}
+
+
+@login_required
+def settings_page(request):
+    """«Настройки»: name, e-mail, time zone (the same write as ``PATCH /api/me``), where the account
+    comes from and its groups (read-only; name and e-mail too when the directory owns them)."""
+    user = request.user
+    read_only = user.source != "local"
+    if request.method == "POST":
+        fields = ("timezone",) if read_only else ("first_name", "last_name", "email", "timezone")
+        try:
+            services.user_profile_update(user=user, changes={f: request.POST.get(f, "") for f in fields})
+        except ApplicationError as exc:
+            messages.error(request, exc.message)
+        else:
+            messages.success(request, "Настройки сохранены.")
+            return redirect("settings")
+    return render(
+        request,
+        "settings.html",
+        {
+            "read_only": read_only,
+            "source": SOURCE_RU.get(user.source, user.source),
+            "groups": sorted(user.groups.values_list("name", flat=True)),
+            "zones": sorted(zoneinfo.available_timezones()),
+            "effective_timezone": user.effective_timezone(),
+        },
+    )
 
 
 @login_required

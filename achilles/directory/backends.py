@@ -41,6 +41,14 @@ class LocalPasswordBackend(ModelBackend):
         return True
 
 
+class OidcSessionBackend(ModelBackend):
+    """The sessions of OpenID Connect sign-ins (``achilles.directory.oidc``): no credentials are
+    checked here (the provider did that); ``get_user`` refuses a deactivated account."""
+
+    def authenticate(self, request: Any, username: str | None = None, password: str | None = None, **kwargs: Any):
+        return None
+
+
 class DirectoryBackend(LDAPBackend):
     """Sign-in against the configured LDAP / AD server; the account becomes (or stays) an
     ``ldap``-sourced user whose mirrored groups and active state follow the directory."""

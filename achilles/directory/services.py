@@ -20,8 +20,8 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 from django.utils import timezone
 
-from achilles import audit
 from achilles.audit import Actor
+from achilles.directory import audit as identity_audit
 from achilles.directory.config import DirectoryConfig, MirrorFilter
 from achilles.errors import ValidationFailed
 from achilles.models import User
@@ -46,7 +46,13 @@ def _first(attrs: Any, name: str) -> str | None:
 
 @transaction.atomic
 def directory_groups_mirror(
-    *, user: User, directory_groups: Iterable[str], mirror: MirrorFilter, actor: Actor, via: str
+    *,
+    user: User,
+    directory_groups: Iterable[str],
+    mirror: MirrorFilter,
+    actor: Actor,
+    via: str,
+    details: dict[str, Any] | None = None,
 ) -> tuple[list[str], list[str]]:
     """Set ``user``'s mirrored groups to the directory's; returns (added, removed). Authoritative
     for the names ``mirror`` matches only: hand-set groups outside the filter stay."""
@@ -58,13 +64,9 @@ def directory_groups_mirror(
         user.groups.remove(*Group.objects.filter(name__in=removed))
     if added:
         user.groups.add(*[Group.objects.get_or_create(name=name)[0] for name in added])
-    if added or removed:
-        audit.audit_record(
-            actor=actor,
-            action=audit.DIRECTORY_GROUPS_CHANGED,
-            target=f"user:{user.pk}",
-            details={"username": user.get_username(), "added": added, "removed": removed, "via": via},
-        )
+    identity_audit.record_identity_change(
+        user=user, actor=actor, via=via, groups_added=added, groups_removed=removed, details=details
+    )
     return added, removed
 
 
@@ -80,12 +82,7 @@ def directory_user_apply(
     if created or user.source != User.Source.LDAP:
         User.objects.filter(pk=user.pk).update(source=User.Source.LDAP)
         user.source = User.Source.LDAP
-        audit.audit_record(
-            actor=actor,
-            action=audit.DIRECTORY_USER_CREATED,
-            target=f"user:{user.pk}",
-            details={"username": user.get_username(), "via": via},
-        )
+        identity_audit.record_identity_change(user=user, actor=actor, via=via, source=User.Source.LDAP, created=created)
     if not user.is_active and user.directory_deactivated_at is not None:
         user_active_set(user=user, active=True, actor=actor, reason="directory_enabled", via=via)
         User.objects.filter(pk=user.pk).update(directory_deactivated_at=None)
