@@ -254,7 +254,9 @@ class ScimToken(TimestampedModel):
         ordering = ["-created_at"]
         constraints = [
             models.CheckConstraint(
-                condition=~Q(name=""), name="achilles_scimtoken_name_not_empty", violation_error_message="a token has a name"
+                condition=~Q(name=""),
+                name="achilles_scimtoken_name_not_empty",
+                violation_error_message="a token has a name",
             ),
         ]
 
@@ -292,6 +294,9 @@ class ScimUser(models.Model):
             ),
         ]
 
+    def __str__(self) -> str:
+        return f"SCIM user {self.user_id}"
+
 
 class ScimGroup(models.Model):
     """A group the identity provider manages through SCIM. SCIM sees and changes only these
@@ -318,3 +323,6 @@ class ScimGroup(models.Model):
                 violation_error_message="an externalId is not empty (no externalId is NULL)",
             ),
         ]
+
+    def __str__(self) -> str:
+        return f"SCIM group {self.group_id}"

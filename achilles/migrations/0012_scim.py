@@ -9,88 +9,158 @@ from achilles.db import AttachUpdatedAtTrigger, SetForeignKeyOnDelete
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('achilles', '0010_model_prices'),
-        ('auth', '0012_alter_user_first_name_max_length'),
+        ("achilles", "0010_model_prices"),
+        ("auth", "0012_alter_user_first_name_max_length"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ScimGroup',
+            name="ScimGroup",
             fields=[
-                ('group', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, primary_key=True, related_name='scim', serialize=False, to='auth.group')),
-                ('external_id', models.CharField(blank=True, max_length=255, null=True)),
-                ('created_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False)),
-                ('updated_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False)),
+                (
+                    "group",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        primary_key=True,
+                        related_name="scim",
+                        serialize=False,
+                        to="auth.group",
+                    ),
+                ),
+                ("external_id", models.CharField(blank=True, max_length=255, null=True)),
+                (
+                    "created_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False),
+                ),
+                (
+                    "updated_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False),
+                ),
             ],
             options={
-                'db_table': 'scim_groups',
+                "db_table": "scim_groups",
             },
         ),
         migrations.CreateModel(
-            name='ScimToken',
+            name="ScimToken",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False)),
-                ('updated_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False)),
-                ('name', models.CharField(max_length=100)),
-                ('prefix', models.CharField(db_index=True, max_length=16)),
-                ('key_hash', models.CharField(max_length=64, unique=True)),
-                ('last_used_at', models.DateTimeField(blank=True, null=True)),
-                ('revoked_at', models.DateTimeField(blank=True, null=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "created_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False),
+                ),
+                (
+                    "updated_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False),
+                ),
+                ("name", models.CharField(max_length=100)),
+                ("prefix", models.CharField(db_index=True, max_length=16)),
+                ("key_hash", models.CharField(max_length=64, unique=True)),
+                ("last_used_at", models.DateTimeField(blank=True, null=True)),
+                ("revoked_at", models.DateTimeField(blank=True, null=True)),
             ],
             options={
-                'db_table': 'scim_tokens',
-                'ordering': ['-created_at'],
+                "db_table": "scim_tokens",
+                "ordering": ["-created_at"],
             },
         ),
         migrations.CreateModel(
-            name='ScimUser',
+            name="ScimUser",
             fields=[
-                ('user', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, primary_key=True, related_name='scim', serialize=False, to=settings.AUTH_USER_MODEL)),
-                ('external_id', models.CharField(blank=True, max_length=255, null=True)),
-                ('attributes', models.JSONField(blank=True, default=dict)),
-                ('deleted_at', models.DateTimeField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False)),
-                ('updated_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False)),
+                (
+                    "user",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        primary_key=True,
+                        related_name="scim",
+                        serialize=False,
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                ("external_id", models.CharField(blank=True, max_length=255, null=True)),
+                ("attributes", models.JSONField(blank=True, default=dict)),
+                ("deleted_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "created_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False),
+                ),
+                (
+                    "updated_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False),
+                ),
             ],
             options={
-                'db_table': 'scim_users',
+                "db_table": "scim_users",
             },
         ),
         migrations.RemoveConstraint(
-            model_name='user',
-            name='achilles_user_source_known',
+            model_name="user",
+            name="achilles_user_source_known",
         ),
         migrations.AlterField(
-            model_name='user',
-            name='source',
-            field=models.CharField(choices=[('local', 'local account'), ('ldap', 'LDAP / Active Directory'), ('scim', 'SCIM provisioning')], db_default='local', default='local', max_length=16),
+            model_name="user",
+            name="source",
+            field=models.CharField(
+                choices=[
+                    ("local", "local account"),
+                    ("ldap", "LDAP / Active Directory"),
+                    ("scim", "SCIM provisioning"),
+                ],
+                db_default="local",
+                default="local",
+                max_length=16,
+            ),
         ),
         migrations.AddConstraint(
-            model_name='user',
-            constraint=models.CheckConstraint(condition=models.Q(('source__in', ['local', 'ldap', 'scim'])), name='achilles_user_source_known', violation_error_message='an account comes from a known source'),
+            model_name="user",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("source__in", ["local", "ldap", "scim"])),
+                name="achilles_user_source_known",
+                violation_error_message="an account comes from a known source",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='scimgroup',
-            constraint=models.UniqueConstraint(condition=models.Q(('external_id__isnull', False)), fields=('external_id',), name='achilles_scimgroup_external_id_unique', violation_error_message='another group has this externalId'),
+            model_name="scimgroup",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("external_id__isnull", False)),
+                fields=("external_id",),
+                name="achilles_scimgroup_external_id_unique",
+                violation_error_message="another group has this externalId",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='scimgroup',
-            constraint=models.CheckConstraint(condition=models.Q(('external_id', ''), _negated=True), name='achilles_scimgroup_external_id_not_empty', violation_error_message='an externalId is not empty (no externalId is NULL)'),
+            model_name="scimgroup",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("external_id", ""), _negated=True),
+                name="achilles_scimgroup_external_id_not_empty",
+                violation_error_message="an externalId is not empty (no externalId is NULL)",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='scimtoken',
-            constraint=models.CheckConstraint(condition=models.Q(('name', ''), _negated=True), name='achilles_scimtoken_name_not_empty', violation_error_message='a token has a name'),
+            model_name="scimtoken",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("name", ""), _negated=True),
+                name="achilles_scimtoken_name_not_empty",
+                violation_error_message="a token has a name",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='scimuser',
-            constraint=models.UniqueConstraint(condition=models.Q(('external_id__isnull', False)), fields=('external_id',), name='achilles_scimuser_external_id_unique', violation_error_message='another account has this externalId'),
+            model_name="scimuser",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("external_id__isnull", False)),
+                fields=("external_id",),
+                name="achilles_scimuser_external_id_unique",
+                violation_error_message="another account has this externalId",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='scimuser',
-            constraint=models.CheckConstraint(condition=models.Q(('external_id', ''), _negated=True), name='achilles_scimuser_external_id_not_empty', violation_error_message='an externalId is not empty (no externalId is NULL)'),
+            model_name="scimuser",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("external_id", ""), _negated=True),
+                name="achilles_scimuser_external_id_not_empty",
+                violation_error_message="an externalId is not empty (no externalId is NULL)",
+            ),
         ),
         AttachUpdatedAtTrigger("scim_tokens"),
         AttachUpdatedAtTrigger("scim_users"),

@@ -70,7 +70,12 @@ def scim_token_create(*, name: str, actor: audit.Actor = "manage.py") -> tuple[S
         raise ValidationFailed(f"name {exc}", field="name") from exc
     prefix, raw = token_mint(kind=TOKEN_PREFIX)
     token = ScimToken.objects.create(name=name, prefix=prefix, key_hash=token_hash(raw))
-    _audit(actor=actor, action=SCIM_TOKEN_CREATED, target=f"scim_token:{token.pk}", details={"name": name, "prefix": prefix})
+    _audit(
+        actor=actor,
+        action=SCIM_TOKEN_CREATED,
+        target=f"scim_token:{token.pk}",
+        details={"name": name, "prefix": prefix},
+    )
     return token, raw
 
 
@@ -126,7 +131,13 @@ def _uniqueness(*, username: str, external_id: str | None, exclude: int | None =
 
 
 def _set_active(*, user: User, active: bool, actor: audit.Actor) -> bool:
-    return user_active_set(user=user, active=active, actor=actor, reason="scim_deprovisioned" if not active else "scim_provisioned", via="scim")
+    return user_active_set(
+        user=user,
+        active=active,
+        actor=actor,
+        reason="scim_deprovisioned" if not active else "scim_provisioned",
+        via="scim",
+    )
 
 
 @transaction.atomic
@@ -222,7 +233,9 @@ def scim_user_delete(*, user: User, actor: audit.Actor) -> None:
 def _group_name_allowed(name: str) -> None:
     mirror = scim_mirror()
     if mirror is not None and not mirror.matches(name):
-        raise ValidationFailed(f"the group «{name}» is outside SCIM_GROUPS", code="scim_group_not_mirrored", field="displayName")
+        raise ValidationFailed(
+            f"the group «{name}» is outside SCIM_GROUPS", code="scim_group_not_mirrored", field="displayName"
+        )
 
 
 def _members(ids: Iterable[str]) -> set[int]:
@@ -282,9 +295,7 @@ def scim_group_update(
         details["external_id"] = [scim.external_id, external_id]
     ScimGroup.objects.filter(pk=group.pk).update(external_id=external_id, updated_at=Now())
     wanted = _members(member_ids)
-    current = set(
-        group.user_set.filter(scim__isnull=False, scim__deleted_at__isnull=True).values_list("pk", flat=True)
-    )
+    current = set(group.user_set.filter(scim__isnull=False, scim__deleted_at__isnull=True).values_list("pk", flat=True))
     added, removed = sorted(wanted - current), sorted(current - wanted)
     if removed:
         group.user_set.remove(*removed)

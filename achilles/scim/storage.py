@@ -30,7 +30,7 @@ from scim2_models import (
     SearchRequest,
     UniquenessException,
 )
-from scim2_models.path import Comparison, CompareOperator, LogicalExpr, LogicalOperator, Not, Present
+from scim2_models.path import CompareOperator, Comparison, LogicalExpr, LogicalOperator, Not, Present
 from scim2_server.storage import ScimStorage, SearchPage
 
 from achilles.audit import Actor
@@ -63,7 +63,12 @@ _TEXT = {
     CompareOperator.sw: "istartswith",
     CompareOperator.ew: "iendswith",
 }
-_EXACT = {CompareOperator.eq: "exact", CompareOperator.co: "contains", CompareOperator.sw: "startswith", CompareOperator.ew: "endswith"}
+_EXACT = {
+    CompareOperator.eq: "exact",
+    CompareOperator.co: "contains",
+    CompareOperator.sw: "startswith",
+    CompareOperator.ew: "endswith",
+}
 _ORDER = {CompareOperator.gt: "gt", CompareOperator.ge: "gte", CompareOperator.lt: "lt", CompareOperator.le: "lte"}
 
 
@@ -84,7 +89,11 @@ def filter_q(node: Any, table: dict[str, tuple[str, str]]) -> Q:
             raise InvalidFilterException(detail=f"filtering on {key!r} is not supported")
         lookup, kind = table[key.lower()]
         if isinstance(node, Present):
-            return Q(**{f"{lookup}__isnull": False}) & ~Q(**{lookup: ""}) if kind != "id" else Q(**{f"{lookup}__isnull": False})
+            return (
+                Q(**{f"{lookup}__isnull": False}) & ~Q(**{lookup: ""})
+                if kind != "id"
+                else Q(**{f"{lookup}__isnull": False})
+            )
         return _comparison(lookup, kind, node.op, node.value)
     raise InvalidFilterException(detail=f"this filter is not supported: {node}")
 
@@ -190,7 +199,10 @@ class DatabaseStorage(ScimStorage):
         payload.setdefault("schemas", ["urn:ietf:params:scim:schemas:core:2.0:User"])
         resource = self.models["User"].model_validate({k: v for k, v in payload.items() if v is not None})
         resource.meta = Meta(
-            resource_type="User", created=scim.created_at, last_modified=scim.updated_at, version=_version(scim.updated_at)
+            resource_type="User",
+            created=scim.created_at,
+            last_modified=scim.updated_at,
+            version=_version(scim.updated_at),
         )
         return resource
 
@@ -211,12 +223,19 @@ class DatabaseStorage(ScimStorage):
         }
         resource = self.models["Group"].model_validate({k: v for k, v in payload.items() if v is not None})
         resource.meta = Meta(
-            resource_type="Group", created=scim.created_at, last_modified=scim.updated_at, version=_version(scim.updated_at)
+            resource_type="Group",
+            created=scim.created_at,
+            last_modified=scim.updated_at,
+            version=_version(scim.updated_at),
         )
         return resource
 
     def get(
-        self, resource_type: ResourceType, resource_id: str, *, response_parameters: ResponseParameters[Any] | None = None
+        self,
+        resource_type: ResourceType,
+        resource_id: str,
+        *,
+        response_parameters: ResponseParameters[Any] | None = None,
     ) -> Resource[Any]:
         if resource_type.name == "User":
             return self.user_resource(self._user(resource_id))

@@ -33,9 +33,9 @@ from scim2_models import (
     PayloadTooLargeException,
     Reference,
     ResourceType,
+    SCIMException,
     ScimPolicy,
     ScimProvider,
-    SCIMException,
     ServiceProviderConfig,
     Sort,
     UnauthorizedException,
@@ -125,7 +125,11 @@ class Application(BaseApplication):
             error = as_application_error(exception)
             if error is not None and error.status == 503:  # PostgreSQL or Redis away: retry, nothing crashed
                 logger.warning("scim: %s", error.code)
-                body = {"schemas": ["urn:ietf:params:scim:api:messages:2.0:Error"], "status": "503", "detail": str(error.message)}
+                body = {
+                    "schemas": ["urn:ietf:params:scim:api:messages:2.0:Error"],
+                    "status": "503",
+                    "detail": str(error.message),
+                }
                 return ScimResponse(HTTPStatus.SERVICE_UNAVAILABLE, body, {"Retry-After": "5"})
         return super().handle_exception(request, exception)
 
