@@ -499,3 +499,14 @@ def test_scim2_tester_compliance_checks_pass():
     else:
         failed += run_tester(include_tags=PATCH_TAGS, resource_types=["Group"])
     assert not failed, "\n".join(map(repr, failed))
+
+
+def test_an_administrator_sees_and_revokes_a_scim_token_in_the_admin(admin_user, client_for):
+    token, raw = scim_token_create(name="okta")
+    admin = client_for(admin_user)
+    page = admin.get("/admin/achilles/scimtoken/")
+    assert page.status_code == 200 and token.prefix in page.content.decode() and raw not in page.content.decode()
+    answer = admin.post("/admin/achilles/scimtoken/", {"action": "revoke", "_selected_action": [token.pk]})
+    assert answer.status_code == 302
+    error_of(Scim(raw).client.get(f"{BASE}/Users"), 401)
+    assert AuditEvent.objects.filter(action="scim_token_revoked", actor=admin_user.username).exists()
