@@ -11,6 +11,7 @@ from achilles import services
 from achilles.models import AllowedModel, ApiToken, AuditEvent, PlatformSettings, ScimToken, User
 from achilles.names import name_clean
 from achilles.platform import platform_settings_update
+from achilles.scim.services import scim_token_revoke
 
 
 @admin.register(User)
@@ -156,8 +157,6 @@ class ScimTokenAdmin(admin.ModelAdmin):
 
     @admin.action(description="Revoke the selected providers' tokens", permissions=["view"])
     def revoke(self, request, queryset):
-        from achilles.scim.services import scim_token_revoke
-
         names = sorted(set(queryset.filter(revoked_at__isnull=True).values_list("name", flat=True)))
         revoked = sum(scim_token_revoke(name=name, actor=request.user) for name in names)
         self.message_user(request, f"{revoked} token(s) revoked.", messages.SUCCESS)
