@@ -9,9 +9,10 @@ from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 
 from achilles import services
 from achilles.directory.audit import IDENTITY_ACTIONS
-from achilles.models import AllowedModel, ApiToken, AuditEvent, PlatformSettings, User
+from achilles.models import AllowedModel, ApiToken, AuditEvent, PlatformSettings, ScimToken, User
 from achilles.names import name_clean
 from achilles.platform import platform_settings_update
+from achilles.scim.services import scim_token_revoke
 
 
 @admin.register(User)
@@ -149,6 +150,32 @@ class IdentityEventFilter(admin.SimpleListFilter):
         if self.value() == "identity":
             return queryset.filter(action__in=IDENTITY_ACTIONS)
         return queryset
+
+
+@admin.register(ScimToken)
+class ScimTokenAdmin(admin.ModelAdmin):
+    """Read-only: an identity provider's SCIM token is made by ``manage.py scim_token create NAME``
+    (shown once); here it can be seen and revoked (every active token of that provider's name)."""
+
+    list_display = ("name", "prefix", "created_at", "last_used_at", "revoked_at")
+    list_filter = ("revoked_at",)
+    search_fields = ("name", "prefix")
+    actions = ["revoke"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.action(description="Revoke the selected providers' tokens", permissions=["view"])
+    def revoke(self, request, queryset):
+        names = sorted(set(queryset.filter(revoked_at__isnull=True).values_list("name", flat=True)))
+        revoked = sum(scim_token_revoke(name=name, actor=request.user) for name in names)
+        self.message_user(request, f"{revoked} token(s) revoked.", messages.SUCCESS)
 
 
 @admin.register(AuditEvent)

@@ -37,6 +37,7 @@ class User(AbstractUser):
         LOCAL = "local", "local account"
         LDAP = "ldap", "LDAP / Active Directory"
         OIDC = "oidc", "OpenID Connect"
+        SCIM = "scim", "SCIM provisioning"
 
     timezone = models.CharField(max_length=64, null=True, blank=True, validators=[validate_timezone])
     # Where the account comes from: a directory-sourced account's groups (those the mirror filter
@@ -50,7 +51,7 @@ class User(AbstractUser):
         db_table = "users"
         constraints = [
             models.CheckConstraint(
-                condition=Q(source__in=["local", "ldap", "oidc"]),
+                condition=Q(source__in=["local", "ldap", "oidc", "scim"]),
                 name="achilles_user_source_known",
                 violation_error_message="an account comes from a known source",
             ),
@@ -235,3 +236,94 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor or '-'} {self.action} {self.target}"
+
+
+class ScimToken(TimestampedModel):
+    """A bearer token of an identity provider (Entra ID, Okta, Keycloak) for ``/scim/v2/``.
+
+    Not a person's API token: it authenticates no user and opens nothing under ``/api/``. Only a
+    SHA-256 of the secret is stored (``achilles.tokens``); the secret is shown once."""
+
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, db_index=True)
+    key_hash = models.CharField(max_length=64, unique=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "scim_tokens"
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=~Q(name=""),
+                name="achilles_scimtoken_name_not_empty",
+                violation_error_message="a token has a name",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+
+class ScimUser(models.Model):
+    """The SCIM side of an account the identity provider provisioned: its ``externalId`` and the
+    attributes it sent that have no column of their own (phone numbers, addresses, the enterprise
+    extension…), returned as they were sent. ``deleted_at``: the provider deleted it — the account
+    is switched off and kept (its documents, agents and audit trail), SCIM no longer shows it."""
+
+    user = models.OneToOneField(User, primary_key=True, on_delete=models.CASCADE, related_name="scim")
+    external_id = models.CharField(max_length=255, null=True, blank=True)
+    attributes = models.JSONField(default=dict, blank=True)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(db_default=Now(), editable=False)
+    updated_at = models.DateTimeField(db_default=Now(), editable=False)
+
+    class Meta:
+        db_table = "scim_users"
+        constraints = [
+            # The provider's own key: two accounts with one externalId would make its lookups ambiguous.
+            models.UniqueConstraint(
+                fields=["external_id"],
+                condition=Q(external_id__isnull=False),
+                name="achilles_scimuser_external_id_unique",
+                violation_error_message="another account has this externalId",
+            ),
+            models.CheckConstraint(
+                condition=~Q(external_id=""),
+                name="achilles_scimuser_external_id_not_empty",
+                violation_error_message="an externalId is not empty (no externalId is NULL)",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"SCIM user {self.user_id}"
+
+
+class ScimGroup(models.Model):
+    """A group the identity provider manages through SCIM. SCIM sees and changes only these
+    groups (and among their members only SCIM-provisioned accounts): a group made by hand or
+    mirrored from LDAP is never touched by it."""
+
+    group = models.OneToOneField("auth.Group", primary_key=True, on_delete=models.CASCADE, related_name="scim")
+    external_id = models.CharField(max_length=255, null=True, blank=True)
+    created_at = models.DateTimeField(db_default=Now(), editable=False)
+    updated_at = models.DateTimeField(db_default=Now(), editable=False)
+
+    class Meta:
+        db_table = "scim_groups"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["external_id"],
+                condition=Q(external_id__isnull=False),
+                name="achilles_scimgroup_external_id_unique",
+                violation_error_message="another group has this externalId",
+            ),
+            models.CheckConstraint(
+                condition=~Q(external_id=""),
+                name="achilles_scimgroup_external_id_not_empty",
+                violation_error_message="an externalId is not empty (no externalId is NULL)",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"SCIM group {self.group_id}"

@@ -1,10 +1,11 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import include, path
+from django.urls import include, path, re_path
 
 from achilles import views
 from achilles.api import api
 from achilles.home import home
+from achilles.scim.views import scim_endpoint
 from agents.pages import agents_page
 from conversations.pages import chat_page
 from conversations.views import chat_sse
@@ -15,6 +16,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/chat", chat_sse, name="chat-sse"),
     path("api/", api.urls),
+    # SCIM 2.0 for identity providers: its own token and error shape (achilles.scim, docs/scim.md)
+    re_path(r"^scim/v2(?:/(?P<path>.*))?$", scim_endpoint, name="scim"),
     path("accounts/login/", views.SignInView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     # OpenID Connect: only the providers' login and callback (no allauth sign-up or e-mail pages);

@@ -73,7 +73,8 @@ class DirectoryBackend(LDAPBackend):
         # A local account of the same name is never taken over by the directory (a break-glass
         # "admin" must not become whoever the directory calls admin); an operator converts it.
         existing = self.get_user_model().objects.filter(username__iexact=username.strip()).first()
-        if existing is not None and existing.source != "ldap":
+        # A SCIM-provisioned account signs in here too: the provider made it ahead of the sign-in.
+        if existing is not None and existing.source not in ("ldap", "scim"):
             logger.info("directory sign-in refused for %s: a local account has that name", username)
             return None
         # django.contrib.auth instantiates the backend for every authenticate() call.

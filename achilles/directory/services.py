@@ -79,7 +79,8 @@ def directory_user_apply(
     library has just made the account (its first sign-in)."""
     config = configured()
     actor: Actor = user if via == "signin" else SYNC_ACTOR
-    if created or user.source != User.Source.LDAP:
+    # A SCIM-provisioned account stays SCIM's: its identity provider, not the sync, switches it on and off.
+    if created or user.source not in (User.Source.LDAP, User.Source.SCIM):
         User.objects.filter(pk=user.pk).update(source=User.Source.LDAP)
         user.source = User.Source.LDAP
         identity_audit.record_identity_change(user=user, actor=actor, via=via, source=User.Source.LDAP, created=created)

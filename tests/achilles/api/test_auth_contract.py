@@ -136,3 +136,23 @@ def test_a_session_write_with_the_csrf_token_passes(user):
     token = client.cookies["csrftoken"].value
     response = client.post("/api/tokens", {"name": "x"}, content_type="application/json", HTTP_X_CSRFTOKEN=token)
     assert response.status_code == 201
+
+
+# Routes outside /api/ that answer in their own shape, each named with where its contract is tested.
+# The 401 walk above reads the API's OpenAPI schema, so it cannot see them: this list makes it deliberate.
+OWN_CONTRACT = {
+    "scim/v2": "SCIM's bearer token and urn:…:Error shape: tests/achilles/api/test_scim.py "
+    "(test_every_scim_route_without_a_valid_token_answers_401_in_the_scim_shape)",
+}
+
+
+def test_the_scim_surface_is_outside_the_api_walk_and_has_its_own_contract():
+    from achilles.urls import urlpatterns
+
+    scim = [p for p in urlpatterns if "scim" in str(p.pattern)]
+    assert len(scim) == 1 and "scim/v2" in OWN_CONTRACT
+    assert not any(
+        "/scim" in path for _, path in ROUTES
+    )  # not in /api/openapi.json: its own schema is /scim/v2/Schemas
+    answer = Client().get("/scim/v2/Users")
+    assert answer.status_code == 401 and answer.json()["schemas"] == ["urn:ietf:params:scim:api:messages:2.0:Error"]

@@ -400,3 +400,18 @@ def test_the_beat_task_runs_the_sync(directory):
     sign_in("carol")
     directory.delete_user("carol")
     assert directory_sync_task() == {"checked": 1, "groups_changed": 0, "deactivated": 1, "reactivated": 0, "failed": 0}
+
+
+def test_an_account_provisioned_through_scim_signs_in_through_the_directory_and_stays_scim_s(directory):
+    from achilles.scim.services import UserFields, scim_user_create
+
+    # given: the identity provider made alice ahead of her first sign-in
+    alice = scim_user_create(fields=UserFields(username="alice"), actor="scim:entra")
+    # when
+    client, status = sign_in("alice")
+    # then: the same account, its directory groups mirrored, still SCIM's to switch off
+    assert status == 302
+    alice.refresh_from_db()
+    assert alice.source == "scim" and client.get("/api/me").json()["username"] == "alice"
+    assert group_principals(client) == {"group:achilles-eng", "group:achilles-all"}
+    assert directory_sync().checked == 0  # the sync leaves SCIM's accounts to SCIM
