@@ -53,6 +53,15 @@ DIRECTORY_SYNC_FINISHED = "directory_sync_finished"
 # An account moved to another source (local → oidc, …); a sync that could not know the groups.
 IDENTITY_SOURCE_CHANGED = "identity_source_changed"
 IDENTITY_GROUPS_UNKNOWN = "identity_groups_unknown"
+# SCIM provisioning (achilles.scim): accounts and groups an identity provider changed, and its tokens.
+SCIM_USER_CREATED = "scim_user_created"
+SCIM_USER_UPDATED = "scim_user_updated"
+SCIM_USER_DELETED = "scim_user_deleted"
+SCIM_GROUP_CREATED = "scim_group_created"
+SCIM_GROUP_UPDATED = "scim_group_updated"
+SCIM_GROUP_DELETED = "scim_group_deleted"
+SCIM_TOKEN_CREATED = "scim_token_created"
+SCIM_TOKEN_REVOKED = "scim_token_revoked"
 
 MAX_TARGET = 500
 

@@ -21,6 +21,16 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from achilles import audit
+from achilles.audit import (
+    SCIM_GROUP_CREATED,
+    SCIM_GROUP_DELETED,
+    SCIM_GROUP_UPDATED,
+    SCIM_TOKEN_CREATED,
+    SCIM_TOKEN_REVOKED,
+    SCIM_USER_CREATED,
+    SCIM_USER_DELETED,
+    SCIM_USER_UPDATED,
+)
 from achilles.directory.config import ConfigError, MirrorFilter
 from achilles.errors import Conflict, NotFound, ValidationFailed
 from achilles.models import ScimGroup, ScimToken, ScimUser, User
@@ -29,15 +39,6 @@ from achilles.services import user_active_set
 from achilles.tokens import token_hash, token_mint
 
 TOKEN_PREFIX = "scim_"
-
-SCIM_USER_CREATED = "scim_user_created"
-SCIM_USER_UPDATED = "scim_user_updated"
-SCIM_USER_DELETED = "scim_user_deleted"
-SCIM_GROUP_CREATED = "scim_group_created"
-SCIM_GROUP_UPDATED = "scim_group_updated"
-SCIM_GROUP_DELETED = "scim_group_deleted"
-SCIM_TOKEN_CREATED = "scim_token_created"
-SCIM_TOKEN_REVOKED = "scim_token_revoked"
 
 
 def _audit(*, actor: audit.Actor, action: str, target: str, details: dict[str, Any]) -> None:
