@@ -24,7 +24,7 @@ run: install
 # every worker uses. Exit code 5 (nothing selected, e.g. PYTEST_ARGS=tests/browser) is not a failure.
 TEST_WORKERS ?= 2
 test: install
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) -m "not faults" $(PYTEST_ARGS); parallel=$$?; \
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) -m "not faults" --durations=20 $(PYTEST_ARGS); parallel=$$?; \
 	[ $$parallel -eq 5 ] && parallel=0; \
 	$(BIN)/python -m pytest -m faults $(or $(PYTEST_ARGS),tests/faults); faults=$$?; \
 	[ $$faults -eq 5 ] && faults=0; \

@@ -1,15 +1,16 @@
 """Celery Beat on django-celery-beat's DatabaseScheduler, with a heartbeat each tick, hosting the
-agent scheduler's wake-up loop (agents/scheduler_loop.py) on a thread of its own."""
+loop ``settings.BEAT_LOOP`` names — the agent scheduler's wake-up loop (agents/scheduler_loop.py) —
+on a thread of its own."""
 
 from __future__ import annotations
 
 import time
 
 from django.conf import settings
+from django.utils.module_loading import import_string
 from django_celery_beat.schedulers import DatabaseScheduler
 
 from achilles.health import heartbeat_write
-from agents.scheduler_loop import SchedulerLoop
 
 # A healthy loop finishes a cycle at least every max sleep plus one tick (≤ 1 s at 1M agents);
 # older than max sleep plus this and Beat stops vouching for itself, so /healthz shows "beat" stale.
@@ -28,7 +29,7 @@ class HeartbeatDatabaseScheduler(DatabaseScheduler):
         if loop is None or not loop.running():
             # Started on the first tick, not in __init__: only the Beat service ticks, while
             # anything that merely reads the schedule (tests, the admin) constructs one too.
-            loop = self._agents_loop = SchedulerLoop()
+            loop = self._agents_loop = import_string(settings.BEAT_LOOP)()
             loop.start()
         return loop.alive(within=settings.AGENT_SCHEDULER_MAX_SLEEP_SECONDS + LOOP_STUCK_AFTER_SECONDS)
 

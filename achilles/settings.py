@@ -312,6 +312,8 @@ if LDAP_DIRECTORY is not None:
 # The agent scheduler's wake-up loop (agents/scheduler_loop.py, a thread of the beat process): it ticks
 # at the earliest next_run_at or when a NOTIFY says one moved earlier, with ticks at least COALESCE
 # apart (the most it adds to the due-to-enqueued lag) and a sleep of at most MAX_SLEEP.
+# The loop Beat hosts, named here (the wiring) so the core's achilles.beat imports no feature app.
+BEAT_LOOP = "agents.scheduler_loop.SchedulerLoop"
 AGENT_SCHEDULER_COALESCE_SECONDS = _read("AGENT_SCHEDULER_COALESCE_SECONDS", env.float, 0.25)
 AGENT_SCHEDULER_MAX_SLEEP_SECONDS = _read("AGENT_SCHEDULER_MAX_SLEEP_SECONDS", env.float, 5.0)
 if not 0 <= AGENT_SCHEDULER_COALESCE_SECONDS <= 60 or not 0 < AGENT_SCHEDULER_MAX_SLEEP_SECONDS <= 60:

@@ -4,6 +4,7 @@ from django.urls import include, path
 
 from achilles import views
 from achilles.api import api
+from achilles.home import home
 from agents.pages import agents_page
 from conversations.pages import chat_page
 from conversations.views import chat_sse
@@ -19,7 +20,7 @@ urlpatterns = [
     path("agents/", agents_page, name="agents"),
     path("chat/", chat_page, name="chat"),
     path("usage/", include("usage.urls")),
-    path("", views.home, name="home"),
+    path("", home, name="home"),
 ]
 
 handler500 = "achilles.views.server_error"

@@ -16,9 +16,6 @@ from achilles.errors import ApplicationError
 from achilles.health import health_report
 from achilles.middleware import unavailable_response
 from achilles.models import ApiToken
-from agents.pages import AGENT_STATUS_RU
-from agents.selectors import active_run_states, agent_list_for_owner
-from conversations.selectors import conversation_list_for_user
 
 
 @require_GET
@@ -33,23 +30,6 @@ def server_error(request):
     is the platform's 503; anything else Django's own 500 page."""
     exc = sys.exc_info()[1]
     return (unavailable_response(request, exc) if exc is not None else None) or defaults.server_error(request)
-
-
-@login_required
-def home(request):
-    """After sign-in: recent conversations, the user's agents, a way into the chat."""
-    conversations = conversation_list_for_user(user=request.user, limit=5).items
-    agents = list(agent_list_for_owner(user=request.user)[:5])
-    active = active_run_states([a.pk for a in agents])
-    return render(
-        request,
-        "home.html",
-        {
-            "conversations": conversations,
-            "agents": [{"agent": a, "status": AGENT_STATUS_RU.get(a.status(active.get(a.pk)), "")} for a in agents],
-            "user_timezone": request.user.effective_timezone(),
-        },
-    )
 
 
 @login_required

@@ -75,7 +75,7 @@ def main() -> None:
     import httpx
     from django.db import connection
 
-    from tests.hub.syncagent.harness import free_port, wait_port, wait_until
+    from tests.syncagent.harness import free_port, wait_port, wait_until
 
     settings_dict = connection.settings_dict
     settings_dict.setdefault("TEST", {})["NAME"] = "bench_hub_sync"
@@ -122,7 +122,7 @@ def main() -> None:
                 [
                     sys.executable,
                     "-m",
-                    "hub.emulator",
+                    "emulators.jira",
                     "--port",
                     str(jira_port),
                     "--data",
@@ -148,7 +148,7 @@ def main() -> None:
                 [
                     sys.executable,
                     "-m",
-                    "hub.syncagent",
+                    "syncagent",
                     "--hub",
                     f"http://127.0.0.1:{hub_port}",
                     "--token",

@@ -212,7 +212,7 @@ class SyncRunAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
 
 class PublicationForm(forms.ModelForm):
-    artifact_file = forms.FileField(help_text="The sync agent's .tar.gz (its root holds hub/syncagent/).")
+    artifact_file = forms.FileField(help_text="The sync agent's .tar.gz (its root holds syncagent/).")
 
     class Meta:
         model = Publication

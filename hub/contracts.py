@@ -31,7 +31,7 @@ Services (``hub/services.py``, writes)::
         # fields ⊆ {fact_status, note, next_step, owner}; unknown field → ValidationFailed
     batch_create(*, user, title: str, commands: list[dict], author: str | None = None,
                  default_author: str = "api") -> BatchCreated
-        # commands parsed by hub.commands.commands_parse (ensure_issue must carry the base_label
+        # commands parsed by hub.command_contract.commands_parse (ensure_issue must carry the base_label
         # setting); MCP passes default_author="claude"; a named author needs staff or
         # hub.name_batch_author (else PermissionDenied)
     batch_wait(*, user, batch_id: int, timeout_minutes: float) -> BatchView          # blocking (sync)
@@ -54,7 +54,7 @@ Text helpers shared by REST and MCP (``hub/texts.py``)::
     claimed_command_line(command_id: int) -> str
         # «команда #N уже у агента и будет выполнена; остановить — `POST /commands/N/cancel` с `force: true`»
 
-The command contract is ``hub.commands`` (``commands_parse(raw: list[dict]) -> list[Command]``,
+The command contract is ``hub.command_contract`` (``commands_parse(raw: list[dict]) -> list[Command]``,
 ``COMMANDS_JSON_SCHEMA``); the sync-agent protocol is ``hub/PROTOCOL.md``.
 """
 

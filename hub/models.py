@@ -16,18 +16,10 @@ from django.db.models import Q
 from django.db.models.functions import Now, Upper
 
 from achilles.models import User
+from syncagent.command_types import COMMAND_TYPES
 
 KEY_RE = r"^[A-Z][A-Z0-9_]*-[0-9]+$"
 PROJECT_RE = r"^[A-Z][A-Z0-9_]*$"
-COMMAND_TYPES = (
-    "ensure_issue",
-    "ensure_fields",
-    "ensure_link",
-    "ensure_sprint",
-    "ensure_comment",
-    "ensure_transition",
-    "refresh",
-)
 COMMAND_STATES = ("queued", "claimed", "done", "failed", "cancelled")
 UPDATE_STATES = ("idle", "downloading", "starting", "done", "rolled_back", "failed")
 SYNC_RUN_KINDS = ("incremental", "full", "refresh")

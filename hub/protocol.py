@@ -16,7 +16,7 @@ from achilles import audit
 from achilles.errors import Conflict, NotFound, ValidationFailed
 from achilles.tokens import token_hash, token_mint
 from hub import hub_settings, services, tasks
-from hub.commands import REAL_KEY_RE, REF_RE
+from hub.command_contract import REAL_KEY_RE, REF_RE
 from hub.models import Command, Publication, RateLimitEvent, SyncAgent, SyncAgentContact, SyncRun
 
 TOKEN_PREFIX = "achsync_"

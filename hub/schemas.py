@@ -20,7 +20,7 @@ from pydantic import (
 )
 
 from achilles.datetimes import offset_in_range
-from hub.commands import Command
+from hub.command_contract import Command
 
 
 def _jira_datetime(value: Any) -> Any:
@@ -45,7 +45,7 @@ class BatchIn(Schema):
     model_config = ConfigDict(extra="forbid")
 
     title: str = Field(description="What the batch is for; shown in batches and batch_status.")
-    # Validated by hub.commands.commands_parse so REST and MCP give the same 422 text; the schema is
+    # Validated by hub.command_contract.commands_parse so REST and MCP give the same 422 text; the schema is
     # still published in the OpenAPI.
     commands: SkipValidation[list[Command]] = Field(
         description="Commands of the contract, run in order. `ensure_issue` must carry the project's base label "

@@ -18,7 +18,7 @@ from achilles.errors import Conflict, NotFound, ValidationFailed
 from achilles.models import User
 from achilles.names import text_problem
 from hub import access, hub_settings, knowledge_feed, notify, selectors
-from hub.commands import REAL_KEY_RE, REF_RE, command_dump, commands_parse, references
+from hub.command_contract import REAL_KEY_RE, REF_RE, command_dump, commands_parse, references
 from hub.contracts import (
     CANCELLED,
     CLAIMED,

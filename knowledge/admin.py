@@ -90,6 +90,7 @@ class RecordAdmin(admin.ModelAdmin):
         "url",
         "author_principal_id",
         "acl",
+        "acl_also",
         "never_hint",
         "user_writable",
         "trust_score",

@@ -70,6 +70,12 @@ class RecordIn(Schema):
     title: str = Field(min_length=1, max_length=500)
     text: str = Field(min_length=1, max_length=2_000_000)
     acl: list[str] = Field(min_length=1, max_length=200)
+    acl_also: list[list[str]] = Field(
+        default_factory=list,
+        max_length=50,
+        description="Further lists of principals («all of»): a reader must match `acl` and one principal of "
+        "every list (a Confluence page: the space permission in `acl`, each restriction on its path a list).",
+    )
     url: str = Field(default="", max_length=2000)
     author_principal_id: str | None = Field(default=None, max_length=200)
     never_hint: StrictBool = Field(default=False, description="Never mention this record in a withheld hint.")
@@ -141,6 +147,7 @@ def knowledge_record_upsert(request: HttpRequest, payload: RecordIn):
         title=payload.title,
         text=payload.text,
         acl=payload.acl,
+        acl_also=payload.acl_also,
         url=payload.url,
         author_principal_id=payload.author_principal_id,
         origin="api",

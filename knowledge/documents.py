@@ -1,7 +1,7 @@
 """Reading source files into document drafts (KS-2). Pure: no ORM, no users table.
 
 Front matter (YAML between ``---`` lines) may carry ``title``, ``url``, ``acl`` (list or one
-principal), ``author``, ``source_system``, ``external_id``, ``never_hint``, ``user_writable`` and ``links`` (external ids of records of
+principal), ``acl_also`` (a list of such lists, each one more «all of» clause), ``author``, ``source_system``, ``external_id``, ``never_hint``, ``user_writable`` and ``links`` (external ids of records of
 the same source system, or ``{to: ..., type: ...}`` mappings). Principals written as
 ``user:<username>`` are resolved to ``user:<id>`` later, by the ingest service.
 """
@@ -39,6 +39,7 @@ class DocumentDraft:
     text: str
     url: str = ""
     acl: tuple[str, ...] = ()
+    acl_also: tuple[tuple[str, ...], ...] = ()
     author: str | None = None
     source_system: str = "files"
     links: tuple[LinkDraft, ...] = field(default_factory=tuple)
@@ -138,6 +139,26 @@ def split_front_matter(raw: str) -> tuple[dict, str]:
     return meta, raw[match.end() :]
 
 
+def _clauses(value) -> tuple[tuple[str, ...], ...]:
+    """Front matter ``acl_also``: a list of clauses, each a list of principals (or one principal, or
+    a comma-separated string); a reader must match ``acl`` and one principal of every clause."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise DocumentError("front matter «acl_also» must be a list of lists of principals")
+    clauses = []
+    for item in value:
+        if isinstance(item, dict) or item is None:
+            raise DocumentError("front matter «acl_also» items must be lists of principals")
+        clause = tuple(
+            sorted({validate_principal(p) for p in (_as_list(item, "acl_also") if isinstance(item, str) else item)})
+        )
+        if not clause:
+            raise DocumentError("empty acl_also clause: nobody could read it")
+        clauses.append(clause)
+    return tuple(clauses)
+
+
 def parse_document(
     raw: str, *, external_id: str, suffix: str = ".md", default_acl: tuple[str, ...] = ()
 ) -> DocumentDraft:
@@ -154,6 +175,7 @@ def parse_document(
     acl = tuple(sorted({validate_principal(value) for value in acl_values}))
     if not acl:
         raise DocumentError("empty acl: nobody could read it (give `acl:` in front matter or --default-acl)")
+    acl_also = _clauses(meta.get("acl_also"))
     author = meta.get("author")
     author = validate_principal(author) if author not in (None, "") else None
     links = []
@@ -180,6 +202,7 @@ def parse_document(
         text=body,
         url=str(meta.get("url") or "")[:2000],
         acl=acl,
+        acl_also=acl_also,
         author=author,
         source_system=source_system,
         links=tuple(links),

@@ -11,7 +11,7 @@ Signatures are fixed: tests of other apps stand in for exactly these names.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from knowledge import selectors, services
 from knowledge.contracts import (
@@ -49,6 +49,7 @@ __all__ = [
     "generation",
     "graph",
     "is_empty",
+    "records_access_set",
     "records_acl_set",
     "register_access",
     "search",
@@ -101,6 +102,7 @@ def upsert_record(
     title: str,
     text: str,
     acl: Iterable[str],
+    acl_also: Iterable[Iterable[str]] = (),
     url: str = "",
     author_principal_id: str | None = None,
     links: Iterable[tuple[str, str]] = (),
@@ -113,7 +115,9 @@ def upsert_record(
     outgoing links become exactly these (targets not stored yet are skipped). ``never_hint``:
     the record is never mentioned in a withheld hint. ``user_writable`` (the default): people can write
     this content (a Jira issue, an upload), so it never counts as evidence for a withheld hint;
-    pass False only for content no one but admins can write.
+    pass False only for content no one but admins can write. ``acl_also``: further any-of lists of
+    principals («clauses»); a reader must match ``acl`` and every clause (a Confluence page: the
+    space permission in ``acl``, each restricted ancestor's and its own restriction a clause).
     """
     pairs = sorted((str(to), str(kind)) for to, kind in links)
     outcome = services.record_upsert(
@@ -122,6 +126,7 @@ def upsert_record(
         title=title,
         text=text,
         acl=list(acl),
+        acl_also=[list(clause) for clause in acl_also],
         url=url,
         author_principal_id=author_principal_id,
         origin=f"app:{source_system}",
@@ -138,6 +143,17 @@ def records_acl_set(*, source_system: str, external_ids: Iterable[str], acl: Ite
     caller's transaction; chunks and the content generation follow); returns how many changed.
     Ids without a record are skipped; a bad principal → ``invalid_principal``; an empty ACL → ``empty_acl``."""
     return services.records_acl_set(source_system=source_system, external_ids=list(external_ids), acl=list(acl))
+
+
+def records_access_set(
+    *, source_system: str, access: Mapping[str, tuple[Iterable[str], Iterable[Iterable[str]]]]
+) -> int:
+    """Set the access of many records at once: ``access`` maps an external id to ``(acl, acl_also)``.
+    In the caller's transaction; only records whose access differs are written (the chunks follow
+    by trigger, nothing is embedded again, the content generation moves); returns how many changed.
+    Ids without a record are skipped; a bad principal → ``invalid_principal``; an empty list →
+    ``empty_acl`` (nothing is written then)."""
+    return services.records_access_set(source_system=source_system, access=access)
 
 
 def delete_record(*, source_system: str, external_id: str) -> None:

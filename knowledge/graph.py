@@ -14,7 +14,7 @@ FROM knowledge_record_links l
 JOIN knowledge_records r
   ON r.id = CASE WHEN l.from_record_id = ANY(%(frontier)s) THEN l.to_record_id ELSE l.from_record_id END
 WHERE (l.from_record_id = ANY(%(frontier)s) OR l.to_record_id = ANY(%(frontier)s))
-  AND r.acl && %(principals)s::text[]
+  AND knowledge_acl_allows(r.acl, r.acl_also, %(principals)s::text[])
 ORDER BY l.from_record_id, l.to_record_id, l.link_type
 """
 
@@ -30,7 +30,10 @@ def graph(record_id: int, identity: Identity, depth: int = 1) -> GraphResult:
     if not isinstance(record_id, int) or isinstance(record_id, bool):
         raise ValidationFailed("record_id must be an integer", code="invalid_record_id")
     with connection.cursor() as cursor:
-        cursor.execute("SELECT 1 FROM knowledge_records WHERE id = %s AND acl && %s::text[]", [record_id, principals])
+        cursor.execute(
+            "SELECT 1 FROM knowledge_records WHERE id = %s AND knowledge_acl_allows(acl, acl_also, %s::text[])",
+            [record_id, principals],
+        )
         if cursor.fetchone() is None:
             raise NotFound("record not found", code="record_not_found")
         seen = {record_id}

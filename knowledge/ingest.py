@@ -85,6 +85,7 @@ def ingest_path(
                 title=draft.title,
                 text=draft.text,
                 acl=draft.acl,
+                acl_also=draft.acl_also,
                 url=draft.url,
                 author_principal_id=draft.author,
                 origin=origin,

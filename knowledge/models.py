@@ -2,7 +2,7 @@
 
 Other apps never read these tables; they go through ``knowledge.facade``. Invariants the
 database holds itself (see ``migrations/0002_database_invariants.py``): the chunk's ``acl`` is a
-copy of its record's, kept by triggers; FKs cascade in the DB; row-level security for the
+copy of its record's (and ``acl_also`` of its clauses), kept by triggers; FKs cascade in the DB; row-level security for the
 ``achilles_ks_reader`` role that runs ``sql()``.
 """
 
@@ -33,6 +33,12 @@ TEXT_SEARCH_CONFIG = "russian"
 RECORD_URL_PATTERN = r"^https?://[^\s/?#]+[^\s]*$"
 
 
+# acl_also is NULL (no clause) or a non-empty array of non-empty arrays of principals (0013's function)
+ACL_ALSO_VALID = Q(acl_also__isnull=True) | Q(
+    Func("acl_also", function="knowledge_acl_clauses_valid", output_field=models.BooleanField())
+)
+
+
 class Record(TimestampedModel):
     """A source document (a file, a Confluence page, a Jira issue) under one ACL."""
 
@@ -45,6 +51,14 @@ class Record(TimestampedModel):
         models.TextField(),
         default=list,
         help_text="Principals that may read the record: user:<id>, group:<name>, everyone, public.",
+    )
+    # «all of» access (migration 0013): further any-of lists; a reader matches ``acl`` and each one
+    acl_also = models.JSONField(
+        null=True,
+        blank=True,
+        default=None,
+        help_text="Further any-of lists of principals (clauses): a reader must match the acl and every clause. "
+        "NULL: no clause.",
     )
     trust_score = models.FloatField(default=1.0)
     origin = models.CharField(
@@ -94,6 +108,11 @@ class Record(TimestampedModel):
             models.CheckConstraint(
                 condition=Q(url="") | Q(url__iregex=RECORD_URL_PATTERN), name="knowledge_record_url_http"
             ),
+            models.CheckConstraint(
+                condition=ACL_ALSO_VALID,
+                name="knowledge_record_acl_also_valid",
+                violation_error_message="Each clause of acl_also names at least one principal.",
+            ),
         ]
         indexes = [
             GinIndex(fields=["acl"], name="knowledge_record_acl_gin"),
@@ -136,6 +155,7 @@ class Chunk(models.Model):
     heading = models.CharField(max_length=1000, blank=True, default="")
     text = models.TextField()
     acl = ArrayField(models.TextField(), default=list, editable=False)
+    acl_also = models.JSONField(null=True, blank=True, default=None, editable=False)
     # the record's flag, copied by the same trigger as ``acl``: the partial index below serves the
     # word counts that decide withheld (knowledge.search.withheld), which read curated chunks only
     user_writable = models.BooleanField(default=True, db_default=True, editable=False)
@@ -154,6 +174,7 @@ class Chunk(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["record", "ordinal"], name="knowledge_chunk_record_ordinal_unique"),
             models.CheckConstraint(condition=~Q(text=""), name="knowledge_chunk_text_not_empty"),
+            models.CheckConstraint(condition=ACL_ALSO_VALID, name="knowledge_chunk_acl_also_valid"),
         ]
         indexes = [
             # no pending list: every search scans these, and a scan reads the whole list (0010)

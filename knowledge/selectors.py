@@ -49,7 +49,10 @@ def visible_records(record_ids: Sequence[int | None], identity: Identity) -> fro
     if not ids:
         return frozenset()
     with connection.cursor() as cursor:
-        cursor.execute("SELECT id FROM knowledge_records WHERE id = ANY(%s) AND acl && %s::text[]", [ids, principals])
+        cursor.execute(
+            "SELECT id FROM knowledge_records WHERE id = ANY(%s) AND knowledge_acl_allows(acl, acl_also, %s::text[])",
+            [ids, principals],
+        )
         return frozenset(row[0] for row in cursor.fetchall())
 
 

@@ -10,7 +10,7 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
@@ -65,11 +65,45 @@ def principal_resolve(value: str) -> str:
     return value
 
 
-def acl_resolve(values: Iterable[str]) -> list[str]:
-    acl = sorted({principal_resolve(value) for value in values})
+def acl_resolve(values: Iterable[str], *, resolve: Callable[[str], str] = principal_resolve) -> list[str]:
+    if isinstance(values, str):
+        raise ValidationFailed("acl must be a list of principals, not one string", code="invalid_principal")
+    acl = sorted({resolve(value) for value in values})
     if not acl:
         raise ValidationFailed("acl must name at least one principal", code="empty_acl")
     return acl
+
+
+Clauses = list[list[str]] | None
+
+
+def acl_also_resolve(
+    clauses: Iterable[Iterable[str]], acl: Sequence[str], *, resolve: Callable[[str], str] = principal_resolve
+) -> Clauses:
+    """The canonical form of ``acl_also`` (further any-of lists a reader must each match) beside the
+    resolved ``acl``: each clause resolved, sorted and deduplicated; a clause every reader of ``acl``
+    meets anyway (it holds all of ``acl``) or one a stricter clause implies (a superset of another)
+    is dropped; ``None`` when no clause is left (the database's one «no clause»). An empty clause →
+    ``empty_acl``; a bad principal → ``invalid_principal``."""
+    if isinstance(clauses, str):
+        raise ValidationFailed("acl_also must be a list of lists of principals", code="invalid_principal")
+    resolved: set[tuple[str, ...]] = set()
+    for clause in clauses:
+        try:
+            resolved.add(tuple(acl_resolve(clause, resolve=resolve)))
+        except ValidationFailed as exc:
+            raise ValidationFailed(f"acl_also: {exc.message}", code=exc.code, field="acl_also") from exc
+        except TypeError as exc:
+            raise ValidationFailed(
+                "acl_also must be a list of lists of principals", code="invalid_principal", field="acl_also"
+            ) from exc
+    wide = set(acl)
+    kept = [
+        clause
+        for clause in resolved
+        if not wide <= set(clause) and not any(other != clause and set(other) < set(clause) for other in resolved)
+    ]
+    return [list(clause) for clause in sorted(kept)] or None
 
 
 # --------------------------------------------------------------------------- records
@@ -161,6 +195,7 @@ def record_upsert(
     title: str,
     text: str,
     acl: Sequence[str],
+    acl_also: Iterable[Iterable[str]] = (),
     url: str = "",
     author_principal_id: str | None = None,
     origin: str = "api",
@@ -187,6 +222,7 @@ def record_upsert(
     if not title:
         raise ValidationFailed("title is required", code="invalid_record")
     acl = acl_resolve(acl)
+    clauses = acl_also_resolve(acl_also, acl)
     warnings: list[str] = []
     author = None
     if author_principal_id:
@@ -211,20 +247,23 @@ def record_upsert(
     )
     existing = (
         Record.objects.filter(source_system=source_system, external_id=external_id)
-        .only("id", "content_hash", "acl", "user_writable")
+        .only("id", "content_hash", "acl", "acl_also", "user_writable")
         .first()
     )
-    # (the ACL is compared too: ``records_acl_set`` changes it without rehashing the content)
+    # (the ACL is compared too: ``records_acl_set`` changes it without rehashing the content; the
+    # clauses are not in the hash: changed alone, they are written without embedding again)
     if existing is not None and existing.content_hash == digest and list(existing.acl) == acl:
-        if existing.user_writable == bool(user_writable):
+        if existing.user_writable == bool(user_writable) and existing.acl_also == clauses:
             return UpsertOutcome(existing.pk, "unchanged", len(drafts), tuple(warnings))
-        Record.objects.filter(pk=existing.pk).update(user_writable=bool(user_writable))  # the generation moves
+        # the chunks and the generation follow by trigger
+        Record.objects.filter(pk=existing.pk).update(user_writable=bool(user_writable), acl_also=clauses)
         return UpsertOutcome(existing.pk, "updated", len(drafts), tuple(warnings))
     vectors: list[list[float] | None] = list(_embed(config, drafts)) if config else [None] * len(drafts)
     fields = {
         "title": title,
         "url": url or "",
         "acl": acl,
+        "acl_also": clauses,
         "author_principal_id": author,
         "origin": origin,
         "content_hash": digest,
@@ -272,7 +311,9 @@ def records_acl_set(*, source_system: str, external_ids: Sequence[str], acl: Seq
     One UPDATE in the caller's transaction: the chunks follow by trigger (``knowledge_chunks.acl``
     is a copy of the record's) and so does the content generation, so no cache serves the old ACL.
     Records already under ``acl`` are not touched, and nothing at all is written when none differs
-    (the generation triggers fire per statement, even for zero rows)."""
+    (the generation triggers fire per statement, even for zero rows). A record's clauses
+    (``acl_also``) are kept: this call never widens who passes them (``records_access_set`` sets
+    both)."""
     resolved = acl_resolve(acl)
     ids = sorted({str(external_id) for external_id in external_ids})
     if not ids:
@@ -281,6 +322,54 @@ def records_acl_set(*, source_system: str, external_ids: Sequence[str], acl: Seq
     if not stale.exists():
         return 0
     return stale.update(acl=resolved)
+
+
+def records_access_set(
+    *, source_system: str, access: Mapping[str, tuple[Iterable[str], Iterable[Iterable[str]]]]
+) -> int:
+    """Give each record of ``source_system`` named in ``access`` (external id → ``(acl, acl_also)``)
+    exactly that access; returns how many records changed. A permission sync's one write.
+
+    Everything is resolved and checked first (a bad principal or an empty list → 422, nothing
+    written); then one UPDATE in the caller's transaction touches only the records whose canonical
+    access differs. The chunks follow by trigger, nothing is embedded again, and the content
+    generation moves (by trigger) only when a record changed. Ids without a record are skipped."""
+    resolved_users: dict[str, str] = {}
+
+    def resolve(value: str) -> str:
+        if value not in resolved_users:
+            resolved_users[value] = principal_resolve(value)
+        return resolved_users[value]
+
+    wanted: dict[str, tuple[list[str], Clauses]] = {}
+    for external_id, pair in access.items():
+        try:
+            acl_values, clause_values = pair
+        except (TypeError, ValueError) as exc:
+            raise ValidationFailed(
+                f"access of {external_id}: give (acl, acl_also)", code="invalid_access", field="access"
+            ) from exc
+        acl = acl_resolve(acl_values, resolve=resolve)
+        wanted[str(external_id)] = (acl, acl_also_resolve(clause_values, acl, resolve=resolve))
+    if not wanted:
+        return 0
+    changes = [
+        {"id": pk, "acl": wanted[external_id][0], "acl_also": wanted[external_id][1]}
+        for pk, external_id, acl, clauses in Record.objects.filter(
+            source_system=source_system, external_id__in=list(wanted)
+        ).values_list("pk", "external_id", "acl", "acl_also")
+        if (list(acl), clauses) != wanted[external_id]
+    ]
+    if not changes:
+        return 0
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE knowledge_records r SET acl = ARRAY(SELECT jsonb_array_elements_text(v.acl)), "
+            "acl_also = CASE WHEN jsonb_typeof(v.acl_also) = 'array' THEN v.acl_also END "
+            "FROM jsonb_to_recordset(%s::jsonb) AS v(id bigint, acl jsonb, acl_also jsonb) WHERE r.id = v.id",
+            [json.dumps(changes)],
+        )
+        return cursor.rowcount
 
 
 def record_never_hint_set(*, record_id: int, never_hint: bool) -> None:
@@ -358,7 +447,7 @@ def access_register(*, record_id: int, identity: Identity, kind: AccessKind, mes
     principal = f"user:{identity.user_id}" if identity.user_id is not None else None
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(
-            "UPDATE knowledge_records SET last_accessed_at = %s WHERE id = %s AND acl && %s::text[]",
+            "UPDATE knowledge_records SET last_accessed_at = %s WHERE id = %s AND knowledge_acl_allows(acl, acl_also, %s::text[])",
             [timezone.now(), record_id, principals],
         )
         if cursor.rowcount == 0:

@@ -54,7 +54,7 @@ if [ "${ACHILLES_ENV:-dev}" != "production" ]; then
     # supervisord.conf includes var/supervisor/*.conf: the two extra programs, restarted like the rest.
     cat > var/supervisor/jira.conf <<PROGS
 [program:jira]
-command=%(here)s/../../.venv/bin/python -m hub.emulator --host 127.0.0.1 --port ${JIRA_EMULATOR_PORT} --data demo --token ${JIRA_TOKEN}
+command=%(here)s/../../.venv/bin/python -m emulators.jira --host 127.0.0.1 --port ${JIRA_EMULATOR_PORT} --data demo --token ${JIRA_TOKEN}
 directory=%(here)s/../..
 priority=15
 autorestart=true
@@ -67,7 +67,7 @@ stdout_logfile=/dev/stdout
 stdout_logfile_maxbytes=0
 
 [program:syncagent]
-command=%(here)s/../../.venv/bin/python -m hub.syncagent.run --state-dir var/syncagent
+command=%(here)s/../../.venv/bin/python -m syncagent.run --state-dir var/syncagent
 directory=%(here)s/../..
 priority=50
 autorestart=true

@@ -260,7 +260,7 @@ def django_db_setup(django_db_setup, django_db_blocker):
 # pytest-xdist (`make test`), so the server starts once: a whole folder as one unit, or each module
 # of a folder as one unit. Every other test goes to the workers on its own.
 XDIST_FOLDER_UNITS = ("tests/browser/",)  # one daphne and one Chromium for the package
-XDIST_MODULE_UNITS = ("tests/hub/syncagent/integration/",)  # one hub daphne per module
+XDIST_MODULE_UNITS = ("tests/syncagent/integration/",)  # one hub daphne per module
 
 
 def xdist_unit(nodeid: str) -> str:

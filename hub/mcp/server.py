@@ -31,7 +31,7 @@ from pydantic import Field, WithJsonSchema
 from achilles.errors import NotAuthenticated, render_text
 from achilles.services import api_token_authenticate
 from hub import selectors, services
-from hub.commands import COMMAND_JSON_SCHEMA
+from hub.command_contract import COMMAND_JSON_SCHEMA
 from hub.contracts import IssueFilters
 from hub.mcp import texts
 from knowledge.facade import Identity, search
@@ -145,7 +145,7 @@ def _inline_refs(node: Any, defs: dict[str, Any]) -> Any:
 
 
 def commands_schema() -> dict[str, Any]:
-    """The command contract's JSON Schema (``hub.commands``) as the ``commands`` argument's schema, its
+    """The command contract's JSON Schema (``hub.command_contract``) as the ``commands`` argument's schema, its
     ``$defs`` inlined (they would otherwise point at the tool schema's root). The schema is advertised,
     not enforced by the SDK: the hub validates, so the error text is the REST 422's."""
     item = _inline_refs(COMMAND_JSON_SCHEMA, COMMAND_JSON_SCHEMA.get("$defs", {}))

@@ -40,17 +40,17 @@ from knowledge.selectors import is_empty, principals_of
 # opt-outs); the visible flag decides which. Over ``c`` the chunk and ``r`` its record.
 DETAIL_COLUMNS = """
 c.id, c.record_id, r.source_system, r.author_principal_id,
-(c.acl && %(principals)s::text[]) AS visible,
-CASE WHEN c.acl && %(principals)s::text[] THEN r.title END,
-CASE WHEN c.acl && %(principals)s::text[] THEN r.url END,
-CASE WHEN c.acl && %(principals)s::text[] THEN c.text END,
+(knowledge_acl_allows(c.acl, c.acl_also, %(principals)s::text[])) AS visible,
+CASE WHEN knowledge_acl_allows(c.acl, c.acl_also, %(principals)s::text[]) THEN r.title END,
+CASE WHEN knowledge_acl_allows(c.acl, c.acl_also, %(principals)s::text[]) THEN r.url END,
+CASE WHEN knowledge_acl_allows(c.acl, c.acl_also, %(principals)s::text[]) THEN c.text END,
 r.never_hint OR EXISTS (SELECT 1 FROM knowledge_source_policies p
                         WHERE p.source_system = r.source_system AND p.never_hint) AS never_hint
 """
 # where DETAIL_COLUMNS' visible flag sits in a lower-level row (filtered, level, score, similarity, …)
 LEVEL_VISIBLE_AT = 8
 LEVEL_SIMILARITY = (
-    "CASE WHEN l.filtered AND c.embedding IS NOT NULL AND c.acl && %(principals)s::text[] "
+    "CASE WHEN l.filtered AND c.embedding IS NOT NULL AND knowledge_acl_allows(c.acl, c.acl_also, %(principals)s::text[]) "
     "THEN 1 - (c.embedding <=> %(vec)s::vector) END"
 )
 DETAILS_SQL = f"""

@@ -35,7 +35,7 @@ MAX_LEVEL_CLAUSES = 20
 ONE_PASS_MAX_MATCHES = 1_500
 # How many chunks the planner expects ``principals`` to see (EXPLAIN, not run) and the lexemes'
 # frequencies: kept a minute (``memo``), as they move only with the statistics.
-VISIBLE_ROWS_PLAN_SQL = "EXPLAIN (FORMAT JSON) SELECT 1 FROM knowledge_chunks WHERE acl && %(principals)s::text[]"
+VISIBLE_ROWS_PLAN_SQL = "EXPLAIN (FORMAT JSON) SELECT 1 FROM knowledge_chunks WHERE knowledge_acl_allows(acl, acl_also, %(principals)s::text[])"
 LEXEME_FREQUENCIES_SQL = """
 SELECT most_common_elems::text::text[], most_common_elem_freqs FROM pg_stats
 WHERE schemaname = current_schema() AND tablename = 'knowledge_chunks' AND attname = 'tsv'
@@ -51,7 +51,7 @@ ORDER BY positions[1], lexeme LIMIT {MAX_QUERY_TERMS}
 LEXICAL_FIRST_SQL = f"""
 WITH q AS (SELECT plainto_tsquery('{TEXT_SEARCH_CONFIG}', %(query)s) AS query),
 m AS MATERIALIZED (
-    SELECT c.id, ts_rank(c.tsv, q.query, 1) AS score, c.acl && %(principals)s::text[] AS visible
+    SELECT c.id, ts_rank(c.tsv, q.query, 1) AS score, knowledge_acl_allows(c.acl, c.acl_also, %(principals)s::text[]) AS visible
     FROM knowledge_chunks c, q
     WHERE c.tsv @@ q.query
 )
@@ -69,7 +69,7 @@ SELECT NULL, NULL, NULL,
 # (the unfiltered ranking used for withheld).
 LEXICAL_BOTH_SQL = """
 WITH m AS MATERIALIZED (
-    SELECT c.id, ts_rank(c.tsv, %(q)s::tsquery, 1) AS score, c.acl && %(principals)s::text[] AS visible
+    SELECT c.id, ts_rank(c.tsv, %(q)s::tsquery, 1) AS score, knowledge_acl_allows(c.acl, c.acl_also, %(principals)s::text[]) AS visible
     FROM knowledge_chunks c
     WHERE c.tsv @@ %(q)s::tsquery AND NOT (c.id = ANY(%(seen)s))
 )
@@ -81,13 +81,13 @@ UNION ALL
 LEXICAL_VISIBLE_SQL = """
 SELECT true AS filtered, c.id, true AS visible
 FROM knowledge_chunks c
-WHERE c.tsv @@ %(q)s::tsquery AND c.acl && %(principals)s::text[] AND NOT (c.id = ANY(%(seen)s))
+WHERE c.tsv @@ %(q)s::tsquery AND knowledge_acl_allows(c.acl, c.acl_also, %(principals)s::text[]) AND NOT (c.id = ANY(%(seen)s))
 ORDER BY ts_rank(c.tsv, %(q)s::tsquery, 1) DESC, c.id
 LIMIT %(n_visible)s
 """
 # Only the unfiltered list is short.
 LEXICAL_ALL_SQL = """
-SELECT false AS filtered, c.id, c.acl && %(principals)s::text[] AS visible
+SELECT false AS filtered, c.id, knowledge_acl_allows(c.acl, c.acl_also, %(principals)s::text[]) AS visible
 FROM knowledge_chunks c
 WHERE c.tsv @@ %(q)s::tsquery AND NOT (c.id = ANY(%(seen)s))
 ORDER BY ts_rank(c.tsv, %(q)s::tsquery, 1) DESC, c.id
@@ -276,7 +276,7 @@ def lower_levels_statement(
             True,
             "%(lx_need_visible)s" if need_visible > 0 else "",
             "lx_seen_visible",
-            "AND c.acl && %(principals)s::text[]",
+            "AND knowledge_acl_allows(c.acl, c.acl_also, %(principals)s::text[])",
         ),
         (False, "%(lx_need_all)s" if need_all > 0 else "", "lx_seen_all", ""),
     ):
@@ -305,7 +305,7 @@ def lower_levels_statement(
         )
     with_m0 = (
         "WITH m0 AS MATERIALIZED (SELECT c.id, ts_rank(c.tsv, %(lx_0)s::tsquery, 1) AS score, "
-        "c.acl && %(principals)s::text[] AS visible FROM knowledge_chunks c "
+        "knowledge_acl_allows(c.acl, c.acl_also, %(principals)s::text[]) AS visible FROM knowledge_chunks c "
         "WHERE c.tsv @@ %(lx_0)s::tsquery AND NOT (c.id = ANY(%(lx_seen_all)s))) "
         if shared
         else ""

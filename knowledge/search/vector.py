@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -40,7 +41,7 @@ NEAREST_SQL = """
 WITH h AS MATERIALIZED (
     SELECT id, 1 - (embedding <=> %(vec)s::vector) AS similarity
     FROM knowledge_chunks
-    WHERE embedding IS NOT NULL AND acl && %(principals)s::text[]
+    WHERE embedding IS NOT NULL AND knowledge_acl_allows(acl, acl_also, %(principals)s::text[])
     ORDER BY embedding <=> %(vec)s::vector
     LIMIT %(n)s
 )
@@ -52,7 +53,7 @@ NEAREST_EXACT_SQL = """
 WITH h AS MATERIALIZED (
     SELECT id, 1 - (embedding <=> %(vec)s::vector) AS similarity
     FROM knowledge_chunks
-    WHERE embedding IS NOT NULL AND acl && %(principals)s::text[]
+    WHERE embedding IS NOT NULL AND knowledge_acl_allows(acl, acl_also, %(principals)s::text[])
     ORDER BY similarity DESC, id
     LIMIT %(n)s
 )
@@ -63,7 +64,7 @@ SELECT id, similarity FROM h
 NEAREST_PLAN_SQL = "EXPLAIN (FORMAT JSON) " + NEAREST_SQL
 # The semantic side of withheld: the nearest chunks to the topical words, visible or not.
 VECTOR_ALL_SQL = """
-SELECT id, 1 - (embedding <=> %(topic_vec)s::vector) AS similarity, acl && %(principals)s::text[] AS visible
+SELECT id, 1 - (embedding <=> %(topic_vec)s::vector) AS similarity, knowledge_acl_allows(acl, acl_also, %(principals)s::text[]) AS visible
 FROM knowledge_chunks
 WHERE embedding IS NOT NULL
 ORDER BY embedding <=> %(topic_vec)s::vector
@@ -76,7 +77,7 @@ FROM knowledge_chunks c JOIN knowledge_records r ON r.id = c.record_id
 WHERE c.id = ANY(%(by_id)s)
 """
 EXTRA_SIMILARITY = (
-    "CASE WHEN c.id = ANY(%(extra)s) AND c.embedding IS NOT NULL AND c.acl && %(principals)s::text[] "
+    "CASE WHEN c.id = ANY(%(extra)s) AND c.embedding IS NOT NULL AND knowledge_acl_allows(c.acl, c.acl_also, %(principals)s::text[]) "
     "THEN 1 - (c.embedding <=> %(vec)s::vector) END"
 )
 # The HNSW settings, local to the transaction, sent in the same message as the vector statements:
@@ -147,10 +148,14 @@ def nearest_exact(cursor: Any, principals: list[str], depth: int) -> bool:
     return _exact_plans.get((str(ef), *principals), ask)
 
 
+_ACL_FILTER = re.compile(r"\bacl && ")
+
+
 def _filtered_walk_rows(node: dict) -> float | None:
     """The rows the plan expects from an index scan ordered by distance (the graph) whose rows the
-    ACL filters, or None when the plan has no such scan."""
-    if node.get("Node Type") == "Index Scan" and node.get("Order By") and "acl" in node.get("Filter", ""):
+    ACL filters, or None when the plan has no such scan. (A filter on the clauses alone, ``acl_also``,
+    under the partial index ``{public}`` implies, rejects only rows with clauses: not such a walk.)"""
+    if node.get("Node Type") == "Index Scan" and node.get("Order By") and _ACL_FILTER.search(node.get("Filter", "")):
         return float(node["Plan Rows"])
     for child in node.get("Plans", ()):
         rows = _filtered_walk_rows(child)

@@ -4,7 +4,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from achilles.models import User
-from hub.demo import demo_issues, demo_notes
+from emulators.jira.dataset import demo_issues, demo_notes
 from hub.models import IssueNote, MirrorIssue
 from hub.permissions import hub_group_ensure
 from hub.protocol import mirror_upload

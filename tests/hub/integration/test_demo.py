@@ -3,9 +3,9 @@
 import pytest
 from django.core.management import call_command
 
+from emulators.jira.dataset import demo_issues
 from hub import selectors
 from hub.contracts import IssueFilters
-from hub.demo import demo_issues
 from hub.models import IssueNote, MirrorIssue
 
 pytestmark = pytest.mark.django_db

@@ -1,7 +1,7 @@
 """The project ACL rule itself (``hub.access``), without a database."""
 
 from hub.access import access_for, command_projects, key_project, project_acl
-from hub.commands import commands_parse
+from hub.command_contract import commands_parse
 from hub.hub_settings import setting_validate
 
 ACL_MAP = {"AURORA": ["group:finance", "user:7"], "ZEUS": ["everyone"]}

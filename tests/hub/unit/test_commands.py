@@ -3,7 +3,7 @@
 import pytest
 
 from achilles.errors import ValidationFailed
-from hub.commands import COMMAND_JSON_SCHEMA, command_dump, commands_parse, references
+from hub.command_contract import COMMAND_JSON_SCHEMA, command_dump, commands_parse, references
 
 
 def _error(raw) -> str:

@@ -118,6 +118,20 @@ def test_admin_upserts_and_deletes_records(client_for, admin_user, token_for, cl
     assert client.delete(f"{URL}/records?source_system=confluence&external_id=PAGE-1", **headers).status_code == 404
 
 
+def test_record_upsert_takes_all_of_clauses(client_for, admin_user):
+    from knowledge.models import Record
+
+    client = client_for(admin_user)
+    body = {**RECORD, "acl_also": [["group:hr", "group:hr"], ["group:dev"]]}
+    created = client.put(f"{URL}/records", data=json.dumps(body), content_type="application/json")
+    assert created.status_code == 201
+    assert Record.objects.get(pk=created.json()["record_id"]).acl_also == [["group:dev"], ["group:hr"]]
+    # the clauses changed alone: updated, the same record
+    again = client.put(f"{URL}/records", data=json.dumps(RECORD), content_type="application/json")
+    assert again.json()["status"] == "updated"
+    assert Record.objects.get(pk=created.json()["record_id"]).acl_also is None
+
+
 def test_non_admin_cannot_write_records(client_for, user):
     client = client_for(user)
     assert client.put(f"{URL}/records", data=json.dumps(RECORD), content_type="application/json").status_code == 403
@@ -137,6 +151,9 @@ def test_non_admin_cannot_write_records(client_for, user):
         {"url": "data:text/html,<b>x</b>"},
         {"url": "//evil.example/x"},
         {"url": "https://"},
+        {"acl_also": [[]]},
+        {"acl_also": [["root"]]},
+        {"acl_also": ["group:hr"]},
     ],
 )
 def test_bad_record_is_422(client_for, admin_user, change):

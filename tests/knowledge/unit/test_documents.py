@@ -25,6 +25,18 @@ def test_source_system_and_external_id_may_be_overridden():
     assert (draft.source_system, draft.external_id) == ("confluence", "PAGE-42")
 
 
+def test_acl_also_clauses_are_read_from_front_matter():
+    raw = "---\nacl: [everyone]\nacl_also: [[group:hr, user:ivan], group:dev]\n---\nТекст."
+    assert parse_document(raw, external_id="x").acl_also == (("group:hr", "user:ivan"), ("group:dev",))
+    assert parse_document("---\nacl: everyone\n---\nТекст.", external_id="x").acl_also == ()
+
+
+@pytest.mark.parametrize("value", ["group:hr", "[[]]", "[{a: 1}]", "[[root]]", "[null]"])
+def test_bad_acl_also_in_front_matter_is_refused(value):
+    with pytest.raises(DocumentError):
+        parse_document(f"---\nacl: everyone\nacl_also: {value}\n---\nТекст.", external_id="x")
+
+
 def test_acl_as_a_comma_separated_string():
     assert parse_document("---\nacl: group:it, everyone\n---\nТекст", external_id="x").acl == ("everyone", "group:it")
 
