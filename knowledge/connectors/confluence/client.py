@@ -61,7 +61,7 @@ class ConfluenceClient:
         token: str,
         *,
         timeout: float = 30.0,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] | None = None,
         max_wait: float = MAX_WAIT,
     ):
         self.base_url = base_url.rstrip("/") + "/"
@@ -71,7 +71,7 @@ class ConfluenceClient:
             timeout=timeout,
             follow_redirects=False,
         )
-        self._sleep = sleep
+        self._sleep = sleep or (lambda seconds: time.sleep(seconds))
         self.max_wait = max_wait
 
     def close(self) -> None:

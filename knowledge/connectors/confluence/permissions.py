@@ -41,6 +41,12 @@ UNREADABLE = Layer(users=frozenset({"\x00unreadable"}))
 
 # Maps a Confluence user (username / user key) to the platform principal ``user:<id>``, or None.
 UserMap = Callable[[str], str | None]
+# Maps a Confluence group name to its platform principal (``group:<name>`` unless configured).
+GroupMap = Callable[[str], str]
+
+
+def group_principal(name: str) -> str:
+    return f"group:{name}"
 
 
 @dataclass(frozen=True)
@@ -58,11 +64,11 @@ class PageAccess:
         return bool(principals & set(self.acl)) and all(principals & set(clause) for clause in self.acl_also)
 
 
-def layer_principals(layer: Layer, user_map: UserMap) -> tuple[str, ...]:
+def layer_principals(layer: Layer, user_map: UserMap, group_map: GroupMap = group_principal) -> tuple[str, ...]:
     """A layer as sorted principals; ``(NOBODY,)`` when none of them maps."""
     if layer is UNREADABLE:
         return (NOBODY,)
-    principals: set[str] = {f"group:{name}" for name in layer.groups}
+    principals: set[str] = {group_map(name) for name in layer.groups}
     for user in layer.users:
         mapped = user_map(user)
         if mapped is not None:
@@ -72,16 +78,18 @@ def layer_principals(layer: Layer, user_map: UserMap) -> tuple[str, ...]:
     return tuple(sorted(principals)) or (NOBODY,)
 
 
-def page_access(*, space: Layer, restrictions: Sequence[Layer], user_map: UserMap) -> PageAccess:
+def page_access(
+    *, space: Layer, restrictions: Sequence[Layer], user_map: UserMap, group_map: GroupMap = group_principal
+) -> PageAccess:
     """The ACL of a page given its space's view permission and the view restrictions of its ancestors
     (root first) and itself, the page's own last. Empty restriction layers inherit (they add nothing)."""
-    acl = layer_principals(space, user_map)
+    acl = layer_principals(space, user_map, group_map)
     clauses: list[tuple[str, ...]] = []
     for layer in restrictions:
         if layer is not UNREADABLE and layer.is_empty:
             continue
         clause = (
-            layer_principals(Layer(users=layer.users, groups=layer.groups), user_map)
+            layer_principals(Layer(users=layer.users, groups=layer.groups), user_map, group_map)
             if layer is not UNREADABLE
             else (NOBODY,)
         )

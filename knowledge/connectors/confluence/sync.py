@@ -23,13 +23,14 @@ from datetime import datetime, timedelta
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
+from achilles.identity import EVERYONE
 from knowledge.connectors.confluence.client import ConfluenceClient, ConfluenceError
 from knowledge.connectors.confluence.permissions import UNREADABLE, Layer, PageAccess, page_access
 from knowledge.connectors.confluence.storage import storage_to_markdown
 from knowledge.connectors.models import Connector, ConnectorRun, RunKind
 from knowledge.connectors.runs import Batch, run_commit
 from knowledge.connectors.secrets import credentials_decrypt
-from knowledge.connectors.store import record_put, records_access_put
+from knowledge.connectors.store import CLOSED, record_put, records_access_put
 from knowledge.models import Record
 from knowledge.parsers import ParseError, parse_file
 
@@ -43,6 +44,11 @@ PAGE_EXPAND = "body.storage,version,ancestors,space,history"
 LIST_EXPAND = "ancestors,restrictions.read.restrictions.user,restrictions.read.restrictions.group"
 ATTACHMENT_SEP = "/attachment/"
 UNKNOWN_USER = "\x00unknown"
+DEFAULT_EVERYONE_GROUPS = frozenset({"confluence-users"})
+
+
+def everyone_groups(connector: Connector) -> frozenset[str]:
+    return frozenset(connector.scope.get("everyone_groups", DEFAULT_EVERYONE_GROUPS))
 
 
 def client_for(connector: Connector) -> ConfluenceClient:
@@ -72,6 +78,8 @@ class Access:
     restrictions: dict[str, Layer] = field(default_factory=dict)
     users: dict[str, str | None] = field(default_factory=dict)  # Confluence username → principal
     keys: dict[str, dict | None] = field(default_factory=dict)
+    # Confluence groups every account is in (``confluence-users``): read as the platform's ``everyone``.
+    everyone_groups: frozenset[str] = DEFAULT_EVERYONE_GROUPS
 
     def _username(self, user: dict) -> str | None:
         username = user.get("username")
@@ -89,6 +97,9 @@ class Access:
         if not found or not found.get("username"):
             return None
         return self._username(found)
+
+    def group_principal(self, name: str) -> str:
+        return EVERYONE if name in self.everyone_groups else f"group:{name}"
 
     def user_map(self, username: str) -> str | None:
         if username == UNKNOWN_USER:
@@ -147,7 +158,10 @@ class Access:
         space_key = content.get("space", {}).get("key", "")
         path = [str(a["id"]) for a in content.get("ancestors", [])] + [str(content["id"])]
         return page_access(
-            space=self.space(space_key), restrictions=[self.restriction(pid) for pid in path], user_map=self.user_map
+            space=self.space(space_key),
+            restrictions=[self.restriction(pid) for pid in path],
+            user_map=self.user_map,
+            group_map=self.group_principal,
         )
 
 
@@ -298,7 +312,7 @@ def content_sync(run: ConnectorRun) -> None:
             },
         }
     with client_for(connector) as client:
-        access = Access(client=client)
+        access = Access(client=client, everyone_groups=everyone_groups(connector))
         while checkpoint["phase"] == "pages" and checkpoint["space"] < len(spaces):
             space = spaces[checkpoint["space"]]
             cql = page_cql(space, checkpoint["since"].get(space))
@@ -355,7 +369,7 @@ def permission_sync(run: ConnectorRun) -> None:
     for eid in stored:
         by_page.setdefault(eid.split(ATTACHMENT_SEP)[0], []).append(eid)
     with client_for(connector) as client:
-        access = Access(client=client)
+        access = Access(client=client, everyone_groups=everyone_groups(connector))
         listed: list[dict] = []
         for space in connector.scope.get("spaces", []):
             for _, results in client.search(f'type=page and space="{space}"', limit=200, expand=LIST_EXPAND):
@@ -373,6 +387,12 @@ def permission_sync(run: ConnectorRun) -> None:
             acl = access.of(content)
             for eid in by_page[page_id]:
                 computed[eid] = acl
+        # Stored pages the account no longer sees (restricted away from it, trashed): readable by nobody
+        # until the next content run deletes them — never left under their old, wider ACL.
+        listed_ids = {str(c["id"]) for c in listed}
+        for page_id, eids in by_page.items():
+            if page_id not in listed_ids:
+                computed.update(dict.fromkeys(eids, CLOSED))
     with transaction.atomic():
         batch.changed = records_access_put(source_system=source, access=computed)
         run_commit(run, batch=batch, checkpoint={"phase": "done"}, total=batch.seen)

@@ -9,7 +9,7 @@ from achilles.db import AttachUpdatedAtTrigger, SetForeignKeyOnDelete
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("knowledge", "0012_uploaded_documents"),
+        ("knowledge", "0013_acl_clauses"),
     ]
 
     operations = [
