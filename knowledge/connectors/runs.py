@@ -136,6 +136,8 @@ def runs_reap(*, lease: timedelta = LEASE, grace: timedelta = DISPATCH_GRACE) ->
         Q(state=RunState.QUEUED, created_at__lt=now - grace) | Q(state=RunState.RUNNING, heartbeat_at__lt=now - lease)
     ).values_list("pk", flat=True)
     ids = list(stale)
+    # Its worker is taken for dead: forget its heartbeat, so the next claim takes the run over.
+    ConnectorRun.objects.filter(pk__in=ids, state=RunState.RUNNING).update(heartbeat_at=None)
     for run_id in ids:
         run_dispatch(run_id)
     return ids
