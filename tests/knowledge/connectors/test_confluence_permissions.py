@@ -107,7 +107,7 @@ def confluence_can_view(reader, groups, page, parents, restrictions, space) -> b
     return True
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     tree=trees(),
     reader=st.sampled_from(["alice", "bob", "carol", None]),

@@ -22,7 +22,7 @@ from tests.processes import start_celery_worker
 
 pytestmark = [pytest.mark.integration]
 
-PAGES = 100
+PAGES = 60
 
 
 def _site() -> ConfluenceStore:
