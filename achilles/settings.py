@@ -55,6 +55,9 @@ if not SECRET_KEY:
     if not DEBUG and PRODUCTION:
         _fail("SECRET_KEY must be set in production")
     SECRET_KEY = "achilles-dev-only-secret-key-change-me-0123456789abcdef"
+# Connector credentials at rest (docs/connectors.md): a Fernet key; without it dev derives one from
+# SECRET_KEY, production refuses to start (system check knowledge.E001).
+CONNECTOR_SECRET_KEY = env("ACHILLES_SECRET_KEY_CONNECTORS", default="")
 ALLOWED_HOSTS = _read("ALLOWED_HOSTS", env.list, ["127.0.0.1", "localhost", "testserver", "[::1]"])
 CSRF_TRUSTED_ORIGINS = _read("CSRF_TRUSTED_ORIGINS", env.list, [])
 
@@ -262,6 +265,13 @@ CELERY_TASK_ROUTES["knowledge.tasks.documents_requeue_orphaned_task"] = {
     "queue": KNOWLEDGE_INGEST_QUEUE,
     "routing_key": KNOWLEDGE_INGEST_QUEUE,
 }
+# A fourth: connector syncs (a run takes minutes to hours) never hold up uploads, the tick or agents.
+KNOWLEDGE_CONNECTOR_QUEUE = f"connectors{_QUEUE_SUFFIX}"
+CELERY_TASK_QUEUES = (*CELERY_TASK_QUEUES, Queue(KNOWLEDGE_CONNECTOR_QUEUE, routing_key=KNOWLEDGE_CONNECTOR_QUEUE))
+CELERY_TASK_ROUTES["knowledge.tasks.connector_run_task"] = {
+    "queue": KNOWLEDGE_CONNECTOR_QUEUE,
+    "routing_key": KNOWLEDGE_CONNECTOR_QUEUE,
+}
 
 # The platform's periodic jobs, declared in code and synced idempotently into
 # django-celery-beat's schedule after every migrate (none of them is per user).
@@ -275,6 +285,10 @@ PLATFORM_PERIODIC_JOBS: dict[str, dict] = {
     "knowledge.trust_decay": {"task": "knowledge.tasks.trust_decay_task", "every_seconds": 3600},
     # Uploads: a document whose parse task was lost (broker away at upload, a worker gone) is sent again.
     "knowledge.documents_requeue": {"task": "knowledge.tasks.documents_requeue_stale_task", "every_seconds": 60},
+    # Connectors: due content / permission syncs queued (each connector's own schedule, default 60 / 15
+    # minutes), and runs whose message was lost or whose worker died sent again (docs/connectors.md).
+    "knowledge.connectors_schedule": {"task": "knowledge.tasks.connectors_schedule_task", "every_seconds": 60},
+    "knowledge.connector_runs_reap": {"task": "knowledge.tasks.connector_runs_reap_task", "every_seconds": 30},
     # Query Engine: a question whose turn died with its process (web killed) gets a failed answer row.
     "conversations.close_unanswered": {
         "task": "conversations.tasks.unanswered_questions_close_task",

@@ -11,6 +11,8 @@ from django.urls import path, reverse
 from achilles.errors import ApplicationError
 from achilles.models import User
 from knowledge import services
+from knowledge.connectors import services as connector_services
+from knowledge.connectors.models import Connector, ConnectorRun
 from knowledge.contracts import MAX_K
 from knowledge.models import AccessSignal, Chunk, Document, Record, RecordLink, SourcePolicy
 from knowledge.search.embedding import embedding_config
@@ -268,3 +270,94 @@ class DocumentAdmin(admin.ModelAdmin):
     def delete_documents(self, request, queryset):
         for document in queryset:
             uploads.document_delete(actor=request.user, document_id=document.pk)
+
+
+# ------------------------------------------------------------------ connectors (docs/connectors.md)
+
+
+class ConnectorForm(forms.ModelForm):
+    """The token is write-only: an empty field keeps the stored one, it is never shown again."""
+
+    token = forms.CharField(
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="Leave empty to keep the stored token.",
+    )
+    spaces = forms.CharField(help_text="Space keys, comma-separated.")
+
+    class Meta:
+        model = Connector
+        fields = ["kind", "name", "base_url", "schedule_minutes", "permission_sync_minutes", "enabled"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            self.fields["spaces"].initial = ", ".join(self.instance.scope.get("spaces", []))
+
+    def fields_for_service(self) -> connector_services.ConnectorFields:
+        data = self.cleaned_data
+        return connector_services.ConnectorFields(
+            kind=data["kind"],
+            name=data["name"],
+            base_url=data["base_url"],
+            token=data.get("token") or None,
+            spaces=[s for s in (p.strip() for p in data["spaces"].split(",")) if s],
+            schedule_minutes=data["schedule_minutes"],
+            permission_sync_minutes=data["permission_sync_minutes"],
+            enabled=data["enabled"],
+        )
+
+
+class ConnectorRunInline(admin.TabularInline):
+    model = ConnectorRun
+    extra = 0
+    can_delete = False
+    fields = ["kind", "state", "seen", "changed", "deleted", "failed", "total", "started_at", "finished_at", "error"]
+    readonly_fields = fields
+    ordering = ["-id"]
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(Connector)
+class ConnectorAdmin(admin.ModelAdmin):
+    """Connectors through the same services as REST: the token encrypted, write-only, never logged."""
+
+    form = ConnectorForm
+    list_display = ["name", "kind", "base_url", "enabled", "last_content_sync_at", "last_permission_sync_at"]
+    inlines = [ConnectorRunInline]
+    actions = ["run_content", "run_permissions"]
+
+    def save_model(self, request, obj, form, change) -> None:
+        try:
+            if change:
+                saved = connector_services.connector_update(
+                    actor=request.user, connector_id=obj.pk, fields=form.fields_for_service()
+                )
+            else:
+                if not form.cleaned_data.get("token"):
+                    raise connector_services.ValidationFailed("a token is required", field="token")
+                saved = connector_services.connector_create(actor=request.user, fields=form.fields_for_service())
+        except ApplicationError as exc:
+            messages.error(request, str(exc))
+            return
+        obj.pk = saved.pk
+
+    def delete_model(self, request, obj) -> None:
+        connector_services.connector_delete(actor=request.user, connector_id=obj.pk)
+
+    def _run(self, request, queryset, kind: str) -> None:
+        for connector in queryset:
+            try:
+                connector_services.run_request(connector_id=connector.pk, kind=kind, actor=request.user)
+            except ApplicationError as exc:
+                messages.warning(request, f"{connector.name}: {exc}")
+
+    @admin.action(description="Run a content sync")
+    def run_content(self, request, queryset) -> None:
+        self._run(request, queryset, "content")
+
+    @admin.action(description="Run a permission sync")
+    def run_permissions(self, request, queryset) -> None:
+        self._run(request, queryset, "permissions")

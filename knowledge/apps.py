@@ -13,6 +13,7 @@ class KnowledgeConfig(AppConfig):
 
     def ready(self) -> None:
         from achilles import hooks
+        from knowledge.connectors import secrets  # noqa: F401  (registers the credentials-key check)
 
         # A changed model list reaches this process's search at once (the memo is dropped).
         hooks.allowed_models_changed.subscribe(_forget_embedding_config)

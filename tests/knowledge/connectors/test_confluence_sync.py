@@ -1,0 +1,174 @@
+"""The Confluence sync against the emulator (emulators.confluence): first run, incremental with the
+overlap, deletes at the source, attachments, faults waited out, a bad document recorded, and the
+permission sync after a restriction change and a move — searched as the affected users."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from achilles.models import AuditEvent
+from emulators.confluence.demo import SYNC_TOKEN, build_demo
+from knowledge import facade
+from knowledge.connectors.confluence.sync import connector_run_body
+from knowledge.connectors.models import Connector, ConnectorRun
+from knowledge.connectors.runs import run_execute
+from knowledge.connectors.services import ConnectorFields, connector_create
+from knowledge.models import Record
+from tests.confluence_server import running_confluence
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db]
+
+
+@pytest.fixture
+def site():
+    store = build_demo()
+    with running_confluence(store) as server:
+        yield server
+
+
+@pytest.fixture
+def people(user_factory):
+    return {
+        "demo": user_factory(username="demo", groups=["it"]),
+        "kadry": user_factory(username="kadry", groups=["hr"]),
+        "admin": user_factory(username="admin", is_staff=True, groups=["it", "finance"]),
+    }
+
+
+def _connector(site) -> Connector:
+    return connector_create(
+        actor=None,
+        fields=ConnectorFields(kind="confluence", name="wiki", base_url=site.url, token=SYNC_TOKEN, spaces=["KB"]),
+    )
+
+
+def _run(connector: Connector, kind: str = "content") -> ConnectorRun:
+    run = ConnectorRun.objects.create(connector=connector, kind=kind)
+    assert run_execute(run.pk, connector_run_body) == "succeeded", ConnectorRun.objects.get(pk=run.pk).error
+    return ConnectorRun.objects.get(pk=run.pk)
+
+
+def _titles(user, query: str) -> set[str]:
+    result = facade.search(query, facade.Identity.for_user(user), k=20)
+    return {c.title for c in result.candidates}
+
+
+def _ids(connector) -> set[str]:
+    return set(Record.objects.filter(source_system=connector.source_system).values_list("external_id", flat=True))
+
+
+def _page_id(store, title: str) -> str:
+    return next(pid for pid, c in store.content.items() if c["type"] == "page" and c["versions"][-1]["title"] == title)
+
+
+def test_first_sync_stores_pages_and_attachments_under_exact_acls(site, people):
+    connector = _connector(site)
+    run = _run(connector)
+    assert run.failed == 0, list(run.errors.values_list("external_id", "error"))
+    assert run.seen == 8 and run.changed == 9 and run.checkpoint["phase"] == "done"
+    ids = _ids(connector)
+    assert len(ids) == 9 and any("/attachment/" in i for i in ids)
+    grades = Record.objects.get(source_system=connector.source_system, title="Грейды и зарплатные вилки 2026")
+    # the space (confluence-users → everyone) AND the restricted parent «Кадры» (group hr, user admin)
+    assert "everyone" in grades.acl and grades.acl_also == [["group:hr", f"user:{people['admin'].pk}"]]
+    assert grades.url.startswith(site.url) and "/pages/viewpage.action?pageId=" in grades.url
+    assert grades.author_principal_id == f"user:{people['kadry'].pk}"
+    # demo (group it) reads the open pages and only gets the withheld hint for the restricted branch
+    assert "Подключение к VPN" in _titles(people["demo"], "VPN клиент")
+    result = facade.search("грейды зарплатные вилки", facade.Identity.for_user(people["demo"]), k=20)
+    assert not {c.title for c in result.candidates} & {"Грейды и зарплатные вилки 2026", "Кадровый резерв"}
+    assert "Грейды и зарплатные вилки 2026" in _titles(people["kadry"], "грейды зарплатные вилки")
+    # the page tree is in the graph: the child links to its parent
+    graph = facade.graph(grades.pk, facade.Identity.for_user(people["kadry"]))
+    assert "Кадры" in {n.title for n in graph.nodes}
+
+
+def test_incremental_run_reads_from_the_watermark_with_the_overlap_and_deletes_trashed_pages(site, people):
+    store = site.store
+    connector = _connector(site)
+    _run(connector)
+    # when a page is edited, another trashed, and a day passes
+    store.advance(hours=1)
+    vpn = _page_id(store, "Подключение к VPN")
+    store.update_page(vpn, body="<p>Новый клиент WireGuard вместо OpenVPN.</p>", author="admin")
+    store.delete_page(_page_id(store, "Дежурства и инциденты"))
+    before = store.last_seq
+    run = _run(connector)
+    # then the CQL asks from the watermark minus the overlap, and sees only the edited page
+    searches = [r for r in store.requests(before, path="content/search") if "lastmodified" in r["query"].get("cql", "")]
+    assert searches and all('lastmodified >= "' in r["query"]["cql"] for r in searches)
+    # (the overlap re-reads the last page of the first run too: seen, stored unchanged)
+    assert 1 <= run.seen <= 2 and run.changed == 1 and run.deleted == 1
+    assert "Дежурства и инциденты" not in set(
+        Record.objects.filter(source_system=connector.source_system).values_list("title", flat=True)
+    )
+    assert "WireGuard" in Record.objects.get(source_system=connector.source_system, external_id=vpn).chunks.first().text
+
+
+def test_throttling_is_waited_out_honouring_retry_after_without_a_storm(site, people, monkeypatch):
+    waits = []
+    monkeypatch.setattr("knowledge.connectors.confluence.client.time.sleep", waits.append)
+    store = site.store
+    store.faults.add(
+        {"kind": "429", "path": "content/search", "retry_after": "3", "times": 2},
+        {"kind": "503", "path": "child/attachment", "times": 1},
+        {"kind": "429", "path": "restriction", "retry_after": "999999999", "times": 1},
+    )
+    connector = _connector(site)
+    run = _run(connector)
+    assert run.failed == 0 and len(_ids(connector)) == 9
+    # Retry-After honoured (3 s), a «block all» one clamped to a minute, backoff without one
+    assert waits[:2] == [3.0, 3.0] and 60.0 in waits and 1.0 in waits
+    throttled = [r for r in store.request_log if r["status"] in (429, 503)]
+    assert len(throttled) == 4  # each fault answered once: no retry storm
+
+
+def test_one_bad_document_is_recorded_and_the_run_goes_on(site, people):
+    store = site.store
+    store.faults.add({"kind": "error", "status": 500, "path": r"download/attachments", "times": 0})
+    connector = _connector(site)
+    run = _run(connector)
+    errors = list(run.errors.values_list("external_id", "error"))
+    assert run.failed == 1 and len(errors) == 1 and "/attachment/" in errors[0][0] and "500" in errors[0][1]
+    assert len(_ids(connector)) == 8  # every page stored, the attachment not
+
+
+def test_permission_sync_after_a_restriction_change_and_after_a_move(site, people):
+    store = site.store
+    connector = _connector(site)
+    _run(connector)
+    vpn = _page_id(store, "Подключение к VPN")
+    assert "Подключение к VPN" in _titles(people["demo"], "VPN клиент")
+    # when «ИТ» is restricted to the admin (and the connector's account; lastmodified does not move)
+    it = _page_id(store, "ИТ")
+    store.set_read_restriction(it, users=["admin", "achilles-sync"])
+    run = _run(connector, "permissions")
+    assert run.changed >= 3
+    assert "Подключение к VPN" not in _titles(people["demo"], "VPN клиент")
+    assert "Подключение к VPN" in _titles(people["admin"], "VPN клиент")
+    # when it is restricted away from the connector's account too: readable by nobody (fail closed)
+    store.set_read_restriction(it, users=["admin"])
+    _run(connector, "permissions")
+    assert "Подключение к VPN" not in _titles(people["admin"], "VPN клиент")
+    # when the restriction is lifted and the page is moved under the restricted «Кадры»
+    store.set_read_restriction(_page_id(store, "ИТ"))
+    store.move_page(vpn, _page_id(store, "Кадры"))
+    _run(connector, "permissions")
+    assert "Подключение к VPN" not in _titles(people["demo"], "VPN клиент")
+    assert "Подключение к VPN" in _titles(people["kadry"], "VPN клиент")
+    assert "Дежурства и инциденты" in _titles(people["demo"], "дежурства инциденты")
+
+
+def test_the_token_never_reaches_logs_or_audit(site, people, caplog):
+    caplog.set_level(logging.DEBUG)
+    site.store.faults.add({"kind": "429", "path": "content/search", "retry_after": "0", "times": 1})
+    connector = _connector(site)
+    _run(connector)
+    _run(connector, "permissions")
+    text = "\n".join(f"{r.getMessage()} {r.args} {r.exc_text or ''}" for r in caplog.records)
+    assert caplog.records and SYNC_TOKEN not in text
+    assert AuditEvent.objects.exists()
+    assert all(SYNC_TOKEN not in str(e.details) + e.target for e in AuditEvent.objects.all())
+    assert SYNC_TOKEN not in str(list(ConnectorRun.objects.values()))
