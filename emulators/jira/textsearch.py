@@ -23,8 +23,9 @@ from dataclasses import dataclass
 
 # Lucene's ENGLISH_STOP_WORDS_SET, the list Jira's English analyser uses.
 STOP_WORDS = frozenset(
-    "a an and are as at be but by for if in into is it no not of on or such that the their then there these "
-    "they this to was will with".split()
+    ["a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no", "not"]
+    + ["of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this", "to", "was"]
+    + ["will", "with"]
 )
 SPECIAL = set('+-&|!(){}[]^~*?\\:"')
 _WORD = re.compile(r"\w+")
@@ -79,8 +80,11 @@ def _phrase(terms: list[str]) -> Matcher:
     return lambda doc: any(doc.terms[i : i + n] == terms for i in range(len(doc.terms) - n + 1))
 
 
-def _term(text: str) -> Matcher:
-    return _phrase(analyse(text)) if len(analyse(text)) > 1 else _single(analyse(text))
+def _term(text: str) -> Matcher | None:
+    terms = analyse(text)
+    if not terms:
+        return None  # a stop word, an emoji, a lone escaped operator: no clause at all, as in Lucene
+    return _phrase(terms) if len(terms) > 1 else _single(terms)
 
 
 def _single(terms: list[str]) -> Matcher:
@@ -116,7 +120,7 @@ class _Parser:
     def peek_word(self, word: str) -> bool:
         self.ws()
         end = self.i + len(word)
-        return self.s.startswith(word, self.i) and (end >= len(self.s) or self.s[end].isspace() or self.s[end] in "(\"")
+        return self.s.startswith(word, self.i) and (end >= len(self.s) or self.s[end].isspace() or self.s[end] in '("')
 
     def query(self, depth: int = 0) -> tuple[list[Matcher], list[Matcher], list[Matcher]]:
         """(must, must_not, should) of one level; returns at ``)`` or the end."""
@@ -153,20 +157,26 @@ class _Parser:
                 self.i += 3 if self.peek_word("NOT") else 1
                 if self.i >= len(self.s) or self.s[self.i].isspace() or self.s[self.i] in ")+-!&|":
                     self.fail()
-            groups[-1].append((occur, self.clause(depth)))
+            matcher = self.clause(depth)
+            if matcher is not None:
+                groups[-1].append((occur, matcher))
+            elif occur == "must" and not groups[-1]:
+                groups[-1].append(("skip", _NOTHING))  # keeps `the AND x` well-formed
             pending_and = False
         if pending_and or (len(groups) > 1 and not groups[-1]):
             self.fail()
         if len(groups) == 1:
             for occur, m in groups[0]:
-                (must if occur == "must" else must_not).append(m)
+                if occur != "skip":
+                    (must if occur == "must" else must_not).append(m)
         else:
             for g in groups:
                 should.append(_combine([m for o, m in g if o == "must"], [m for o, m in g if o == "not"], []))
         return must, must_not, should
 
-    def clause(self, depth: int) -> Matcher:
+    def clause(self, depth: int) -> Matcher | None:
         c = self.s[self.i]
+        inner: Matcher | None
         if c == "(":
             self.i += 1
             inner = _combine(*self.query(depth + 1))
@@ -182,7 +192,8 @@ class _Parser:
             if end >= len(self.s):
                 self.fail()
             self.i = end + 1
-            inner = _phrase(analyse("".join(buf)))
+            phrase = analyse("".join(buf))
+            inner = _phrase(phrase) if phrase else None
         else:
             buf = []
             wild = False

@@ -261,3 +261,38 @@ def test_a_create_is_never_resent_after_a_503(jira, run):
     assert result["status"] == "done" and result["result"]["key"] == "AURORA-9031"
     assert jira.writes(since) == ["POST /rest/api/2/issue", "POST /rest/api/2/issue"]
     assert [k for k, i in jira.server.store.issues.items() if i["summary"] == "После 503"] == ["AURORA-9031"]
+
+
+HOSTILE = [
+    "C++ (phase 2)?",
+    "Remove -legacy flag",
+    'Fix "quoted" \\path\\ & a|b !x {y} [z] ^w ~v *u :t',
+    "To be or not to be",  # stop words only
+    "Релиз 🚀 AND OR NOT",
+    ("Сверка платежей и отчётов по банку " * 8)[:255],
+]
+
+
+@pytest.mark.parametrize("summary", HOSTILE)
+def test_hostile_summary_lost_answer_and_reissue_give_exactly_one_issue(jira, run, summary):
+    """Jira's text search treats operators, stop words and stemming as Lucene does: whatever the
+    summary, a lost create answer and a re-issued command find the issue instead of making a second."""
+    command = {
+        "type": "ensure_issue",
+        "project": "AURORA",
+        "summary": summary,
+        "labels": ["AWPCA"],
+        "fields": {"description": f"{summary}\n{summary}"},
+    }
+    jira.faults({"kind": "drop_answer", "method": "POST", "path": "^/rest/api/2/issue$", "times": 1})
+    first = run(command)
+    assert first["status"] == "done", first
+    again = run(command)  # another command (a re-sent batch): found by its summary
+    assert again["status"] == "done", again
+    assert again["result"]["key"] == first["result"]["key"] and again["result"]["created"] is False
+    assert again["result"]["changed"] == []
+    same = [i for i in jira.server.store.issues.values() if i["summary"] == summary]
+    assert len(same) == 1, [i["key"] for i in same]
+    comment = {"type": "ensure_comment", "key": first["result"]["key"], "body": summary}
+    assert [run(comment)["result"]["changed"] for _ in range(2)] == [["comment"], []]
+    assert [c["body"] for c in same[0]["comments"]] == [summary]
