@@ -116,7 +116,9 @@ def test_every_ensure_changes_jira_once_then_is_already_so(jira, run):
 
 def test_jira_refusals_fail_the_command_with_jiras_message(jira, run):
     bad_priority = run({"type": "ensure_fields", "key": "AURORA-9004", "fields": {"priority": "Urgent"}})
-    assert bad_priority["status"] == "failed" and bad_priority["error"].startswith("Jira 400: Specify a valid priority")
+    assert bad_priority["status"] == "failed" and bad_priority["error"].startswith(
+        "Jira 400: priority: Specify a valid priority"
+    )
     assert (
         run({"type": "ensure_fields", "key": "AURORA-1", "fields": {"duedate": "2026-12-01"}})["error"]
         == "Jira 404: Issue Does Not Exist"
@@ -296,3 +298,27 @@ def test_hostile_summary_lost_answer_and_reissue_give_exactly_one_issue(jira, ru
     comment = {"type": "ensure_comment", "key": first["result"]["key"], "body": summary}
     assert [run(comment)["result"]["changed"] for _ in range(2)] == [["comment"], []]
     assert [c["body"] for c in same[0]["comments"]] == [summary]
+
+
+def test_jiras_field_errors_and_a_plain_text_refusal_reach_the_report_verbatim(jira, run):
+    jira.faults(
+        {
+            "kind": "error",
+            "status": 400,
+            "method": "PUT",
+            "path": "AURORA-9005$",
+            "message": None,
+            "errors": {
+                "customfield_10010": "Option id 'null' is not valid",
+                "priority": "Priority name 'Urgent' is not valid",
+            },
+            "times": 1,
+        },
+        {"kind": "error", "status": 403, "method": "PUT", "path": "AURORA-9004$", "text": "XSRF check failed"},
+    )
+    fields = run({"type": "ensure_fields", "key": "AURORA-9005", "fields": {"duedate": "2030-01-01"}})
+    assert fields["error"] == (
+        "Jira 400: customfield_10010: Option id 'null' is not valid; priority: Priority name 'Urgent' is not valid"
+    )
+    xsrf = run({"type": "ensure_fields", "key": "AURORA-9004", "fields": {"duedate": "2030-01-01"}})
+    assert xsrf["error"] == "Jira 403: XSRF check failed"
