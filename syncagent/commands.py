@@ -56,6 +56,31 @@ def _jql_string(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+# Lucene's English stop words (Jira's text index drops them): a summary of these alone has no text to search.
+_STOP_WORDS = frozenset(
+    ["a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no", "not"]
+    + ["of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this", "to", "was"]
+    + ["will", "with"]
+)
+_LUCENE_SPECIAL = re.compile(r'([+\-&|!(){}\[\]^~*?\\:"/])')
+_LUCENE_KEYWORD = re.compile(r"\b(AND|OR|NOT)\b")
+
+
+def text_query(text: str) -> str | None:
+    """``text`` as a Lucene query that is valid whatever it holds and finds what holds it: every operator
+    character escaped, the keywords AND/OR/NOT made plain terms. ``None`` when nothing would be left to
+    search after Jira's analysis (stop words, emoji, punctuation only)."""
+    if not any(w not in _STOP_WORDS for w in re.findall(r"\w+", text.casefold())):
+        return None
+    escaped = _LUCENE_SPECIAL.sub(r"\\\1", " ".join(text.split()))
+    return _LUCENE_KEYWORD.sub(lambda m: "\\" + m.group(1), escaped)
+
+
+def normalise_summary(text: str) -> str:
+    """A summary as Jira compares it: NFC, whitespace runs as one space, trimmed."""
+    return " ".join(unicodedata.normalize("NFC", text or "").split())
+
+
 def _jql_time(when: dt.datetime) -> str:
     return when.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M")
 
@@ -167,9 +192,16 @@ class Executor:
 
     def _find_by_identity(self, project: str, summary: str) -> str | None:
         base = self.settings().get("base_label", "AWPCA")
-        jql = f"project = {_jql_string(project)} AND labels = {_jql_string(base)} AND summary ~ {_jql_string(summary)}"
-        for issue in self.jira.search_all(jql, fields="summary", limit=100):
-            if issue["fields"].get("summary") == summary:
+        jql = f"project = {_jql_string(project)} AND labels = {_jql_string(base)}"
+        query = text_query(summary)
+        if query is not None:  # else: every issue under the label, compared one by one
+            jql += f" AND summary ~ {_jql_string(query)}"
+        wanted = normalise_summary(summary)
+        # Decided by exact comparison, never by the search's ranking: all candidates are read.
+        for issue in self.jira.search_all(jql + " ORDER BY key ASC", fields="summary,project", limit=100):
+            fields = issue.get("fields") or {}
+            same_project = ((fields.get("project") or {}).get("key") or issue["key"].rsplit("-", 1)[0]) == project
+            if same_project and normalise_summary(fields.get("summary") or "") == wanted:
                 return issue["key"]
         return None
 

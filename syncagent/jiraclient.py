@@ -68,8 +68,24 @@ def retry_after_seconds(value: str | None, *, now: dt.datetime | None = None) ->
 
 
 def _message(exc: requests.HTTPError) -> str:
-    text = str(exc) or ""
+    """Jira's own words: its ``errorMessages`` and each ``errors`` entry as ``field: message`` (field
+    names kept), or a non-JSON body's text verbatim (a proxy's page, «XSRF check failed»)."""
     resp = exc.response
+    if resp is not None:
+        try:
+            body = resp.json()
+        except ValueError:
+            body = None
+        if isinstance(body, dict) and ("errorMessages" in body or "errors" in body):
+            parts = [str(m) for m in body.get("errorMessages") or [] if m]
+            errors = body.get("errors") or {}
+            if isinstance(errors, dict):
+                parts += [f"{field}: {message}" for field, message in errors.items()]
+            if parts:
+                return "; ".join(parts)[:1000]
+        elif body is None and (resp.text or "").strip():
+            return resp.text.strip()[:500]
+    text = str(exc) or ""
     if (not text or text == "Unknown error") and resp is not None:
         text = (resp.text or resp.reason or "")[:500]
     return text.strip()

@@ -6,7 +6,7 @@ server turns it into Jira's 400 shape):
 
     query   := [clause {AND clause}] [ORDER BY field [ASC|DESC] {, field [ASC|DESC]}]
     clause  := project (=|IN) value(s) | labels (=|IN) value(s) | key (=|IN) value(s)
-             | status (=|IN) value(s) | summary ~ string
+             | status (=|IN) value(s) | (summary|description|comment|text) ~ text query
              | (updated|created) (>=|>|<=|<) date | creator = currentUser()
 
 Dates are ``"yyyy-MM-dd HH:mm"``, ``"yyyy/MM/dd HH:mm"`` or ``"yyyy-MM-dd"`` (minute-granular, UTC —
@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from emulators.jira import textsearch
+
 UTC = dt.UTC
 
 
@@ -34,6 +36,7 @@ _TOKEN = re.compile(
 
 _FIELDS_EQ = {"project", "labels", "key", "issuekey", "status"}
 _FIELDS_DATE = {"updated", "created"}
+_FIELDS_TEXT = {"summary", "description", "comment", "text"}
 _ORDER_FIELDS = {"key", "updated", "created", "issuekey"}
 
 
@@ -83,10 +86,6 @@ def parse_date(value: str, *, now: dt.datetime | None = None) -> dt.datetime:
         f"Date value '{value}' for field 'updated' is invalid. Valid formats include: 'yyyy/MM/dd HH:mm', "
         "'yyyy-MM-dd HH:mm', 'yyyy/MM/dd', 'yyyy-MM-dd', or a period format e.g. '-5d', '4w 2d'."
     )
-
-
-def _words(text: str) -> list[str]:
-    return [w for w in re.split(r"\W+", text.casefold()) if w]
 
 
 def parse(jql: str, *, now: dt.datetime | None = None) -> Query:
@@ -187,11 +186,18 @@ def parse(jql: str, *, now: dt.datetime | None = None) -> Query:
                 raise JqlError("Error in the JQL Query: Expecting ')' after currentUser(.")
             i += 1
             query.clauses.append(lambda issue, user: issue["creator"] == user)
-        elif fname == "summary":
+        elif fname in _FIELDS_TEXT:
             if opv != "~":
-                raise JqlError(f"The operator '{op[1]}' is not supported by the 'summary' field.")
-            words = _words(expect_value())
-            query.clauses.append(lambda issue, user, words=words: all(w in issue["_summary_words"] for w in words))
+                raise JqlError(f"The operator '{op[1]}' is not supported by the '{tok[1]}' field.")
+            value = expect_value()
+            try:
+                matcher = textsearch.compile_query(value)
+            except textsearch.TextQueryError:
+                raise JqlError(
+                    f"The text query '{value}' for field '{tok[1]}' is not valid: probably your query contains "
+                    "invalid characters."
+                ) from None
+            query.clauses.append(_text_clause(fname, matcher))
         else:
             raise JqlError(f"Field '{tok[1]}' does not exist or you do not have permission to view it.")
         expecting_clause = False
@@ -217,3 +223,16 @@ def _date_clause(fname: str, opv: str, when: dt.datetime) -> Callable[[dict[str,
         opv
     ]
     return lambda issue, user: compare(issue[fname])
+
+
+def _text_of(fname: str, issue: dict[str, Any]) -> str:
+    summary = issue.get("summary") or ""
+    description = issue.get("description") or ""
+    comments = " ".join(c.get("body") or "" for c in issue.get("comments") or [])
+    return {"summary": summary, "description": description, "comment": comments}.get(
+        fname, f"{summary} {description} {comments}"
+    )
+
+
+def _text_clause(fname: str, matcher: textsearch.Matcher) -> Callable[[dict[str, Any], str], bool]:
+    return lambda issue, user: matcher(textsearch.Doc.of(_text_of(fname, issue)))

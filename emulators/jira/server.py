@@ -143,6 +143,16 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(payload)
         self._status = status
 
+    def _send_text(self, status: int, text: str) -> None:
+        payload = text.encode()
+        self._record(status)
+        self.send_response(status)
+        self.send_header("Content-Type", "text/plain;charset=UTF-8")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+        self._status = status
+
     def _record(self, status: int) -> None:
         if getattr(self, "_recorded", True):
             return
@@ -239,9 +249,13 @@ class Handler(BaseHTTPRequestHandler):
             self._send(429, {"errorMessages": ["Rate limit exceeded."], "errors": {}}, headers)
         elif kind == "503":
             self._send(503, {"errorMessages": ["Service Unavailable"], "errors": {}})
+        elif kind == "error" and rule.get("text") is not None:  # a non-JSON body (a proxy's, Jira's XSRF check)
+            self._send_text(int(rule.get("status", 500)), str(rule["text"]))
         elif kind == "error":
+            message = rule.get("message", "Injected error")
             self._send(
-                int(rule.get("status", 500)), {"errorMessages": [rule.get("message", "Injected error")], "errors": {}}
+                int(rule.get("status", 500)),
+                {"errorMessages": [message] if message else [], "errors": dict(rule.get("errors") or {})},
             )
         else:
             self._send(500, {"errorMessages": [f"unknown fault kind {kind}"], "errors": {}})

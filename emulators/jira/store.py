@@ -116,10 +116,6 @@ def jira_time(when: dt.datetime) -> str:
     return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}+0000"
 
 
-def _words(text: str) -> frozenset[str]:
-    return frozenset(w for w in re.split(r"\W+", text.casefold()) if w)
-
-
 class Store:
     """One Jira instance. Public methods take the acting username and return JSON-ready dicts."""
 
@@ -233,7 +229,6 @@ class Store:
             "key": key,
             "project": project,
             "summary": summary,
-            "_summary_words": _words(summary),
             "description": description,
             "status": status,
             "issuetype": issue_type,
@@ -713,8 +708,6 @@ class Store:
                     old = issue[fname]
                     if old != new:
                         issue[fname] = new
-                        if fname == "summary":
-                            issue["_summary_words"] = _words(new)
                         items.append(self._item(fname, old, new))
                 elif fname == SPRINT_FIELD:
                     if self._set_sprint(issue, new):

@@ -24,11 +24,14 @@ from zoneinfo import ZoneInfo
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.db import close_old_connections
+from mcp import MCPError
 from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field, WithJsonSchema
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp_types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field, ValidationError, WithJsonSchema
 
-from achilles.errors import NotAuthenticated, render_text
+from achilles import __version__
+from achilles.errors import NotAuthenticated, ValidationFailed, render_text
 from achilles.services import api_token_authenticate
 from hub import selectors, services
 from hub.command_contract import COMMAND_JSON_SCHEMA
@@ -187,10 +190,47 @@ def _write(title: str, *, idempotent: bool = False, destructive: bool = False) -
 # ---------------------------------------------------------------- the server
 
 
+def validation_failed(exc: ValidationError) -> ValidationFailed:
+    """Pydantic's rejection of tool arguments as the platform's 422: the first field named, each
+    problem as ``field: message`` (the rejected values are not echoed)."""
+    errors = exc.errors()
+    fields = [".".join(str(p) for p in e["loc"]) or "arguments" for e in errors]
+    if len(errors) == 1:
+        message = errors[0]["msg"]
+    else:
+        message = "; ".join(f"{f}: {e['msg']}" for f, e in zip(fields, errors, strict=True))
+    return ValidationFailed(message, field=fields[0] if fields else None)
+
+
+class HubServer(MCPServer):
+    """The SDK's server with the spec's error codes: an unknown tool or prompt is JSON-RPC -32602
+    (Invalid params), invalid tool arguments are an error result in the platform's words."""
+
+    async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None, context: Any = None) -> Any:
+        if self._prompt_manager.get_prompt(name) is None:
+            raise MCPError(code=INVALID_PARAMS, message=f"Unknown prompt: {name}")
+        return await super().get_prompt(name, arguments, context)
+
+    async def _handle_call_tool(self, ctx: Any, params: Any) -> Any:
+        if self._tool_manager.get_tool(params.name) is None:
+            raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {params.name}")
+        context = Context(request_context=ctx, mcp_server=self, input_params=params, subscriptions=self._subscriptions)
+        try:
+            return await self.call_tool(params.name, params.arguments or {}, context)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                return error_result(validation_failed(exc.__cause__), tool=params.name)
+            # A crash (the SDK wraps it) is logged and answered generically; a ToolError says its own text.
+            if isinstance(exc, UnexpectedToolError):
+                return error_result(exc.__cause__ or exc, tool=params.name)
+            return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
+
+
 def build_server() -> MCPServer:
     """A fresh server with every tool registered (one per HTTP event loop, one per stdio process)."""
-    server = MCPServer(
+    server = HubServer(
         name="achilles-hub",
+        version=__version__,
         title="Achilles Hub",
         instructions=(
             "Зеркало Jira и очередь команд хаба Achilles: чтение задач из зеркала, заметки, пакеты "
@@ -287,7 +327,12 @@ def build_server() -> MCPServer:
     @server.tool(annotations=_read_only("Дождаться пакета"), structured_output=False)
     async def batch_wait(
         id: Annotated[int, Field(description="id пакета")],  # noqa: A002
-        timeout_minutes: Annotated[float, Field(description="сколько ждать, минут (больше 0 и не больше 60)")] = 10,
+        timeout_minutes: Annotated[
+            float,
+            # Bounds advertised; the hub checks them itself so the error is the REST 422's text.
+            WithJsonSchema({"type": "number", "exclusiveMinimum": 0, "maximum": 60, "default": 10}),
+            Field(description="сколько ждать, минут (больше 0 и не больше 60)"),
+        ] = 10,
     ) -> str | CallToolResult:
         """Дождаться завершения пакета (или таймаута, не больше 60 минут): ответ как у batch_status. Если клиент
         обрывает долгие вызовы (около минуты), ждите отрезками (timeout_minutes: 0.9) и вызывайте снова."""

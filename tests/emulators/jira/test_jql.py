@@ -18,7 +18,7 @@ def issue(**kw):
         "labels": ["AWPCA"],
         "status": "To Do",
         "creator": "achilles-sync",
-        "_summary_words": frozenset({"сверка", "платежей"}),
+        "summary": "Сверка платежей",
         "updated": dt.datetime(2026, 11, 30, 11, 50, 30, tzinfo=UTC),
         "created": dt.datetime(2026, 11, 1, tzinfo=UTC),
     }
@@ -68,3 +68,33 @@ def test_relative_dates():
     now = dt.datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
     assert parse_date("-5m", now=now) == now - dt.timedelta(minutes=5)
     assert parse_date("-1d", now=now) == now - dt.timedelta(days=1)
+
+
+@pytest.mark.parametrize(
+    ("query", "summary", "hit"),
+    [
+        ("Remove legacy flag", "Remove -legacy flag", True),
+        ("Remove -legacy flag", "Remove -legacy flag", False),  # '-legacy' is NOT legacy
+        ("flags removed", "Remove the legacy flag", True),  # stemming both sides
+        ("the", "the legacy flag", False),  # stop words only: an empty query matches nothing
+        ('\\"legacy flag\\"', "Remove legacy flag", True),
+        ('\\"flag legacy\\"', "Remove legacy flag", False),  # a phrase keeps its order
+        ("legacy OR absent", "Remove legacy flag", True),
+        ("+legacy absent", "Remove legacy flag", False),
+        ("leg*", "Remove legacy flag", True),
+        ("(legacy || absent) && remove", "Remove legacy flag", True),
+        ("C\\\\+\\\\+ phase", "C++ (phase 2)?", True),  # escaped operators are plain text
+        ("Сверка", "Сверка платежей 🚀", True),
+        ("Remove the legacy flag 🚀", "Remove the legacy flag", True),  # stop words and emoji make no clause
+    ],
+)
+def test_text_search_is_lucene_like(query, summary, hit):
+    assert matches(f'summary ~ "{query}"', summary=summary) is hit
+
+
+@pytest.mark.parametrize(
+    "query", ["C++ (phase 2)?", "Remove - flag", "(phase 2", "*legacy", "a:b", "[x]", "x^", '\\"open']
+)
+def test_malformed_text_query_is_jiras_400(query):
+    with pytest.raises(JqlError, match="The text query .* for field 'summary' is not valid"):
+        parse(f'summary ~ "{query}"')

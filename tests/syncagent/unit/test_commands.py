@@ -116,7 +116,9 @@ def test_every_ensure_changes_jira_once_then_is_already_so(jira, run):
 
 def test_jira_refusals_fail_the_command_with_jiras_message(jira, run):
     bad_priority = run({"type": "ensure_fields", "key": "AURORA-9004", "fields": {"priority": "Urgent"}})
-    assert bad_priority["status"] == "failed" and bad_priority["error"].startswith("Jira 400: Specify a valid priority")
+    assert bad_priority["status"] == "failed" and bad_priority["error"].startswith(
+        "Jira 400: priority: Specify a valid priority"
+    )
     assert (
         run({"type": "ensure_fields", "key": "AURORA-1", "fields": {"duedate": "2026-12-01"}})["error"]
         == "Jira 404: Issue Does Not Exist"
@@ -261,3 +263,62 @@ def test_a_create_is_never_resent_after_a_503(jira, run):
     assert result["status"] == "done" and result["result"]["key"] == "AURORA-9031"
     assert jira.writes(since) == ["POST /rest/api/2/issue", "POST /rest/api/2/issue"]
     assert [k for k, i in jira.server.store.issues.items() if i["summary"] == "После 503"] == ["AURORA-9031"]
+
+
+HOSTILE = [
+    "C++ (phase 2)?",
+    "Remove -legacy flag",
+    'Fix "quoted" \\path\\ & a|b !x {y} [z] ^w ~v *u :t',
+    "To be or not to be",  # stop words only
+    "Релиз 🚀 AND OR NOT",
+    ("Сверка платежей и отчётов по банку " * 8)[:255],
+]
+
+
+@pytest.mark.parametrize("summary", HOSTILE)
+def test_hostile_summary_lost_answer_and_reissue_give_exactly_one_issue(jira, run, summary):
+    """Jira's text search treats operators, stop words and stemming as Lucene does: whatever the
+    summary, a lost create answer and a re-issued command find the issue instead of making a second."""
+    command = {
+        "type": "ensure_issue",
+        "project": "AURORA",
+        "summary": summary,
+        "labels": ["AWPCA"],
+        "fields": {"description": f"{summary}\n{summary}"},
+    }
+    jira.faults({"kind": "drop_answer", "method": "POST", "path": "^/rest/api/2/issue$", "times": 1})
+    first = run(command)
+    assert first["status"] == "done", first
+    again = run(command)  # another command (a re-sent batch): found by its summary
+    assert again["status"] == "done", again
+    assert again["result"]["key"] == first["result"]["key"] and again["result"]["created"] is False
+    assert again["result"]["changed"] == []
+    same = [i for i in jira.server.store.issues.values() if i["summary"] == summary]
+    assert len(same) == 1, [i["key"] for i in same]
+    comment = {"type": "ensure_comment", "key": first["result"]["key"], "body": summary}
+    assert [run(comment)["result"]["changed"] for _ in range(2)] == [["comment"], []]
+    assert [c["body"] for c in same[0]["comments"]] == [summary]
+
+
+def test_jiras_field_errors_and_a_plain_text_refusal_reach_the_report_verbatim(jira, run):
+    jira.faults(
+        {
+            "kind": "error",
+            "status": 400,
+            "method": "PUT",
+            "path": "AURORA-9005$",
+            "message": None,
+            "errors": {
+                "customfield_10010": "Option id 'null' is not valid",
+                "priority": "Priority name 'Urgent' is not valid",
+            },
+            "times": 1,
+        },
+        {"kind": "error", "status": 403, "method": "PUT", "path": "AURORA-9004$", "text": "XSRF check failed"},
+    )
+    fields = run({"type": "ensure_fields", "key": "AURORA-9005", "fields": {"duedate": "2030-01-01"}})
+    assert fields["error"] == (
+        "Jira 400: customfield_10010: Option id 'null' is not valid; priority: Priority name 'Urgent' is not valid"
+    )
+    xsrf = run({"type": "ensure_fields", "key": "AURORA-9004", "fields": {"duedate": "2030-01-01"}})
+    assert xsrf["error"] == "Jira 403: XSRF check failed"
