@@ -3,7 +3,10 @@
 Pure and deterministic: no database, no model. On a grounding turn round 2's text is cut into
 sentences as it streams (``SentenceSplitter``); each sentence is released to the client only when
 ``check_sentence`` says it is supported, and a sentence that is not is neither streamed nor stored
-(the trace keeps it with the reason). Conversation turns are never checked.
+(the trace keeps it with the reason). Conversation turns are never checked. ``GroundingGate``
+judges Markdown blocks, not lines: a list item as a sentence (an unmarked one against its lead-in's
+markers), a table row by row and then whole, a fenced code block by its presence in a cited chunk,
+a heading only together with something under it (see its docstring).
 
 A sentence is supported when all of these hold:
 
