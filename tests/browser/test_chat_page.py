@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.p1]
 POLICY = (
     "Ежегодный оплачиваемый отпуск сотрудника составляет 28 календарных дней. Заявление на отпуск подают "
     "за две недели до его начала. Отпуск можно разделить на части. Перенос отпуска возможен по согласованию "
-    "с руководителем."
+    "с руководителем. Команда для заявления в терминале:\n```\nhr vacation apply --days 28\n```"
 )
 SUPPORTED = [
     "Ежегодный оплачиваемый отпуск сотрудника составляет 28 календарных дней [1].",
@@ -31,6 +31,13 @@ SUPPORTED = [
     "Отпуск можно разделить на части [1].",
     "Перенос отпуска возможен по согласованию с руководителем [1].",
 ]
+
+
+GROUNDED_MARKDOWN = (
+    "Ежегодный оплачиваемый отпуск сотрудника [1]:\n- составляет 28 календарных дней;\n"
+    "- можно разделить на части [1].\n\n| что | условие |\n|---|---|\n| заявление | за две недели до его начала [1] |"
+    "\n\nКоманда для заявления [1]:\n```\nhr vacation apply --days 28\n```"
+)
 
 
 class ScriptedModel:
@@ -159,11 +166,20 @@ def test_markdown_renders_and_a_hostile_answer_is_inert(live_url, page, model, u
     assert answer.locator("table td").all_text_contents() == ["основной", "28"]
     assert answer.locator("pre code").text_content().strip() == "print('отпуск')"
     assert answer.locator("pre button.copy-code").count() == 1
-    # a grounded answer: the [1] marker links to its source card
-    model.answers.append(StubReply(text=SUPPORTED[0]))
+    # a grounded answer with a list, a table and a code block arrives intact (issue 31); the [1]
+    # marker links to its source card
+    model.answers.append(StubReply(text=GROUNDED_MARKDOWN))
     ask(page, "Сколько дней длится отпуск?")
     wait_answers(page, 2)
-    cite = page.locator(".msg.assistant .text").last.locator("a.cite")
+    grounded_answer = page.locator(".msg.assistant .text").last
+    assert grounded_answer.locator("li").all_text_contents() == [
+        "составляет 28 календарных дней;",
+        "можно разделить на части [1].",
+    ]
+    assert grounded_answer.locator("table th").all_text_contents() == ["что", "условие"]
+    assert grounded_answer.locator("table td").all_text_contents() == ["заявление", "за две недели до его начала [1]"]
+    assert grounded_answer.locator("pre code").text_content().strip() == "hr vacation apply --days 28"
+    cite = grounded_answer.locator("a.cite").first
     assert cite.text_content() == "[1]"
     card = page.locator(cite.get_attribute("href"))
     assert "Политика отпусков" in card.text_content() and "28 календарных дней" in card.text_content()
