@@ -42,7 +42,7 @@ GROUNDED_MARKDOWN = (
 
 class ScriptedModel:
     """Round one (with tools) searches the knowledge base — or, with a reply in ``direct``, answers
-    at once (a conversation turn: released whole, not sentence-checked); round two answers with
+    at once (a conversation turn: streamed, not sentence-checked); round two answers with
     the next text from ``answers`` (or the default), as a real model would stream it."""
 
     def __init__(self, stub: StubLLMServer):
@@ -149,7 +149,7 @@ def test_an_idle_socket_stays_open_for_60_s_and_a_20_s_answer_arrives_whole(
 
 def test_markdown_renders_and_a_hostile_answer_is_inert(live_url, page, model, user_factory):
     user = user_factory(username="browser-md")
-    # a conversation turn (no search) is released whole, so its Markdown is the model's own
+    # a conversation turn (no search) is not sentence-checked, so its Markdown is the model's own
     model.direct += [
         StubReply(
             text="## Отпуск\n\n| вид | дней |\n|---|---|\n| основной | 28 |\n\n```python\nprint('отпуск')\n```\n"
