@@ -6,9 +6,10 @@
       sentence by sentence through the support check — or the engine's own «не нашёл» →
       withheld hint → citations → finalize (message, trace, citations) → access signals → done
 
-Round 1's text is held back while ``search_knowledge`` is offered: it reaches the client (and the
-stored message) only when the round ends without a search call; beside a search call it is
-dropped. On a grounding turn only sentences that pass ``conversations.support`` are streamed and
+Round 1's text is held back while ``search_knowledge`` is offered, until the model has written a
+whole sentence with no tool call announced: the turn is then a conversation turn, the held text is
+released and the rest streams as generated (a tool call that still follows is refused and
+logged). Text that ends the round beside a search call before that is dropped, never shown. On a grounding turn only sentences that pass ``conversations.support`` are streamed and
 stored; the others stay in the trace with the reason (``ungrounded_sentences``).
 
 Both transports (SSE, websocket) drive ``Turn.events()``. When the client goes away the stream
@@ -56,7 +57,7 @@ from conversations.packing import PackedSource, fit_history, pack_context
 from conversations.prompt import round_one_messages, system_prompt, tool_result_messages
 from conversations.ranking import order_and_cut
 from conversations.spans import OFF, Clock
-from conversations.support import GroundingGate
+from conversations.support import GroundingGate, SentenceSplitter
 from conversations.tools import ToolPlan, plan_tool_round, tool_set
 from conversations.trace import GroundingOutcome, TraceDraft
 from conversations.websearch import WebResult, WebSearchProvider
@@ -191,16 +192,34 @@ class Turn:
             round_one = _Round()
             self.clock.switch("model")
             # While the model may still call search_knowledge, its text is held: text beside a
-            # search call is never shown nor stored (it is not grounded in anything).
+            # search call is never shown nor stored (it is not grounded in anything). Once the
+            # model has written a whole sentence with no tool call announced (the next sentence
+            # has begun), the turn is a conversation turn: the held text is released and the rest
+            # streams as generated; a search call that still follows is refused.
             hold = any(t.name == "search_knowledge" for t in tools)
-            async with aclosing(self._stream_round(provider, messages, tools, round_one, release=not hold)) as stream:
+            splitter = SentenceSplitter() if hold else None
+            async with aclosing(self._stream_round(provider, messages, tools, round_one, release=False)) as stream:
                 async for text in stream:
-                    if not hold:
+                    if splitter is not None and (splitter.feed(text) and not round_one.calls):
+                        hold, splitter = False, None
+                        held = "".join(round_one.text)
+                        self.parts.append(held)
+                        self.timings["round1_released_ms"] = _ms(started)
+                        yield TokenEvent(held)
+                    elif not hold:
+                        self.parts.append(text)
                         yield TokenEvent(text)
             self.timings["round1_ms"] = _ms(started)
             self.timings["round1_first_event_ms"] = round_one.first_event_ms
 
-            plan = plan_tool_round(round_one.calls, tools)
+            calls = round_one.calls
+            if "round1_released_ms" in self.timings and calls:
+                # The user has seen this turn's text already: it cannot become a grounded answer.
+                logger.warning(
+                    "tool calls after a streamed conversational sentence refused: %s", [c.name for c in calls]
+                )
+                calls = ()
+            plan = plan_tool_round(calls, tools)
             if hold and plan.search is None:
                 for text in round_one.text:
                     self.parts.append(text)

@@ -3,7 +3,10 @@
 Pure and deterministic: no database, no model. On a grounding turn round 2's text is cut into
 sentences as it streams (``SentenceSplitter``); each sentence is released to the client only when
 ``check_sentence`` says it is supported, and a sentence that is not is neither streamed nor stored
-(the trace keeps it with the reason). Conversation turns are never checked.
+(the trace keeps it with the reason). Conversation turns are never checked. ``GroundingGate``
+judges Markdown blocks, not lines: a list item as a sentence (an unmarked one against its lead-in's
+markers), a table row by row and then whole, a fenced code block by its presence in a cited chunk,
+a heading only together with something under it (see its docstring).
 
 A sentence is supported when all of these hold:
 
@@ -715,9 +718,32 @@ def split_sentences(text: str) -> list[str]:
     return splitter.feed(text) + splitter.flush()
 
 
+_LIST_ITEM = re.compile(r"^(?:[-*+]|\d{1,3}[.)])\s+")
+_FENCE = "```"
+_TABLE_SEPARATOR = re.compile(r"^\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?$")
+
+
+def _level(heading: str) -> int:
+    return len(heading) - len(heading.lstrip("#"))
+
+
 @dataclass
 class GroundingGate:
-    """Releases the supported sentences of a streamed answer; keeps the rejected ones with why."""
+    """Releases the supported parts of a streamed answer; keeps the rejected ones with why.
+
+    The answer is judged by Markdown blocks, not by lines:
+
+    - a sentence (and a list item, which is judged as one) passes ``check_sentence``; a list item
+      without a marker of its own is judged against the markers of its lead-in (the line before
+      the list: «Ежегодный отпуск [1]:»), when that lead-in passed;
+    - a table (consecutive lines opening with ``|``) passes when each row is supported by the
+      sources its own markers cite, or by its caption's (the lead-in line) when it has none; it
+      is then delivered whole, header and separator included; one unsupported row refuses it;
+    - a fenced code block passes when its content (whitespace aside) appears in a cited chunk:
+      a source its lead-in cites, or any packed source when the lead-in cites none;
+    - a heading is kept (once it passes the check) only when something under it passes; it is
+      released just before that, and dropped (``empty_heading``) when nothing does.
+    """
 
     sources: Mapping[int, str]
     source_urls: Sequence[str] = ()
@@ -725,28 +751,125 @@ class GroundingGate:
     released: list[str] = field(default_factory=list)
     rejected: list[Verdict] = field(default_factory=list)
     _splitter: SentenceSplitter = field(default_factory=SentenceSplitter)
+    _mode: str | None = None  # "table" or "code" while such a block is being collected
+    _block: list[str] = field(default_factory=list)
+    _headings: list[str] = field(default_factory=list)  # passed, waiting for something under them
+    _lead: tuple[int, ...] = ()  # the markers of the last released line that was not a list item
+    _seen: bool = False
 
     def feed(self, text: str) -> list[str]:
         return self._judge(self._splitter.feed(text))
 
     def flush(self) -> list[str]:
-        return self._judge(self._splitter.flush())
+        out = self._judge(self._splitter.flush())
+        out += self._close_block()
+        for heading in self._headings:
+            self.rejected.append(Verdict(heading.strip(), "empty_heading"))
+        self._headings = []
+        return out
 
     @property
     def text(self) -> str:
         return "".join(self.released)
 
     def _judge(self, pieces: list[str]) -> list[str]:
-        out = []
+        out: list[str] = []
         for piece in pieces:
+            newline = not self._seen or piece.lstrip(" \t").startswith("\n")
+            self._seen = True
+            body = piece.strip()
+            if self._mode == "code":
+                self._block.append(piece)
+                if newline and body.startswith(_FENCE):
+                    out += self._close_block()
+                continue
+            if self._mode == "table":
+                if not newline or body.startswith("|"):
+                    self._block.append(piece)
+                    continue
+                out += self._close_block()
+            if newline and (body.startswith(_FENCE) or body.startswith("|")):
+                self._mode, self._block = ("code" if body.startswith(_FENCE) else "table"), [piece]
+                continue
             if not _WORD.search(piece):
                 continue  # decoration without words («---», «**»): nothing to support, nothing to show
-            verdict = check_sentence(piece, self.sources, source_urls=self.source_urls, threshold=self.threshold)
-            if not verdict.supported:
-                self.rejected.append(verdict)
-                continue
-            if not self.released:
-                piece = piece.lstrip()
-            self.released.append(piece)
-            out.append(piece)
+            out += self._judge_line(piece, body)
         return out
+
+    def _judge_line(self, piece: str, body: str) -> list[str]:
+        if _HEADING.match(body):
+            verdict = check_sentence(body, self.sources, source_urls=self.source_urls, threshold=self.threshold)
+            level = _level(body)
+            kept = [h for h in self._headings if _level(h.strip()) < level]
+            for h in self._headings[len(kept) :]:
+                self.rejected.append(Verdict(h.strip(), "empty_heading"))
+            self._headings = kept
+            if verdict.supported:
+                self._headings.append(piece)
+            else:
+                self.rejected.append(verdict)
+            self._lead = ()
+            return []
+        item = bool(_LIST_ITEM.match(body))
+        sentence = body
+        if item and not _MARKER.search(body) and self._lead:
+            sentence = body + " " + "".join(f"[{m}]" for m in self._lead)
+        verdict = check_sentence(sentence, self.sources, source_urls=self.source_urls, threshold=self.threshold)
+        if not verdict.supported:
+            self.rejected.append(replace(verdict, sentence=body))
+            if not item:
+                self._lead = ()
+            return []
+        if not item:
+            self._lead = verdict.markers
+        return self._release(piece)
+
+    def _release(self, piece: str) -> list[str]:
+        pieces = [*self._headings, piece]
+        self._headings = []
+        out = []
+        for p in pieces:
+            if not self.released:
+                p = p.lstrip()
+            self.released.append(p)
+            out.append(p)
+        return out
+
+    def _close_block(self) -> list[str]:
+        mode, block = self._mode, "".join(self._block)
+        self._mode, self._block = None, []
+        if mode is None:
+            return []
+        lead, self._lead = self._lead, ()
+        why = self._table_verdict(block, lead) if mode == "table" else self._code_verdict(block, lead)
+        if why is not None:
+            self.rejected.append(why)
+            return []
+        return self._release(block)
+
+    def _table_verdict(self, block: str, lead: tuple[int, ...]) -> Verdict | None:
+        lines = [line.strip() for line in block.strip().splitlines() if line.strip()]
+        head = check_sentence("".join(lines) + " [0]", {0: ""}, source_urls=self.source_urls, threshold=self.threshold)
+        if head.reason in ("image", "outside_link"):
+            return replace(head, sentence=block.strip())
+        rows = lines[2:] if len(lines) > 1 and _TABLE_SEPARATOR.match(lines[1]) else lines
+        if not rows:
+            return Verdict(block.strip(), "table_without_rows")
+        for row in rows:
+            cells = [c.strip() for c in row.strip("|").split("|") if c.strip()]
+            sentence = ", ".join(cells)
+            if not _MARKER.search(sentence) and lead:
+                sentence += " " + "".join(f"[{m}]" for m in lead)
+            verdict = check_sentence(sentence, self.sources, source_urls=self.source_urls, threshold=self.threshold)
+            if not verdict.supported:
+                return replace(verdict, sentence=row)
+        return None
+
+    def _code_verdict(self, block: str, lead: tuple[int, ...]) -> Verdict | None:
+        lines = block.strip().splitlines()
+        inner = lines[1:-1] if len(lines) > 1 and lines[-1].strip().startswith(_FENCE) else lines[1:]
+        content = " ".join("\n".join(inner).split())
+        cited = [self.sources[m] for m in lead if m in self.sources] or list(self.sources.values())
+        if content and any(content in " ".join(text.split()) for text in cited):
+            return None
+        return Verdict(block.strip(), "code_not_in_source", lead)

@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.p1]
 POLICY = (
     "Ежегодный оплачиваемый отпуск сотрудника составляет 28 календарных дней. Заявление на отпуск подают "
     "за две недели до его начала. Отпуск можно разделить на части. Перенос отпуска возможен по согласованию "
-    "с руководителем."
+    "с руководителем. Команда для заявления в терминале:\n```\nhr vacation apply --days 28\n```"
 )
 SUPPORTED = [
     "Ежегодный оплачиваемый отпуск сотрудника составляет 28 календарных дней [1].",
@@ -33,9 +33,16 @@ SUPPORTED = [
 ]
 
 
+GROUNDED_MARKDOWN = (
+    "Ежегодный оплачиваемый отпуск сотрудника [1]:\n- составляет 28 календарных дней;\n"
+    "- можно разделить на части [1].\n\n| что | условие |\n|---|---|\n| заявление | за две недели до его начала [1] |"
+    "\n\nКоманда для заявления [1]:\n```\nhr vacation apply --days 28\n```"
+)
+
+
 class ScriptedModel:
     """Round one (with tools) searches the knowledge base — or, with a reply in ``direct``, answers
-    at once (a conversation turn: released whole, not sentence-checked); round two answers with
+    at once (a conversation turn: streamed, not sentence-checked); round two answers with
     the next text from ``answers`` (or the default), as a real model would stream it."""
 
     def __init__(self, stub: StubLLMServer):
@@ -142,7 +149,7 @@ def test_an_idle_socket_stays_open_for_60_s_and_a_20_s_answer_arrives_whole(
 
 def test_markdown_renders_and_a_hostile_answer_is_inert(live_url, page, model, user_factory):
     user = user_factory(username="browser-md")
-    # a conversation turn (no search) is released whole, so its Markdown is the model's own
+    # a conversation turn (no search) is not sentence-checked, so its Markdown is the model's own
     model.direct += [
         StubReply(
             text="## Отпуск\n\n| вид | дней |\n|---|---|\n| основной | 28 |\n\n```python\nprint('отпуск')\n```\n"
@@ -159,11 +166,20 @@ def test_markdown_renders_and_a_hostile_answer_is_inert(live_url, page, model, u
     assert answer.locator("table td").all_text_contents() == ["основной", "28"]
     assert answer.locator("pre code").text_content().strip() == "print('отпуск')"
     assert answer.locator("pre button.copy-code").count() == 1
-    # a grounded answer: the [1] marker links to its source card
-    model.answers.append(StubReply(text=SUPPORTED[0]))
+    # a grounded answer with a list, a table and a code block arrives intact (issue 31); the [1]
+    # marker links to its source card
+    model.answers.append(StubReply(text=GROUNDED_MARKDOWN))
     ask(page, "Сколько дней длится отпуск?")
     wait_answers(page, 2)
-    cite = page.locator(".msg.assistant .text").last.locator("a.cite")
+    grounded_answer = page.locator(".msg.assistant .text").last
+    assert grounded_answer.locator("li").all_text_contents() == [
+        "составляет 28 календарных дней;",
+        "можно разделить на части [1].",
+    ]
+    assert grounded_answer.locator("table th").all_text_contents() == ["что", "условие"]
+    assert grounded_answer.locator("table td").all_text_contents() == ["заявление", "за две недели до его начала [1]"]
+    assert grounded_answer.locator("pre code").text_content().strip() == "hr vacation apply --days 28"
+    cite = grounded_answer.locator("a.cite").first
     assert cite.text_content() == "[1]"
     card = page.locator(cite.get_attribute("href"))
     assert "Политика отпусков" in card.text_content() and "28 календарных дней" in card.text_content()

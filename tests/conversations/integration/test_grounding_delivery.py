@@ -13,14 +13,14 @@ from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
-from achilles.llm import NOT_FOUND_TEXT
+from achilles.llm import NOT_FOUND_TEXT, ToolCalls
 from conversations.grounding import ONLY_WITHHELD_TEXT
 from conversations.models import Message, RetrievalTrace
 from knowledge.facade import Withheld
 from tests.conversations import adversarial
 from tests.conversations.conftest import EMPTY, candidate, result
 from tests.conversations.http import bearer, chat
-from tests.llm_fake import answer
+from tests.llm_fake import answer, call_tool, tool_call
 
 pytestmark = [pytest.mark.integration, pytest.mark.p0, pytest.mark.django_db(transaction=True)]
 
@@ -163,6 +163,70 @@ def test_round_one_text_beside_search_is_never_shown(engine, user):
         assert got.text == "Ежегодный отпуск составляет 28 календарных дней. [1]", got.transport
         assert "По моим данным" not in got.message.content
         assert got.trace.timings["round1_text_dropped_chars"] == len("По моим данным, отпуск 31 день. ")
+
+
+def test_a_search_call_after_a_released_sentence_is_refused(engine, user):
+    """issue 31: once the model has written a whole sentence without a tool call, the turn is a
+    conversation turn and its text was streamed; a search call that follows is refused (and
+    logged), so nothing already shown can end up beside a grounded answer. A one-sentence preface
+    (the next test's) is never released: the sentence is whole only when the next one begins."""
+    engine.ks.default = result(candidate(1, VACATION))
+    chatter = "Хороший вопрос. Сейчас расскажу. "
+    rounds = [[*answer(chatter, chunk=5), ToolCalls((tool_call("search_knowledge", query="отпуск"),))]]
+    for got in deliveries(engine, user, "Сколько дней отпуска?", rounds):
+        assert got.text == chatter, got.transport
+        assert len(got.tokens) >= 2, got.transport  # streamed: the first sentence, then the rest
+        assert got.message.content == chatter
+        assert got.trace is None and got.final["citations"] == []
+    assert engine.ks.searches == []
+
+
+MARKDOWN_SOURCES = (
+    "Ежегодный отпуск составляет 28 календарных дней. Заявку на отпуск подают через портал HR за две недели.",
+    "Подключение к VPN из дома:\n```\nsudo openvpn --config /etc/achilles/office.ovpn\n```\n"
+    "Клиент OpenVPN ставится из портала самообслуживания.",
+)
+MARKDOWN_ANSWER = (
+    "## Отпуск\n"
+    "Ежегодный отпуск [1]:\n"
+    "- составляет 28 календарных дней;\n"  # unmarked: judged against the lead-in's [1]
+    "- Заявку подают через портал HR за две недели [1].\n"
+    "\n"
+    "| Что | Условие |\n"
+    "| --- | --- |\n"
+    "| Отпуск | 28 календарных дней [1] |\n"
+    "| Заявка | через портал HR |\n"  # unmarked row: the caption's [1]
+    "\n"
+    "Подключение к VPN [2]:\n"
+    "```\n"
+    "sudo openvpn --config /etc/achilles/office.ovpn\n"
+    "```\n"
+    "## Заявка на отпуск\n"  # passes, but nothing under it does: dropped
+    "Обеды в офисе бесплатные [1].\n"
+    "| Столовая | бесплатно [1] |\n"  # an unsupported row: the whole table is refused
+    "```\n"
+    "rm -rf /\n"  # not in any cited chunk
+    "```"
+)
+
+
+def test_markdown_survives_grounding(engine, user):
+    """issue 31: the gate judges Markdown blocks, not lines. A grounded answer with a heading, a
+    list (one item without its own marker), a table and a code block reaches the client and the
+    stored message intact; the unsupported sentence, table and code block, and the heading with
+    nothing left under it, do not.
+
+    Failed before the fix: the table's header and separator, the unmarked list item and the code
+    block were cut away line by line."""
+    engine.ks.default = result(candidate(1, MARKDOWN_SOURCES[0]), candidate(2, MARKDOWN_SOURCES[1], rank=2))
+    rounds = [call_tool("search_knowledge", query="отпуск и VPN"), answer(MARKDOWN_ANSWER, chunk=7)]
+    expected = MARKDOWN_ANSWER[: MARKDOWN_ANSWER.index("\n## Заявка")]
+    for got in deliveries(engine, user, "Как с отпуском и VPN?", rounds):
+        assert got.text == expected, got.transport
+        assert got.message.content == expected
+        assert [c["record_id"] for c in got.final["citations"]] == [1, 2]
+        reasons = {r["reason"] for r in got.trace.ungrounded_sentences}
+        assert {"overlap", "code_not_in_source", "empty_heading"} <= reasons, reasons
 
 
 def test_injected_instruction_is_not_obeyed(engine, user):

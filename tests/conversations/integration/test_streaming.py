@@ -29,8 +29,8 @@ def test_tokens_stream_incrementally(engine, user):
     """токены идут потоком: ответ приходит инкрементами по мере генерации, не одним блоком в конце.
 
     A turn without search_knowledge on offer (empty base): its text is released as generated.
-    With search on offer round 1's text is held to the round's end (it may sit beside a search
-    call) and a grounded answer is released sentence by sentence — see the next test."""
+    With search on offer round 1's text is held until its first whole sentence (it may sit beside a
+    search call) and a grounded answer is released sentence by sentence — see the next tests."""
     engine.ks.empty = True
     engine.script(slow_answer(["Раз ", "два ", "три ", "четыре"], delay=0.15))
 
@@ -66,6 +66,28 @@ def test_grounded_answer_streams_sentence_by_sentence(engine, user):
     tokens = [(data["text"], at) for name, data, at in events if name == "token"]
     assert [t for t, _ in tokens] == ["Отпуск составляет 28 дней [1].", " Заявка подаётся через портал HR [2]."]
     assert tokens[1][1] - tokens[0][1] >= 0.3  # the first sentence did not wait for the whole answer
+
+
+def test_conversation_turn_streams_on_a_non_empty_base(engine, user):
+    """issue 31: with search_knowledge on offer (a non-empty base) a turn the model answers without
+    searching still streams: once a whole sentence is written with no tool call announced, the
+    turn is a conversation turn and its text flows as generated, not in one block at the end.
+
+    Failed before the fix: the four sentences arrived as one burst after the model finished."""
+    words = ["Привет! ", "Я ", "помогу ", "с ", "вопросами. ", "Спросите ", "про ", "отпуск. ", "Или ", "про ", "VPN."]
+    engine.script(slow_answer(words, delay=0.12))
+
+    status, _, events = chat(bearer(user), {"content": "Привет"})
+
+    assert status == 200
+    tokens = [(data["text"], at) for name, data, at in events if name == "token"]
+    assert "".join(t for t, _ in tokens) == "".join(words)
+    assert len(tokens) >= 5  # the held first sentence, then delta by delta
+    done_at = next(at for name, _, at in events if name == "done")
+    assert done_at - tokens[0][1] >= 0.5  # the first text was on the wire long before the end
+    assert engine.ks.searches == []
+    message = Message.objects.get(pk=events[-1][1]["message_id"])
+    assert message.content == "".join(words)
 
 
 def test_synchronous_without_a_queue(engine, user, monkeypatch):

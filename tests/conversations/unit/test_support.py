@@ -141,3 +141,44 @@ def test_gate_releases_supported_and_keeps_the_rest_with_why():
         ("Ещё обеды бесплатные [1].", "overlap"),
     ]
     assert gate.rejected[1].as_trace()["missing"] == ["обеды", "бесплатные"]
+
+
+def gated(text: str, sources=SOURCES, step: int = 1) -> tuple[str, list[tuple[str, str | None]]]:
+    """What a gate releases of ``text`` streamed ``step`` characters at a time, and what it refused."""
+    gate = GroundingGate(sources=sources)
+    out = [p for at in range(0, len(text), step) for p in gate.feed(text[at : at + step])] + gate.flush()
+    return "".join(out), [(v.sentence, v.reason) for v in gate.rejected]
+
+
+def test_gate_table_is_judged_row_by_row_and_delivered_whole():
+    # A row cut inside by a sentence end («Отпуск.») is still one row.
+    table = "| Что | Сколько |\n|---|---|\n| Отпуск. | 28 календарных дней [1] |\n| Лимит | 100 000 рублей [2] |"
+    assert gated(table) == (table, [])
+    bad = table + "\n| Обеды | бесплатно [1] |"
+    text, refused = gated(bad)
+    assert text == ""  # one unsupported row refuses the whole table
+    assert refused == [("| Обеды | бесплатно [1] |", "overlap")]
+    assert gated("| Что | Сколько |\n|---|---|")[1] == [("| Что | Сколько |\n|---|---|", "table_without_rows")]
+    # An unmarked row takes its caption's markers; without a caption it has none.
+    assert gated("Ставка [2]:\n| Лимит | 100 000 рублей |")[0] == "Ставка [2]:\n| Лимит | 100 000 рублей |"
+    assert gated("| Лимит | 100 000 рублей |")[1] == [("| Лимит | 100 000 рублей |", "no_marker")]
+
+
+def test_gate_code_block_passes_only_when_a_cited_chunk_holds_it():
+    sources = {**SOURCES, 4: "Команда:\n```\nvpn  connect  office\n```"}
+    good = "Команда [4]:\n```\nvpn connect office\n```"
+    assert gated(good, sources) == (good, [])
+    assert gated("Ставка [2]:\n```\nvpn connect office\n```", sources)[1] == [
+        ("```\nvpn connect office\n```", "code_not_in_source")  # held by [4], not by the cited [2]
+    ]
+    unclosed = "Команда [4]:\n```\nrm -rf /"
+    assert gated(unclosed, sources) == ("Команда [4]:", [("```\nrm -rf /", "code_not_in_source")])
+
+
+def test_gate_list_items_and_headings():
+    text = "## Отпуск\nЕжегодный отпуск [1]:\n- составляет 28 календарных дней\n- подают через портал HR [1]"
+    assert gated(text, step=3) == (text, [])
+    # A refused lead-in lends no markers; a heading with nothing under it that passes is dropped.
+    text, refused = gated("## Отпуск\nОбеды [1]:\n- бесплатные\n## Ставка\nСтавка — 1,35 % в месяц [2].")
+    assert text == "## Ставка\nСтавка — 1,35 % в месяц [2]."
+    assert [why for _, why in refused] == ["overlap", "no_marker", "empty_heading"]
