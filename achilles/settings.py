@@ -94,6 +94,16 @@ REDIS_URL = env("REDIS_URL", default="") or embedded_redis_url(VAR_DIR)
 TESTING = _strict_bool("ACHILLES_TESTING", False)
 TEST_NAMESPACE = env("TEST_DATABASE_NAME", default="test") if TESTING else ""
 
+# Prometheus multiprocess mode (docs/metrics.md): every web, worker and beat process of this machine
+# writes its counters into files of one directory and /metrics sums them. Set before
+# prometheus_client is first imported (it reads the variable then); a test database has its own.
+METRICS_DIR = Path(env("PROMETHEUS_MULTIPROC_DIR", default="") or str(VAR_DIR / "metrics" / (TEST_NAMESPACE or "run")))
+METRICS_DIR.mkdir(parents=True, exist_ok=True)
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(METRICS_DIR)
+# Who may read /metrics: a bearer token, or a list of networks (CIDR, comma-separated); neither: nobody.
+METRICS_TOKEN = env("METRICS_TOKEN", default="")
+METRICS_ALLOW = [n.strip() for n in env("METRICS_ALLOW", default="").split(",") if n.strip()]
+
 # ---------------------------------------------------------------- django
 INSTALLED_APPS = [
     "daphne",
@@ -118,6 +128,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "achilles.metrics.RequestMetricsMiddleware",  # first: its latency covers the whole chain
     "achilles.middleware.RequestIdMiddleware",
     "achilles.middleware.ApiJsonErrorsMiddleware",
     "achilles.middleware.ApiBodyMiddleware",

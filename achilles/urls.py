@@ -5,12 +5,14 @@ from django.urls import include, path
 from achilles import views
 from achilles.api import api
 from achilles.home import home
+from achilles.metrics import metrics_view
 from agents.pages import agents_page
 from conversations.pages import chat_page
 from conversations.views import chat_sse
 
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
+    path("metrics", metrics_view, name="metrics"),
     path("admin/", admin.site.urls),
     path("api/chat", chat_sse, name="chat-sse"),
     path("api/", api.urls),
