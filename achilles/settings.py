@@ -6,6 +6,7 @@ start-up with a message naming the variable.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import sys
 from pathlib import Path
@@ -103,6 +104,11 @@ os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(METRICS_DIR)
 # Who may read /metrics: a bearer token, or a list of networks (CIDR, comma-separated); neither: nobody.
 METRICS_TOKEN = env("METRICS_TOKEN", default="")
 METRICS_ALLOW = [n.strip() for n in env("METRICS_ALLOW", default="").split(",") if n.strip()]
+for _network in METRICS_ALLOW:
+    try:
+        ipaddress.ip_network(_network, strict=False)
+    except ValueError:
+        _fail(f"METRICS_ALLOW must list networks like 10.0.0.0/8 or ::1/128, not {_network!r}")
 
 # ---------------------------------------------------------------- django
 INSTALLED_APPS = [

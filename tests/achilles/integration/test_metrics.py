@@ -164,7 +164,8 @@ def test_an_allowed_network_scrapes_without_a_token_and_others_are_refused(setti
     assert Client(REMOTE_ADDR="10.1.2.3").get("/metrics").status_code == 200
     assert Client(REMOTE_ADDR="::1").get("/metrics").status_code == 200
     assert Client(REMOTE_ADDR="192.168.1.5").get("/metrics").status_code == 403
-    assert Client().post("/metrics").status_code == 405
+    refused = Client(REMOTE_ADDR="10.1.2.3").post("/metrics")
+    assert refused.status_code == 405 and refused.json()["code"] == "method_not_allowed" and refused["Allow"] == "GET"
 
 
 def test_api_version_answers_the_release_to_a_signed_in_caller(client_for):
