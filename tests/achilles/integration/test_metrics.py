@@ -172,3 +172,14 @@ def test_api_version_answers_the_release_to_a_signed_in_caller(client_for):
     assert Client().get("/api/version").status_code == 401
     user = UserFactory(username="version-reader")
     assert client_for(user).get("/api/version").json() == {"version": __version__}
+
+
+def test_requests_over_asgi_are_counted_too(scrape, asgi_client):
+    # daphne serves the async middleware chain (no thread hop): the same counter and histogram
+    me = {"route": "api/me", "method": "GET", "status": "200"}
+    before = scrape()
+    assert asgi_client(UserFactory(username="asgi-reader")).request("GET", "/api/me").status_code == 200
+    after = scrape()
+    assert value(after, "achilles_http_requests_total", **me) == value(before, "achilles_http_requests_total", **me) + 1
+    count = "achilles_http_request_duration_seconds_count"
+    assert value(after, count, route="api/me", method="GET") > value(before, count, route="api/me", method="GET")
