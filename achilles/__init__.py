@@ -1,3 +1,4 @@
 """Achilles: the project package and platform core."""
 
-__version__ = "1.0"  # the product's version (serverInfo of the MCP server, the API document)
+# The release: the one place it is written (/api/version, the MCP server's serverInfo, CHANGELOG.md follow it).
+__version__ = "0.1.0"

@@ -8,7 +8,7 @@ from django.http import HttpRequest
 from ninja import Query, Router, Schema, Status
 from pydantic import Field, field_validator
 
-from achilles import selectors, services
+from achilles import __version__, selectors, services
 from achilles.identity import principals_for
 from achilles.names import name_clean
 from achilles.pagination import ListParams, Page
@@ -132,3 +132,13 @@ def tokens_create(request: HttpRequest, payload: TokenIn):
 def tokens_revoke(request: HttpRequest, token_id: int):
     services.api_token_revoke(user=request.auth, token_id=token_id)
     return Status(204, None)
+
+
+class VersionOut(Schema):
+    version: str = Field(description="The release (CHANGELOG.md), e.g. 0.1.0")
+
+
+@router.get("/version", response=VersionOut, tags=["platform"])
+def version(request: HttpRequest):
+    """The running release (``achilles.__version__``); behind the same sign-in as every route."""
+    return {"version": __version__}

@@ -7,10 +7,11 @@ import logging
 import os
 
 from celery import Celery, bootsteps
-from celery.signals import worker_init, worker_shutting_down
+from celery.signals import task_postrun, worker_init, worker_shutting_down
 
 from achilles.bootstrap import bootstrap
 from achilles.broker import install as install_broker_transport
+from achilles.metrics import task_record
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "achilles.settings")
 # The entry point of `celery -A achilles.celery_app worker|beat`; in a process that has
@@ -26,6 +27,12 @@ app.autodiscover_tasks()
 
 
 _main_pid: int | None = None
+
+
+@task_postrun.connect
+def _count_task_outcome(sender=None, state=None, **kwargs):
+    # /metrics: achilles_celery_tasks_total{task, outcome} (SUCCESS, FAILURE, RETRY, …)
+    task_record(getattr(sender, "name", "?"), str(state or "UNKNOWN"))
 
 
 @worker_init.connect

@@ -6,6 +6,7 @@ start-up with a message naming the variable.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import sys
 from pathlib import Path
@@ -97,6 +98,21 @@ REDIS_URL = env("REDIS_URL", default="") or embedded_redis_url(VAR_DIR)
 TESTING = _strict_bool("ACHILLES_TESTING", False)
 TEST_NAMESPACE = env("TEST_DATABASE_NAME", default="test") if TESTING else ""
 
+# Prometheus multiprocess mode (docs/metrics.md): every web, worker and beat process of this machine
+# writes its counters into files of one directory and /metrics sums them. Set before
+# prometheus_client is first imported (it reads the variable then); a test database has its own.
+METRICS_DIR = Path(env("PROMETHEUS_MULTIPROC_DIR", default="") or str(VAR_DIR / "metrics" / (TEST_NAMESPACE or "run")))
+METRICS_DIR.mkdir(parents=True, exist_ok=True)
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(METRICS_DIR)
+# Who may read /metrics: a bearer token, or a list of networks (CIDR, comma-separated); neither: nobody.
+METRICS_TOKEN = env("METRICS_TOKEN", default="")
+METRICS_ALLOW = [n.strip() for n in env("METRICS_ALLOW", default="").split(",") if n.strip()]
+for _network in METRICS_ALLOW:
+    try:
+        ipaddress.ip_network(_network, strict=False)
+    except ValueError:
+        _fail(f"METRICS_ALLOW must list networks like 10.0.0.0/8 or ::1/128, not {_network!r}")
+
 # ---------------------------------------------------------------- django
 INSTALLED_APPS = [
     "daphne",
@@ -125,6 +141,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "achilles.metrics.RequestMetricsMiddleware",  # first: its latency covers the whole chain
     "achilles.middleware.RequestIdMiddleware",
     "achilles.middleware.ApiJsonErrorsMiddleware",
     "achilles.middleware.ApiBodyMiddleware",

@@ -17,7 +17,15 @@ _WORKER_NAMESPACE = bool(_XDIST_WORKER) and not os.environ.get("TEST_DATABASE_NA
 if _WORKER_NAMESPACE:
     os.environ["TEST_DATABASE_NAME"] = f"test_{_XDIST_WORKER}"
 
+# Set by the settings below; inherited by the workers and servers the tests start (they share it).
+_METRICS_DIR_INHERITED = "PROMETHEUS_MULTIPROC_DIR" in os.environ
+
 from achilles.settings import *  # noqa: E402,F403
+
+if not _METRICS_DIR_INHERITED:
+    # A test run's /metrics counters start at zero: the files of earlier runs' processes go.
+    for _stale in METRICS_DIR.glob("*.db"):  # noqa: F405
+        _stale.unlink(missing_ok=True)
 
 if _WORKER_NAMESPACE:
     # The namespace only: pytest-django gives each worker's database its own suffix (_gw0, _gw1).

@@ -5,6 +5,7 @@ from django.urls import include, path, re_path
 from achilles import views
 from achilles.api import api
 from achilles.home import home
+from achilles.metrics import metrics_view
 from achilles.scim.views import scim_endpoint
 from agents.pages import agents_page
 from conversations.pages import chat_page
@@ -13,6 +14,7 @@ from knowledge.pages import knowledge_page
 
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
+    path("metrics", metrics_view, name="metrics"),
     path("admin/", admin.site.urls),
     path("api/chat", chat_sse, name="chat-sse"),
     path("api/", api.urls),

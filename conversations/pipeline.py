@@ -27,6 +27,7 @@ from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from achilles import metrics
 from achilles.errors import INTERNAL_ERROR_DETAIL, ApplicationError, as_application_error
 from achilles.llm import (
     ChatProvider,
@@ -153,9 +154,15 @@ class Turn:
 
     async def events(self) -> AsyncIterator[Event]:
         self.started = True
+        began, first_text_ms, outcome = time.monotonic(), None, "cancelled"
         try:
             async with aclosing(self._run()) as run:
                 async for event in run:
+                    if first_text_ms is None and isinstance(event, TokenEvent):
+                        # the first text released: on a grounded turn, the first sentence the gate passed
+                        first_text_ms = _ms(began)
+                    elif isinstance(event, DoneEvent | ErrorEvent):
+                        outcome = "complete" if isinstance(event, DoneEvent) else "error"
                     left = self.clock.switch("relay")
                     yield event
                     self.clock.switch(left)
@@ -163,6 +170,8 @@ class Turn:
             # The client is gone: finalize what was produced, whatever cancels us next.
             await asyncio.shield(self._finalize_interrupted())
             raise
+        finally:
+            metrics.chat_turn_record(outcome, first_text_ms)
 
     # -- steps --
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from achilles.metrics import SEARCH_SECONDS, Timed
 from knowledge import selectors, services
 from knowledge.contracts import (
     ACCESS_KINDS,
@@ -62,17 +63,20 @@ __all__ = [
 def search(query: str, identity: Identity, k: int = 8) -> SearchResult:
     """Lexical + vector lists, ACL-filtered in SQL, fused by RRF (k=60); withheld after the hint policy."""
     # Coordinates of hidden records reach a caller only through the hint policy (rate, audit).
-    return services.withheld_release(query=query, identity=identity, result=_search(query, identity, k))
+    with Timed(SEARCH_SECONDS, "search"):
+        return services.withheld_release(query=query, identity=identity, result=_search(query, identity, k))
 
 
 def graph(record_id: int, identity: Identity, depth: int = 1) -> GraphResult:
     """Records linked to ``record_id`` up to ``depth`` (≤ 2) hops, ACL-filtered."""
-    return _graph(record_id, identity, depth)
+    with Timed(SEARCH_SECONDS, "graph"):
+        return _graph(record_id, identity, depth)
 
 
 def sql(query: str, identity: Identity) -> SqlResult:
     """One checked SELECT over the KS views under row-level security."""
-    return sql_run(query, identity)
+    with Timed(SEARCH_SECONDS, "sql"):
+        return sql_run(query, identity)
 
 
 def is_empty() -> bool:

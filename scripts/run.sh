@@ -12,6 +12,8 @@ export ACHILLES_HOST="${HOST:-127.0.0.1}" ACHILLES_PORT="${PORT:-8000}"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 mkdir -p var/supervisor
 rm -f var/supervisor/jira.conf var/supervisor/confluence.conf
+# /metrics sums the counter files of this machine's processes: a fresh start begins at zero (docs/metrics.md).
+rm -rf var/metrics/run
 
 # On the way out (Ctrl-C, a SIGTERM/SIGHUP of this script, supervisord exiting): supervisord first,
 # waited for (it stops the guard of the embedded servers first, then the rest), then the servers.

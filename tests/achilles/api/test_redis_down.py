@@ -97,6 +97,7 @@ def _calls(world, token_id):
     connector = world["connector_id"]
     return {
         ("GET", "/api/me"): None,
+        ("GET", "/api/version"): None,
         ("GET", "/api/models"): None,
         ("GET", "/api/tokens"): None,
         ("POST", "/api/tokens"): {"name": "ноутбук"},
@@ -377,6 +378,7 @@ def test_every_route_answers_without_redis(world, redis_stopped, token_for, djan
             keep(state, response.json())
     # where Redis is not needed, the normal result
     assert statuses[("GET", "/api/me")] == 200
+    assert statuses[("GET", "/api/version")] == 200
     assert statuses[("GET", "/api/agents")] == 200
     assert statuses[("POST", "/api/agents")] == 201
     assert statuses[("POST", "/api/knowledge/search")] == 200
