@@ -10,6 +10,7 @@ import ipaddress
 import os
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import environ
 from channels_redis.core import RedisChannelLayer
@@ -344,8 +345,6 @@ from achilles.directory.oidcconf import oidc_providers  # noqa: E402
 
 
 def _origin(url: str) -> str:
-    from urllib.parse import urlsplit
-
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.netloc}"
 
