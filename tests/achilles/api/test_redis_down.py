@@ -98,6 +98,7 @@ def _calls(world, token_id):
     return {
         ("GET", "/api/me"): None,
         ("GET", "/api/version"): None,
+        ("PATCH", "/api/me"): ("/api/me", {"timezone": "Europe/Moscow"}),
         ("GET", "/api/models"): None,
         ("GET", "/api/tokens"): None,
         ("POST", "/api/tokens"): {"name": "ноутбук"},
@@ -379,6 +380,7 @@ def test_every_route_answers_without_redis(world, redis_stopped, token_for, djan
     # where Redis is not needed, the normal result
     assert statuses[("GET", "/api/me")] == 200
     assert statuses[("GET", "/api/version")] == 200
+    assert statuses[("PATCH", "/api/me")] == 200
     assert statuses[("GET", "/api/agents")] == 200
     assert statuses[("POST", "/api/agents")] == 201
     assert statuses[("POST", "/api/knowledge/search")] == 200

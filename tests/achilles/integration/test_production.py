@@ -18,6 +18,8 @@ PRODUCTION_ENV = {
     "ALLOWED_HOSTS": "achilles.example.com",
     "CSRF_TRUSTED_ORIGINS": "https://achilles.example.com",
     "SECRET_KEY": "k3y-" + "Zq8xV2mW9rT4yU7iO1pA5sD6fG0hJ3kL8zX2cV4bN7mQ9wE1rT5yU3iO6pA8sD0f",
+    # production refuses to start without the key that encrypts connector credentials (knowledge.E001)
+    "ACHILLES_SECRET_KEY_CONNECTORS": "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
 }
 
 
