@@ -38,6 +38,8 @@ class MeOut(Schema):
 class MePatch(Schema):
     """Any of the fields; name and e-mail only for local accounts (422 ``directory_owned`` otherwise)."""
 
+    model_config = {"extra": "forbid"}
+
     first_name: str | None = Field(None, max_length=150)
     last_name: str | None = Field(None, max_length=150)
     email: str | None = Field(None, max_length=254)

@@ -150,10 +150,10 @@ def api_body_refusal(request) -> ApplicationError | None:
     Over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` → 413 (checked on the declared length before anything is
     read, and again on what was read); NUL anywhere → 422; a non-empty body that is not JSON → 415
     (every API route takes JSON but the MULTIPART_ROUTES; a body-less POST needs no content type)."""
-    multipart_limit: Callable[[], int] | None = None
-    if request.method == "POST":
-        multipart_limit = MULTIPART_ROUTES.get(request.path)
-    elif request.method == "PUT" and _MULTIPART_PUT_PATH.fullmatch(request.path):
+    # by path, whatever the method: a multipart body sent with a method the route does not take is
+    # not read as JSON here (its NUL bytes would be a 422), so routing answers 405
+    multipart_limit: Callable[[], int] | None = MULTIPART_ROUTES.get(request.path)
+    if multipart_limit is None and _MULTIPART_PUT_PATH.fullmatch(request.path):
         multipart_limit = _replace_limit
     if multipart_limit is not None and request.content_type == "multipart/form-data":
         return _multipart_refusal(request, multipart_limit())

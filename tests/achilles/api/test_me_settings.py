@@ -82,3 +82,15 @@ def test_settings_form_saves_and_reports_a_bad_zone():
     assert bad.status_code == 200 and "Nowhere/City" in bad.content.decode()
     user.refresh_from_db()
     assert user.timezone == "Europe/Riga"
+
+
+@pytest.mark.parametrize(
+    "body", [[], "Europe/Moscow", None, {"nickname": "b"}], ids=["list", "string", "null", "unknown"]
+)
+def test_a_body_that_is_not_the_settings_object_is_422_and_changes_nothing(body):
+    """Found by `make fuzz`: a JSON list, string or null body read as «no fields» and answered 200."""
+    user = User.objects.create_user("boris", email="b@corp.example")
+    answer = patch(client_for(user), body)
+    assert answer.status_code == 422, answer.content
+    user.refresh_from_db()
+    assert user.email == "b@corp.example" and user.timezone is None

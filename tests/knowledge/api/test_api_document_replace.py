@@ -130,3 +130,14 @@ def test_a_malformed_replace_body_is_a_4xx_in_the_error_shape(indexed, body, con
     assert 400 <= response.status_code < 500, response.content
     assert response.json()["code"]
     assert Document.objects.get(pk=document.pk).state == "indexed"
+
+
+@pytest.mark.parametrize("method", ["PATCH", "POST"])
+def test_another_method_with_the_replace_body_is_405(indexed, method):
+    """Found by `make fuzz`: a multipart body (binary, NUL bytes in it) sent to the document with a
+    method it does not take was refused as NUL-carrying JSON (422) before routing could say 405."""
+    client, document = indexed
+    body = encode_multipart(BOUNDARY, {"file": SimpleUploadedFile("x.bin", b"\x00\x01binary")})
+    response = client.generic(method, f"{URL}/{document.pk}", body, content_type=MULTIPART_CONTENT)
+    assert response.status_code == 405, response.content
+    assert response.json()["code"] == "method_not_allowed"
