@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import io
-from datetime import date
 from typing import Literal
 
 from django.http import HttpRequest, HttpResponse
@@ -12,6 +11,7 @@ from django.utils import timezone
 from ninja import Query, Router, Schema
 from pydantic import ConfigDict, Field
 
+from achilles.datetimes import ApiDate
 from achilles.errors import NotFound, PermissionDenied
 from achilles.pagination import ListParams, Page
 from usage import selectors
@@ -26,8 +26,8 @@ class UsageFilterQuery(Schema):
 
     model_config = ConfigDict(populate_by_name=True)
 
-    date_from: date | None = Field(default=None, alias="from", description="First day (YYYY-MM-DD), included.")
-    date_to: date | None = Field(default=None, alias="to", description="Last day (YYYY-MM-DD), included.")
+    date_from: ApiDate | None = Field(default=None, alias="from", description="First day (YYYY-MM-DD), included.")
+    date_to: ApiDate | None = Field(default=None, alias="to", description="Last day (YYYY-MM-DD), included.")
     group_by: Literal["user", "group", "model", "agent", "day"] = "user"
     source: Literal["chat", "agents"] | None = None
     user: str | None = Field(default=None, description="One person's username (staff / usage.view_usage for others).")
