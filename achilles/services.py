@@ -12,7 +12,7 @@ from django.core.validators import validate_email
 from django.db import connection, models, transaction
 from django.utils import timezone
 
-from achilles import audit, hooks
+from achilles import audit, compat, hooks
 from achilles.audit import Actor
 from achilles.errors import NotFound, ValidationFailed
 from achilles.models import AllowedModel, ApiToken, User, validate_timezone
@@ -92,10 +92,8 @@ def _token_user_sql() -> tuple[str, list[models.Field]]:
 
 def _groups_prefetched(user: User, groups: list) -> None:
     # As prefetch_related("groups") leaves it: Django drops this cache on groups.add/remove/set/clear.
-    queryset = user.groups.get_queryset()
-    queryset._result_cache = [Group.from_db(connection.alias, ["id", "name"], (gid, name)) for gid, name in groups]
-    setattr(queryset, "_prefetch_done", True)  # noqa: B010 (Django's private flag, as prefetch_related sets it)
-    setattr(user, "_prefetched_objects_cache", {"groups": queryset})  # noqa: B010
+    objects = [Group.from_db(connection.alias, ["id", "name"], (gid, name)) for gid, name in groups]
+    compat.prefetch_cache_fill(user, "groups", objects)
 
 
 @transaction.atomic

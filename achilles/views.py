@@ -14,11 +14,10 @@ from django.shortcuts import redirect, render
 from django.views import defaults
 from django.views.decorators.http import require_GET
 
-from achilles import services
+from achilles import selectors, services
 from achilles.errors import ApplicationError
 from achilles.health import health_report
 from achilles.middleware import unavailable_response
-from achilles.models import ApiToken
 
 
 @require_GET
@@ -101,7 +100,7 @@ def tokens_page(request):
             _, created_secret = services.api_token_create(user=request.user, name=name)
         except ApplicationError:  # empty, or only invisible characters
             messages.error(request, "Укажите название токена (видимыми символами).")
-    tokens = ApiToken.objects.filter(user=request.user)
+    tokens = selectors.api_token_list_for_user(user=request.user)
     return render(
         request,
         "tokens.html",

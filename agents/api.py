@@ -7,9 +7,8 @@ from django.utils import timezone
 from ninja import Query, Router, Schema, Status
 
 from achilles.errors import NotFound, PermissionDenied, ValidationFailed
-from achilles.models import AllowedModel
 from achilles.pagination import ListParams, Page
-from achilles.selectors import allowed_model_check
+from achilles.selectors import allowed_model_by_id, allowed_model_check
 from agents import schedule as sched
 from agents import selectors, services
 from agents.models import Agent
@@ -56,9 +55,7 @@ def _model_name(name: str | None, model_id: int | None) -> str | None:
     """The model the payload names, by name, by allow-list id (the seed's ``model_id``) or both."""
     if model_id is None:
         return name
-    row = allowed_model_check(
-        f"#{model_id}", AllowedModel.objects.filter(pk=model_id).first(), kind="chat", field="model_id"
-    )
+    row = allowed_model_check(f"#{model_id}", allowed_model_by_id(model_id=model_id), kind="chat", field="model_id")
     if name is not None and name != row.name:
         raise ValidationFailed(
             f"model {name!r} and model_id {model_id} name different models", code="model_mismatch", field="model_id"

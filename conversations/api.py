@@ -13,8 +13,8 @@ from ninja import Query, Router, Schema, Status
 from pydantic import Field
 
 from achilles.errors import NotFound, ValidationFailed
-from achilles.models import AllowedModel
 from achilles.pagination import ListParams, Page
+from achilles.selectors import allowed_model_names
 from conversations import selectors, services
 from conversations.pipeline import engine_deps
 from conversations.rendering import markdown_render
@@ -139,9 +139,7 @@ def _visible_cited_records(user, messages) -> frozenset[int]:
 def conversations_list(request: HttpRequest, params: Query[ListParams]):
     page = selectors.conversation_list_for_user(user=request.auth, cursor=params.cursor, limit=params.limit)
     selected = {c.selected_model_id for c in page.items if c.selected_model_id}
-    names = {}
-    if selected:
-        names = dict(AllowedModel.objects.filter(pk__in=selected).values_list("pk", "name"))
+    names = allowed_model_names(ids=selected)
     return page.map(
         lambda c: ConversationOut(
             id=c.id,

@@ -14,11 +14,10 @@ from ninja import File, Form, Query, Router, Schema, Status, UploadedFile
 from pydantic import Field, StrictBool, field_validator
 
 from achilles.errors import NotFound, PermissionDenied
-from achilles.models import User
 from achilles.pagination import ListParams, Page
-from knowledge import facade, services
+from achilles.selectors import user_by_id
+from knowledge import facade, selectors, services
 from knowledge.contracts import MAX_K, MAX_QUERY_CHARS, Identity
-from knowledge.models import Chunk, Record
 from knowledge.search.embedding import embedding_config
 from knowledge.uploads import selectors as upload_selectors
 from knowledge.uploads import services as uploads
@@ -113,7 +112,7 @@ def knowledge_search(request: HttpRequest, payload: SearchIn):
         _require_admin(request)
         if not user.has_perm(services.SEARCH_AS_USER_PERMISSION):
             raise PermissionDenied("searching as another user needs the «search as user» permission")
-        target = User.objects.filter(pk=payload.as_user_id).first()
+        target = user_by_id(user_id=payload.as_user_id)
         if target is None:
             raise NotFound("user not found", code="user_not_found")
         result = services.search_as_user(actor=user, user=target, query=payload.query, k=payload.k)
@@ -129,10 +128,11 @@ def knowledge_search(request: HttpRequest, payload: SearchIn):
 @router.get("/status", response=StatusOut)
 def knowledge_status(request: HttpRequest):
     config = embedding_config()
+    counts = selectors.record_and_chunk_counts()
     return StatusOut(
         is_empty=facade.is_empty(),
-        records=Record.objects.count(),
-        chunks=Chunk.objects.count(),
+        records=counts.records,
+        chunks=counts.chunks,
         embedding_model=config.name if config else None,
         vector_search=config is not None,
     )

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import ParamSpec, TypeVar
 
 from django.db import connection
 
 from achilles.errors import ValidationFailed
 from knowledge.contracts import Identity
+from knowledge.models import Chunk, Record
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -66,6 +68,19 @@ def readable_counts_by_source(identity: Identity) -> dict[str, int]:
             [principals_of(identity)],
         )
         return {row[0]: int(row[1]) for row in cursor.fetchall()}
+
+
+@dataclass(frozen=True)
+class StoreCounts:
+    """How many records and chunks the store holds (all of them: the admins' status page)."""
+
+    records: int
+    chunks: int
+
+
+def record_and_chunk_counts() -> StoreCounts:
+    """The store's record and chunk counts, ACL aside (``GET /api/knowledge/status``, admins)."""
+    return StoreCounts(records=Record.objects.count(), chunks=Chunk.objects.count())
 
 
 def timed(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> tuple[R, float]:

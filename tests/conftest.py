@@ -282,15 +282,10 @@ def pytest_xdist_make_scheduler(config, log):
     read rows a migration seeded, which a transactional test's flush empties."""
     if config.getoption("dist") != "load":
         return None
-    from xdist.scheduler import LoadScopeScheduling
+    from achilles.compat import xdist_scheduler_by_unit
 
     config.option.loadscopereorder = False
-
-    class SharedServersTogether(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            return xdist_unit(nodeid)
-
-    return SharedServersTogether(config, log)
+    return xdist_scheduler_by_unit(config, log, xdist_unit)
 
 
 def pytest_configure(config):

@@ -13,6 +13,7 @@ from django.utils import timezone
 from achilles.errors import ValidationFailed
 from achilles.models import User
 from achilles.platform import platform_settings
+from achilles.selectors import users_by_ids
 from agents.selectors import agent_list_for_owner, owner_tokens_this_week, owners_tokens_this_week
 from usage import selectors
 from usage.chart import stacked_bars
@@ -117,7 +118,7 @@ def usage_page(request):
 
 def _owners(people: list[UsageRow], agents: list[UsageRow]) -> list[User]:
     ids = {r.ref_id for r in people if r.ref_id} | {r.ref_id for r in agents if r.ref_id}
-    return list(User.objects.filter(pk__in=ids)) if ids else []
+    return users_by_ids(ids=ids)
 
 
 @login_required

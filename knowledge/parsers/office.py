@@ -22,6 +22,7 @@ from lxml import etree
 from pptx import Presentation
 from pptx.enum.shapes import MSO_SHAPE_TYPE
 
+from achilles.compat import docx_cell_element
 from knowledge.parsers.base import ParsedDocument, check_zip, heading_line, markdown_table
 
 _HEADING_STYLE = re.compile(r"^(?:heading|заголовок)\s*(\d)$", re.IGNORECASE)
@@ -66,9 +67,10 @@ def _docx_table(table) -> str:
         cells, previous = [], None
         for cell in row.cells:
             # a merged cell is returned once per grid column it spans: keep it once
-            if previous is not None and cell._tc is previous:
+            element = docx_cell_element(cell)
+            if previous is not None and element is previous:
                 continue
-            previous = cell._tc
+            previous = element
             cells.append(cell.text)
         rows.append(cells)
     return markdown_table(rows)

@@ -5,6 +5,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
+from achilles.compat import command_output_stream
 from knowledge.ingest import discover, ingest_path
 
 
@@ -29,7 +30,9 @@ class Command(BaseCommand):
             raise CommandError(f"{root} does not exist")
         acl = tuple(p.strip() for p in default_acl.split(",") if p.strip())
         total = len(discover(root))
-        with tqdm(total=total, unit="file", disable=no_progress or total == 0, file=self.stderr._out) as bar:
+        with tqdm(
+            total=total, unit="file", disable=no_progress or total == 0, file=command_output_stream(self.stderr)
+        ) as bar:
             report = ingest_path(root, prune=prune, default_acl=acl, progress=lambda _file: bar.update(1))
         for relative, problem in report.errors:
             self.stderr.write(f"  failed  {relative}: {problem}")

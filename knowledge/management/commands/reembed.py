@@ -3,6 +3,7 @@
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
+from achilles.compat import command_output_stream
 from knowledge.services import chunks_reembed
 
 
@@ -17,7 +18,9 @@ class Command(BaseCommand):
         parser.add_argument("--batch", type=int, default=32, help="chunks per embedding call")
 
     def handle(self, *args, all=False, batch=32, **options):
-        with tqdm(total=0, unit="chunk", desc="re-embedding", file=self.stderr._out, disable=None) as bar:
+        with tqdm(
+            total=0, unit="chunk", desc="re-embedding", file=command_output_stream(self.stderr), disable=None
+        ) as bar:
             try:
                 report = chunks_reembed(
                     everything=all, batch=batch, on_total=lambda n: bar.reset(total=n), on_progress=bar.update
