@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: install run test bench lint fuzz services-stop clean browser-deps ldap-deps ocr-deps screenshots
+.PHONY: install run test coverage bench lint fuzz services-stop clean browser-deps ldap-deps ocr-deps screenshots
 
 $(BIN)/.installed: requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,24 @@ test: install
 	[ $$faults -eq 5 ] && faults=0; \
 	[ $$parallel -eq 0 ] && [ $$faults -eq 0 ]
 
+# Coverage of the hot path (the modules in pyproject.toml's [tool.coverage.run] include: search, the
+# facade, grounding, the support check, the pipeline, errors, the hub's services and protocol, the
+# agents' services), measured over those modules' own unit and integration tests on TEST_WORKERS
+# workers with coverage's C tracer; prints the term-missing report and fails under the floor
+# ([tool.coverage.report] fail_under). A step of its own (.ci/run runs it after `make test`): under
+# the whole suite the tracer costs +30-45 % of the test processes' CPU (docs/tests.md § Coverage).
+COVERAGE_TESTS := tests/knowledge/unit tests/conversations/unit tests/hub/unit tests/agents/unit \
+	tests/achilles/unit/test_errors.py tests/achilles/unit/test_openapi_errors.py \
+	tests/knowledge/integration/test_search.py tests/knowledge/integration/test_search_pinned.py \
+	tests/knowledge/integration/test_withheld_oracle.py tests/knowledge/integration/test_facade_writes.py \
+	tests/conversations/integration/test_grounding.py tests/conversations/integration/test_error_contract.py \
+	tests/conversations/integration/test_turn_queries.py \
+	tests/hub/integration/test_lifecycle.py tests/hub/integration/test_lease_job.py \
+	tests/agents/integration/test_budget.py
+coverage: install
+	COVERAGE_CORE=ctrace $(BIN)/python -m pytest -n $(TEST_WORKERS) -m "not faults and not browser" --cov \
+		--cov-report=term-missing $(COVERAGE_TESTS)
+
 # schemathesis against /api/openapi.json as an admin and a user, with a delete racer; 60 s a fuzzer
 # (FUZZ_SECONDS=120 for longer). .ci/run runs it after `make test`.
 fuzz: install
@@ -44,13 +62,15 @@ bench: install
 screenshots: install
 	$(BIN)/python -m pytest tests/browser/screenshots.py -q -p no:cacheprovider
 
-# ruff (rules and format in pyproject.toml), the import contracts (import-linter) and types (mypy,
-# django-stubs).
+# ruff (rules and format in pyproject.toml), the import contracts (import-linter), types (mypy,
+# django-stubs) and the house conventions (scripts/check_conventions.py: private names only in
+# achilles/compat.py, no ORM in api/views/pages).
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/mypy
+	$(BIN)/python scripts/check_conventions.py
 
 services-stop:
 	$(BIN)/python -m achilles.embedded stop

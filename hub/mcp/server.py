@@ -31,6 +31,7 @@ from mcp_types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotatio
 from pydantic import Field, ValidationError, WithJsonSchema
 
 from achilles import __version__
+from achilles.compat import mcp_call_arguments
 from achilles.errors import NotAuthenticated, ValidationFailed, render_text
 from achilles.services import api_token_authenticate
 from hub import selectors, services
@@ -298,7 +299,7 @@ def build_server() -> MCPServer:
         fields = {name: value for name, value in given.items() if value is not None}
         # The SDK drops arguments the schema does not name; pass them on so the service refuses an
         # unknown field with the same text as REST instead of silently ignoring it.
-        raw = getattr(getattr(ctx, "_input_params", None), "arguments", None) or {}
+        raw = mcp_call_arguments(ctx)
         fields |= {name: value for name, value in raw.items() if name != "key" and name not in given}
         return await _answer(
             lambda user, tz: texts.notes_text(services.notes_set(user=user, key=key, fields=fields), tz=tz)

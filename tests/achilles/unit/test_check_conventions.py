@@ -26,7 +26,7 @@ def _found(path: str, source: str) -> list[tuple[int, str]]:
 
 def test_a_private_attribute_of_a_library_object_is_found():
     source = "def take(pool):\n    return pool._getconn_unchecked(1.0)\n"
-    assert _found("knowledge/search/vector.py", source) == [(2, "private-attribute")]
+    assert _found("knowledge/search/hybrid.py", source) == [(2, "private-attribute")]
 
 
 def test_private_attributes_of_self_cls_super_dunders_and_documented_names_pass():
@@ -69,3 +69,13 @@ def test_the_script_fails_on_a_finding(tmp_path):
     assert [str(f) for f in findings] == [
         "knowledge/api.py:2: orm-in-view: an ORM call in the HTTP layer: read through a selector, write through a service"
     ]
+
+
+def test_a_private_name_read_or_written_through_getattr_or_setattr_is_found():
+    source = (
+        "def f(pool, user, self):\n"
+        '    a = getattr(pool, "_getconn_unchecked", None)\n'
+        '    setattr(user, "_prefetched_objects_cache", {})\n'
+        '    return getattr(self, "_own", None), getattr(pool, "__class__"), getattr(pool, "closed")\n'
+    )
+    assert _found("achilles/services.py", source) == [(2, "private-attribute"), (3, "private-attribute")]

@@ -153,3 +153,19 @@ def test_pgservers_server_class_still_has_its_interprocess_lock():
     lock = compat.pgserver_lock(PostgresServer)
     assert hasattr(lock, "acquire") and hasattr(lock, "release") and hasattr(lock, "__enter__")
     assert "with self._lock:" in inspect.getsource(PostgresServer)
+
+
+def test_the_mcp_sdks_context_keeps_the_calls_params_in_input_params():
+    from mcp.server.mcpserver import Context
+
+    assert "_input_params" in Context.__private_attributes__ or "_input_params" in Context.__annotations__
+    assert "self._input_params = input_params" in inspect.getsource(Context.__init__)
+
+    class Params:
+        arguments = {"key": "PROJ-1", "colour": "red"}
+
+    class Ctx:
+        _input_params = Params()
+
+    assert compat.mcp_call_arguments(Ctx()) == {"key": "PROJ-1", "colour": "red"}
+    assert compat.mcp_call_arguments(object()) == {}
