@@ -34,7 +34,8 @@ class Batch:
     def add(self, name: str | None, sql: str, *, prepare: bool, params: dict[str, Any] | None = None) -> Batch:
         """Append ``sql`` (prepared when ``prepare``); its rows are read back as ``name`` (None: not
         read). Names are unique in a message."""
-        assert name is None or name not in self.names, name
+        if name is not None and name in self.names:
+            raise ValueError(f"result set {name!r} is named twice in one message")
         self.statements.append((sql, prepare))
         self.names.append(name)
         if params:
