@@ -44,13 +44,14 @@ bench: install
 screenshots: install
 	$(BIN)/python -m pytest tests/browser/screenshots.py -q -p no:cacheprovider
 
-# ruff (rules and format in pyproject.toml), the import contracts (import-linter) and types (mypy,
-# django-stubs).
+# ruff (rules and format in pyproject.toml), the import contracts (import-linter), types (mypy,
+# django-stubs) and the orchestration's conventions (scripts/check_orchestration.py: named rows, complexity).
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/mypy
+	$(BIN)/python scripts/check_orchestration.py
 
 services-stop:
 	$(BIN)/python -m achilles.embedded stop
