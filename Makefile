@@ -63,13 +63,15 @@ screenshots: install
 	$(BIN)/python -m pytest tests/browser/screenshots.py -q -p no:cacheprovider
 
 # ruff (rules and format in pyproject.toml), the import contracts (import-linter), types (mypy,
-# django-stubs) and the house conventions (scripts/check_conventions.py: private names only in
+# django-stubs), the orchestration's conventions (scripts/check_orchestration.py: named rows,
+# complexity) and the house conventions (scripts/check_conventions.py: private names only in
 # achilles/compat.py, no ORM in api/views/pages).
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/mypy
+	$(BIN)/python scripts/check_orchestration.py
 	$(BIN)/python scripts/check_conventions.py
 
 services-stop:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Any
+from typing import Any, Final
 
 from django.db import connection, transaction
 from django.utils import timezone
@@ -98,6 +98,35 @@ RETURNING c.id, c.batch_id, c.seq, c.claims, c.lease_token, c.lease_expires_at, 
 """
 
 
+class Claimed:
+    """Columns of a row CLAIM_SQL returns."""
+
+    ID: Final = 0
+    BATCH_ID: Final = 1
+    SEQ: Final = 2
+    CLAIMS: Final = 3
+    LEASE_TOKEN: Final = 4
+    LEASE_EXPIRES_AT: Final = 5
+    TYPE: Final = 6
+    PAYLOAD: Final = 7
+    DEPENDS_ON: Final = 8
+    WAITS_FOR_BATCH: Final = 9
+
+
+def _batch_order(row: tuple[Any, ...]) -> tuple[int, int]:
+    return row[Claimed.BATCH_ID], row[Claimed.SEQ]
+
+
+def _needs_created_keys(row: tuple[Any, ...]) -> bool:
+    """Whether a claimed command names keys its batch created (``$N``): by its dependencies, or a
+    refresh listing such references."""
+    if row[Claimed.DEPENDS_ON]:
+        return True
+    if row[Claimed.TYPE] != "refresh":
+        return False
+    return any(REF_RE.match(k) for k in (_payload(row[Claimed.PAYLOAD]).get("keys") or []))
+
+
 def _resolve(payload: dict, created: dict[int, str]) -> dict:
     """Substitute `$N` with the key command N created; unresolved refresh keys are dropped."""
     out = dict(payload)
@@ -169,14 +198,10 @@ def sync_agent_claim(
             CLAIM_SQL, {"limit": max_commands, "lease": int(current["lease_seconds"]), "agent": sync_agent.pk}
         )
         rows = cursor.fetchall()
-    rows.sort(key=lambda r: (r[1], r[2]))
+    rows.sort(key=_batch_order)
 
     # `$N` → created keys, one query for every batch that needs it.
-    need = {
-        r[1]
-        for r in rows
-        if r[8] or (r[6] == "refresh" and any(REF_RE.match(k) for k in (_payload(r[7]).get("keys") or [])))
-    }
+    need = {row[Claimed.BATCH_ID] for row in rows if _needs_created_keys(row)}
     created: dict[int, dict[int, str]] = {b: {} for b in need}
     if need:
         for batch_id, seq, key in (
@@ -284,7 +309,7 @@ def sync_agent_report(*, sync_agent: SyncAgent, results: list[dict], rate_limite
             same = command.finished_lease_token == token and command.state == item["status"]
             outcomes.append({"command_id": command.id, "outcome": "duplicate" if same else "ignored"})
             continue
-        if token != command.lease_tokens[-1]:
+        if token != command.lease_tokens[-1]:  # lint: positional-ok (the newest lease, not a row)
             # Superseded: the command was issued again under a newer lease.
             outcomes.append({"command_id": command.id, "outcome": "ignored"})
             continue
@@ -349,7 +374,7 @@ def commands_requeue_expired() -> list[int]:
             RETURNING id
             """
         )
-        return [row[0] for row in cursor.fetchall()]
+        return [command_id for (command_id,) in cursor.fetchall()]
 
 
 # ---------------------------------------------------------------- sync runs
@@ -436,7 +461,7 @@ def sprint_name(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, list):
-        value = value[-1] if value else ""
+        value = value[-1] if value else ""  # lint: positional-ok (the current sprint, not a row)
     if isinstance(value, dict):
         return str(value.get("name") or "")
     text = str(value)
@@ -448,16 +473,24 @@ def _content_sha(issue: dict) -> str:
     return hashlib.sha256(json.dumps(issue, sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()
 
 
+def _sync_run_running(sync_agent: SyncAgent | None, sync_run_id: int) -> None:
+    """NotFound unless ``sync_run_id`` is a run of ``sync_agent`` (any, for staff), Conflict unless it is running."""
+    run = SyncRun.objects.filter(pk=sync_run_id).values_list("sync_agent_id", "status").first()
+    if run is None:
+        raise NotFound(f"sync run {sync_run_id} not found")
+    run_agent_id, run_status = run
+    if sync_agent is not None and run_agent_id != sync_agent.pk:
+        raise NotFound(f"sync run {sync_run_id} not found")
+    if run_status != "running":
+        raise Conflict(f"sync run {sync_run_id} is already {run_status}", code="sync_run_finished")
+
+
 @transaction.atomic
 def mirror_upload(*, sync_agent: SyncAgent | None, sync_run_id: int | None, issues: list[dict]) -> dict[str, int]:
     """Upsert a page of issues: identical → unchanged, older ``updated`` → stale, else written with its
     links and comments replaced. One statement per table; the KS is fed on commit."""
     if sync_run_id is not None:
-        run = SyncRun.objects.filter(pk=sync_run_id).values_list("sync_agent_id", "status").first()
-        if run is None or (sync_agent is not None and run[0] != sync_agent.pk):
-            raise NotFound(f"sync run {sync_run_id} not found")
-        if run[1] != "running":
-            raise Conflict(f"sync run {sync_run_id} is already {run[1]}", code="sync_run_finished")
+        _sync_run_running(sync_agent, sync_run_id)
     seen: dict[str, dict] = {}
     for issue in issues:
         seen[issue["key"]] = issue  # a page naming a key twice keeps the last

@@ -60,9 +60,11 @@ _search_config: tuple[float, EmbeddingConfig | None] | None = None
 
 def search_embedding_config() -> EmbeddingConfig | None:
     global _search_config
-    memo = _search_config
-    if memo is not None and time.monotonic() - memo[0] < SEARCH_CONFIG_SECONDS:
-        return memo[1]
+    memo = _search_config  # read once: another thread may drop it meanwhile
+    if memo is not None:
+        read_at, kept = memo
+        if time.monotonic() - read_at < SEARCH_CONFIG_SECONDS:
+            return kept
     config = embedding_config()
     _search_config = (time.monotonic(), config)
     return config
@@ -78,7 +80,8 @@ def embed_query(config: EmbeddingConfig, query: str) -> list[float] | None:
     try:
         # Models that embed queries apart from passages (e5's «query:» prefix) say so.
         embed = getattr(config.provider, "embed_queries", None) or config.provider.embed
-        vector: list[float] = embed([query])[0]
+        vector: list[float]
+        vector, *_ = embed([query])  # one query, one vector
     except Exception:  # a provider outage must not take search down with it
         logger.warning("embedding the query with %s failed; lexical only", config.name, exc_info=True)
         return None

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
 from math import comb
-from typing import Any
+from typing import Any, Final
 
 from django.db.backends.utils import CursorWrapper
 
@@ -121,10 +121,15 @@ def coordination_levels(lexemes: Sequence[str]) -> list[str]:
     return levels
 
 
+def lower_levels(lexemes: Sequence[str]) -> list[str]:
+    """The coordination levels after the first (all lexemes), which runs on its own first."""
+    return coordination_levels(lexemes)[1:]  # lint: positional-ok (the levels, not a row)
+
+
 def query_lexemes(cursor: CursorWrapper, query: str) -> list[str]:
     """The query's lexemes in order of appearance (at most MAX_QUERY_TERMS)."""
     cursor.execute(LEXEMES_SQL, [query])
-    return [row[0] for row in cursor.fetchall()]
+    return [lexeme for (lexeme,) in cursor.fetchall()]
 
 
 def lexical_lists(cursor: CursorWrapper, query: str, principals: list[str], depth: int, k: int) -> SideLists | None:
@@ -158,7 +163,7 @@ def lexical_levels(
     cursor: CursorWrapper, side: SideLists, lexemes: Sequence[str], principals: list[str], depth: int, k: int
 ) -> SideLists:
     """The lower coordination levels after the first, each only while a list is still short."""
-    for level in coordination_levels(lexemes)[1:]:  # the all-lexemes level ran first
+    for level in lower_levels(lexemes):
         need_visible, need_all = depth - len(side.visible), k - len(side.unfiltered)
         if need_visible <= 0 and need_all <= 0:
             break
@@ -213,13 +218,15 @@ def lexical_one_pass(cursor: Any, principals: list[str], lexemes: Sequence[str])
 
     def visible_rows() -> float:
         cursor.execute(VISIBLE_ROWS_PLAN_SQL, {"principals": principals})
-        plan = cursor.fetchone()[0]
-        return float((plan if isinstance(plan, list) else json.loads(plan))[0]["Plan"]["Plan Rows"])
+        (plan,) = cursor.fetchone()
+        [top] = plan if isinstance(plan, list) else json.loads(plan)  # EXPLAIN's JSON: one statement
+        return float(top["Plan"]["Plan Rows"])
 
     def lexeme_frequencies() -> tuple[dict[str, float], float]:
         cursor.execute(LEXEME_FREQUENCIES_SQL)
-        row = cursor.fetchone()
-        elems, freqs = (row[0] or [], row[1] or []) if row else ([], [])
+        row = cursor.fetchone()  # no row before the first ANALYZE
+        elems, freqs = row if row else ([], [])
+        elems, freqs = elems or [], freqs or []
         frequencies = dict(zip(elems, freqs[: len(elems)], strict=True))
         # no statistics yet: every lexeme counts as in every chunk (the safe side)
         return frequencies, (min(frequencies.values()) if frequencies else 1.0)
@@ -256,7 +263,7 @@ def lower_levels_statement(
     the first branch's level, each given the first level it matches and that level's rank — one
     scan over the ACL's bitmap instead of one per level; still run only while the list is short,
     and the same rows in the same order, since the levels are nested."""
-    levels = coordination_levels(lexemes)[1:]  # the all-lexemes level ran first
+    levels = lower_levels(lexemes)
     need_visible, need_all = depth - len(side.visible), k - len(side.unfiltered)
     if not levels or (need_visible <= 0 and need_all <= 0):
         return None
@@ -331,13 +338,28 @@ def _one_pass_branch(first: int, last: int, acl: str, seen: str, need: str) -> s
     )
 
 
-def apply_lower_levels(side: SideLists, rows: Sequence[tuple[Any, ...]], visible_at: int) -> None:
+class LevelRow:
+    """Columns of a row of ``lower_levels_statement``: which list, the level, the rank within it,
+    the similarity expression, then the caller's columns, the chunk id first."""
+
+    FILTERED: Final = 0
+    LEVEL: Final = 1
+    SCORE: Final = 2
+    SIMILARITY: Final = 3
+    CHUNK_ID: Final = 4
+
+
+def _rank_order(row: Sequence[Any]) -> tuple[Any, ...]:
+    return (row[LevelRow.LEVEL], -row[LevelRow.SCORE], row[LevelRow.CHUNK_ID])
+
+
+def apply_lower_levels(side: SideLists, rows: Sequence[Sequence[Any]], visible_at: int) -> None:
     """Append ``lower_levels_statement``'s rows to ``side`` in rank order (level, then score, then
     id — the order of its SQL); ``visible_at``: the index of the visible flag among a row's columns."""
-    for row in sorted(rows, key=lambda r: (r[1], -r[2], r[4])):
-        if row[0]:
-            side.visible.append(row[4])
+    for row in sorted(rows, key=_rank_order):
+        if row[LevelRow.FILTERED]:
+            side.visible.append(row[LevelRow.CHUNK_ID])
         else:
-            side.unfiltered.append(row[4])
+            side.unfiltered.append(row[LevelRow.CHUNK_ID])
             if not row[visible_at]:
-                side.hidden.add(row[4])
+                side.hidden.add(row[LevelRow.CHUNK_ID])

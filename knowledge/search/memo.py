@@ -29,8 +29,10 @@ class StatisticsMemo(Generic[T]):
     def get(self, key: Hashable, ask: Callable[[], T]) -> T:
         now = time.monotonic()
         kept = self._values.get(key)
-        if kept is not None and now - kept[1] < self.seconds:
-            return kept[0]
+        if kept is not None:
+            kept_value, asked_at = kept
+            if now - asked_at < self.seconds:
+                return kept_value
         value = ask()
         if len(self._values) >= self.size:
             self._values.clear()
@@ -39,8 +41,8 @@ class StatisticsMemo(Generic[T]):
 
     def peek(self, key: Hashable) -> T | None:
         """The value kept for ``key``, fresh or not (tests)."""
-        kept = self._values.get(key)
-        return kept[0] if kept is not None else None
+        kept_value, _ = self._values.get(key, (None, 0.0))
+        return kept_value
 
     def clear(self) -> None:
         self._values.clear()

@@ -27,13 +27,13 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, NamedTuple
 
 from django.db.backends.utils import CursorWrapper
 from psycopg import OperationalError
 from psycopg_pool import PoolClosed, PoolTimeout
 
-from achilles import prepared
+from knowledge.search.batch import Batch, Rows
 from knowledge.search.memo import StatisticsMemo
 
 # The nearest visible chunks, by the HNSW index or an exact scan (the planner's choice).
@@ -89,6 +89,35 @@ JOINED = (
     "SELECT s.similarity, {flag} {columns} FROM ({inner}) AS s JOIN knowledge_chunks c ON c.id = s.id "
     "JOIN knowledge_records r ON r.id = c.record_id"
 )
+
+
+class NearestRow:
+    """Columns of a row of the nearest statements (JOINED without a flag) and of BY_ID_SQL: the
+    similarity (NULL in BY_ID_SQL for a chunk that is not a visible lexical candidate), then the
+    caller's columns, the chunk id first (``row[NearestRow.CHUNK_ID:]``: the caller's columns)."""
+
+    SIMILARITY: Final = 0
+    CHUNK_ID: Final = 1
+
+
+class SemanticRow:
+    """Columns of a row of the semantic side's statement (``semantic_statement``): the similarity,
+    the visible flag, then the caller's columns, the chunk id first."""
+
+    SIMILARITY: Final = 0
+    VISIBLE: Final = 1
+    CHUNK_ID: Final = 2
+
+
+class SemanticSide(NamedTuple):
+    """The semantic side of withheld: the topic's vector, how many nearest chunks, visible or not,
+    and the similarity a hidden one must reach (the model's hint floor)."""
+
+    vector: Sequence[float]
+    k: int
+    floor: float
+
+
 # Candidate list width of the HNSW scan (pgvector's default is 40). Hash embeddings of short
 # queries are a hard case for HNSW; bench/knowledge prints recall and latency for a sweep.
 HNSW_EF_SEARCH = 250
@@ -107,8 +136,6 @@ _exact_plans: StatisticsMemo[bool] = StatisticsMemo()
 # handed back for want of one or because theirs was dead (tests and operators read it; plain ints
 # under the GIL).
 beside_jobs = {"ran": 0, "no_connection": 0, "broken": 0}
-
-Rows = list[tuple[Any, ...]]
 
 
 def vector_literal(vector: Sequence[float]) -> str:
@@ -139,10 +166,10 @@ def nearest_exact(cursor: Any, principals: list[str], depth: int) -> bool:
 
     def ask() -> bool:
         params = {"ef_search": str(ef), "vec": vector_literal([1.0]), "principals": principals, "n": depth}
-        cursor.execute(HNSW_SETTINGS_SQL + ";" + NEAREST_PLAN_SQL, params)
-        cursor.nextset()
-        plan = cursor.fetchone()[0]
-        exact = _filtered_walk_rows(plan[0]["Plan"] if isinstance(plan, list) else json.loads(plan)[0]["Plan"])
+        batch = Batch(params).add(None, HNSW_SETTINGS_SQL, prepare=False).add("plan", NEAREST_PLAN_SQL, prepare=False)
+        [(plan,)] = batch.run(cursor)["plan"]
+        [top] = plan if isinstance(plan, list) else json.loads(plan)  # EXPLAIN's JSON: one statement
+        exact = _filtered_walk_rows(top["Plan"])
         return exact is not None and exact <= EXACT_MAX_ROWS
 
     return _exact_plans.get((str(ef), *principals), ask)
@@ -216,10 +243,10 @@ def semantic_message(
 
 
 def _run_message(cursor: Any, statements: Statements, params: dict, in_transaction: bool | None = None) -> Rows:
-    """Rows of the second statement of a (settings; statement) message."""
-    prepared.execute(cursor, statements, params, in_transaction=in_transaction)
-    cursor.nextset()
-    return list(cursor.fetchall())
+    """Rows of the statement of a (settings; statement) message."""
+    (settings_sql, settings_prepare), (sql, prepare) = statements
+    batch = Batch(params).add(None, settings_sql, prepare=settings_prepare).add("rows", sql, prepare=prepare)
+    return list(batch.run(cursor, in_transaction=in_transaction)["rows"])
 
 
 @dataclass(frozen=True)
@@ -317,19 +344,35 @@ def vector_list(
 def ranked_by_similarity(similarity: dict[int, float], floor: float, depth: int) -> list[int]:
     """The vector list: the ``depth`` most similar candidates reaching ``floor``, ties by id."""
     # relaxed_order may return neighbours slightly out of order, and extras come unordered: sort
-    reaching = sorted((p for p in similarity.items() if p[1] >= floor), key=lambda p: (-p[1], p[0]))
-    return [chunk_id for chunk_id, _ in reaching[:depth]]
+    reaching = sorted((-value, chunk_id) for chunk_id, value in similarity.items() if value >= floor)
+    return [chunk_id for _, chunk_id in reaching[:depth]]
 
 
 @dataclass
 class VectorRows:
     """What ``vector_message`` read: the vector list's candidates (id → similarity, to rank with
-    ``ranked_by_similarity``), the semantic side of withheld, details, and the rows of ``more``."""
+    ``ranked_by_similarity``), the semantic side of withheld, details, and the rows of ``more`` by
+    the names they were given."""
 
     similarity: dict[int, float]
     hidden: list[int]
     found: dict[int, tuple[Any, ...]]
-    more: list[list[tuple[Any, ...]]]
+    more: dict[str, Rows]
+
+
+# The result sets ``vector_message`` appends after the caller's ``more`` (names the caller must not use).
+NEAREST, SEMANTIC, BY_ID = "vector:nearest", "vector:semantic", "vector:by_id"
+
+
+def reads_semantic_beside(semantic: SemanticSide | None, beside: Beside | None) -> bool:
+    """Whether ``beside`` reads the semantic side for this very vector and k."""
+    return (
+        semantic is not None
+        and beside is not None
+        and beside.semantic is not None
+        and tuple(semantic.vector) == beside.vector
+        and beside.semantic_k == semantic.k
+    )
 
 
 def vector_message(
@@ -338,17 +381,17 @@ def vector_message(
     principals: list[str],
     depth: int,
     extra: Sequence[int] = (),
-    semantic: tuple[Sequence[float], int, float] | None = None,
+    semantic: SemanticSide | None = None,
     details: tuple[str, Sequence[int]] | None = None,
     beside: Beside | None = None,
     wrap_errors: Callable[[], Any] | None = None,
-    more: Sequence[tuple[str, dict[str, Any], bool]] = (),
+    more: dict[str, tuple[str, dict[str, Any], bool]] | None = None,
 ) -> VectorRows:
     """One message: the HNSW settings, the vector list's candidates (when ``vector``: the ``depth``
     nearest visible chunks and the ``extra`` ids, each with its similarity) and the semantic side
-    of withheld (when ``semantic`` = (topic vector, k, floor): the hidden chunks among the k
-    nearest, visible or not, whose similarity reaches that floor), and the ``more`` statements
-    (SQL, params, whether to prepare it: ``achilles.prepared``; their rows are returned as read).
+    of withheld (when ``semantic``: the hidden chunks among the k nearest, visible or not, whose
+    similarity reaches its floor), and the ``more`` statements (name → (SQL, params, whether to
+    prepare it: ``achilles.prepared``); their rows are returned as read, by the same names).
 
     ``details`` = (columns over ``c`` the chunk and ``r`` its record, starting with ``c.id``; more
     ids): every row of both lists carries those columns, and a last statement fetches them for the
@@ -359,106 +402,137 @@ def vector_message(
     its rows awaited after it (``wrap_errors``: a context manager for the wait, to raise its
     errors as the request connection's would). So is the semantic side when ``beside`` reads it
     for the same vector and k. A job that found no connection is run here after the message."""
-    columns = details[0] if details else "c.id"
-    # (statement, prepared?): see exact_statement and semantic_statement; details by id are
-    # plan-independent
-    statements: list[tuple[str, bool]] = [(sql, prepare) for sql, _, prepare in more]
-    params: dict[str, Any] = {"ef_search": str(ef_search(depth)), "principals": principals}
-    for _, more_params, _ in more:
-        params.update(more_params)
-    near_here = vector is not None and beside is None
-    # the semantic rows read beside serve when they are for this very vector and k
-    semantic_there = (
-        semantic is not None
-        and beside is not None
-        and beside.semantic is not None
-        and tuple(semantic[0]) == beside.vector
-        and beside.semantic_k == semantic[1]
+    columns, known = details if details else ("c.id", ())
+    semantic_there = reads_semantic_beside(semantic, beside)
+    extra = extra if vector is not None else ()
+    batch = _vector_batch(
+        cursor,
+        vector if beside is None else None,
+        principals,
+        depth,
+        columns,
+        semantic=None if semantic_there else semantic,
+        by_id=list(dict.fromkeys([*known, *extra])),
+        extra=extra,
+        more=more or {},
     )
-    semantic_here = semantic is not None and not semantic_there
-    hnsw = near_here or semantic_here
-    if hnsw:
-        statements.append((HNSW_SETTINGS_SQL, False))
-    if near_here:
-        exact = nearest_exact(cursor, principals, depth)
-        statements.append(
+    if vector is not None:
+        batch.params.update(vec=vector_literal(vector), n=depth, extra=list(extra))
+    sets = batch.run(cursor) if batch else {}
+    if beside is not None:
+        _read_beside(
+            sets, cursor, beside, vector, semantic if semantic_there else None, principals, depth, columns, wrap_errors
+        )
+    found: dict[int, tuple[Any, ...]] | None = {} if details else None
+    similarity = _nearest_similarity(sets.pop(NEAREST, []), found)
+    hidden = _semantic_hidden(sets.pop(SEMANTIC, []), semantic.floor, found) if semantic else []
+    _by_id_similarity(sets.pop(BY_ID, []), similarity, found)
+    return VectorRows(similarity, hidden, found if found is not None else {}, sets)
+
+
+def _read_beside(
+    sets: dict[str, Rows],
+    cursor: CursorWrapper,
+    beside: Beside,
+    vector: Sequence[float] | None,
+    semantic: SemanticSide | None,
+    principals: list[str],
+    depth: int,
+    columns: str,
+    wrap_errors: Callable[[], Any] | None,
+) -> None:
+    """The result sets read beside, awaited into ``sets`` under the names they would have had in
+    the message: the nearest chunks (with ``vector``), the semantic side (with ``semantic``)."""
+    if vector is not None:
+        sets[NEAREST] = _awaited(beside.nearest, wrap_errors, cursor, _nearest(vector, principals, depth, columns))
+    if semantic is not None and beside.semantic is not None:
+        message = semantic_message(semantic.vector, principals, depth, columns, semantic.k)
+        sets[SEMANTIC] = _awaited(beside.semantic, wrap_errors, cursor, lambda _cursor: message)
+
+
+def _vector_batch(
+    cursor: CursorWrapper,
+    vector: Sequence[float] | None,
+    principals: list[str],
+    depth: int,
+    columns: str,
+    *,
+    semantic: SemanticSide | None,
+    by_id: list[int],
+    extra: Sequence[int],
+    more: dict[str, tuple[str, dict[str, Any], bool]],
+) -> Batch:
+    """``vector_message``'s statements, each recorded with its result set's name: the caller's
+    ``more``; the HNSW settings when the nearest statement (``vector``) or the semantic side
+    (``semantic``) runs in it; the nearest chunks (NEAREST), the semantic side (SEMANTIC); the
+    chunks ``by_id`` (BY_ID), the ``extra`` ones with their similarity. Prepared: see
+    ``exact_statement`` and ``semantic_statement``; details by id are plan-independent."""
+    batch = Batch({"ef_search": str(ef_search(depth)), "principals": principals})
+    for name, (sql, params, prepare) in more.items():
+        batch.add(name, sql, prepare=prepare, params=params)
+    if vector is not None or semantic is not None:
+        batch.add(None, HNSW_SETTINGS_SQL, prepare=False)
+    if vector is not None:
+        nearest, prepare = (
             exact_statement(columns, depth)
-            if exact
+            if nearest_exact(cursor, principals, depth)
             else (JOINED.format(flag="", columns=columns, inner=NEAREST_SQL), False)
         )
-    if vector is not None:
-        params.update(vec=vector_literal(vector), n=depth, extra=list(extra))
-    if semantic_here:
-        assert semantic is not None
-        statements.append(semantic_statement(columns, semantic[1]))
-        params.update(topic_vec=vector_literal(semantic[0]), topic_n=semantic[1])
-    by_id = list(dict.fromkeys([*(details[1] if details else ()), *(extra if vector is not None else ())]))
+        batch.add(NEAREST, nearest, prepare=prepare)
+    if semantic is not None:
+        sql, prepare = semantic_statement(columns, semantic.k)
+        batch.add(
+            SEMANTIC, sql, prepare=prepare, params={"topic_vec": vector_literal(semantic.vector), "topic_n": semantic.k}
+        )
     if by_id:
-        similarity = EXTRA_SIMILARITY if vector is not None and extra else "NULL::float8"
-        statements.append((BY_ID_SQL.format(similarity=similarity, columns=columns), True))
-        params["by_id"] = by_id
-    more_rows: list[list[tuple[Any, ...]]] = []
-    nearest_rows: list[tuple[Any, ...]] = []
-    semantic_rows: list[tuple[Any, ...]] = []
-    by_id_rows: list[tuple[Any, ...]] = []
-    if statements:
-        prepared.execute(cursor, statements, params)
-        for position in range(len(more)):
-            if position:
-                cursor.nextset()
-            more_rows.append(cursor.fetchall())
-        if more:
-            cursor.nextset()
-        if hnsw:
-            cursor.nextset()
-        if near_here:
-            nearest_rows = cursor.fetchall()
-            cursor.nextset()
-        if semantic_here:
-            semantic_rows = cursor.fetchall()
-            cursor.nextset()
-        if by_id:
-            by_id_rows = cursor.fetchall()
-    if beside is not None and vector is not None:
-        nearest_rows = _awaited(beside.nearest, wrap_errors, cursor, _nearest(vector, principals, depth, columns))
-    if semantic_there and beside is not None and beside.semantic is not None and semantic is not None:
-        message = semantic_message(semantic[0], principals, depth, columns, semantic[1])
-        semantic_rows = _awaited(beside.semantic, wrap_errors, cursor, lambda _cursor: message)
-    found: dict[int, tuple[Any, ...]] = {}
-    pairs: dict[int, float] = {}  # the vector list's candidates: id → similarity
-    for row in nearest_rows:
-        if details:
-            found[row[1]] = row[1:]
-        pairs[row[1]] = row[0]
-    hidden = _semantic_hidden(semantic_rows, semantic[2], found if details else None) if semantic else []
-    for row in by_id_rows:
-        if details:
-            found[row[1]] = row[1:]
-        if row[0] is not None:
-            pairs.setdefault(row[1], row[0])
-    return VectorRows(pairs, hidden, found, more_rows)
+        similarity = EXTRA_SIMILARITY if extra else "NULL::float8"
+        batch.add(
+            BY_ID, BY_ID_SQL.format(similarity=similarity, columns=columns), prepare=True, params={"by_id": by_id}
+        )
+    return batch
+
+
+def _nearest_similarity(rows: Rows, found: dict[int, tuple[Any, ...]] | None) -> dict[int, float]:
+    """The vector list's candidates (id → similarity) of the nearest rows (``NearestRow``); their
+    columns (from the id on) go to ``found``."""
+    pairs: dict[int, float] = {}
+    for row in rows:
+        chunk_id = row[NearestRow.CHUNK_ID]
+        if found is not None:
+            found[chunk_id] = row[NearestRow.CHUNK_ID :]
+        pairs[chunk_id] = row[NearestRow.SIMILARITY]
+    return pairs
+
+
+def _by_id_similarity(rows: Rows, pairs: dict[int, float], found: dict[int, tuple[Any, ...]] | None) -> None:
+    """The rows by id (``NearestRow``): a visible lexical candidate's similarity joins ``pairs``
+    (the nearest rows' own stays); every row's columns go to ``found``."""
+    for row in rows:
+        chunk_id = row[NearestRow.CHUNK_ID]
+        if found is not None:
+            found[chunk_id] = row[NearestRow.CHUNK_ID :]
+        if row[NearestRow.SIMILARITY] is not None:
+            pairs.setdefault(chunk_id, row[NearestRow.SIMILARITY])
 
 
 def _semantic_hidden(rows: Rows, floor: float, found: dict[int, tuple[Any, ...]] | None) -> list[int]:
-    """The hidden chunks of the semantic side's rows (similarity, visible, id, …) reaching ``floor``;
-    their columns (from the id on) go to ``found``."""
-    nearest_all = []  # (id, similarity, visible)
+    """The hidden chunks of the semantic side's rows (``SemanticRow``) reaching ``floor``; their
+    columns (from the id on) go to ``found``."""
+    nearest_all = []  # (-similarity, id, visible): in similarity order, ties by id
     for row in rows:
+        chunk_id = row[SemanticRow.CHUNK_ID]
         if found is not None:
-            found[row[2]] = row[2:]
-        nearest_all.append((row[2], row[0], row[1]))
+            found[chunk_id] = row[SemanticRow.CHUNK_ID :]
+        nearest_all.append((-row[SemanticRow.SIMILARITY], chunk_id, row[SemanticRow.VISIBLE]))
     # in similarity order, ties by id: the relaxed-order scan and the graph's state (dead tuples
     # of rolled-back rows stay in it until vacuum) must not decide the order of the hints
-    return [
-        chunk_id
-        for chunk_id, similarity, visible in sorted(nearest_all, key=lambda r: (-r[1], r[0]))
-        if not visible and similarity >= floor
-    ]
+    nearest_all.sort()
+    return [chunk_id for distance, chunk_id, visible in nearest_all if not visible and -distance >= floor]
 
 
 def semantic_after(
     cursor: CursorWrapper,
-    semantic: tuple[Sequence[float], int, float],
+    semantic: SemanticSide,
     principals: list[str],
     depth: int,
     columns: str,
@@ -467,18 +541,13 @@ def semantic_after(
 ) -> tuple[list[int], dict[int, tuple[Any, ...]]]:
     """The semantic side of withheld on its own (see ``vector_message``): read beside when ``beside``
     reads it for this vector and k, else one message here. Returns (hidden ids, their columns)."""
-    message = semantic_message(semantic[0], principals, depth, columns, semantic[1])
-    if (
-        beside is not None
-        and beside.semantic is not None
-        and tuple(semantic[0]) == beside.vector
-        and beside.semantic_k == semantic[1]
-    ):
+    message = semantic_message(semantic.vector, principals, depth, columns, semantic.k)
+    if reads_semantic_beside(semantic, beside) and beside is not None and beside.semantic is not None:
         rows = _awaited(beside.semantic, wrap_errors, cursor, lambda _cursor: message)
     else:
         rows = _run_message(cursor, *message)
     found: dict[int, tuple[Any, ...]] = {}
-    return _semantic_hidden(rows, semantic[2], found), found
+    return _semantic_hidden(rows, semantic.floor, found), found
 
 
 def _awaited(future: Future[Rows | None], wrap_errors: Callable[[], Any] | None, cursor: Any, message: Message) -> Rows:

@@ -16,7 +16,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from django.db.backends.utils import CursorWrapper
 
@@ -40,6 +40,23 @@ FROM unnest(%(words)s::text[]) WITH ORDINALITY AS t(word, ord),
      LATERAL (SELECT ARRAY(SELECT lexeme FROM unnest(to_tsvector('{TEXT_SEARCH_CONFIG}', t.word))) AS lexemes) w
 ORDER BY t.ord
 """
+
+
+class WordRow:
+    """Columns of a row of WORDS_SQL."""
+
+    ORD: Final = 0
+    LEXEMES: Final = 1
+    COUNTABLE: Final = 2  # the lexemes whose record count decides
+    GENERATION: Final = 3  # the same in every row
+
+
+def words_generation(word_rows: Sequence[Sequence[Any]]) -> str:
+    """The content generation WORDS_SQL's rows were read at ("" without rows, or without one)."""
+    first = next(iter(word_rows), None)
+    return str(first[WordRow.GENERATION] or "") if first is not None else ""
+
+
 # How many curated records contain each lexeme, counting the first TOPIC_SCAN_CHUNKS matching
 # chunks of them. A record people can write (``user_writable``: a Jira issue, an upload) never
 # counts, under any ACL: otherwise anyone could plant records repeating guessed words and watch which
@@ -83,7 +100,7 @@ def lexeme_records(cursor: CursorWrapper, lexemes: Sequence[str], generation: st
 def lexeme_records_missing(word_rows: Sequence[tuple[Any, ...]]) -> tuple[str, list[str]]:
     """The content generation of WORDS_SQL's rows and the countable lexemes whose record counts are
     not cached for it (``lexeme_records_statement`` counts them, ``lexeme_records_store`` keeps them)."""
-    generation = str(word_rows[0][3] or "") if word_rows else ""
+    generation = words_generation(word_rows)
     countable = list(dict.fromkeys(lexeme for _, _, candidates, _ in word_rows for lexeme in candidates or ()))
     if generation != _lexeme_records_generation:
         return generation, countable
@@ -134,7 +151,7 @@ def query_topic(
     each of its lexemes holds no digit and is in at least ``min_records`` records."""
     if not words:
         return Topic((), (), True)
-    generation = str(word_rows[0][3] or "") if word_rows else ""
+    generation = words_generation(word_rows)
     countable = [lexeme for _, _, candidates, _ in word_rows for lexeme in candidates or ()]
     records = lexeme_records(cursor, countable, generation) if countable else {}
     lexemes: list[str] = []
