@@ -67,7 +67,7 @@ class RecordForm(forms.ModelForm):
         try:
             return services.acl_resolve(self.cleaned_data["acl"])
         except ApplicationError as exc:
-            raise forms.ValidationError(str(exc.detail)) from exc
+            raise forms.ValidationError(str(exc.message)) from exc
 
 
 @admin.register(Record)

@@ -67,10 +67,12 @@ def principal_resolve(value: str) -> str:
 
 def acl_resolve(values: Iterable[str], *, resolve: Callable[[str], str] = principal_resolve) -> list[str]:
     if isinstance(values, str):
-        raise ValidationFailed("acl must be a list of principals, not one string", code="invalid_principal")
+        raise ValidationFailed(
+            "acl must be a list of principals, not one string", code="invalid_principal", field="acl"
+        )
     acl = sorted({resolve(value) for value in values})
     if not acl:
-        raise ValidationFailed("acl must name at least one principal", code="empty_acl")
+        raise ValidationFailed("acl must name at least one principal", code="empty_acl", field="acl")
     return acl
 
 
@@ -86,7 +88,9 @@ def acl_also_resolve(
     is dropped; ``None`` when no clause is left (the database's one «no clause»). An empty clause →
     ``empty_acl``; a bad principal → ``invalid_principal``."""
     if isinstance(clauses, str):
-        raise ValidationFailed("acl_also must be a list of lists of principals", code="invalid_principal")
+        raise ValidationFailed(
+            "acl_also must be a list of lists of principals", code="invalid_principal", field="acl_also"
+        )
     resolved: set[tuple[str, ...]] = set()
     for clause in clauses:
         try:
@@ -216,11 +220,11 @@ def record_upsert(
     title = (title or "").strip()[:500]
     url = (url or "").strip()
     if url and not _RECORD_URL.match(url):
-        raise ValidationFailed("url must be an http:// or https:// address", code="invalid_url")
+        raise ValidationFailed("url must be an http:// or https:// address", code="invalid_url", field="url")
     if not source_system or not external_id:
         raise ValidationFailed("source_system and external_id are required", code="invalid_record")
     if not title:
-        raise ValidationFailed("title is required", code="invalid_record")
+        raise ValidationFailed("title is required", code="invalid_record", field="title")
     acl = acl_resolve(acl)
     clauses = acl_also_resolve(acl_also, acl)
     warnings: list[str] = []
