@@ -69,17 +69,18 @@ def notes_set(*, user: HubCaller, key: str, fields: dict[str, Any]) -> NotesView
         raise ValidationFailed(f"give at least one of: {', '.join(NOTE_FIELDS)}")
     unknown = [name for name in fields if name not in NOTE_FIELDS]
     if unknown:
+        # no field=: the unknown name is not a field of the notes (MCP and REST answer the same text)
         raise ValidationFailed(f"unknown notes field «{unknown[0]}»; allowed: {', '.join(NOTE_FIELDS)}")
     clean: dict[str, str] = {}
     for name, value in fields.items():
         if value is None:
             value = ""
         if not isinstance(value, str):
-            raise ValidationFailed(f"{name}: a string (or null to clear)")
+            raise ValidationFailed("a string (or null to clear)", field=name)
         if "\x00" in value:
-            raise ValidationFailed(f"{name}: NUL characters are not allowed")
+            raise ValidationFailed("NUL characters are not allowed", field=name)
         if len(value) > NOTE_LIMITS[name]:
-            raise ValidationFailed(f"{name}: at most {NOTE_LIMITS[name]} characters")
+            raise ValidationFailed(f"at most {NOTE_LIMITS[name]} characters", field=name)
         value = value.strip()
         problem = text_problem(value, multiline=name in NOTE_MULTILINE)
         if problem:
@@ -108,15 +109,15 @@ def notes_set(*, user: HubCaller, key: str, fields: dict[str, Any]) -> NotesView
 def _author_check(user: User, author: str | None, default: str) -> str:
     author = author_name_check(user, author=author, default=default).strip()
     if not AUTHOR_RE.match(author):
-        raise ValidationFailed("author: 1–64 characters of a-z 0-9 _ . @ -")
+        raise ValidationFailed("1–64 characters of a-z 0-9 _ . @ -", field="author")
     return author
 
 
 def _title_check(title: Any) -> str:
     if not isinstance(title, str) or not title.strip():
-        raise ValidationFailed("title: required, a non-empty string")
+        raise ValidationFailed("required, a non-empty string", field="title")
     if len(title.strip()) > 300 or "\x00" in title:
-        raise ValidationFailed("title: at most 300 characters")
+        raise ValidationFailed("at most 300 characters", field="title")
     problem = text_problem(title.strip())
     if problem:
         raise ValidationFailed(problem, field="title")
