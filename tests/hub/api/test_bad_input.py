@@ -336,3 +336,26 @@ def test_a_number_where_a_date_is_meant_is_a_422_not_a_unix_timestamp(client, pe
     updated_since=20200101 filtered from 1970-08-22 and answered 200."""
     body = _error(client.get("/api/hub/issues", {param: value}, **person), 422)
     assert [error["loc"] for error in body["detail"]] == [["query", param]]
+
+
+@pytest.mark.parametrize(
+    "body, field, message",
+    [
+        ({"note": 5}, "note", "a string (or null to clear)"),
+        ({"fact_status": "x" * 10_000}, "fact_status", "at most"),
+    ],
+)
+def test_a_bad_note_field_is_named_in_the_field_error(client, person, mirror, body, field, message):
+    mirror(issue_payload("AURORA-1"))
+    detail = _error(client.patch("/api/hub/issues/AURORA-1/notes", body, content_type=J, **person), 422)["detail"]
+    assert isinstance(detail, list) and detail[0]["loc"][-1] == field, detail
+    assert detail[0]["msg"].startswith(message), detail
+
+
+@pytest.mark.parametrize("title, message", [(" ", "required"), ("x" * 301, "at most 300 characters")])
+def test_a_bad_batch_title_is_named_in_the_field_error(client, person, title, message):
+    commands = [{"type": "refresh", "full": True}]
+    response = _post(client, "/api/hub/batches", {"title": title, "commands": commands}, person)
+    detail = _error(response, 422, "validation_error")["detail"]
+    assert isinstance(detail, list) and detail[0]["loc"][-1] == "title" and message in detail[0]["msg"], detail
+    assert Batch.objects.count() == 0
