@@ -11,6 +11,7 @@ import shutil
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -24,6 +25,8 @@ from tests.deploy.topology import (
     start_nginx,
     wait_until,
 )
+
+HERE = Path(__file__).resolve().parent
 
 POLICY = textwrap.dedent(
     """\
@@ -55,7 +58,7 @@ print(api_token_create(user=user, name="topology")[1])
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if "/deploy/" in str(item.path):
+        if item.path.is_relative_to(HERE):
             item.add_marker(pytest.mark.deploy)
             if item.path.name == "test_topology.py" and nginx_binary() is None:
                 item.add_marker(pytest.mark.skip(reason="nginx is not installed (make deploy-deps)"))

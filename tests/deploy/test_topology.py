@@ -201,6 +201,46 @@ def test_an_mcp_call_through_nginx(topology):
     assert "Политика отпусков" in json.dumps(result, ensure_ascii=False)
 
 
+def test_metrics_through_nginx_after_a_chat_turn_and_an_agent_run(topology):
+    """/metrics sums this machine's processes (one PROMETHEUS_MULTIPROC_DIR under the var dir) and
+    reads the states from PostgreSQL and Redis; nginx lets only the inside network ask."""
+    top = topology
+    with top.client() as client:
+        assert client.get("/metrics").status_code == 401  # no token
+        scrape = client.get("/metrics", headers={"Authorization": f"Bearer {top.env['METRICS_TOKEN']}"})
+    assert scrape.status_code == 200, scrape.text[:300]
+    text = scrape.text
+    assert re.search(r'^achilles_chat_turns_total\{outcome="complete"\} [1-9]', text, re.M), "no chat turn counted"
+    # (the exposition sorts a series' labels by name)
+    assert re.search(r'^achilles_agent_runs\{reason="[^"]*",state="succeeded"\} [1-9]', text, re.M), text[-2000:]
+    requests = [line for line in text.splitlines() if line.startswith("achilles_http_requests_total{")]
+    assert any(
+        'method="POST"' in line and 'status="200"' in line and re.search(r'route="[^"]*chat', line) for line in requests
+    ), requests
+    assert 'achilles_celery_queue_depth{queue="agents"}' in text
+
+
+def test_redis_restarted_chat_and_agent_runs_recover(topology):
+    """Redis stops (its data gone: no persistence) and comes back on its port: the websocket and SSE
+    serve turns again, the workers reconnect, and a new agent run is taken and finished."""
+    top = topology
+    top.redis.stop()
+    top.redis.start()
+    with top.client() as client:
+        wait_until(lambda: _up(client, top.https_port), 60, "/healthz 200 after the Redis restart", every=0.5)
+        events, _, ended = sse_turn(client, top, {"content": QUESTION})
+        assert ended == "done", events[-2:]
+        run_id = start_agent_run(client, top, "after-redis")
+    browser = sign_in(top)
+    session = browser.cookies["sessionid"]
+    browser.close()
+    assert asyncio.run(websocket_turn(top, session, QUESTION))[-1]["event"] == "done"
+    row = wait_until(
+        lambda: (r := run_row(top, run_id))["state"] in ("succeeded", "failed") and r, 90, "the run after Redis"
+    )
+    assert row["state"] == "succeeded", row
+
+
 @pytest.mark.parametrize("location", ["/ws/"])
 def test_the_websocket_needs_its_nginx_location(topology, location):
     """The same configuration without its websocket location (a second nginx on other ports): the
