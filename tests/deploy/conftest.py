@@ -8,6 +8,7 @@ folder, then the two web processes, the platform worker, two agents workers and 
 from __future__ import annotations
 
 import shutil
+import subprocess
 import sys
 import textwrap
 import time
@@ -17,6 +18,8 @@ import httpx
 import pytest
 
 from tests.deploy.topology import (
+    ROOT,
+    free_port,
     make_tls,
     new_topology,
     nginx_binary,
@@ -52,7 +55,8 @@ allowed_model_create(name="builtin-extractive", provider="builtin", kind="chat",
                      context_window=8192, options={{"delay": 0.05, "timeout": 6}})
 allowed_model_create(name="builtin-slow", provider="builtin", kind="chat", is_default=False,
                      context_window=8192, options={{"delay": 0.4}})
-print(api_token_create(user=user, name="topology")[1])
+from hub.protocol import sync_agent_create
+print("TOKENS", api_token_create(user=user, name="topology")[1], sync_agent_create(name="topology")[1])
 """
 
 
@@ -85,8 +89,8 @@ def topology():
         (knowledge / "vacation.md").write_text(POLICY)
         # the operator's first steps in one process (each manage.py start costs seconds here):
         # an admin account, the chat models, a knowledge folder, an API token
-        top.token = top.manage("shell", "-c", SETUP.format(password=top.admin_password, knowledge=knowledge))
-        top.token = top.token.strip().splitlines()[-1]
+        tokens = top.manage("shell", "-c", SETUP.format(password=top.admin_password, knowledge=knowledge))
+        _, top.token, sync_token = tokens.strip().splitlines()[-1].split()
         mark("operator setup")
         top.token = top.manage("api_token", "operator", "--name", "topology").strip().splitlines()[-1]
         for index, port in enumerate(top.web_ports, 1):
@@ -95,6 +99,28 @@ def topology():
         top.start_unit("agents-1", "achilles-agents@.service", "1")
         top.start_unit("agents-2", "achilles-agents@.service", "2")
         top.start_unit("beat", "achilles-beat.service")
+        # the hub's sync agent under its launcher, reaching the hub through nginx (trusting the test
+        # CA) and "Jira" (the emulator with the demo project AURORA)
+        jira_port = free_port()
+        top.processes["jira"] = subprocess.Popen(
+            [sys.executable, "-m", "emulators.jira", "--host", "127.0.0.1", "--port", str(jira_port)]
+            + ["--data", "demo", "--token", "jira-pat"],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=open(top.log("jira"), "w"),
+            start_new_session=True,
+        )
+        top.start_unit(
+            "syncagent",
+            "achilles-syncagent.service",
+            extra_env={
+                "ACHILLES_HUB_URL": top.url,
+                "ACHILLES_SYNC_TOKEN": sync_token,
+                "JIRA_URL": f"http://127.0.0.1:{jira_port}",
+                "JIRA_TOKEN": "jira-pat",
+                "SSL_CERT_FILE": str(top.ca),
+            },
+        )
         config = render_nginx(
             top.base / "nginx",
             web_ports=top.web_ports,

@@ -201,6 +201,18 @@ def test_an_mcp_call_through_nginx(topology):
     assert "Политика отпусков" in json.dumps(result, ensure_ascii=False)
 
 
+def test_the_sync_agent_mirrors_jira_through_nginx(topology):
+    """The sync agent started from deploy/systemd/achilles-syncagent.service (its launcher) claims
+    from the hub over TLS through nginx and uploads Jira's project into the mirror."""
+    top = topology
+
+    def mirrored() -> int:
+        with top.postgres.connect() as conn:
+            return conn.execute("SELECT count(*) FROM hub_issues WHERE project = 'AURORA'").fetchone()[0]
+
+    wait_until(lambda: mirrored() >= 30, 90, "the AURORA issues in the hub's mirror", top.log("syncagent"), every=0.5)
+
+
 def test_metrics_through_nginx_after_a_chat_turn_and_an_agent_run(topology):
     """/metrics sums this machine's processes (one PROMETHEUS_MULTIPROC_DIR under the var dir) and
     reads the states from PostgreSQL and Redis; nginx lets only the inside network ask."""

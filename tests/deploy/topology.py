@@ -433,14 +433,16 @@ class Topology:
     def manage(self, *args: str, env: dict[str, str] | None = None) -> str:
         return self.run([str(VENV_BIN / "python"), "manage.py", *args], env=env)
 
-    def start_unit(self, name: str, unit: str, instance: str = "") -> subprocess.Popen:
+    def start_unit(
+        self, name: str, unit: str, instance: str = "", *, extra_env: dict[str, str] | None = None
+    ) -> subprocess.Popen:
         (commands, environment) = unit_commands(unit, instance=instance, var_dir=self.var_dir)
         assert len(commands) == 1, f"{unit}: one long-running ExecStart expected"
         self.log(name).parent.mkdir(parents=True, exist_ok=True)
         proc = subprocess.Popen(
             commands[0],
             cwd=ROOT,
-            env={**self.env, **environment},
+            env={**self.env, **environment, **(extra_env or {})},
             stdout=subprocess.DEVNULL,
             stderr=open(self.log(name), "w"),
             start_new_session=True,  # its own process group: killed with its pool children
