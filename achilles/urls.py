@@ -14,6 +14,7 @@ from knowledge.pages import knowledge_page
 
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
+    path("favicon.ico", views.favicon, name="favicon"),
     path("metrics", metrics_view, name="metrics"),
     path("admin/", admin.site.urls),
     path("api/chat", chat_sse, name="chat-sse"),
