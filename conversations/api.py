@@ -140,9 +140,17 @@ def _visible_cited_records(user, messages) -> frozenset[int]:
     return engine_deps().knowledge.visible_records(cited, Identity.for_user(user))
 
 
+class ConversationListParams(ListParams):
+    q: str | None = Field(
+        default=None,
+        max_length=200,
+        description="Only threads whose title contains this or whose messages match it (full text, Russian stemming).",
+    )
+
+
 @router.get("/conversations", response=Page[ConversationOut])
-def conversations_list(request: HttpRequest, params: Query[ListParams]):
-    page = selectors.conversation_list_for_user(user=request.auth, cursor=params.cursor, limit=params.limit)
+def conversations_list(request: HttpRequest, params: Query[ConversationListParams]):
+    page = selectors.conversation_list_for_user(user=request.auth, cursor=params.cursor, limit=params.limit, q=params.q)
     selected = {c.selected_model_id for c in page.items if c.selected_model_id}
     names = {}
     if selected:

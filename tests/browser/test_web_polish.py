@@ -118,3 +118,16 @@ def test_one_model_picker_shown_disabled_and_copy_says_so_with_footnotes(live_ur
         "Отпуск — 28 календарных дней¹. Заявление подают за две недели².\n\n"
         "Источники:\n¹ Политика отпусков — https://kb.example/1\n² Регламент заявлений — https://kb.example/2"
     )
+
+
+def test_thread_search_finds_a_thread_by_what_was_said_in_it(live_url, page, user_factory):
+    user = user_factory(username="browser-search")
+    _thread(user)  # titled «Отпуск»; its answer says «28 календарных дней»
+    Conversation.objects.create(user=user, title="Командировка в Казань")
+    sign_in(page, live_url, user.username)
+    page.goto(live_url + "/chat/")
+    expect(page.locator("#threads .thread")).to_have_count(2)
+    page.fill("#thread-search", "28 календарных")
+    expect(page.locator("#threads .thread .title")).to_have_text(["Отпуск"])
+    page.fill("#thread-search", "такого нигде нет")
+    expect(page.locator("#threads")).to_contain_text("Ничего не найдено.")

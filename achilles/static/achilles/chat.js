@@ -22,7 +22,7 @@
   const st = {
     conversationId: new URLSearchParams(location.search).get("c"),
     ws: null, retries: 0, queue: [], busy: false, current: null, lastSent: null, sentAt: 0,
-    resume: false, stopping: false, threads: [], models: [], pendingModel: null, conversation: null,
+    resume: false, stopping: false, threads: [], found: null, models: [], pendingModel: null, conversation: null,
   };
 
   // ------------------------------------------------------------------ status, banner, errors
@@ -198,10 +198,25 @@
     const r = await api("/conversations?limit=100"); if (!r.ok) return;
     st.threads = (await r.json()).items; drawThreads();
   }
+  // The search asks the server: titles and what was said in the threads (PostgreSQL full text).
+  let searchTimer = null, searchSeq = 0;
+  function searchThreads() {
+    clearTimeout(searchTimer);
+    const q = $("thread-search").value.trim();
+    if (!q) { st.found = null; drawThreads(); return; }
+    searchTimer = setTimeout(async () => {
+      const seq = ++searchSeq;
+      const r = await api("/conversations?limit=100&q=" + encodeURIComponent(q));
+      if (seq !== searchSeq || !r.ok) return;
+      st.found = (await r.json()).items; drawThreads();
+    }, 250);
+  }
   function drawThreads() {
-    const list = $("threads"), q = $("thread-search").value.trim().toLowerCase(); list.textContent = "";
-    const shown = st.threads.filter(c => !q || (c.title || "").toLowerCase().includes(q));
-    if (!shown.length) list.append(el("p", "muted", q ? "Ничего не найдено." : "Бесед пока нет."));
+    const list = $("threads"), q = $("thread-search").value.trim(); list.textContent = "";
+    // until the server answers, the titles that match (what the list shows at once)
+    const shown = !q ? st.threads : st.found !== null ? st.found
+        : st.threads.filter(c => (c.title || "").toLowerCase().includes(q.toLowerCase()));
+    if (!shown.length) list.append(el("p", "muted", !q ? "Бесед пока нет." : st.found === null ? "Ищу…" : "Ничего не найдено."));
     shown.forEach(c => {
       const row = el("div", "thread" + (c.id === st.conversationId ? " active" : ""));
       const a = el("a"); a.href = "?c=" + c.id; a.append(el("span", "title", c.title || "Без названия"), el("span", "date", formatDate(c.updated_at)));
@@ -237,7 +252,7 @@
       if (c.id === st.conversationId) open(null); else drawThreads();
     } else showError("Не удалось удалить беседу.", null);
   }
-  $("thread-search").oninput = drawThreads;
+  $("thread-search").oninput = () => { st.found = null; drawThreads(); searchThreads(); };
   function collapseThreads(collapsed) {
     $("threads-panel").classList.toggle("collapsed", collapsed);
     $("threads-toggle").setAttribute("aria-expanded", String(!collapsed));
