@@ -11,6 +11,7 @@ from django.core.management import call_command
 from playwright.sync_api import expect
 
 from hub import protocol, services
+from hub.models import IssueNote
 from hub.permissions import hub_group_ensure
 from tests.browser.conftest import sign_in
 
@@ -49,6 +50,11 @@ def test_the_hub_page_lists_the_mirror_and_follows_a_batch_to_done(live_url, pag
     page.click("#issues li.issue button.link")
     expect(page.locator("#card-h")).to_contain_text("AURORA-9001")
     expect(page.locator("#card-body")).to_contain_text("Комментарии")
+    # the hub's notes on it, saved through the notes route
+    page.fill("#card-body form.notes input[name=next_step]", "Проверить на стенде")
+    page.click("#card-body form.notes button[type=submit]")
+    expect(page.locator("#card-body form.notes [role=status]")).to_have_text("Сохранено.")
+    assert IssueNote.objects.get(issue__key="AURORA-9001").next_step == "Проверить на стенде"
     # the batch, listed and opened: queued
     row = page.locator(f"#batches li.batch[data-id='{created.id}']")
     expect(row).to_contain_text("Комментарий к задаче")

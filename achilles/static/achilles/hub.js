@@ -67,8 +67,7 @@ document.addEventListener("DOMContentLoaded", () => {
     body.append(dl([["Статус", i.status], ["Тип", i.issue_type], ["Приоритет", i.priority], ["Исполнитель", i.assignee],
                     ["Срок", i.duedate], ["Спринт", i.sprint], ["Метки", i.labels.join(", ")], ["Обновлена", i.updated && formatDate(i.updated)]]));
     if (c.description) body.append(el("h3", null, "Описание"), el("p", "text", c.description));
-    if (c.notes) body.append(el("h3", null, "Заметки хаба"), dl([["Фактический статус", c.notes.fact_status], ["Заметка", c.notes.note],
-                                                             ["Следующий шаг", c.notes.next_step], ["Ответственный", c.notes.owner]]));
+    body.append(el("h3", null, "Заметки хаба"), notesForm(i.key, c.notes));
     body.append(el("h3", null, "Связи"));
     const links = el("ul", "plain");
     c.links.forEach(l => {
@@ -92,6 +91,28 @@ document.addEventListener("DOMContentLoaded", () => {
     if (!c.recent_commands.length) commands.append(el("li", "muted", "Команд не было."));
     body.append(commands);
     card.scrollIntoView({block: "start"});
+  }
+  // The hub's own notes on an issue (not Jira's fields): PATCH /api/hub/issues/{key}/notes.
+  const NOTE_FIELDS = [["fact_status", "Фактический статус"], ["note", "Заметка"], ["next_step", "Следующий шаг"], ["owner", "Ответственный"]];
+  function notesForm(key, notes) {
+    const form = el("form", "notes"); form.dataset.key = key;
+    NOTE_FIELDS.forEach(([name, label]) => {
+      const field = el(name === "note" ? "textarea" : "input"); field.name = name; field.value = (notes && notes[name]) || "";
+      if (name !== "note") field.type = "text"; else field.rows = 2;
+      const wrap = el("label", null, label); wrap.append(field); form.append(wrap);
+    });
+    const save = el("button", null, "Сохранить заметки"); save.type = "submit";
+    const state = el("span", "muted"); state.setAttribute("role", "status");
+    const row = el("div", "actions"); row.append(save, state); form.append(row);
+    form.onsubmit = async e => {
+      e.preventDefault();
+      const changes = {};
+      NOTE_FIELDS.forEach(([name]) => { const v = form.elements[name].value.trim(); changes[name] = v || null; });
+      const r = await api(`/hub/issues/${encodeURIComponent(key)}/notes`, {method: "PATCH", body: JSON.stringify(changes)});
+      state.className = r.ok ? "muted" : "error";
+      state.textContent = r.ok ? "Сохранено." : await detail(r);
+    };
+    return form;
   }
   $("card-close").onclick = () => { $("card").hidden = true; };
 
