@@ -77,6 +77,8 @@ def test_the_hub_page_lists_the_mirror_and_follows_a_batch_to_done(live_url, pag
     expect(page.locator("#batch-summary")).to_contain_text("выполнен", timeout=10_000)
     expect(page.locator("#batch-commands li.command .badge")).to_have_text(["выполнена"] * created.command_count)
     expect(page.locator("#agent-lines")).not_to_contain_text("Загрузка")
+    page.click("#sync-log-box summary")
+    expect(page.locator("#sync-log")).to_contain_text("Синхронизаций ещё не было.")
 
 
 def test_the_hub_page_at_375px_fits_the_screen(live_url, page, user_factory):

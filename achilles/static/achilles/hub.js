@@ -25,6 +25,23 @@ document.addEventListener("DOMContentLoaded", () => {
     (status.lines.length ? status.lines : ["Агент синхронизации ещё не выходил на связь."]).forEach(line => box.append(el("li", null, line)));
   }
 
+  const RUN_STATUS = {running: "идёт", ok: "успешно", failed: "ошибка"};
+  async function loadSyncLog() {
+    const r = await api("/hub/sync-log?limit=10"); const list = $("sync-log"); list.textContent = "";
+    if (!r.ok) { list.append(el("li", "error", await detail(r))); return; }
+    const page = await r.json();
+    if (!page.items.length) list.append(el("li", "muted", "Синхронизаций ещё не было."));
+    page.items.forEach(run => {
+      const li = el("li", "row");
+      const counts = Object.entries(run.counts).map(([k, n]) => `${k}: ${n}`).join(", ");
+      li.append(el("div", null, `${formatDate(run.started_at)} · ${run.kind} · ${RUN_STATUS[run.status] || run.status}`));
+      if (counts) li.append(el("div", "muted meta", counts));
+      run.errors.forEach(e => li.append(el("div", "error", e)));
+      list.append(li);
+    });
+  }
+  $("sync-log-box").addEventListener("toggle", () => { if ($("sync-log-box").open) loadSyncLog(); });
+
   // ---------------------------------------------------------------- issues
   function issueQuery() {
     const params = new URLSearchParams({limit: "25"});
