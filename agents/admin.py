@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import OuterRef, Subquery
 
@@ -25,6 +26,19 @@ class AgentRunInline(admin.TabularInline):
 
     def get_queryset(self, request):
         return super().get_queryset(request).order_by("-id")
+
+
+class AgentChangelistForm(forms.ModelForm):
+    """A row of the list's editable column: its checkbox named after the agent (a bare checkbox in a
+    table cell has no accessible name — axe's critical «label» rule)."""
+
+    class Meta:
+        model = Agent
+        fields = ("admin_paused",)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["admin_paused"].widget.attrs["aria-label"] = f"Приостановить агента «{self.instance.name}»"
 
 
 @admin.register(Agent)
@@ -64,43 +78,47 @@ class AgentAdmin(admin.ModelAdmin):
     def has_add_permission(self, request):
         return False
 
+    def get_changelist_form(self, request, **kwargs):
+        return AgentChangelistForm
+
     def get_queryset(self, request):
         # The active run's state rides on each row (one subquery), for the status column.
         active = AgentRun.objects.filter(agent=OuterRef("pk"), state__in=ACTIVE_STATES).values("state")[:1]
         return super().get_queryset(request).annotate(active_state=Subquery(active))
 
-    @admin.display(description="status")
+    @admin.display(description="состояние")
     def status(self, obj: Agent) -> str:
         return obj.status(getattr(obj, "active_state", None)).label
 
-    @admin.display(description="schedule")
+    @admin.display(description="расписание")
     def schedule_summary(self, obj: Agent) -> str:
         s = obj.schedule
         if not s:
-            return "manual only"
+            return "только вручную"
         if s.get("type") == "interval":
-            return f"every {s.get('every_minutes')} min"
-        days = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
-        return f"{days[int(s.get('weekday', 0))]} {s.get('time')}"
+            return f"каждые {s.get('every_minutes')} мин"
+        days = ["пн", "вт", "ср", "чт", "пт", "сб", "вс"]
+        # a calendar time is read in the owner's zone: named, since the admin reads in their own
+        return f"{days[int(s.get('weekday', 0))]} {s.get('time')} ({obj.owner.effective_timezone()})"
 
     def save_model(self, request, obj, form, change):
         # One path per write: the lock goes through the service (it recomputes next_run_at).
         if change and "admin_paused" in form.changed_data:
             services.agent_set_admin_paused(agent_id=obj.pk, paused=obj.admin_paused, actor=request.user)
 
-    @admin.action(description="Pause selected agents (admin lock)")
+    @admin.action(description="Приостановить выбранных агентов (блокировка администратора)")
     def pause_selected(self, request, queryset):
         changed = services.agents_set_admin_paused(
             agent_ids=list(queryset.values_list("pk", flat=True)), paused=True, actor=request.user
         )
-        self.message_user(request, f"Paused {changed} agent(s).", messages.SUCCESS)
+        self.message_user(request, f"Приостановлено агентов: {changed}.", messages.SUCCESS)
 
-    @admin.action(description="Resume selected agents (lift the admin lock)")
+    @admin.action(description="Возобновить выбранных агентов (снять блокировку администратора)")
     def resume_selected(self, request, queryset):
         changed = services.agents_set_admin_paused(
             agent_ids=list(queryset.values_list("pk", flat=True)), paused=False, actor=request.user
         )
-        self.message_user(request, f"Resumed {changed} agent(s).", messages.SUCCESS)
+        self.message_user(request, f"Возобновлено агентов: {changed}.", messages.SUCCESS)
 
 
 @admin.register(AgentRun)

@@ -16,6 +16,7 @@ from achilles.errors import NotFound, ValidationFailed
 from achilles.pagination import ListParams, Page
 from achilles.selectors import allowed_model_names
 from conversations import selectors, services
+from conversations.hint_display import hint_for_people
 from conversations.pipeline import engine_deps
 from conversations.rendering import markdown_render
 from conversations.schemas import (
@@ -26,7 +27,7 @@ from conversations.schemas import (
     FeedbackOut,
     MessageOut,
 )
-from knowledge.facade import Identity
+from knowledge.facade import Identity, source_labels
 
 router = Router(tags=["conversations"])
 
@@ -72,17 +73,19 @@ def _citation_out(c, visible: frozenset[int]) -> dict:
     }
 
 
-def _hint_out(hint: dict | None, emails: dict[int, str]) -> dict | None:
-    """The stored hint, each named author with a ``request_access_url`` (a mailto) when the
-    platform knows their address: the one request-access path it can really deliver."""
+def _hint_out(hint: dict | None, emails: dict[int, str], labels: dict[str, str] | None = None) -> dict | None:
+    """The stored hint in people's words (each source once, by its label: ``hint_for_people``), each
+    named author with a ``request_access_url`` (a mailto) when the platform knows their address: the
+    one request-access path it can really deliver."""
     if not hint:
         return hint
+    hint = hint_for_people(hint, labels or {})
     sources = []
     for source in hint.get("sources", []):
         contact = source.get("contact")
         email = emails.get(contact.get("user_id")) if isinstance(contact, dict) else None
         if email:
-            subject = quote(f"Запрос доступа к материалам «{source.get('source_system', '')}»")
+            subject = quote(f"Запрос доступа к материалам «{source.get('label') or source.get('source_system', '')}»")
             body = quote(
                 "Здравствуйте! Поиск Achilles нашёл по моему вопросу материалы, закрытые для меня. "
                 "Можно ли получить к ним доступ?"
@@ -98,7 +101,9 @@ def _hint_out(hint: dict | None, emails: dict[int, str]) -> dict | None:
     return {**hint, "sources": sources}
 
 
-def _message_out(message, visible: frozenset[int], emails: dict[int, str] | None = None) -> MessageOut:
+def _message_out(
+    message, visible: frozenset[int], emails: dict[int, str] | None = None, labels: dict[str, str] | None = None
+) -> MessageOut:
     citations = [_citation_out(c, visible) for c in message.citations.all()]
     content_html = None
     if message.role == "assistant":
@@ -121,7 +126,7 @@ def _message_out(message, visible: frozenset[int], emails: dict[int, str] | None
         output_tokens=message.output_tokens,
         feedback=message.feedback,
         state=message.state,
-        withheld_hint=_hint_out(message.withheld_hint, emails or {}),
+        withheld_hint=_hint_out(message.withheld_hint, emails or {}, labels),
         created_at=message.created_at,
         citations=citations,
     )
@@ -135,9 +140,17 @@ def _visible_cited_records(user, messages) -> frozenset[int]:
     return engine_deps().knowledge.visible_records(cited, Identity.for_user(user))
 
 
+class ConversationListParams(ListParams):
+    q: str | None = Field(
+        default=None,
+        max_length=200,
+        description="Only threads whose title contains this or whose messages match it (full text, Russian stemming).",
+    )
+
+
 @router.get("/conversations", response=Page[ConversationOut])
-def conversations_list(request: HttpRequest, params: Query[ListParams]):
-    page = selectors.conversation_list_for_user(user=request.auth, cursor=params.cursor, limit=params.limit)
+def conversations_list(request: HttpRequest, params: Query[ConversationListParams]):
+    page = selectors.conversation_list_for_user(user=request.auth, cursor=params.cursor, limit=params.limit, q=params.q)
     selected = {c.selected_model_id for c in page.items if c.selected_model_id}
     names = allowed_model_names(ids=selected)
     return page.map(
@@ -155,7 +168,19 @@ def _messages_page(request: HttpRequest, conversation, *, cursor: str | None, li
     page = selectors.conversation_messages(conversation=conversation, cursor=cursor, limit=limit, order=order)
     visible = _visible_cited_records(request.auth, page.items)
     emails = selectors.withheld_contact_emails(messages=page.items)
-    return page.map(lambda m: _message_out(m, visible, emails))
+    labels = _hint_source_labels(page.items)
+    return page.map(lambda m: _message_out(m, visible, emails, labels))
+
+
+def _hint_source_labels(messages) -> dict[str, str]:
+    """The labels of the sources the messages' withheld hints name (one query, none without hints)."""
+    systems = {
+        str(source.get("source_system", ""))
+        for m in messages
+        for source in (m.withheld_hint or {}).get("sources", [])
+        if isinstance(source, dict)
+    }
+    return source_labels(sorted(systems)) if systems else {}
 
 
 @router.get("/conversations/{conversation_id}", response=ConversationDetailOut)

@@ -6,7 +6,8 @@ import uuid
 from collections.abc import Iterable
 
 from django.contrib.auth import get_user_model
-from django.db.models import Prefetch
+from django.contrib.postgres.search import SearchQuery, SearchVector
+from django.db.models import Prefetch, Q
 
 from achilles.errors import NotFound, ValidationFailed
 from achilles.models import User
@@ -46,12 +47,29 @@ def message_get_for_user(*, user: User, message_id: int, for_update: bool = Fals
 # --- lists (achilles.pagination: one keyset contract) -------------------------------------
 
 
+# Russian stemming: «28 календарных» finds «28 календарных дней», «отпуска» finds «отпуск».
+SEARCH_CONFIG = "russian"
+
+
 def conversation_list_for_user(
-    *, user: User, cursor: str | None = None, limit: int = DEFAULT_LIMIT
+    *, user: User, cursor: str | None = None, limit: int = DEFAULT_LIMIT, q: str | None = None
 ) -> Window[Conversation]:
-    """Own conversations, most recently active first; keyset on (updated_at, id)."""
+    """Own conversations, most recently active first; keyset on (updated_at, id). ``q``: only those
+    whose title contains it or one of whose messages matches it in PostgreSQL full text (every word,
+    stemmed), so a thread is found by what was said in it, not by its title alone."""
+    conversations = Conversation.objects.filter(user=user)
+    text = (q or "").replace("\x00", " ").strip()  # PostgreSQL text takes no NUL
+    if text:
+        query = SearchQuery(text, config=SEARCH_CONFIG, search_type="plain")
+        said = (
+            Message.objects.filter(conversation__user=user)
+            .annotate(document=SearchVector("content", config=SEARCH_CONFIG))
+            .filter(document=query)
+            .values("conversation_id")
+        )
+        conversations = conversations.filter(Q(title__icontains=text) | Q(pk__in=said))
     return keyset_page(
-        Conversation.objects.filter(user=user),
+        conversations,
         scope="conversations",
         keys=("-updated_at", "-id"),
         cursor=cursor,

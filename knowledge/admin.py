@@ -230,7 +230,7 @@ class AccessSignalAdmin(admin.ModelAdmin):
 class SourcePolicyAdmin(admin.ModelAdmin):
     """Per source system: ``never_hint`` keeps a sensitive source out of every withheld hint."""
 
-    list_display = ("source_system", "never_hint", "updated_at")
+    list_display = ("source_system", "display_label", "never_hint", "updated_at")
     list_filter = ("never_hint",)
     search_fields = ("source_system",)
 

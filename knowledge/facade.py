@@ -31,6 +31,7 @@ from knowledge.contracts import (
 )
 from knowledge.graph import graph as _graph
 from knowledge.search.hybrid import search as _search
+from knowledge.source_labels import source_label, source_label_overrides
 from knowledge.sql import sql_run
 
 __all__ = [
@@ -54,6 +55,8 @@ __all__ = [
     "records_acl_set",
     "register_access",
     "search",
+    "source_label",
+    "source_labels",
     "sql",
     "upsert_record",
     "visible_records",
@@ -97,6 +100,12 @@ def visible_records(record_ids: Sequence[int | None], identity: Identity) -> fro
 def readable_counts_by_source(identity: Identity) -> dict[str, int]:
     """How many records of each source the identity may read (sources it can read nothing of are absent)."""
     return selectors.readable_counts_by_source(identity)
+
+
+def source_labels(source_systems: Iterable[str]) -> dict[str, str]:
+    """The label people read for each source system («Файлы», «Confluence», an admin's own)."""
+    overrides = source_label_overrides()
+    return {name: source_label(name, overrides) for name in source_systems}
 
 
 def register_access(record_id: int, identity: Identity, kind: AccessKind, message_id: str | None = None) -> None:

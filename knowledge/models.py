@@ -130,6 +130,15 @@ class SourcePolicy(TimestampedModel):
     never_hint = models.BooleanField(
         default=False, db_default=False, help_text="Sensitive source: never mention it in a withheld hint."
     )
+    display_label = models.CharField(
+        "название для людей",
+        max_length=100,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="Как источник называется в подсказках и на страницах («Файлы», «Confluence», «Jira»); "
+        "пусто — название по умолчанию.",
+    )
 
     class Meta:
         db_table = "knowledge_source_policies"

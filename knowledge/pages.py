@@ -3,10 +3,10 @@
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 
+from knowledge.source_labels import DEFAULT_LABELS, source_label_overrides
 from knowledge.uploads.services import can_upload
 
 # The page's words for the API's values (one language per page).
-SOURCE_RU = {"uploads": "Файлы", "confluence": "Confluence", "jira": "Jira"}
 STATE_RU = {
     "queued": "в очереди",
     "parsing": "разбирается",
@@ -25,7 +25,8 @@ def knowledge_page(request):
         {
             "can_upload": can_upload(user),
             "labels": {
-                "source": SOURCE_RU,
+                # sources by label (a connector's «confluence:3» by its kind's: the script's fallback)
+                "source": {**DEFAULT_LABELS, **source_label_overrides()},
                 "state": STATE_RU,
                 "groups": sorted(user.groups.values_list("name", flat=True)),
                 "me": user.pk,

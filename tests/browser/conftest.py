@@ -81,7 +81,8 @@ class Daphne:
         port = _free_port()
         self.proc = start_daphne(self.log, port)
         self.url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
+        # The first request imports the URLconf (the API's schemas: ~20 s on a loaded 2-core machine)
+        deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             if self.answers():
                 return

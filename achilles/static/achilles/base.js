@@ -34,7 +34,15 @@ window.achilles = (() => {
     const e = document.createElement(tag); if (cls) e.className = cls;
     if (text !== undefined && text !== null) e.textContent = text; return e;
   };
-  const dateFormat = new Intl.DateTimeFormat("ru-RU", {day: "2-digit", month: "2-digit", year: "numeric", hour: "2-digit", minute: "2-digit"});
+  // Every date in the user's time zone (users.timezone, else the organisation's; the page names it
+  // in <meta name="time-zone">), like the dates the server renders, not in the browser's own.
+  const timeZone = document.querySelector('meta[name="time-zone"]')?.content || undefined;
+  let dateFormat;
+  try {
+    dateFormat = new Intl.DateTimeFormat("ru-RU", {day: "2-digit", month: "2-digit", year: "numeric", hour: "2-digit", minute: "2-digit", timeZone});
+  } catch (e) {  // a zone this browser does not know: its own
+    dateFormat = new Intl.DateTimeFormat("ru-RU", {day: "2-digit", month: "2-digit", year: "numeric", hour: "2-digit", minute: "2-digit"});
+  }
   const formatDate = value => value ? dateFormat.format(new Date(value)).replace(",", "") : "—";
   // plural("токен", n) → «1 токен», «2 токена», «5 токенов»
   const plural = (n, one, few, many) => {
@@ -54,7 +62,7 @@ window.achilles = (() => {
     const path = document.createElementNS("http://www.w3.org/2000/svg", "path"); path.setAttribute("d", ICONS[name]);
     svg.append(path); return svg;
   };
-  return {api, apiAll, el, signIn, formatDate, plural, icon};
+  return {api, apiAll, el, signIn, formatDate, plural, icon, timeZone};
 })();
 document.addEventListener("DOMContentLoaded", () => {
   // the current page's link in the header

@@ -22,7 +22,7 @@
   const st = {
     conversationId: new URLSearchParams(location.search).get("c"),
     ws: null, retries: 0, queue: [], busy: false, current: null, lastSent: null, sentAt: 0,
-    resume: false, stopping: false, threads: [], models: [], pendingModel: null, conversation: null,
+    resume: false, stopping: false, threads: [], found: null, models: [], pendingModel: null, conversation: null,
   };
 
   // ------------------------------------------------------------------ status, banner, errors
@@ -51,6 +51,28 @@
     if (navigator.clipboard && window.isSecureContext) return navigator.clipboard.writeText(text);
     const area = el("textarea"); area.value = text; document.body.append(area); area.select();
     document.execCommand("copy"); area.remove(); return Promise.resolve();
+  }
+  // An answer as plain text to paste elsewhere: the [N] markers become footnote numbers (¹ ²) and
+  // the cited sources follow as footnotes; the withheld hint (a notice of its own) stays out.
+  const SUPERSCRIPT = "⁰¹²³⁴⁵⁶⁷⁸⁹";
+  const sup = n => String(n).split("").map(d => SUPERSCRIPT[+d]).join("");
+  function answerAsText(m) {
+    let text = m.content || "";
+    const hint = m.withheld_hint && m.withheld_hint.text;
+    if (hint && text.endsWith("\n\n" + hint)) text = text.slice(0, -(hint.length + 2));
+    const notes = [];
+    (m.citations || []).forEach(c => {
+      const numbers = (c.markers && c.markers.length) ? c.markers : [c.rank];
+      const title = c.available === false ? "источник недоступен" : (c.title || "Без названия");
+      numbers.forEach(n => notes.push([n, title + (c.available !== false && c.url ? " — " + c.url : "")]));
+    });
+    const known = new Set(notes.map(([n]) => n));
+    // outside code spans only a citation's own number is a marker; "[3]" of a list in code stays
+    text = text.split(/(```[\s\S]*?```|`[^`\n]*`)/).map((part, i) => i % 2 ? part
+        : part.replace(/ ?\[(\d{1,3})\]/g, (whole, n) => known.has(+n) ? sup(n) : whole)).join("");
+    if (!notes.length) return text.trim();
+    notes.sort((a, b) => a[0] - b[0]);
+    return text.trim() + "\n\nИсточники:\n" + notes.map(([n, line]) => `${sup(n)} ${line}`).join("\n");
   }
   function iconButton(name, label, onclick) {
     const b = el("button"); b.type = "button"; b.append(icon(name), " " + label); b.setAttribute("aria-label", label);
@@ -144,7 +166,12 @@
         fb.append(b);
       });
       meta.append(fb);
-      meta.append(iconButton("copy", "копировать", e => copyText(m.content).then(() => { e.currentTarget && (e.currentTarget.lastChild.textContent = " скопировано"); })));
+      const copy = iconButton("copy", "копировать", () => copyText(answerAsText(m)).then(() => {
+        // the event's currentTarget is gone once the promise settles: the button is held here
+        copy.lastChild.textContent = " скопировано"; copy.classList.add("done"); setStatus("Ответ скопирован.");
+        setTimeout(() => { copy.lastChild.textContent = " копировать"; copy.classList.remove("done"); }, 2000);
+      }, () => showError("Не удалось скопировать: браузер не дал доступа к буферу обмена.", null)));
+      meta.append(copy);
     }
     if (last) meta.append(iconButton("regen", "повторить ответ", regenerate));
     const info = [m.model, m.state !== "failed" && m.tokens_used ? plural(m.tokens_used, "токен", "токена", "токенов") : null,
@@ -171,10 +198,25 @@
     const r = await api("/conversations?limit=100"); if (!r.ok) return;
     st.threads = (await r.json()).items; drawThreads();
   }
+  // The search asks the server: titles and what was said in the threads (PostgreSQL full text).
+  let searchTimer = null, searchSeq = 0;
+  function searchThreads() {
+    clearTimeout(searchTimer);
+    const q = $("thread-search").value.trim();
+    if (!q) { st.found = null; drawThreads(); return; }
+    searchTimer = setTimeout(async () => {
+      const seq = ++searchSeq;
+      const r = await api("/conversations?limit=100&q=" + encodeURIComponent(q));
+      if (seq !== searchSeq || !r.ok) return;
+      st.found = (await r.json()).items; drawThreads();
+    }, 250);
+  }
   function drawThreads() {
-    const list = $("threads"), q = $("thread-search").value.trim().toLowerCase(); list.textContent = "";
-    const shown = st.threads.filter(c => !q || (c.title || "").toLowerCase().includes(q));
-    if (!shown.length) list.append(el("p", "muted", q ? "Ничего не найдено." : "Бесед пока нет."));
+    const list = $("threads"), q = $("thread-search").value.trim(); list.textContent = "";
+    // until the server answers, the titles that match (what the list shows at once)
+    const shown = !q ? st.threads : st.found !== null ? st.found
+        : st.threads.filter(c => (c.title || "").toLowerCase().includes(q.toLowerCase()));
+    if (!shown.length) list.append(el("p", "muted", !q ? "Бесед пока нет." : st.found === null ? "Ищу…" : "Ничего не найдено."));
     shown.forEach(c => {
       const row = el("div", "thread" + (c.id === st.conversationId ? " active" : ""));
       const a = el("a"); a.href = "?c=" + c.id; a.append(el("span", "title", c.title || "Без названия"), el("span", "date", formatDate(c.updated_at)));
@@ -210,7 +252,7 @@
       if (c.id === st.conversationId) open(null); else drawThreads();
     } else showError("Не удалось удалить беседу.", null);
   }
-  $("thread-search").oninput = drawThreads;
+  $("thread-search").oninput = () => { st.found = null; drawThreads(); searchThreads(); };
   function collapseThreads(collapsed) {
     $("threads-panel").classList.toggle("collapsed", collapsed);
     $("threads-toggle").setAttribute("aria-expanded", String(!collapsed));
@@ -242,7 +284,9 @@
     const models = await apiAll("/models"); if (!models) return;
     st.models = models; const select = $("model"); select.textContent = "";
     st.models.forEach(m => { const o = el("option", null, m.name + (m.is_default ? " (по умолчанию)" : "")); o.value = m.is_default ? "" : m.name; select.append(o); });
-    select.closest("label").hidden = st.models.length < 2;
+    // always shown (people look for it); with one model there is nothing to choose
+    select.disabled = st.models.length < 2;
+    select.title = st.models.length < 2 ? "Доступна одна модель" : "";
     selectModel(st.conversation ? st.conversation.selected_model : st.pendingModel);
   }
   function selectModel(name) { $("model").value = name || ""; if ($("model").selectedIndex < 0) $("model").value = ""; }
@@ -408,6 +452,6 @@
   document.addEventListener("keydown", e => { if (e.key === "Escape" && st.busy) { e.preventDefault(); stop(); } });
   $("new").onclick = () => { hideError(); open(null); input.focus(); };
 
-  window.achillesChat = {state: st};  // for the browser tests and debugging
+  window.achillesChat = {state: st, answerAsText};  // for the browser tests and debugging
   connect(); open(st.conversationId).then(loadModels);
 })();

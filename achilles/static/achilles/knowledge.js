@@ -8,6 +8,8 @@ document.addEventListener("DOMContentLoaded", () => {
   const $ = id => document.getElementById(id);
   const labels = JSON.parse($("knowledge-labels").textContent);
   const canUpload = $("knowledge-page").dataset.canUpload === "true";
+  // a source by its label; a connector's «confluence:3» by its kind's (knowledge/source_labels.py)
+  const sourceLabel = name => labels.source[name] || labels.source[String(name).split(":")[0]] || name;
   const csrf = () => document.querySelector('meta[name="csrf-token"]')?.content
       || document.cookie.split("; ").find(c => c.startsWith("csrftoken="))?.split("=")[1] || "";
   const CODES = {
@@ -33,7 +35,7 @@ document.addEventListener("DOMContentLoaded", () => {
     const box = $("sources"); box.textContent = "";
     for (const s of (await r.json()).items) {
       const li = el("li", "source"); li.dataset.source = s.source_system;
-      li.append(el("span", "name", labels.source[s.source_system] || s.source_system),
+      li.append(el("span", "name", sourceLabel(s.source_system)),
                 el("span", "count", plural(s.documents, "документ", "документа", "документов")));
       box.append(li);
     }
@@ -49,7 +51,7 @@ document.addEventListener("DOMContentLoaded", () => {
     for (const c of body.candidates) {
       const item = el("div", "hit");
       const title = c.url ? el("a", "", c.title) : el("strong", "", c.title); if (c.url) title.href = c.url;
-      item.append(title, el("span", "badge", labels.source[c.source_system] || c.source_system), el("p", "snippet", c.text.slice(0, 300)));
+      item.append(title, el("span", "badge", sourceLabel(c.source_system)), el("p", "snippet", c.text.slice(0, 300)));
       box.append(item);
     }
   };

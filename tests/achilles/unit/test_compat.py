@@ -169,3 +169,14 @@ def test_the_mcp_sdks_context_keeps_the_calls_params_in_input_params():
 
     assert compat.mcp_call_arguments(Ctx()) == {"key": "PROJ-1", "colour": "red"}
     assert compat.mcp_call_arguments(object()) == {}
+
+
+def test_djangos_admin_site_keeps_its_model_admins_in_registry():
+    from django.contrib import admin
+    from django.contrib.auth.models import Group
+
+    site = admin.AdminSite(name="compat-probe")
+    site.register(Group)
+    registry = compat.admin_site_registry(site)
+    assert list(registry) == [Group] and isinstance(registry[Group], admin.ModelAdmin)
+    assert registry[Group] is site.get_model_admin(Group)

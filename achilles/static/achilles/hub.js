@@ -1,0 +1,230 @@
+// The hub page: the Jira mirror's issues with the `issues` tool's filters and paging, an issue's card
+// (fields, links both ways, comments, the commands that touched it), the batches and a batch's status,
+// cancel and retry, and the sync agent's status lines. Everything goes through the hub's REST API
+// (/api/hub/…), whose answers and error texts are those of MCP. A batch being worked on is followed
+// with the API's wait route (it wakes when the batch finishes — Redis pub/sub — or after 30 s): one
+// open request, no polling storm.
+document.addEventListener("DOMContentLoaded", () => {
+  const {api, el, formatDate} = window.achilles;
+  const $ = id => document.getElementById(id);
+  const labels = JSON.parse($("hub-labels").textContent);
+  const st = {issuesCursor: null, batchesCursor: null, batchId: null, watch: null};
+  const detail = async r => {
+    const body = await r.json().catch(() => ({}));
+    return typeof body.detail === "string" ? body.detail : `Ошибка ${r.status}`;
+  };
+  const link = (text, onclick) => {
+    const b = el("button", "link", text); b.type = "button"; b.onclick = onclick; return b;
+  };
+
+  // ---------------------------------------------------------------- sync agent
+  async function loadAgent() {
+    const r = await api("/hub/agent-status"); const box = $("agent-lines"); box.textContent = "";
+    if (!r.ok) { box.append(el("li", "error", await detail(r))); return; }
+    const status = await r.json();
+    (status.lines.length ? status.lines : ["Агент синхронизации ещё не выходил на связь."]).forEach(line => box.append(el("li", null, line)));
+  }
+
+  const RUN_STATUS = {running: "идёт", ok: "успешно", failed: "ошибка"};
+  async function loadSyncLog() {
+    const r = await api("/hub/sync-log?limit=10"); const list = $("sync-log"); list.textContent = "";
+    if (!r.ok) { list.append(el("li", "error", await detail(r))); return; }
+    const page = await r.json();
+    if (!page.items.length) list.append(el("li", "muted", "Синхронизаций ещё не было."));
+    page.items.forEach(run => {
+      const li = el("li", "row");
+      const counts = Object.entries(run.counts).map(([k, n]) => `${k}: ${n}`).join(", ");
+      li.append(el("div", null, `${formatDate(run.started_at)} · ${run.kind} · ${RUN_STATUS[run.status] || run.status}`));
+      if (counts) li.append(el("div", "muted meta", counts));
+      run.errors.forEach(e => li.append(el("div", "error", e)));
+      list.append(li);
+    });
+  }
+  $("sync-log-box").addEventListener("toggle", () => { if ($("sync-log-box").open) loadSyncLog(); });
+
+  // ---------------------------------------------------------------- issues
+  function issueQuery() {
+    const params = new URLSearchParams({limit: "25"});
+    new FormData($("filters")).forEach((value, name) => { if (String(value).trim()) params.set(name, String(value).trim()); });
+    return params;
+  }
+  async function loadIssues(more = false) {
+    const params = issueQuery(); if (more && st.issuesCursor) params.set("cursor", st.issuesCursor);
+    const r = await api("/hub/issues?" + params); const list = $("issues"), error = $("issues-error");
+    error.hidden = r.ok;
+    if (!r.ok) { error.textContent = await detail(r); return; }
+    const page = await r.json();
+    if (!more) list.textContent = "";
+    if (!more && !page.items.length) list.append(el("li", "muted", "Ничего не найдено."));
+    page.items.forEach(issue => {
+      const row = el("li", "row issue"); row.dataset.key = issue.key;
+      const head = el("div", "row-head");
+      head.append(link(issue.key, () => openIssue(issue.key)), el("span", "summary", issue.summary), el("span", "badge", issue.status));
+      const meta = [issue.assignee || "без исполнителя", issue.sprint, issue.labels.join(", "), issue.fact_status && "факт: " + issue.fact_status,
+                    issue.updated && "обновлена " + formatDate(issue.updated)].filter(Boolean).join(" · ");
+      row.append(head, el("div", "muted meta", meta)); list.append(row);
+    });
+    st.issuesCursor = page.next_cursor; $("issues-more").hidden = !page.next_cursor;
+  }
+  $("filters").onsubmit = e => { e.preventDefault(); loadIssues(); };
+  $("filters").onreset = () => setTimeout(() => loadIssues(), 0);
+  $("issues-more").onclick = () => loadIssues(true);
+
+  function dl(pairs) {
+    const list = el("dl", "fields");
+    pairs.filter(([, v]) => v !== null && v !== undefined && v !== "").forEach(([k, v]) => list.append(el("dt", null, k), el("dd", null, String(v))));
+    return list;
+  }
+  async function openIssue(key) {
+    const r = await api(`/hub/issues/${encodeURIComponent(key)}?comments=20`);
+    const card = $("card"), body = $("card-body"); card.hidden = false; body.textContent = "";
+    if (!r.ok) { $("card-h").textContent = key; body.append(el("p", "error", await detail(r))); return; }
+    const c = await r.json(), i = c.issue;
+    $("card-h").textContent = `${i.key} — ${i.summary}`;
+    body.append(dl([["Статус", i.status], ["Тип", i.issue_type], ["Приоритет", i.priority], ["Исполнитель", i.assignee],
+                    ["Срок", i.duedate], ["Спринт", i.sprint], ["Метки", i.labels.join(", ")], ["Обновлена", i.updated && formatDate(i.updated)]]));
+    if (c.description) body.append(el("h3", null, "Описание"), el("p", "text", c.description));
+    body.append(el("h3", null, "Заметки хаба"), notesForm(i.key, c.notes));
+    body.append(el("h3", null, "Связи"));
+    const links = el("ul", "plain");
+    c.links.forEach(l => {
+      const li = el("li"); li.append(el("span", "muted", `${l.direction === "outward" ? "→" : "←"} ${l.link_type} `), link(l.other_key, () => openIssue(l.other_key)));
+      if (l.other_summary) li.append(" " + l.other_summary);
+      links.append(li);
+    });
+    if (!c.links.length) links.append(el("li", "muted", "Связей нет."));
+    body.append(links, el("h3", null, `Комментарии (${c.comments_total})`));
+    const comments = el("ul", "plain comments");
+    c.comments.forEach(m => { const li = el("li"); li.append(el("div", "muted", `${m.author} · ${formatDate(m.created)}`), el("div", "text", m.body)); comments.append(li); });
+    if (!c.comments.length) comments.append(el("li", "muted", "Комментариев нет."));
+    body.append(comments, el("h3", null, "Команды по задаче"));
+    const commands = el("ul", "plain");
+    c.recent_commands.forEach(cmd => {
+      const li = el("li"); li.append(link(`пакет #${cmd.batch_id}`, () => openBatch(cmd.batch_id)),
+                                      ` ${labels.type[cmd.type] || cmd.type}: ${labels.command[cmd.state] || cmd.state}`);
+      if (cmd.error) li.append(el("div", "error", cmd.error));
+      commands.append(li);
+    });
+    if (!c.recent_commands.length) commands.append(el("li", "muted", "Команд не было."));
+    body.append(commands);
+    card.scrollIntoView({block: "start"});
+  }
+  // The hub's own notes on an issue (not Jira's fields): PATCH /api/hub/issues/{key}/notes.
+  const NOTE_FIELDS = [["fact_status", "Фактический статус"], ["note", "Заметка"], ["next_step", "Следующий шаг"], ["owner", "Ответственный"]];
+  function notesForm(key, notes) {
+    const form = el("form", "notes"); form.dataset.key = key;
+    NOTE_FIELDS.forEach(([name, label]) => {
+      const field = el(name === "note" ? "textarea" : "input"); field.name = name; field.value = (notes && notes[name]) || "";
+      if (name !== "note") field.type = "text"; else field.rows = 2;
+      const wrap = el("label", null, label); wrap.append(field); form.append(wrap);
+    });
+    const save = el("button", null, "Сохранить заметки"); save.type = "submit";
+    const state = el("span", "muted"); state.setAttribute("role", "status");
+    const row = el("div", "actions"); row.append(save, state); form.append(row);
+    form.onsubmit = async e => {
+      e.preventDefault();
+      const changes = {};
+      NOTE_FIELDS.forEach(([name]) => { const v = form.elements[name].value.trim(); changes[name] = v || null; });
+      const r = await api(`/hub/issues/${encodeURIComponent(key)}/notes`, {method: "PATCH", body: JSON.stringify(changes)});
+      state.className = r.ok ? "muted" : "error";
+      state.textContent = r.ok ? "Сохранено." : await detail(r);
+    };
+    return form;
+  }
+  $("card-close").onclick = () => { $("card").hidden = true; };
+
+  // ---------------------------------------------------------------- batches
+  const counts = b => Object.entries(b.counts).filter(([, n]) => n).map(([s, n]) => `${labels.command[s] || s}: ${n}`).join(", ");
+  async function loadBatches(more = false) {
+    const params = new URLSearchParams({limit: "20"}); if (more && st.batchesCursor) params.set("cursor", st.batchesCursor);
+    const r = await api("/hub/batches?" + params); if (!r.ok) return;
+    const page = await r.json(), list = $("batches");
+    if (!more) list.textContent = "";
+    if (!more && !page.items.length) list.append(el("li", "muted", "Пакетов пока нет."));
+    page.items.forEach(b => {
+      const row = el("li", "row batch"); row.dataset.id = b.id;
+      const head = el("div", "row-head");
+      head.append(link(`#${b.id}`, () => openBatch(b.id)), el("span", "summary", b.title), el("span", `badge state-${b.state}`, labels.batch[b.state] || b.state));
+      row.append(head, el("div", "muted meta", [b.author, formatDate(b.created_at), counts(b)].filter(Boolean).join(" · ")));
+      list.append(row);
+    });
+    st.batchesCursor = page.next_cursor; $("batches-more").hidden = !page.next_cursor;
+  }
+  $("batches-more").onclick = () => loadBatches(true);
+
+  function say(lines, cls) {
+    const box = $("batch-lines"); box.textContent = "";
+    lines.forEach(line => box.append(el("li", cls || null, line)));
+  }
+  async function act(path, body, done) {
+    const r = await api(path, {method: "POST", body: JSON.stringify(body || {})});
+    if (!r.ok) { say([await detail(r)], "error"); return; }
+    await done(await r.json());
+  }
+  function renderBatch(b) {
+    $("batch-h").textContent = `Пакет #${b.id} — ${b.title}`;
+    $("batch").dataset.state = b.state;
+    const left = b.finished ? "" : ` · осталось ≈ ${Math.max(1, Math.round(b.estimate_seconds / 60))} мин`;
+    $("batch-summary").textContent = `${labels.batch[b.state] || b.state} · ${counts(b)} · ${b.author}${left}`;
+    const actions = $("batch-actions"); actions.textContent = "";
+    if (!b.finished) {
+      const cancel = el("button", "secondary", "Отменить пакет"); cancel.type = "button";
+      cancel.onclick = () => act(`/hub/batches/${b.id}/cancel`, null, async out => { say(out.lines); renderBatch(out.batch); loadBatches(); });
+      actions.append(cancel);
+    }
+    const list = $("batch-commands"); list.textContent = "";
+    b.commands.forEach(cmd => {
+      const row = el("li", `row command state-${cmd.state}`); row.dataset.id = cmd.id;
+      const head = el("div", "row-head");
+      head.append(el("span", null, `${cmd.seq}. ${labels.type[cmd.type] || cmd.type}`), cmd.key ? link(cmd.key, () => openIssue(cmd.key)) : "",
+                  el("span", `badge state-${cmd.state}`, labels.command[cmd.state] || cmd.state));
+      row.append(head);
+      if (cmd.error) row.append(el("div", "error", cmd.error));
+      const buttons = el("div", "actions");
+      if (cmd.state === "queued" || cmd.state === "claimed") {
+        const force = cmd.state === "claimed";
+        const b2 = el("button", "secondary", force ? "Отменить у агента" : "Отменить"); b2.type = "button";
+        b2.onclick = () => {
+          if (force && !confirm(`Команда #${cmd.id} уже у агента. Отменить её принудительно?`)) return;
+          act(`/hub/commands/${cmd.id}/cancel`, {force}, () => openBatch(b.id));
+        };
+        buttons.append(b2);
+      }
+      if (cmd.state === "failed" || cmd.state === "cancelled") {
+        const b3 = el("button", "secondary", "Повторить"); b3.type = "button";
+        b3.onclick = () => act(`/hub/commands/${cmd.id}/retry`, {}, async created => {
+          say([`Создан пакет #${created.id}: команд ${created.command_count}.`]); loadBatches(); openBatch(created.id, {keepLines: true});
+        });
+        buttons.append(b3);
+      }
+      if (buttons.childNodes.length) row.append(buttons);
+      list.append(row);
+    });
+  }
+  async function openBatch(id, {keepLines = false} = {}) {
+    if (st.watch) { st.watch.abort(); st.watch = null; }
+    st.batchId = id; $("batch").hidden = false; if (!keepLines) say([]);
+    const r = await api(`/hub/batches/${id}`);
+    if (!r.ok) { $("batch-h").textContent = `Пакет #${id}`; $("batch-commands").textContent = ""; say([await detail(r)], "error"); return; }
+    const b = await r.json(); renderBatch(b);
+    if (!b.finished) follow(id);
+  }
+  // One long request at a time: the wait route answers when the batch finishes or after 30 s.
+  async function follow(id) {
+    const watch = new AbortController(); st.watch = watch;
+    while (st.batchId === id && !watch.signal.aborted) {
+      let r;
+      try { r = await api(`/hub/batches/${id}/wait?timeout_minutes=0.5`, {signal: watch.signal}); } catch (e) { return; }
+      if (!r.ok || st.batchId !== id || watch.signal.aborted) return;
+      const b = await r.json(); renderBatch(b);
+      if (b.finished) { loadBatches(); loadAgent(); return; }
+    }
+  }
+  $("batch-close").onclick = () => { $("batch").hidden = true; st.batchId = null; if (st.watch) st.watch.abort(); };
+
+  window.achillesHub = {state: st, openBatch, openIssue};  // for the browser tests and debugging
+  loadAgent(); loadIssues(); loadBatches();
+  const wanted = new URLSearchParams(location.search);
+  if (wanted.get("batch")) openBatch(Number(wanted.get("batch")));
+  if (wanted.get("issue")) openIssue(wanted.get("issue"));
+});
