@@ -44,9 +44,6 @@ PRIVATE_ALLOWED: dict[tuple[str, str], str] = {
     # the emulators import nothing of the platform (import contract), achilles.compat included
     ("emulators/", "_body"): "each emulator's own Handler method, called from its route functions",
     ("knowledge/admin.py", "_chunks"): "the admin's own queryset annotation",
-    # psycopg_pool's, in the search code being reorganised: achilles.compat.pool_getconn_unchecked
-    # is the same take, tested; the call moves there with that work
-    ("knowledge/search/vector.py", "_getconn_unchecked"): "moves to achilles.compat.pool_getconn_unchecked",
 }
 
 

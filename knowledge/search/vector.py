@@ -33,6 +33,7 @@ from django.db.backends.utils import CursorWrapper
 from psycopg import OperationalError
 from psycopg_pool import PoolClosed, PoolTimeout
 
+from achilles.compat import pool_getconn_unchecked
 from knowledge.search.batch import Batch, Rows
 from knowledge.search.memo import StatisticsMemo
 
@@ -281,10 +282,7 @@ def _taken(pool: Any) -> Any:
     """A pooled connection without the pool's health check (an empty query: a round trip on the
     path of every search, since the request waits for these jobs — p95 −0.2…−0.6 ms at 100k). A
     connection that turns out dead fails its statement instead, which ``_job`` hands back."""
-    unchecked = getattr(pool, "_getconn_unchecked", None)  # psycopg_pool's own, pinned in requirements
-    if unchecked is None or pool.closed:
-        return pool.getconn(timeout=POOL_WAIT_SECONDS)
-    return unchecked(POOL_WAIT_SECONDS)
+    return pool_getconn_unchecked(pool, POOL_WAIT_SECONDS)
 
 
 def _job(pool: Any, message: Message) -> Rows | None:
