@@ -72,11 +72,19 @@ def main() -> int:
     from django.core.management import call_command  # noqa: PLC0415
 
     from achilles.models import User  # noqa: PLC0415
-    from evaluation.runner import chat_models, default_model_set, demo_load, questions_load, run_questions  # noqa: PLC0415
+    from evaluation.runner import (  # noqa: PLC0415
+        chat_models,
+        default_model_set,
+        demo_load,
+        questions_load,
+        run_questions,
+    )
     from evaluation.scoring import figures, judge  # noqa: PLC0415
 
     started = time.monotonic()
-    print(f"eval: a fresh database {DB_NAME}, migrations and the demo data (corpus, AURORA, Confluence KB)…", flush=True)
+    print(
+        f"eval: a fresh database {DB_NAME}, migrations and the demo data (corpus, AURORA, Confluence KB)…", flush=True
+    )
     call_command("migrate", "--noinput", verbosity=0)
     with open(os.devnull, "w") as quiet:
         demo_load(stdout=quiet)
@@ -86,7 +94,9 @@ def main() -> int:
     models = [m for m in chat_models() if not wanted or m.name in wanted]
     verbose = os.environ.get("EVAL_VERBOSE") == "1"
     user = User.objects.get(username="demo")
-    print(f"eval: {len(questions)} questions × {len(models)} model(s), as `demo`; ready in {time.monotonic() - started:.0f}s")
+    print(
+        f"eval: {len(questions)} questions × {len(models)} model(s), as `demo`; ready in {time.monotonic() - started:.0f}s"
+    )
     result: dict = {"eval": "chat", "questions": len(questions), "models": {}}
     for model in models:
         default_model_set(model)
