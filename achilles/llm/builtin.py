@@ -295,38 +295,45 @@ _IDENTIFIER = re.compile(r"\b[A-Za-zА-Яа-я]+[-_]?\d+[\w.-]*\b|\b[\w.+-]+@[\w
 
 
 def extractive_answer(query: str, sources: Sequence[ContextSource], *, max_sentences: int = MAX_SENTENCES) -> str:
-    """Context sentences sharing most stems with ``query``, verbatim, each followed by ` [N]`.
+    """Context sentences that answer ``query``, verbatim, each followed by ` [N]`.
 
-    A sentence qualifies with at least 1 shared stem (2 when the query has 4 or more) and at
-    least half the best score; the best ``max_sentences`` are given in context order.
+    The relevance cut: a sentence answers when it shares at least one stem with the query and,
+    together with its source's title (what the document is about), covers more than half of the
+    query's stems, and at least two thirds of the best such coverage. A sentence that shares one
+    word with a document about something else («время на ноутбуке» in the VPN instructions, for
+    «Где взять ноутбук?») does not answer. The best ``max_sentences`` are given in context order.
     """
     query_stems = content_stems(query)
-    scored: list[tuple[int, int, int, str, int | None]] = []
-    for source_pos, source in enumerate(sources):
-        for sentence_pos, sentence in enumerate(split_sentences(source.text)):
-            score = len(query_stems & content_stems(sentence))
-            if score:
-                scored.append((score, source_pos, sentence_pos, sentence, source.marker))
-    if not scored:
+    if not query_stems:
         return NOT_FOUND_TEXT
+    # (covered, own, source_pos, sentence_pos, sentence, marker)
+    scored: list[tuple[int, int, int, int, str, int | None]] = []
+    for source_pos, source in enumerate(sources):
+        title_stems = query_stems & content_stems(source.title)
+        for sentence_pos, sentence in enumerate(split_sentences(source.text)):
+            own = query_stems & content_stems(sentence)
+            if own:
+                covered = len(own | title_stems)
+                scored.append((covered, len(own), source_pos, sentence_pos, sentence, source.marker))
     # An exact identifier of the question (a Jira key, an error code, a version) is found first:
     # when some sentences carry it, only they answer («AURORA-9001», not AURORA-9009's sentences).
     wanted = {i.casefold() for i in _IDENTIFIER.findall(query)}
-    if wanted:
-        exact = [s for s in scored if wanted & {i.casefold() for i in _IDENTIFIER.findall(s[3])}]
+    if wanted and scored:
+        exact = [s for s in scored if wanted & {i.casefold() for i in _IDENTIFIER.findall(s[4])}]
         scored = exact or scored
-    best = max(s[0] for s in scored)
-    threshold = max(1 if len(query_stems) <= 3 else 2, math.ceil(best / 2))
-    chosen: list[tuple[int, int, int, str, int | None]] = []
-    seen: set[str] = set()
-    for item in sorted(scored, key=lambda s: (-s[0], s[1], s[2])):
-        if item[0] >= threshold and item[3] not in seen and len(chosen) < max_sentences:
-            seen.add(item[3])
-            chosen.append(item)
-    if not chosen:
+    scored = [s for s in scored if s[0] * 2 > len(query_stems)]
+    if not scored:
         return NOT_FOUND_TEXT
-    chosen.sort(key=lambda s: (s[1], s[2]))
-    return " ".join(s[3] if s[4] is None else f"{s[3]} [{s[4]}]" for s in chosen)
+    best = max(s[0] for s in scored)
+    threshold = math.ceil(best * 2 / 3)
+    chosen: list[tuple[int, int, int, int, str, int | None]] = []
+    seen: set[str] = set()
+    for item in sorted(scored, key=lambda s: (-s[0], -s[1], s[2], s[3])):
+        if item[0] >= threshold and item[4] not in seen and len(chosen) < max_sentences:
+            seen.add(item[4])
+            chosen.append(item)
+    chosen.sort(key=lambda s: (s[2], s[3]))
+    return " ".join(s[4] if s[5] is None else f"{s[4]} [{s[5]}]" for s in chosen)
 
 
 def conversational_reply(text: str, *, search_offered: bool) -> str:

@@ -379,3 +379,34 @@ def test_an_exact_identifier_of_the_question_is_answered_first():
     )
     # Without an identifier in the question every matching sentence may answer.
     assert "AURORA-9009" in extractive_answer("Какие задачи в работе?", sources)
+
+
+LAPTOPS = ContextSource(
+    marker=1,
+    title="Ноутбуки и техника",
+    text="Сотрудник выбирает MacBook Pro 14 или Lenovo ThinkPad T14. "
+    "Монитор, клавиатуру и мышь для дома можно взять в ИТ под расписку.",
+)
+VPN = ContextSource(
+    marker=2,
+    title="Подключение к VPN",
+    text="Корпоративный VPN работает на WireGuard. Проверьте, что время на ноутбуке синхронизировано, "
+    "и перезапустите туннель.",
+)
+
+
+def test_only_sentences_that_answer_the_question_are_quoted():
+    """Issue 31: «Где взять ноутбук?» ended with the VPN document's clock advice: a sentence that
+    shares one word of the question with a document about something else does not answer it."""
+    answer = extractive_answer("Где взять ноутбук?", [LAPTOPS, VPN])
+    assert "Монитор, клавиатуру и мышь для дома можно взять в ИТ под расписку. [1]" in answer
+    assert "время на ноутбуке" not in answer and "[2]" not in answer
+
+
+def test_sentences_that_share_only_a_year_do_not_answer():
+    """«Какой план выручки на 2026 год?» over documents that only mention 2026: «не нашёл»."""
+    sources = [
+        ContextSource(1, "Рабочий график и праздники 2026 года", "В 2026 году День Борея — 25 декабря."),
+        ContextSource(2, "ИТ-бюджет 2026", "ИТ-бюджет на 2026 год — 96 млн ₽."),
+    ]
+    assert extractive_answer("Какой план выручки на 2026 год?", sources) == NOT_FOUND_TEXT
