@@ -298,35 +298,36 @@ def extractive_answer(query: str, sources: Sequence[ContextSource], *, max_sente
     """Context sentences that answer ``query``, verbatim, each followed by ` [N]`.
 
     The relevance cut: a sentence answers when it shares at least one stem with the query and,
-    together with its source's title (what the document is about), covers more than half of the
-    query's stems, and at least two thirds of the best such coverage. A sentence that shares one
-    word with a document about something else («время на ноутбуке» in the VPN instructions, for
-    «Где взять ноутбук?») does not answer. The best ``max_sentences`` are given in context order.
+    together with its source's title (what the document is about), covers at least half of the
+    query's stems (a number counts half: a shared year alone is no answer), and at least three
+    quarters of the best such coverage. A sentence that shares one word with a document about
+    something else («время на ноутбуке» in the VPN instructions, for «Где взять ноутбук?») does not
+    answer. The best ``max_sentences`` are given in context order.
     """
     query_stems = content_stems(query)
     if not query_stems:
         return NOT_FOUND_TEXT
+    total = _weight(query_stems)
     # (covered, own, source_pos, sentence_pos, sentence, marker)
-    scored: list[tuple[int, int, int, int, str, int | None]] = []
+    scored: list[tuple[float, float, int, int, str, int | None]] = []
     for source_pos, source in enumerate(sources):
         title_stems = query_stems & content_stems(source.title)
         for sentence_pos, sentence in enumerate(split_sentences(source.text)):
             own = query_stems & content_stems(sentence)
             if own:
-                covered = len(own | title_stems)
-                scored.append((covered, len(own), source_pos, sentence_pos, sentence, source.marker))
+                covered = _weight(own | title_stems)
+                scored.append((covered, _weight(own), source_pos, sentence_pos, sentence, source.marker))
     # An exact identifier of the question (a Jira key, an error code, a version) is found first:
     # when some sentences carry it, only they answer («AURORA-9001», not AURORA-9009's sentences).
     wanted = {i.casefold() for i in _IDENTIFIER.findall(query)}
     if wanted and scored:
         exact = [s for s in scored if wanted & {i.casefold() for i in _IDENTIFIER.findall(s[4])}]
         scored = exact or scored
-    scored = [s for s in scored if s[0] * 2 > len(query_stems)]
+    scored = [s for s in scored if s[0] * 2 >= total]
     if not scored:
         return NOT_FOUND_TEXT
-    best = max(s[0] for s in scored)
-    threshold = math.ceil(best * 2 / 3)
-    chosen: list[tuple[int, int, int, int, str, int | None]] = []
+    threshold = max(s[0] for s in scored) * 3 / 4
+    chosen: list[tuple[float, float, int, int, str, int | None]] = []
     seen: set[str] = set()
     for item in sorted(scored, key=lambda s: (-s[0], -s[1], s[2], s[3])):
         if item[0] >= threshold and item[4] not in seen and len(chosen) < max_sentences:
@@ -334,6 +335,11 @@ def extractive_answer(query: str, sources: Sequence[ContextSource], *, max_sente
             chosen.append(item)
     chosen.sort(key=lambda s: (s[2], s[3]))
     return " ".join(s[4] if s[5] is None else f"{s[4]} [{s[5]}]" for s in chosen)
+
+
+def _weight(stems: set[str]) -> float:
+    """How much of a question some stems cover: a word counts 1, a number half."""
+    return sum(0.5 if s.isdigit() else 1.0 for s in stems)
 
 
 def conversational_reply(text: str, *, search_offered: bool) -> str:
