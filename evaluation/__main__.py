@@ -73,6 +73,7 @@ def main() -> int:
 
     from achilles.models import User  # noqa: PLC0415
     from evaluation.runner import (  # noqa: PLC0415
+        cache_namespace_clear,
         chat_models,
         default_model_set,
         demo_load,
@@ -86,6 +87,7 @@ def main() -> int:
         f"eval: a fresh database {DB_NAME}, migrations and the demo data (corpus, AURORA, Confluence KB)…", flush=True
     )
     call_command("migrate", "--noinput", verbosity=0)
+    cache_namespace_clear()
     with open(os.devnull, "w") as quiet:
         demo_load(stdout=quiet)
     ids = [i.strip() for i in os.environ.get("EVAL_QUESTIONS", "").split(",") if i.strip()] or None

@@ -72,6 +72,19 @@ def demo_confluence_to_knowledge() -> str:
         server.stop()
 
 
+def cache_namespace_clear() -> None:
+    """Empty this run's cache namespace (``TEST_DATABASE_NAME=eval``): a fresh database starts its
+    content generation again, so a previous run's cached search results would match its keys."""
+    import redis  # noqa: PLC0415
+    from django.conf import settings  # noqa: PLC0415
+
+    prefix = settings.CACHES["default"]["KEY_PREFIX"]
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    keys = list(client.scan_iter(match=f"{prefix}:*", count=500))
+    if keys:
+        client.delete(*keys)
+
+
 def demo_load(*, stdout=None) -> None:
     """Everything ``make run`` shows the demo user: accounts, the allow-list, the corpus, the hub's
     project AURORA in the Knowledge Store, and the Confluence space KB."""

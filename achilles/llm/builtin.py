@@ -297,18 +297,19 @@ _IDENTIFIER = re.compile(r"\b[A-Za-zА-Яа-я]+[-_]?\d+[\w.-]*\b|\b[\w.+-]+@[\w
 def extractive_answer(query: str, sources: Sequence[ContextSource], *, max_sentences: int = MAX_SENTENCES) -> str:
     """Context sentences that answer ``query``, verbatim, each followed by ` [N]`.
 
-    The relevance cut: a sentence answers when it shares at least one stem with the query and,
-    together with its source's title (what the document is about), covers at least half of the
-    query's stems (a number counts half: a shared year alone is no answer), and at least three
-    quarters of the best such coverage. A sentence that shares one word with a document about
-    something else («время на ноутбуке» in the VPN instructions, for «Где взять ноутбук?») does not
-    answer. The best ``max_sentences`` are given in context order.
+    The relevance cut: a sentence answers when it shares a stem with the query and, together with
+    its source's title (what the document is about), covers at least half of the query's stems
+    and at least two of them (a number counts half: a shared year alone is no answer). Among those,
+    a sentence is ranked by its own stems, its title's count half, and answers when it reaches three
+    quarters of the best. A sentence that shares one word with a document about something else
+    («время на ноутбуке» in the VPN instructions, for «Где взять ноутбук?») does not answer. The best
+    ``max_sentences`` are given in context order.
     """
     query_stems = content_stems(query)
     if not query_stems:
         return NOT_FOUND_TEXT
     total = _weight(query_stems)
-    # (covered, own, source_pos, sentence_pos, sentence, marker)
+    # (rank, covered, source_pos, sentence_pos, sentence, marker)
     scored: list[tuple[float, float, int, int, str, int | None]] = []
     for source_pos, source in enumerate(sources):
         title_stems = query_stems & content_stems(source.title)
@@ -316,17 +317,19 @@ def extractive_answer(query: str, sources: Sequence[ContextSource], *, max_sente
             own = query_stems & content_stems(sentence)
             if own:
                 covered = _weight(own | title_stems)
-                scored.append((covered, _weight(own), source_pos, sentence_pos, sentence, source.marker))
+                rank = _weight(own) + _weight(title_stems - own) / 2
+                scored.append((rank, covered, source_pos, sentence_pos, sentence, source.marker))
     # An exact identifier of the question (a Jira key, an error code, a version) is found first:
     # when some sentences carry it, only they answer («AURORA-9001», not AURORA-9009's sentences).
     wanted = {i.casefold() for i in _IDENTIFIER.findall(query)}
-    if wanted and scored:
-        exact = [s for s in scored if wanted & {i.casefold() for i in _IDENTIFIER.findall(s[4])}]
-        scored = exact or scored
-    if not scored and not _CYRILLIC.search(query):
+    exact = [s for s in scored if wanted & {i.casefold() for i in _IDENTIFIER.findall(s[4])}] if wanted else []
+    if exact:
+        scored = exact
+    elif scored:
+        scored = [s for s in scored if s[1] * 2 >= total and s[1] >= min(2.0, total)]
+    elif not _CYRILLIC.search(query):
         # An English question over Russian sources shares no word with them.
         return _cross_language_answer(query, sources)
-    scored = [s for s in scored if s[0] * 2 >= total]
     if not scored:
         return NOT_FOUND_TEXT
     threshold = max(s[0] for s in scored) * 3 / 4
