@@ -322,8 +322,19 @@ def extractive_answer(query: str, sources: Sequence[ContextSource], *, max_sente
     # An exact identifier of the question (a Jira key, an error code, a version) is found first:
     # when some sentences carry it, only they answer («AURORA-9001», not AURORA-9009's sentences).
     wanted = {i.casefold() for i in _IDENTIFIER.findall(query)}
-    exact = [s for s in scored if wanted & {i.casefold() for i in _IDENTIFIER.findall(s[4])}] if wanted else []
-    if exact:
+    exact = [s for s in scored if wanted & _identifiers(s[4])] if wanted else []
+    if wanted and not exact:
+        # No sentence names it: the first sentence of each source whose title does, or nothing
+        # (a source that does not carry the identifier is not about it: AURORA-9009 for AURORA-9999).
+        titled = [
+            (1.0, 1.0, pos, 0, first[0], source.marker)
+            for pos, source in enumerate(sources)
+            if wanted & _identifiers(source.title) and (first := split_sentences(source.text))
+        ]
+        if not titled:
+            return NOT_FOUND_TEXT
+        scored = titled[:2]
+    elif exact:
         scored = exact
     elif scored:
         scored = [s for s in scored if s[1] * 2 >= total and s[1] >= min(2.0, total)]
@@ -394,6 +405,10 @@ def _embedder() -> Any:
 
         _e5 = E5EmbeddingProvider()
     return _e5
+
+
+def _identifiers(text: str) -> set[str]:
+    return {i.casefold() for i in _IDENTIFIER.findall(text)}
 
 
 def _weight(stems: set[str]) -> float:

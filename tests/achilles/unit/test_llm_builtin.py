@@ -429,3 +429,16 @@ def test_an_english_question_is_answered_from_russian_sources():
     assert "[2]" not in answer
     # a question the sources do not answer stays «не нашёл»
     assert extractive_answer("How do I bake sourdough bread?", sources) == NOT_FOUND_TEXT
+
+
+def test_an_identifier_no_source_carries_is_not_found():
+    """«Что с задачей AURORA-9999?» was answered with AURORA-9009's description: sources that do
+    not carry the identifier are not about it. A source whose title carries it answers."""
+    sources = [
+        ContextSource(1, "AURORA-9009 Мониторинг", "Контекст: задача проекта «Аврора», команда платформы."),
+        ContextSource(2, "AURORA-9001 Платёжный шлюз", "Мы повторяем запрос, а банк обрабатывает оба."),
+    ]
+    assert extractive_answer("Что с задачей AURORA-9999?", sources) == NOT_FOUND_TEXT
+    assert extractive_answer("Что с задачей AURORA-9001?", sources) == (
+        "Мы повторяем запрос, а банк обрабатывает оба. [2]"
+    )
