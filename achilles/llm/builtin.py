@@ -312,7 +312,7 @@ def extractive_answer(query: str, sources: Sequence[ContextSource], *, max_sente
     # (rank, covered, source_pos, sentence_pos, sentence, marker)
     scored: list[tuple[float, float, int, int, str, int | None]] = []
     for source_pos, source in enumerate(sources):
-        title_stems = query_stems & content_stems(source.title)
+        title_stems = query_stems & (content_stems(source.title) | _table_header_stems(source.text))
         for sentence_pos, sentence in enumerate(split_sentences(source.text)):
             own = query_stems & content_stems(sentence)
             if own:
@@ -405,6 +405,21 @@ def _embedder() -> Any:
 
         _e5 = E5EmbeddingProvider()
     return _e5
+
+
+_TABLE_SEPARATOR = re.compile(r"^\s*\|?\s*:?-{3,}")
+
+
+def _table_header_stems(text: str) -> set[str]:
+    """The words of a Markdown table's header: what its rows' cells mean («Внутренний телефон» for
+    «| Бухгалтерия | 4417 |»), counted like the title."""
+    lines = text.splitlines()
+    return {
+        stem
+        for line, after in zip(lines, lines[1:], strict=False)
+        if line.lstrip().startswith("|") and _TABLE_SEPARATOR.match(after)
+        for stem in content_stems(line)
+    }
 
 
 def _identifiers(text: str) -> set[str]:

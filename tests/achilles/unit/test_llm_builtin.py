@@ -442,3 +442,11 @@ def test_an_identifier_no_source_carries_is_not_found():
     assert extractive_answer("Что с задачей AURORA-9001?", sources) == (
         "Мы повторяем запрос, а банк обрабатывает оба. [2]"
     )
+
+
+def test_a_table_row_answers_with_its_header():
+    """«Какой внутренний телефон у бухгалтерии?» over «| Бухгалтерия | 4417 |»: the header says what
+    the cells mean, so it counts like the title."""
+    table = "| Отдел | Внутренний телефон |\n| --- | --- |\n| Бухгалтерия | 4417 |"
+    answer = extractive_answer("Какой внутренний телефон у бухгалтерии?", [ContextSource(1, "phones.xlsx", table)])
+    assert "4417" in answer and answer.endswith("[1]")
