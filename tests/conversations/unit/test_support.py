@@ -182,3 +182,25 @@ def test_gate_list_items_and_headings():
     text, refused = gated("## Отпуск\nОбеды [1]:\n- бесплатные\n## Ставка\nСтавка — 1,35 % в месяц [2].")
     assert text == "## Ставка\nСтавка — 1,35 % в месяц [2]."
     assert [why for _, why in refused] == ["overlap", "no_marker", "empty_heading"]
+
+
+def test_a_verbatim_quote_of_the_cited_source_is_supported():
+    """The offline model quotes its source: «…28 календарных дней; его можно делить…» was refused as
+    `hedge` (the clause before «;» has no «можно», the source sentence has), so «How many vacation
+    days…» lost its only answer. A sentence that is the cited text word for word changes nothing."""
+    source = (
+        "Ежегодный оплачиваемый отпуск — 28 календарных дней; его можно делить на части,\n"
+        "одна из которых не короче 14 дней."
+    )
+    sentence = (
+        "Ежегодный оплачиваемый отпуск — 28 календарных дней; его можно делить на части, "
+        "одна из которых не короче 14 дней. [1]"
+    )
+    assert check_sentence(sentence, {1: source}).supported
+    # a word changed is judged as before
+    assert not check_sentence(sentence.replace("не короче", "короче"), {1: source}).supported
+
+
+def test_a_verbatim_fragment_that_drops_a_negation_is_judged_as_before():
+    source = "Стажёрам квартальная премия не положена. Остальным положена."
+    assert not check_sentence("квартальная премия положена. [1]", {1: source}).supported

