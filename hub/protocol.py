@@ -12,10 +12,11 @@ from django.db import connection, transaction
 from django.utils import timezone
 from psycopg.types.json import Jsonb
 
-from achilles import audit
+from achilles import audit, hooks
 from achilles.errors import Conflict, NotFound, ValidationFailed
 from achilles.tokens import token_hash, token_mint
 from hub import hub_settings, services, tasks
+from hub.access import project_acl, project_acl_map
 from hub.command_contract import REAL_KEY_RE, REF_RE
 from hub.models import Command, Publication, RateLimitEvent, SyncAgent, SyncAgentContact, SyncRun
 
@@ -448,6 +449,72 @@ def _content_sha(issue: dict) -> str:
     return hashlib.sha256(json.dumps(issue, sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()
 
 
+# The mirror's columns a change is told in (hub_issues, in this order; the upload rows carry them at 1..10).
+_WATCHED = (
+    "project",
+    "summary",
+    "status",
+    "issue_type",
+    "priority",
+    "assignee",
+    "duedate",
+    "sprint",
+    "labels",
+    "description",
+)
+
+
+def _announce_changes(*, rows: list[tuple], before: dict[str, tuple], known_projects: set[str]) -> None:
+    """Tell ``hooks.jira_issues_changed`` what this page changed (inside the upload's transaction)."""
+    acl_map = project_acl_map()
+    changes = []
+    for row in rows:
+        key, now = row[0], row[1:11]
+        old = before.get(key)
+        if old is None:
+            if now[0] not in known_projects:
+                continue
+            kind, diff = "created", {}
+        else:
+            diff = {
+                field: [_plain(a), _plain(b)]
+                for field, a, b in zip(_WATCHED, old, now, strict=True)
+                if _comparable(field, a) != _comparable(field, b)
+            }
+            kind = "transitioned" if "status" in diff else "updated"
+        changes.append(
+            hooks.JiraIssueChange(
+                key=key,
+                project=now[0],
+                issue_type=now[3],
+                status=now[2],
+                labels=tuple(now[8]),
+                kind=kind,
+                changes=diff,
+                readers=tuple(project_acl(now[0], acl_map)),
+            )
+        )
+    if changes:
+        hooks.jira_issues_changed.fire(hooks.JiraIssuesChanged(changes=tuple(changes)))
+
+
+def _comparable(field: str, value: Any) -> Any:
+    if field == "labels":
+        return sorted(value or [])
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return value or None
+
+
+def _plain(value: Any) -> Any:
+    """A column's value as JSON (dates as ISO text; descriptions cut to a line's worth)."""
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    if isinstance(value, str) and len(value) > 200:
+        return value[:199] + "…"
+    return value
+
+
 @transaction.atomic
 def mirror_upload(*, sync_agent: SyncAgent | None, sync_run_id: int | None, issues: list[dict]) -> dict[str, int]:
     """Upsert a page of issues: identical → unchanged, older ``updated`` → stale, else written with its
@@ -483,8 +550,16 @@ def mirror_upload(*, sync_agent: SyncAgent | None, sync_run_id: int | None, issu
         )
         sub[key] = issue
     with connection.cursor() as cursor:
-        cursor.execute("SELECT key, updated FROM hub_issues WHERE key = ANY(%s)", [list(seen)])
-        existing = dict(cursor.fetchall())
+        cursor.execute(f"SELECT key, updated, {', '.join(_WATCHED)} FROM hub_issues WHERE key = ANY(%s)", [list(seen)])
+        found = cursor.fetchall()
+        existing = {row[0]: row[1] for row in found}
+        before = {row[0]: row[2:] for row in found}
+        # A project's first upload is the mirror's initial load, not news: its issues are not "created".
+        cursor.execute(
+            "SELECT DISTINCT project FROM hub_issues WHERE project = ANY(%s)",
+            [sorted({issue["project"] for issue in seen.values()})],
+        )
+        known_projects = {row[0] for row in cursor.fetchall()}
         cursor.execute(STAGE_SQL)
         cursor.execute("DELETE FROM hub_upload_stage")
         with cursor.copy("COPY hub_upload_stage FROM STDIN") as copy:
@@ -529,6 +604,7 @@ def mirror_upload(*, sync_agent: SyncAgent | None, sync_run_id: int | None, issu
         SyncAgentContact.objects.filter(sync_agent=sync_agent).update(last_contact_at=timezone.now())
     if ids:
         tasks.mirror_to_knowledge_on_commit(list(ids.values()))
+        _announce_changes(rows=[row for row in rows if row[0] in ids], before=before, known_projects=known_projects)
     return {"upserted": len(ids), "unchanged": len(seen) - len(ids) - stale, "stale": stale}
 
 
