@@ -481,6 +481,8 @@ def _announce_changes(*, rows: list[tuple], before: dict[str, tuple], known_proj
                 for field, a, b in zip(_WATCHED, old, now, strict=True)
                 if _comparable(field, a) != _comparable(field, b)
             }
+            if not diff:
+                continue  # comments, links or raw fields only: not (yet) an event agents hear of
             kind = "transitioned" if "status" in diff else "updated"
         changes.append(
             hooks.JiraIssueChange(
