@@ -245,6 +245,15 @@ FROM jsonb_to_recordset(%s::jsonb) AS r(id bigint, state text, token text, resul
 WHERE c.id = r.id
 """
 
+# Once an ensure_issue's key is known, the batch's other commands store it instead of its `$N`
+# (the new issue's card lists commands by key: a refresh left at `$2` was missing from it).
+REPORT_RESOLVE_REFS_SQL = """
+UPDATE hub_commands c
+SET keys = array_replace(c.keys, '$' || r.seq, r.created_key::varchar)
+FROM jsonb_to_recordset(%s::jsonb) AS r(batch_id bigint, seq int, created_key text)
+WHERE c.batch_id = r.batch_id AND ('$' || r.seq) = ANY(c.keys)
+"""
+
 
 @transaction.atomic
 def sync_agent_report(*, sync_agent: SyncAgent, results: list[dict], rate_limited: list[dict]) -> list[dict]:
@@ -278,6 +287,7 @@ def sync_agent_report(*, sync_agent: SyncAgent, results: list[dict], rate_limite
 
     now = timezone.now()
     outcomes, settle, failed_by_batch, applied = [], set(), {}, []
+    resolved: list[dict] = []
     for item in results:
         command = commands[item["command_id"]]
         token = item["lease_token"]
@@ -302,6 +312,7 @@ def sync_agent_report(*, sync_agent: SyncAgent, results: list[dict], rate_limite
             row["result"] = item.get("result") or {}
             if command.type == "ensure_issue":
                 row["created_key"] = row["result"]["key"]
+                resolved.append({"batch_id": command.batch_id, "seq": command.seq, "created_key": row["created_key"]})
         else:
             row["error"] = item["error"].strip()[:10000]
             failed_by_batch.setdefault(command.batch_id, []).append(command.seq)
@@ -312,6 +323,8 @@ def sync_agent_report(*, sync_agent: SyncAgent, results: list[dict], rate_limite
         # One statement for the whole report (a per-row save() was most of a report's time).
         with connection.cursor() as cursor:
             cursor.execute(REPORT_APPLY_SQL, [json.dumps(applied)])
+            if resolved:
+                cursor.execute(REPORT_RESOLVE_REFS_SQL, [json.dumps(resolved)])
 
     for batch_id, seqs in failed_by_batch.items():
         services.fail_dependents(batch_id=batch_id, seqs=seqs)
