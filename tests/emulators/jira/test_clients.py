@@ -132,7 +132,10 @@ def test_an_atlassian_python_api_session(emu):
     )
     key = created["key"]
     bulk = jira.create_issues(
-        [{"fields": {"project": {"key": "AURORA"}, "summary": f"Пакет {n}", "issuetype": {"name": "Task"}}} for n in (1, 2)]
+        [
+            {"fields": {"project": {"key": "AURORA"}, "summary": f"Пакет {n}", "issuetype": {"name": "Task"}}}
+            for n in (1, 2)
+        ]
     )
     assert len(bulk["issues"]) == 2 and bulk["errors"] == []
 

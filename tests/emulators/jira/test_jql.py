@@ -125,7 +125,9 @@ def test_or_not_parentheses_and_the_user_fields():
 def test_not_equal_never_matches_an_empty_field_as_in_jira():
     assert not matches("assignee != jdoe", assignee=None)
     assert matches("assignee is EMPTY", assignee=None)
-    assert matches("assignee not in (jdoe)", assignee="pivanov") and not matches("assignee not in (jdoe)", assignee=None)
+    assert matches("assignee not in (jdoe)", assignee="pivanov") and not matches(
+        "assignee not in (jdoe)", assignee=None
+    )
 
 
 def test_resolution_unresolved_is_an_empty_resolution():
