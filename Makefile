@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: install run test coverage bench eval lint fuzz services-stop clean browser-deps ldap-deps ocr-deps screenshots deploy-lint deploy-test deploy-deps
+.PHONY: install run test coverage bench eval lint fuzz services-stop clean browser-deps ldap-deps ocr-deps screenshots deploy-lint deploy-test deploy-deps mcp-conformance-deps
 
 $(BIN)/.installed: requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -116,3 +116,11 @@ ldap-deps:
 deploy-deps:
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null
+
+# The official MCP conformance suite and a Node 22 to run it (both from npm; the cache serves a
+# repeat offline in ~15 s), for tests/hub/mcp/conformance.
+MCP_CONFORMANCE_DIR := var/mcp-conformance
+mcp-conformance-deps:
+	mkdir -p $(MCP_CONFORMANCE_DIR)
+	npm install --prefer-offline --no-audit --no-fund --prefix $(MCP_CONFORMANCE_DIR) node@22.23.3 @modelcontextprotocol/conformance@0.1.16 >/dev/null
+	$(MCP_CONFORMANCE_DIR)/node_modules/.bin/node --version

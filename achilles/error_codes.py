@@ -59,6 +59,7 @@ class ErrorCode(StrEnum):
     AGENT_NOT_FOUND = "agent_not_found"
     AGENT_DISABLED = "agent_disabled"
     AGENT_PAUSED = "agent_paused"
+    SUBSCRIPTION_NOT_FOUND = "subscription_not_found"
     ALREADY_RUNNING = "already_running"
     BUDGET_EXCEEDED = "budget_exceeded"
     MODEL_MISSING = "model_missing"

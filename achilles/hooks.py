@@ -11,6 +11,7 @@ the field costs nothing.
 | ``org_timezone_changed`` | ``achilles.platform.platform_settings_update`` (admin, commands) | agents: moves the slots of owners without a zone |
 | ``allowed_models_changed`` | ``achilles.services.allowed_model_*`` (admin, commands) | knowledge: drops this process's embedding-config memo |
 | ``user_deactivated`` | ``achilles.services.user_active_set`` (admin, directory sign-in and sync) | conversations: closes the account's open websockets (after commit) |
+| ``jira_issues_changed`` | ``hub.protocol.mirror_upload`` (the sync agent's uploads), once per page | agents: records the events their subscriptions match (started by the scheduler tick) |
 """
 
 from __future__ import annotations
@@ -64,7 +65,27 @@ class UserDeactivated:
     reason: str
 
 
+@dataclass(frozen=True)
+class JiraIssueChange:
+    """One issue the mirror wrote: what it is now and what changed (``field → [before, after]``)."""
+
+    key: str
+    project: str
+    issue_type: str
+    status: str
+    labels: tuple[str, ...]
+    kind: str  # created | updated | transitioned (status changed)
+    changes: dict[str, list[Any]]
+    readers: tuple[str, ...]  # the principals the hub's project ACL lets read the issue
+
+
+@dataclass(frozen=True)
+class JiraIssuesChanged:
+    changes: tuple[JiraIssueChange, ...]
+
+
 user_timezone_changed: Hook[UserTimezoneChanged] = Hook("user_timezone_changed")
 org_timezone_changed: Hook[OrgTimezoneChanged] = Hook("org_timezone_changed")
 allowed_models_changed: Hook[AllowedModelsChanged] = Hook("allowed_models_changed")
 user_deactivated: Hook[UserDeactivated] = Hook("user_deactivated")
+jira_issues_changed: Hook[JiraIssuesChanged] = Hook("jira_issues_changed")

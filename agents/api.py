@@ -12,7 +12,17 @@ from achilles.selectors import allowed_model_by_id, allowed_model_check
 from agents import schedule as sched
 from agents import selectors, services
 from agents.models import Agent
-from agents.schemas import AgentAdminOut, AgentIn, AgentOut, AgentPatch, RunCreatedOut, RunOut
+from agents.schemas import (
+    AgentAdminOut,
+    AgentIn,
+    AgentOut,
+    AgentPatch,
+    RunCreatedOut,
+    RunOut,
+    SubscriptionIn,
+    SubscriptionOut,
+)
+from agents.services import events as event_services
 
 router = Router(tags=["agents"])
 
@@ -152,6 +162,26 @@ def agents_runs(request: HttpRequest, agent_id: int, params: Query[ListParams]):
     """The agent's runs, newest first."""
     agent = selectors.agent_get_for_owner(agent_id=agent_id, user=request.auth)
     return selectors.agent_runs_page(agent=agent, cursor=params.cursor, limit=params.limit)
+
+
+@router.get("/agents/{int:agent_id}/subscriptions", response=list[SubscriptionOut])
+def agents_subscriptions(request: HttpRequest, agent_id: int):
+    """The hub events that wake the agent (runs with ``trigger=event``)."""
+    agent = selectors.agent_get_for_owner(agent_id=agent_id, user=request.auth)
+    return list(agent.subscriptions.order_by("id"))
+
+
+@router.post("/agents/{int:agent_id}/subscriptions", response={201: SubscriptionOut})
+def agents_subscribe(request: HttpRequest, agent_id: int, payload: SubscriptionIn):
+    agent = selectors.agent_get_for_owner(agent_id=agent_id, user=request.auth)
+    return Status(201, event_services.agent_subscription_create(agent=agent, **payload.model_dump()))
+
+
+@router.delete("/agents/{int:agent_id}/subscriptions/{int:subscription_id}", response={204: None})
+def agents_unsubscribe(request: HttpRequest, agent_id: int, subscription_id: int):
+    agent = selectors.agent_get_for_owner(agent_id=agent_id, user=request.auth)
+    event_services.agent_subscription_delete(agent=agent, subscription_id=subscription_id)
+    return Status(204, None)
 
 
 # ------------------------------------------------------------------ admin registry

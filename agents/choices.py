@@ -6,6 +6,7 @@ from django.db import models
 class RunTrigger(models.TextChoices):
     MANUAL = "manual", "manual"
     SCHEDULED = "scheduled", "scheduled"
+    EVENT = "event", "event"
 
 
 class RunState(models.TextChoices):
@@ -43,3 +44,11 @@ class AgentStatus(models.TextChoices):
     QUEUED = "queued", "queued"
     SCHEDULED = "scheduled", "scheduled"
     MANUAL_ONLY = "manual_only", "manual only"
+
+
+class JiraEventKind(models.TextChoices):
+    """What happened to an issue in the hub's Jira mirror (``achilles.hooks.jira_issues_changed``)."""
+
+    CREATED = "created", "created"
+    UPDATED = "updated", "updated"
+    TRANSITIONED = "transitioned", "transitioned"

@@ -8,11 +8,12 @@ agents (trigger on ``users``), ``updated_at`` bumped by trigger.
 
 from __future__ import annotations
 
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
 
 from achilles.models import AllowedModel, TimestampedModel, User
-from agents.choices import AgentStatus, RunReason, RunState, RunTrigger
+from agents.choices import AgentStatus, JiraEventKind, RunReason, RunState, RunTrigger
 
 
 class Agent(TimestampedModel):
@@ -141,7 +142,9 @@ class AgentRun(TimestampedModel):
                 violation_error_message="A skipped run was refused before it started.",
             ),
             models.CheckConstraint(
-                condition=Q(trigger__in=["manual", "scheduled"]), name="agents_agentrun_trigger_valid"
+                condition=Q(trigger__in=["manual", "scheduled", "event"]),
+                name="agents_agentrun_trigger_valid",
+                violation_error_message="A run is manual, scheduled or started by an event.",
             ),
             models.CheckConstraint(
                 condition=Q(state__in=["queued", "running", "succeeded", "failed", "skipped"]),
@@ -171,4 +174,102 @@ class AgentRun(TimestampedModel):
         return f"run {self.pk} of agent {self.agent_id} ({self.state})"
 
 
-__all__ = ["Agent", "AgentRun", "RunReason", "RunState", "RunTrigger"]
+EVENT_KINDS = [k.value for k in JiraEventKind]
+MAX_DEBOUNCE_SECONDS = 3600
+
+
+class AgentSubscription(TimestampedModel):
+    """An agent's interest in hub events: a Jira issue created, updated or transitioned in the mirror,
+    matching every filter that is set (an empty filter matches anything)."""
+
+    # ON DELETE at DB level (migration 0011), as for runs: CASCADE from the agent.
+    agent = models.ForeignKey(Agent, on_delete=models.DO_NOTHING, related_name="subscriptions", db_index=False)
+    events = ArrayField(
+        models.CharField(max_length=16, choices=JiraEventKind.choices),
+        help_text="Which kinds of change wake the agent: created, updated, transitioned.",
+    )
+    project = models.CharField(max_length=32, blank=True, default="", help_text="Jira project key; empty = any.")
+    issue_type = models.CharField(max_length=100, blank=True, default="", help_text="Issue type; empty = any.")
+    status = models.CharField(
+        max_length=100, blank=True, default="", help_text="The status the issue is in after the change; empty = any."
+    )
+    label = models.CharField(
+        max_length=255, blank=True, default="", help_text="A label the issue carries; empty = any."
+    )
+    debounce_seconds = models.PositiveIntegerField(
+        default=60, help_text="Changes to one issue within this quiet period make one run."
+    )
+
+    class Meta:
+        db_table = "agent_subscriptions"
+        ordering = ["id"]
+        indexes = [models.Index(fields=["agent"], name="agents_subscription_agent_idx")]
+        constraints = [
+            # An empty list would be a subscription that can never fire; an unknown kind, one that never will.
+            models.CheckConstraint(
+                condition=Q(events__len__gt=0) & Q(events__contained_by=EVENT_KINDS),
+                name="agents_subscription_events_valid",
+                violation_error_message="A subscription names at least one of created, updated, transitioned.",
+            ),
+            models.CheckConstraint(
+                condition=Q(debounce_seconds__lte=MAX_DEBOUNCE_SECONDS),
+                name="agents_subscription_debounce_bounded",
+                violation_error_message="The debounce is at most an hour.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"subscription {self.pk} of agent {self.agent_id}"
+
+
+class AgentEvent(TimestampedModel):
+    """A matching change waiting to start a run (``run`` NULL, due at ``fire_at``), or the one it started.
+
+    A burst of changes to one issue is one pending row (the partial UNIQUE): each change merges into
+    it and moves ``fire_at`` on by the subscription's debounce."""
+
+    # ON DELETE at DB level (migration 0011): CASCADE from the agent and the run, SET NULL from the subscription.
+    agent = models.ForeignKey(Agent, on_delete=models.DO_NOTHING, related_name="events", db_index=False)
+    subscription = models.ForeignKey(
+        AgentSubscription, on_delete=models.DO_NOTHING, null=True, blank=True, related_name="+", db_index=False
+    )
+    run = models.ForeignKey(AgentRun, on_delete=models.DO_NOTHING, null=True, blank=True, related_name="events")
+    issue_key = models.CharField(max_length=64)
+    kinds = ArrayField(models.CharField(max_length=16, choices=JiraEventKind.choices))
+    changes = models.JSONField(default=dict, blank=True, help_text="field → [before, after] over the burst")
+    hits = models.PositiveIntegerField(default=1, help_text="How many mirror changes this row coalesces.")
+    fire_at = models.DateTimeField(help_text="When the debounce ends and the event may start a run.")
+
+    class Meta:
+        db_table = "agent_events"
+        ordering = ["id"]
+        indexes = [
+            # The tick's scan reads only what is still waiting.
+            models.Index(fields=["fire_at"], name="agents_event_due_idx", condition=Q(run__isnull=True)),
+            models.Index(fields=["agent", "issue_key"], name="agents_event_agent_issue_idx"),
+        ]
+        constraints = [
+            # Debounce, settled by the database: two uploads racing on one issue merge, never fire twice.
+            models.UniqueConstraint(
+                fields=["agent", "issue_key"],
+                condition=Q(run__isnull=True),
+                name="agents_event_one_pending_per_issue",
+                violation_error_message="The agent already has a pending event for this issue.",
+            ),
+            models.CheckConstraint(
+                condition=Q(kinds__len__gt=0) & Q(kinds__contained_by=EVENT_KINDS),
+                name="agents_event_kinds_valid",
+                violation_error_message="An event is created, updated or transitioned.",
+            ),
+            models.CheckConstraint(
+                condition=Q(issue_key__regex=r"^[A-Z][A-Z0-9_]*-[0-9]+$"),
+                name="agents_event_issue_key_format",
+                violation_error_message="A Jira key looks like PROJ-123.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.issue_key} {'/'.join(self.kinds)} for agent {self.agent_id}"
+
+
+__all__ = ["Agent", "AgentEvent", "AgentRun", "AgentSubscription", "RunReason", "RunState", "RunTrigger"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from ninja import Schema
 from pydantic import ConfigDict, Field, StrictBool, field_validator
@@ -105,6 +105,38 @@ class AgentAdminOut(AgentOut):
     owner_active: bool
 
 
+class SubscriptionIn(_Strict):
+    """Wake the agent on hub events: a Jira issue created, updated or transitioned in the mirror."""
+
+    events: list[Literal["created", "updated", "transitioned"]] = Field(min_length=1, max_length=3)
+    project: str = Field("", max_length=32, description="Jira project key; empty = any")
+    issue_type: str = Field("", max_length=100, description="Issue type; empty = any")
+    status: str = Field("", max_length=100, description="The status after the change; empty = any")
+    label: str = Field("", max_length=255, description="A label the issue carries; empty = any")
+    debounce_seconds: int = Field(60, ge=0, le=3600, description="Changes to one issue within this period: one run")
+
+
+class SubscriptionOut(Schema):
+    id: int
+    events: list[str]
+    project: str
+    issue_type: str
+    status: str
+    label: str
+    debounce_seconds: int
+    created_at: datetime
+
+
+class RunEventOut(Schema):
+    """A hub event a run carries: the issue, what happened, what changed (field → [before, after])."""
+
+    issue_key: str
+    kinds: list[str]
+    changes: dict
+    hits: int = Field(description="How many mirror changes were coalesced into this event (debounce)")
+    created_at: datetime
+
+
 class RunOut(Schema):
     id: int
     agent_id: int
@@ -123,6 +155,12 @@ class RunOut(Schema):
     finished_at: datetime | None
     heartbeat_at: datetime | None
     created_at: datetime
+    events: list[RunEventOut] = Field(default_factory=list, description="trigger=event: the events that started it")
+
+    @staticmethod
+    def resolve_events(obj: Any) -> list:
+        events = getattr(obj, "events", None)
+        return list(events.all()) if events is not None and hasattr(events, "all") else []
 
 
 class RunCreatedOut(Schema):

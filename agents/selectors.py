@@ -69,7 +69,13 @@ def active_run_states(agent_ids: list[int]) -> dict[int, str]:
 
 def agent_runs_page(*, agent: Agent, cursor: str | None = None, limit: int = DEFAULT_LIMIT) -> Window[AgentRun]:
     """The agent's runs, newest first; keyset on id."""
-    return keyset_page(AgentRun.objects.filter(agent=agent), scope="runs", keys=("-id",), cursor=cursor, limit=limit)
+    return keyset_page(
+        AgentRun.objects.filter(agent=agent).prefetch_related("events"),
+        scope="runs",
+        keys=("-id",),
+        cursor=cursor,
+        limit=limit,
+    )
 
 
 def owner_tokens_this_week(*, owner: User, now: datetime) -> int:

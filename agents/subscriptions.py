@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from achilles import hooks
 from agents.services import agents_reschedule_calendar, agents_reschedule_for_org_timezone
+from agents.services.events import on_jira_issues_changed
 
 
 def reschedule_owner_calendar(event: hooks.UserTimezoneChanged) -> None:
@@ -20,3 +21,5 @@ def reschedule_for_org_timezone(event: hooks.OrgTimezoneChanged) -> None:
 def subscribe() -> None:
     hooks.user_timezone_changed.subscribe(reschedule_owner_calendar)
     hooks.org_timezone_changed.subscribe(reschedule_for_org_timezone)
+    # Jira changes in the hub's mirror wake the agents subscribed to them (agents.services.events).
+    hooks.jira_issues_changed.subscribe(on_jira_issues_changed)

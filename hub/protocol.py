@@ -12,10 +12,11 @@ from django.db import connection, transaction
 from django.utils import timezone
 from psycopg.types.json import Jsonb
 
-from achilles import audit
+from achilles import audit, hooks
 from achilles.errors import Conflict, NotFound, ValidationFailed
 from achilles.tokens import token_hash, token_mint
 from hub import hub_settings, services, tasks
+from hub.access import project_acl, project_acl_map
 from hub.command_contract import REAL_KEY_RE, REF_RE
 from hub.models import Command, Publication, RateLimitEvent, SyncAgent, SyncAgentContact, SyncRun
 
@@ -269,6 +270,15 @@ FROM jsonb_to_recordset(%s::jsonb) AS r(id bigint, state text, token text, resul
 WHERE c.id = r.id
 """
 
+# Once an ensure_issue's key is known, the batch's other commands store it instead of its `$N`
+# (the new issue's card lists commands by key: a refresh left at `$2` was missing from it).
+REPORT_RESOLVE_REFS_SQL = """
+UPDATE hub_commands c
+SET keys = array_replace(c.keys, '$' || r.seq, r.created_key::varchar)
+FROM jsonb_to_recordset(%s::jsonb) AS r(batch_id bigint, seq int, created_key text)
+WHERE c.batch_id = r.batch_id AND ('$' || r.seq) = ANY(c.keys)
+"""
+
 
 @transaction.atomic
 def sync_agent_report(*, sync_agent: SyncAgent, results: list[dict], rate_limited: list[dict]) -> list[dict]:
@@ -302,6 +312,7 @@ def sync_agent_report(*, sync_agent: SyncAgent, results: list[dict], rate_limite
 
     now = timezone.now()
     outcomes, settle, failed_by_batch, applied = [], set(), {}, []
+    resolved: list[dict] = []
     for item in results:
         command = commands[item["command_id"]]
         token = item["lease_token"]
@@ -326,6 +337,7 @@ def sync_agent_report(*, sync_agent: SyncAgent, results: list[dict], rate_limite
             row["result"] = item.get("result") or {}
             if command.type == "ensure_issue":
                 row["created_key"] = row["result"]["key"]
+                resolved.append({"batch_id": command.batch_id, "seq": command.seq, "created_key": row["created_key"]})
         else:
             row["error"] = item["error"].strip()[:10000]
             failed_by_batch.setdefault(command.batch_id, []).append(command.seq)
@@ -336,6 +348,8 @@ def sync_agent_report(*, sync_agent: SyncAgent, results: list[dict], rate_limite
         # One statement for the whole report (a per-row save() was most of a report's time).
         with connection.cursor() as cursor:
             cursor.execute(REPORT_APPLY_SQL, [json.dumps(applied)])
+            if resolved:
+                cursor.execute(REPORT_RESOLVE_REFS_SQL, [json.dumps(resolved)])
 
     for batch_id, seqs in failed_by_batch.items():
         services.fail_dependents(batch_id=batch_id, seqs=seqs)
@@ -485,6 +499,95 @@ def _sync_run_running(sync_agent: SyncAgent | None, sync_run_id: int) -> None:
         raise Conflict(f"sync run {sync_run_id} is already {run_status}", code="sync_run_finished")
 
 
+# The mirror's columns a change is told in (hub_issues, in this order; the upload rows carry them at 1..10).
+_WATCHED = (
+    "project",
+    "summary",
+    "status",
+    "issue_type",
+    "priority",
+    "assignee",
+    "duedate",
+    "sprint",
+    "labels",
+    "description",
+)
+
+
+def _announce_changes(*, rows: list[tuple], before: dict[str, tuple], known_projects: set[str]) -> None:
+    """Tell ``hooks.jira_issues_changed`` what this page changed (inside the upload's transaction)."""
+    acl_map = project_acl_map()
+    changes = []
+    for key, *columns in rows:
+        now = tuple(columns[: len(_WATCHED)])
+        fields = dict(zip(_WATCHED, now, strict=True))
+        old = before.get(key)
+        if old is None:
+            if fields["project"] not in known_projects:
+                continue
+            kind, diff = "created", {}
+        else:
+            diff = {
+                field: [_plain(a), _plain(b)]
+                for field, a, b in zip(_WATCHED, old, now, strict=True)
+                if _comparable(field, a) != _comparable(field, b)
+            }
+            if not diff:
+                continue  # comments, links or raw fields only: not (yet) an event agents hear of
+            kind = "transitioned" if "status" in diff else "updated"
+        changes.append(
+            hooks.JiraIssueChange(
+                key=key,
+                project=fields["project"],
+                issue_type=fields["issue_type"],
+                status=fields["status"],
+                labels=tuple(fields["labels"]),
+                kind=kind,
+                changes=diff,
+                readers=tuple(project_acl(fields["project"], acl_map)),
+            )
+        )
+    if changes:
+        hooks.jira_issues_changed.fire(hooks.JiraIssuesChanged(changes=tuple(changes)))
+
+
+def _comparable(field: str, value: Any) -> Any:
+    if field == "labels":
+        return sorted(value or [])
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return value or None
+
+
+def _plain(value: Any) -> Any:
+    """A column's value as JSON (dates as ISO text; descriptions cut to a line's worth)."""
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    if isinstance(value, str) and len(value) > 200:
+        return value[:199] + "…"
+    return value
+
+
+def _upload_row(key: str, issue: dict) -> tuple:
+    """An uploaded issue as a row of ``hub_upload_stage`` (the key, the watched columns, then the rest)."""
+    return (
+        key,
+        issue["project"],
+        issue.get("summary") or "",
+        issue.get("status") or "",
+        issue.get("issue_type") or "",
+        issue.get("priority") or "",
+        issue.get("assignee") or "",
+        issue.get("duedate"),
+        sprint_name(issue.get("sprint"))[:200],
+        list(issue.get("labels") or []),
+        (issue.get("fields") or {}).get("description") or issue.get("description") or "",
+        Jsonb(issue.get("fields") or {}),
+        issue["updated"],
+        _content_sha(issue),
+    )
+
+
 @transaction.atomic
 def mirror_upload(*, sync_agent: SyncAgent | None, sync_run_id: int | None, issues: list[dict]) -> dict[str, int]:
     """Upsert a page of issues: identical → unchanged, older ``updated`` → stale, else written with its
@@ -494,30 +597,18 @@ def mirror_upload(*, sync_agent: SyncAgent | None, sync_run_id: int | None, issu
     seen: dict[str, dict] = {}
     for issue in issues:
         seen[issue["key"]] = issue  # a page naming a key twice keeps the last
-    rows, sub = [], {}
-    for key, issue in seen.items():
-        rows.append(
-            (
-                key,
-                issue["project"],
-                issue.get("summary") or "",
-                issue.get("status") or "",
-                issue.get("issue_type") or "",
-                issue.get("priority") or "",
-                issue.get("assignee") or "",
-                issue.get("duedate"),
-                sprint_name(issue.get("sprint"))[:200],
-                list(issue.get("labels") or []),
-                (issue.get("fields") or {}).get("description") or issue.get("description") or "",
-                Jsonb(issue.get("fields") or {}),
-                issue["updated"],
-                _content_sha(issue),
-            )
-        )
-        sub[key] = issue
+    rows, sub = [_upload_row(key, issue) for key, issue in seen.items()], dict(seen)
     with connection.cursor() as cursor:
-        cursor.execute("SELECT key, updated FROM hub_issues WHERE key = ANY(%s)", [list(seen)])
-        existing = dict(cursor.fetchall())
+        cursor.execute(f"SELECT key, updated, {', '.join(_WATCHED)} FROM hub_issues WHERE key = ANY(%s)", [list(seen)])
+        existing, before = {}, {}
+        for key, updated, *watched in cursor.fetchall():
+            existing[key], before[key] = updated, tuple(watched)
+        # A project's first upload is the mirror's initial load, not news: its issues are not "created".
+        cursor.execute(
+            "SELECT DISTINCT project FROM hub_issues WHERE project = ANY(%s)",
+            [sorted({issue["project"] for issue in seen.values()})],
+        )
+        known_projects = {project for (project,) in cursor.fetchall()}
         cursor.execute(STAGE_SQL)
         cursor.execute("DELETE FROM hub_upload_stage")
         with cursor.copy("COPY hub_upload_stage FROM STDIN") as copy:
@@ -562,6 +653,11 @@ def mirror_upload(*, sync_agent: SyncAgent | None, sync_run_id: int | None, issu
         SyncAgentContact.objects.filter(sync_agent=sync_agent).update(last_contact_at=timezone.now())
     if ids:
         tasks.mirror_to_knowledge_on_commit(list(ids.values()))
+        _announce_changes(
+            rows=[sub_row for key, sub_row in zip(seen, rows, strict=True) if key in ids],
+            before=before,
+            known_projects=known_projects,
+        )
     return {"upserted": len(ids), "unchanged": len(seen) - len(ids) - stale, "stale": stale}
 
 

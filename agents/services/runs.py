@@ -134,6 +134,16 @@ def _finish(
     return finished
 
 
+def _instructions_for(run: AgentRun, agent: Agent) -> str:
+    """The agent's task; an ``event`` run adds what woke it (the issues and what changed)."""
+    if run.trigger != RunTrigger.EVENT:
+        return agent.instructions
+    # a cycle: agents.services.events imports this module's budget lock
+    from agents.services.events import event_brief  # noqa: PLC0415
+
+    return f"{agent.instructions.strip()}\n\n{event_brief(list(run.events.order_by('id')))}"
+
+
 def run_execute(run_id: int, *, worker: str = "") -> str | None:
     """The body of ``agent_run_task``: queued → running → succeeded | failed. Idempotent: a
     duplicate delivery finds the run no longer queued and does nothing. ``worker`` (the Celery
@@ -185,7 +195,7 @@ def run_execute(run_id: int, *, worker: str = "") -> str | None:
                 provider=provider,
                 messages=compose_messages(
                     platform_prompt=settings_row.platform_prompt,
-                    agent_instructions=agent.instructions,
+                    agent_instructions=_instructions_for(run, agent),
                     knowledge_empty=knowledge_empty,
                 ),
                 tools=tool_specs(knowledge_empty=knowledge_empty),

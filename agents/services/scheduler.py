@@ -19,6 +19,7 @@ from agents import schedule as sched
 from agents.choices import RunReason
 from agents.selectors import budget_room
 from agents.services import dispatch
+from agents.services.events import agent_events_fire
 from agents.services.runs import BUDGET_LOCK_KEY, BUDGET_LOCK_SQL, agent_runs_redispatch
 
 # Agents claimed per transaction. Larger batches pay the per-transaction costs (round trips, planning,
@@ -238,6 +239,8 @@ def scheduler_tick(
             pass
     finally:
         publisher.close()  # the tick ends when its runs are on the broker
+    # Hub events whose debounce is over start their runs (agents.services.events).
+    result.queued.extend(agent_events_fire(now=now))
     if redispatch:
         result.redispatched = len(agent_runs_redispatch(now=now))
     return result

@@ -190,7 +190,7 @@ class Handler(BaseHTTPRequestHandler):
     def _dispatch(self, method: str) -> None:
         parts = urlsplit(self.path)
         path = unquote(parts.path)
-        query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+        query = _query(parts.query)
         self._status = 0
         user = None
         # The request log entry is written before the answer leaves (see _send): a client that acts on
@@ -222,7 +222,11 @@ class Handler(BaseHTTPRequestHandler):
             if rule is not None and rule["kind"] != "drop_answer":
                 self._fault(rule)
                 return
-            handler, args = self._route(method, path)
+            # `latest` is Jira's alias of the newest version of a REST API (here: api/2, agile/1.0)
+            route_path = re.sub(
+                r"^/rest/(api|agile)/latest/", lambda m: f"/rest/{m[1]}/{'2' if m[1] == 'api' else '1.0'}/", path
+            )
+            handler, args = self._route(method, route_path)
             if handler is None:
                 self._send(404, {"errorMessages": [f"No resource found for {method} {path}"], "errors": {}})
                 return
@@ -295,6 +299,18 @@ class Handler(BaseHTTPRequestHandler):
 
 
 # ---- Jira routes ------------------------------------------------------------------------------
+# Parameters Jira declares as lists (``List<StringList>``): every occurrence counts, ``fields=a&fields=b,c``
+# is ``a,b,c``. Any other parameter repeated: JAX-RS hands the resource its first value.
+_LIST_PARAMS = {"fields", "properties"}
+
+
+def _query(raw: str) -> dict[str, str]:
+    out = {}
+    for k, v in parse_qs(raw, keep_blank_values=True).items():
+        out[k] = ",".join(x for x in v if x) if k in _LIST_PARAMS else v[0]
+    return out
+
+
 def _int(query: dict[str, str], name: str, default: int) -> int:
     try:
         return int(query.get(name, default))
@@ -352,7 +368,7 @@ def cloud_only(h: Handler, user: str, q: dict[str, str]) -> tuple[int, Any]:
 
 
 def issue_get(h: Handler, user: str, q: dict[str, str], key: str) -> tuple[int, Any]:
-    return 200, h.server.store.get_issue(key, fields=q.get("fields"), expand=q.get("expand"))
+    return 200, h.server.store.get_issue(key, fields=q.get("fields"), expand=q.get("expand"), user=user)
 
 
 def issue_create(h: Handler, user: str, q: dict[str, str]) -> tuple[int, Any]:
@@ -374,7 +390,9 @@ def prop_put(h: Handler, user: str, q: dict[str, str], key: str, prop: str) -> t
 
 
 def transitions_get(h: Handler, user: str, q: dict[str, str], key: str) -> tuple[int, Any]:
-    return 200, h.server.store.transitions(key)
+    return 200, h.server.store.transitions(
+        key, with_fields="transitions.fields" in (q.get("expand") or ""), transition_id=q.get("transitionId")
+    )
 
 
 def transitions_post(h: Handler, user: str, q: dict[str, str], key: str) -> tuple[int, Any]:
@@ -388,6 +406,117 @@ def comments_get(h: Handler, user: str, q: dict[str, str], key: str) -> tuple[in
 
 def comment_post(h: Handler, user: str, q: dict[str, str], key: str) -> tuple[int, Any]:
     return 201, h.server.store.add_comment(key, h._body(), user=user)
+
+
+def issue_delete(h: Handler, user: str, q: dict[str, str], key: str) -> tuple[int, Any]:
+    h.server.store.delete_issue(key, delete_subtasks=q.get("deleteSubtasks", "false").lower() == "true", user=user)
+    return 204, None
+
+
+def issue_bulk(h: Handler, user: str, q: dict[str, str]) -> tuple[int, Any]:
+    return h.server.store.bulk_create(h._body(), user=user)
+
+
+def assignee_put(h: Handler, user: str, q: dict[str, str], key: str) -> tuple[int, Any]:
+    h.server.store.assign(key, h._body(), user=user)
+    return 204, None
+
+
+def comment_get(h: Handler, user: str, q: dict[str, str], key: str, cid: str) -> tuple[int, Any]:
+    return 200, h.server.store.comment_get(key, cid)
+
+
+def comment_put(h: Handler, user: str, q: dict[str, str], key: str, cid: str) -> tuple[int, Any]:
+    return 200, h.server.store.comment_edit(key, cid, h._body(), user=user)
+
+
+def comment_delete(h: Handler, user: str, q: dict[str, str], key: str, cid: str) -> tuple[int, Any]:
+    h.server.store.comment_delete(key, cid, user=user)
+    return 204, None
+
+
+def worklogs_get(h: Handler, user: str, q: dict[str, str], key: str) -> tuple[int, Any]:
+    return 200, h.server.store.worklogs(key)
+
+
+def worklog_post(h: Handler, user: str, q: dict[str, str], key: str) -> tuple[int, Any]:
+    return 201, h.server.store.worklog_add(key, h._body(), user=user)
+
+
+def worklog_get(h: Handler, user: str, q: dict[str, str], key: str, wid: str) -> tuple[int, Any]:
+    return 200, h.server.store.worklog_get(key, wid)
+
+
+def worklog_put(h: Handler, user: str, q: dict[str, str], key: str, wid: str) -> tuple[int, Any]:
+    return 200, h.server.store.worklog_edit(key, wid, h._body(), user=user)
+
+
+def worklog_delete(h: Handler, user: str, q: dict[str, str], key: str, wid: str) -> tuple[int, Any]:
+    h.server.store.worklog_delete(key, wid, user=user)
+    return 204, None
+
+
+def watchers_get(h: Handler, user: str, q: dict[str, str], key: str) -> tuple[int, Any]:
+    return 200, h.server.store.watchers(key, user=user)
+
+
+def watcher_post(h: Handler, user: str, q: dict[str, str], key: str) -> tuple[int, Any]:
+    h.server.store.watcher_add(key, h._body(), user=user)
+    return 204, None
+
+
+def watcher_delete(h: Handler, user: str, q: dict[str, str], key: str) -> tuple[int, Any]:
+    h.server.store.watcher_remove(key, q.get("username"), user=user)
+    return 204, None
+
+
+def props_get(h: Handler, user: str, q: dict[str, str], key: str) -> tuple[int, Any]:
+    return 200, h.server.store.property_keys(key)
+
+
+def prop_delete(h: Handler, user: str, q: dict[str, str], key: str, prop: str) -> tuple[int, Any]:
+    h.server.store.property_delete(key, prop, user=user)
+    return 204, None
+
+
+def projects(h: Handler, user: str, q: dict[str, str]) -> tuple[int, Any]:
+    return 200, h.server.store.project_list()
+
+
+def project_get(h: Handler, user: str, q: dict[str, str], key: str) -> tuple[int, Any]:
+    return 200, h.server.store.project_get(key)
+
+
+def project_components(h: Handler, user: str, q: dict[str, str], key: str) -> tuple[int, Any]:
+    return 200, h.server.store.project_components(key)
+
+
+def createmeta_types(h: Handler, user: str, q: dict[str, str], key: str) -> tuple[int, Any]:
+    return 200, h.server.store.createmeta_issue_types(key, _int(q, "startAt", 0), _int(q, "maxResults", 50))
+
+
+def issue_types(h: Handler, user: str, q: dict[str, str]) -> tuple[int, Any]:
+    return 200, h.server.store.issue_types()
+
+
+def priorities(h: Handler, user: str, q: dict[str, str]) -> tuple[int, Any]:
+    return 200, h.server.store.priorities()
+
+
+def resolutions(h: Handler, user: str, q: dict[str, str]) -> tuple[int, Any]:
+    return 200, h.server.store.resolutions()
+
+
+def statuses(h: Handler, user: str, q: dict[str, str]) -> tuple[int, Any]:
+    return 200, h.server.store.statuses()
+
+
+def user_get(h: Handler, user: str, q: dict[str, str]) -> tuple[int, Any]:
+    return 200, h.server.store.user_get(q.get("username"), q.get("key"))
+
+
+def user_search(h: Handler, user: str, q: dict[str, str]) -> tuple[int, Any]:
+    return 200, h.server.store.user_search(q.get("username"), _int(q, "startAt", 0), _int(q, "maxResults", 50))
 
 
 def link_types(h: Handler, user: str, q: dict[str, str]) -> tuple[int, Any]:
@@ -439,6 +568,32 @@ ROUTES: list[Route] = [
         ("POST", r"/rest/api/3/search/jql", cloud_only),
         ("GET", rf"{_API}/search/jql", cloud_only),
         ("POST", rf"{_API}/issue", issue_create),
+        ("POST", rf"{_API}/issue/bulk", issue_bulk),
+        ("DELETE", rf"{_API}/issue/([^/]+)", issue_delete),
+        ("PUT", rf"{_API}/issue/([^/]+)/assignee", assignee_put),
+        ("GET", rf"{_API}/issue/([^/]+)/comment/([^/]+)", comment_get),
+        ("PUT", rf"{_API}/issue/([^/]+)/comment/([^/]+)", comment_put),
+        ("DELETE", rf"{_API}/issue/([^/]+)/comment/([^/]+)", comment_delete),
+        ("GET", rf"{_API}/issue/([^/]+)/worklog", worklogs_get),
+        ("POST", rf"{_API}/issue/([^/]+)/worklog", worklog_post),
+        ("GET", rf"{_API}/issue/([^/]+)/worklog/([^/]+)", worklog_get),
+        ("PUT", rf"{_API}/issue/([^/]+)/worklog/([^/]+)", worklog_put),
+        ("DELETE", rf"{_API}/issue/([^/]+)/worklog/([^/]+)", worklog_delete),
+        ("GET", rf"{_API}/issue/([^/]+)/watchers", watchers_get),
+        ("POST", rf"{_API}/issue/([^/]+)/watchers", watcher_post),
+        ("DELETE", rf"{_API}/issue/([^/]+)/watchers", watcher_delete),
+        ("GET", rf"{_API}/issue/([^/]+)/properties", props_get),
+        ("DELETE", rf"{_API}/issue/([^/]+)/properties/([^/]+)", prop_delete),
+        ("GET", rf"{_API}/issue/createmeta/([^/]+)/issuetypes", createmeta_types),
+        ("GET", rf"{_API}/project", projects),
+        ("GET", rf"{_API}/project/([^/]+)", project_get),
+        ("GET", rf"{_API}/project/([^/]+)/components", project_components),
+        ("GET", rf"{_API}/issuetype", issue_types),
+        ("GET", rf"{_API}/priority", priorities),
+        ("GET", rf"{_API}/resolution", resolutions),
+        ("GET", rf"{_API}/status", statuses),
+        ("GET", rf"{_API}/user", user_get),
+        ("GET", rf"{_API}/user/search", user_search),
         ("GET", rf"{_API}/issue/([^/]+)", issue_get),
         ("PUT", rf"{_API}/issue/([^/]+)", issue_edit),
         ("GET", rf"{_API}/issue/([^/]+)/properties/([^/]+)", prop_get),

@@ -37,6 +37,21 @@ WORKFLOW = {
     "Done": [("71", "Reopen", "To Do")],
 }
 PRIORITIES = {"Highest": "1", "High": "2", "Medium": "3", "Low": "4", "Lowest": "5"}
+RESOLUTIONS = {
+    "Fixed": "1",
+    "Won't Fix": "2",
+    "Duplicate": "3",
+    "Incomplete": "4",
+    "Cannot Reproduce": "5",
+    "Done": "10000",
+}
+# Transition screens: the fields a transition takes in `fields` / `update` (a field off the screen is Jira's
+# 400, never dropped). The transitions into Done show the resolve screen; the others have none. A comment
+# (and a worklog) may accompany any transition, as in Jira.
+TRANSITION_SCREENS = {"31": {"resolution", "assignee"}, "61": {"resolution", "assignee"}}
+TRANSITION_ALWAYS = {"comment", "worklog"}
+# Jira's default time tracking: 1d = 8h, 1w = 5d.
+_DURATION_UNITS = {"w": 5 * 8 * 3600, "d": 8 * 3600, "h": 3600, "m": 60}
 ISSUE_TYPES = {"Epic": "10000", "Story": "10001", "Task": "10002", "Bug": "10004"}
 LINK_TYPES = {
     "Blocks": {"id": "10000", "inward": "is blocked by", "outward": "blocks"},
@@ -137,6 +152,7 @@ class Store:
         self._comment_ids = itertools.count(20000)
         self._link_ids = itertools.count(30000)
         self._history_ids = itertools.count(40000)
+        self._worklog_ids = itertools.count(50000)
         self._last_time = dt.datetime.now(UTC)
         self._search_cache: dict[tuple[str, str, int], tuple[float, list[str]]] = {}
 
@@ -246,6 +262,10 @@ class Store:
             "properties": {},
             "comments": [],
             "changelog": [],
+            "resolution": "Done" if status == "Done" else None,
+            "resolutiondate": (updated or created) if status == "Done" else None,
+            "watchers": [reporter],  # Jira's default notification scheme: the reporter watches
+            "worklogs": [],
         }
         self.issues[key] = issue
         self.issue_order.append(key)
@@ -369,14 +389,14 @@ class Store:
             "self": f"{self.base_url}/rest/api/2/issue/{issue['id']}/comment/{c['id']}",
             "id": c["id"],
             "author": self.user_json(c["author"]),
-            "updateAuthor": self.user_json(c["author"]),
+            "updateAuthor": self.user_json(c.get("update_author") or c["author"]),
             "body": c["body"],
             "created": jira_time(c["created"]),
             "updated": jira_time(c["updated"]),
         }
 
     def issue_json(
-        self, issue: dict[str, Any], *, fields: str | None = None, expand: str | None = None
+        self, issue: dict[str, Any], *, fields: str | None = None, expand: str | None = None, user: str | None = None
     ) -> dict[str, Any]:
         wanted: set[str] | None = None
         if fields and fields not in ("*all", "*navigable"):
@@ -401,6 +421,20 @@ class Store:
                 for c in issue["components"]
             ],
             "project": {"id": proj["id"], "key": proj["key"], "name": proj["name"]},
+            "resolution": self._resolution_json(issue["resolution"]),
+            "resolutiondate": jira_time(issue["resolutiondate"]) if issue["resolutiondate"] else None,
+            "watches": {
+                "self": f"{self.base_url}/rest/api/2/issue/{issue['key']}/watchers",
+                "watchCount": len(issue["watchers"]),
+                "isWatching": user in issue["watchers"],
+            },
+            "worklog": {
+                "startAt": 0,
+                "maxResults": 20,
+                "total": len(issue["worklogs"]),
+                "worklogs": [self.worklog_json(issue, w) for w in issue["worklogs"][:20]],
+            },
+            "timespent": sum(w["seconds"] for w in issue["worklogs"]) or None,
             "created": jira_time(issue["created"]),
             "updated": jira_time(issue["updated"]),
             "issuelinks": self._links_of(issue["key"]),
@@ -480,7 +514,7 @@ class Store:
                 "startAt": start,
                 "maxResults": max_results,
                 "total": len(keys),
-                "issues": [self.issue_json(self.issues[k], fields=fields, expand=expand) for k in page],
+                "issues": [self.issue_json(self.issues[k], fields=fields, expand=expand, user=user) for k in page],
             }
 
     def _search_keys(self, jql: str, user: str, *, validate: bool = True) -> list[str]:
@@ -499,23 +533,50 @@ class Store:
         matched = [
             i
             for i in (self.issues[k] for k in self.issue_order)
-            if all(c(i, user) for c in query.clauses) and (hidden_after is None or i["created"] <= hidden_after)
+            if all(c(i, user, self) for c in query.clauses) and (hidden_after is None or i["created"] <= hidden_after)
         ]
         order = query.order or [("key", True)]  # Jira's default ORDER BY key DESC
         for fname, desc in reversed(order):
-            if fname == "key":
-                matched.sort(key=lambda i: (i["project"], int(i["key"].rsplit("-", 1)[1])), reverse=desc)
-            else:
-                matched.sort(key=lambda i, f=fname: i[f], reverse=desc)
+            # Jira sorts an empty value after every other in ASC (before them in DESC).
+            present = [i for i in matched if self._sort_value(i, fname) is not None]
+            empty = [i for i in matched if self._sort_value(i, fname) is None]
+            present.sort(key=lambda i, f=fname: self._sort_value(i, f), reverse=desc)
+            matched = empty + present if desc else present + empty
         keys = [i["key"] for i in matched]
         if len(self._search_cache) > 64:
             self._search_cache.clear()
         self._search_cache[cache_key] = (time.monotonic(), keys)
         return keys
 
-    def get_issue(self, key: str, *, fields: str | None = None, expand: str | None = None) -> dict[str, Any]:
+    def get_issue(
+        self, key: str, *, fields: str | None = None, expand: str | None = None, user: str | None = None
+    ) -> dict[str, Any]:
         with self.lock:
-            return self.issue_json(self._issue(key), fields=fields, expand=expand)
+            return self.issue_json(self._issue(key), fields=fields, expand=expand, user=user)
+
+    def _sort_value(self, issue: dict[str, Any], fname: str) -> Any:
+        """What ORDER BY ``fname`` compares (None: the field is empty)."""
+        if fname == "key":
+            return (issue["project"], int(issue["key"].rsplit("-", 1)[1]))
+        if fname == "priority":  # by the priority scheme's order: DESC puts Highest first
+            return None if issue["priority"] is None else len(PRIORITIES) - list(PRIORITIES).index(issue["priority"])
+        if fname == "status":  # by the status order of the instance
+            return list(STATUSES).index(issue["status"])
+        if fname in ("assignee", "reporter", "creator"):  # by display name
+            name = issue[fname]
+            return None if name is None else (self.users.get(name, {}).get("displayName") or name).casefold()
+        if fname == "sprint":
+            current = self.current_sprint(issue)
+            return None if current is None else current["sequence"]
+        if fname == "components":
+            return ", ".join(sorted(issue["components"])).casefold() or None
+        if fname == "summary":
+            return issue["summary"].casefold()
+        if fname == "issuetype":
+            return list(ISSUE_TYPES).index(issue["issuetype"])
+        if fname == "resolution":
+            return None if issue["resolution"] is None else list(RESOLUTIONS).index(issue["resolution"])
+        return issue[fname]  # created, updated, resolutiondate, duedate, project
 
     def get_property(self, key: str, prop: str) -> dict[str, Any]:
         with self.lock:
@@ -544,16 +605,26 @@ class Store:
                 "comments": [self.comment_json(issue, c) for c in page],
             }
 
-    def transitions(self, key: str) -> dict[str, Any]:
+    def transitions(self, key: str, *, with_fields: bool = False, transition_id: str | None = None) -> dict[str, Any]:
         with self.lock:
             issue = self._issue(key)
-            return {
-                "expand": "transitions",
-                "transitions": [
-                    {"id": tid, "name": name, "to": self._status_json(to)}
-                    for tid, name, to in WORKFLOW[issue["status"]]
-                ],
-            }
+            out = []
+            for tid, name, to in WORKFLOW[issue["status"]]:
+                if transition_id and tid != transition_id:
+                    continue
+                t: dict[str, Any] = {"id": tid, "name": name, "to": self._status_json(to)}
+                if with_fields:  # the transition screen's fields (?expand=transitions.fields)
+                    t["fields"] = {
+                        f: {
+                            "required": False,
+                            "name": f.capitalize(),
+                            "operations": ["set"],
+                            "schema": {"type": "resolution" if f == "resolution" else "user", "system": f},
+                        }
+                        for f in sorted(TRANSITION_SCREENS.get(tid, ()))
+                    }
+                out.append(t)
+            return {"expand": "transitions", "transitions": out}
 
     # ---- writes -------------------------------------------------------------------------------
     def _field_value(self, project: dict[str, Any], fname: str, value: Any, errors: dict[str, str]) -> Any:
@@ -574,6 +645,13 @@ class Store:
                 name = next((n for n, i in PRIORITIES.items() if i == str(value["id"])), None)
             if name not in PRIORITIES:
                 errors["priority"] = f"Specify a valid priority name or id, '{name}' is not valid"
+            return name
+        if fname == "resolution":
+            name = value.get("name") if isinstance(value, dict) else None
+            if isinstance(value, dict) and "id" in value and not name:
+                name = next((n for n, i in RESOLUTIONS.items() if i == str(value["id"])), None)
+            if name not in RESOLUTIONS:
+                errors["resolution"] = f"Could not find resolution with name '{name}'."
             return name
         if fname == "assignee":
             if value is None:
@@ -689,36 +767,136 @@ class Store:
             return {"id": issue["id"], "key": key, "self": f"{self.base_url}/rest/api/2/issue/{issue['id']}"}
 
     def edit_issue(self, key: str, body: dict[str, Any], *, user: str) -> None:
+        """PUT /issue/{key}: ``fields`` (set) and ``update`` (a list of ``{verb: value}`` per field)."""
         with self.lock:
             issue = self._issue(key)
-            if body.get("update"):
-                raise JiraHttpError(400, ["The emulator accepts 'fields' edits only."])
-            fields = body.get("fields")
-            if not isinstance(fields, dict):
+            fields = body.get("fields") or {}
+            update = body.get("update") or {}
+            if not isinstance(fields, dict) or not isinstance(update, dict):
+                raise JiraHttpError(400, ["Can not deserialize the request: 'fields' and 'update' are objects."])
+            if not fields and not update:
                 raise JiraHttpError(400, ["Issue fields are required."])
             project = self.projects[issue["project"]]
             errors: dict[str, str] = {}
             values = {f: self._field_value(project, f, v, errors) for f, v in fields.items()}
+            extra = self._update_ops(issue, update, fields, values, errors, allowed=None)
             if errors:
                 raise JiraHttpError(400, [], errors)
             self._check_write(issue["project"], user)
-            items = []
-            for fname, new in values.items():
-                if fname in ("summary", "description", "priority", "assignee", "duedate", "labels", "components"):
-                    old = issue[fname]
-                    if old != new:
-                        issue[fname] = new
-                        items.append(self._item(fname, old, new))
-                elif fname == SPRINT_FIELD:
-                    if self._set_sprint(issue, new):
-                        items.append(self._item("Sprint", None, self.sprints[new]["name"] if new else None))
-                else:
-                    old = issue["custom"].get(fname)
-                    if old != new:
-                        issue["custom"][fname] = new
-                        items.append(self._item(fname, old, new))
-            if items:
+            items = self._apply_values(issue, values)
+            self._apply_extra(issue, extra, user)
+            if items or extra:
                 self._touch(issue, user, items)
+
+    def _update_ops(
+        self,
+        issue: dict[str, Any],
+        update: dict[str, Any],
+        fields: dict[str, Any],
+        values: dict[str, Any],
+        errors: dict[str, str],
+        *,
+        allowed: set[str] | None,
+    ) -> list[tuple[str, str, Any]]:
+        """Fold ``update`` verbs into ``values``; comment / worklog operations come back to apply after."""
+        project = self.projects[issue["project"]]
+        extra: list[tuple[str, str, Any]] = []
+        for fname, ops in update.items():
+            if fname in fields:
+                errors[fname] = f"Field '{fname}' cannot be set in both 'fields' and 'update'."
+                continue
+            if allowed is not None and fname not in allowed and fname not in TRANSITION_ALWAYS:
+                errors[fname] = f"Field '{fname}' cannot be set. It is not on the appropriate screen, or unknown."
+                continue
+            if not isinstance(ops, list) or any(not isinstance(op, dict) or len(op) != 1 for op in ops):
+                errors[fname] = "Operations must be a list of objects with one verb each."
+                continue
+            for op in ops:
+                ((verb, arg),) = op.items()
+                if fname == "comment":
+                    self._check_comment_op(issue, verb, arg, errors)
+                    extra.append(("comment", verb, arg))
+                elif fname == "worklog":
+                    if verb != "add":
+                        errors["worklog"] = f"Operation '{verb}' is not supported by the 'worklog' field."
+                    else:
+                        extra.append(("worklog", verb, self._worklog_values(arg, errors)))
+                elif fname in ("labels", "components"):
+                    current = values.get(fname, list(issue[fname]))
+                    if verb == "set":
+                        values[fname] = self._field_value(project, fname, arg, errors)
+                    elif verb in ("add", "remove"):
+                        item = self._field_value(project, fname, [arg], errors)
+                        if verb == "add":
+                            values[fname] = current + [x for x in item if x not in current]
+                        else:
+                            values[fname] = [x for x in current if x not in item]
+                    else:
+                        errors[fname] = f"Operation '{verb}' is not supported by the '{fname}' field."
+                elif fname in EDITABLE or fname == "resolution":
+                    if verb != "set":
+                        errors[fname] = f"Operation '{verb}' is not supported by the '{fname}' field."
+                    else:
+                        values[fname] = self._field_value(project, fname, arg, errors)
+                else:
+                    errors[fname] = f"Field '{fname}' cannot be set. It is not on the appropriate screen, or unknown."
+        return extra
+
+    def _check_comment_op(self, issue: dict[str, Any], verb: str, arg: Any, errors: dict[str, str]) -> None:
+        if verb == "add":
+            if not isinstance(arg, dict) or not isinstance(arg.get("body"), str) or not arg["body"].strip():
+                errors["comment"] = "Comment body can not be empty!"
+        elif verb in ("edit", "remove"):
+            cid = str(arg.get("id")) if isinstance(arg, dict) else ""
+            if not any(c["id"] == cid for c in issue["comments"]):
+                errors["comment"] = f"Can not find a comment for the id: {cid}."
+            elif verb == "edit" and (not isinstance(arg.get("body"), str) or not arg["body"].strip()):
+                errors["comment"] = "Comment body can not be empty!"
+        else:
+            errors["comment"] = f"Operation '{verb}' is not supported by the 'comment' field."
+
+    def _apply_values(self, issue: dict[str, Any], values: dict[str, Any]) -> list[dict[str, Any]]:
+        items = []
+        for fname, new in values.items():
+            if fname in ("summary", "description", "priority", "assignee", "duedate", "labels", "components"):
+                old = issue[fname]
+                if old != new:
+                    issue[fname] = new
+                    items.append(self._item(fname, old, new))
+            elif fname == "resolution":
+                if issue["resolution"] != new:
+                    items.append(self._item("resolution", issue["resolution"], new))
+                    issue["resolution"] = new
+            elif fname == SPRINT_FIELD:
+                if self._set_sprint(issue, new):
+                    items.append(self._item("Sprint", None, self.sprints[new]["name"] if new else None))
+            else:
+                old = issue["custom"].get(fname)
+                if old != new:
+                    issue["custom"][fname] = new
+                    items.append(self._item(fname, old, new))
+        return items
+
+    def _apply_extra(self, issue: dict[str, Any], extra: list[tuple[str, str, Any]], user: str) -> None:
+        for fname, verb, arg in extra:
+            if fname == "worklog":
+                self._add_worklog(issue, arg, user=user)
+            elif verb == "add":
+                now = self.now()
+                issue["comments"].append(
+                    {
+                        "id": str(next(self._comment_ids)),
+                        "author": user,
+                        "body": arg["body"],
+                        "created": now,
+                        "updated": now,
+                    }
+                )
+            elif verb == "edit":
+                comment = next(c for c in issue["comments"] if c["id"] == str(arg["id"]))
+                comment["body"], comment["updated"], comment["update_author"] = arg["body"], self.now(), user
+            else:
+                issue["comments"] = [c for c in issue["comments"] if c["id"] != str(arg["id"])]
 
     def _set_sprint(self, issue: dict[str, Any], sprint_id: int | None) -> bool:
         current = self.current_sprint(issue)
@@ -733,16 +911,46 @@ class Store:
         return open_[-1] if open_ else None
 
     def transition(self, key: str, body: dict[str, Any], *, user: str) -> None:
+        """POST /issue/{key}/transitions: the screen's ``fields`` / ``update`` are applied or refused, never dropped."""
         with self.lock:
             issue = self._issue(key)
-            tid = str(((body.get("transition") or {}).get("id")) or "")
+            tref = body.get("transition") or {}
+            tid = str((tref.get("id") if isinstance(tref, dict) else "") or "")
+            if not tid:
+                raise JiraHttpError(400, ["Missing 'transition' identifier"])
             options = {t[0]: t for t in WORKFLOW[issue["status"]]}
             if tid not in options:
                 raise JiraHttpError(400, [f"Transition id '{tid}' is not valid for this issue."])
+            fields = body.get("fields") or {}
+            update = body.get("update") or {}
+            if not isinstance(fields, dict) or not isinstance(update, dict):
+                raise JiraHttpError(400, ["Can not deserialize the request: 'fields' and 'update' are objects."])
+            screen = TRANSITION_SCREENS.get(tid, set())
+            project = self.projects[issue["project"]]
+            errors: dict[str, str] = {}
+            values: dict[str, Any] = {}
+            for fname, value in fields.items():
+                if fname not in screen:
+                    errors[fname] = f"Field '{fname}' cannot be set. It is not on the appropriate screen, or unknown."
+                else:
+                    values[fname] = self._field_value(project, fname, value, errors)
+            extra = self._update_ops(issue, update, fields, values, errors, allowed=screen)
+            if errors:
+                raise JiraHttpError(400, [], errors)
             self._check_write(issue["project"], user)
             old = issue["status"]
             issue["status"] = options[tid][2]
-            self._touch(issue, user, [self._item("status", old, issue["status"])])
+            items = [self._item("status", old, issue["status"])]
+            if issue["status"] == "Done":
+                # the simplified workflow's post function: resolved as Done unless the screen said otherwise
+                values.setdefault("resolution", "Done")
+                issue["resolutiondate"] = self.now()
+            elif old == "Done":
+                values["resolution"] = None
+                issue["resolutiondate"] = None
+            items += self._apply_values(issue, values)
+            self._apply_extra(issue, extra, user)
+            self._touch(issue, user, items)
 
     def add_comment(self, key: str, body: dict[str, Any], *, user: str) -> dict[str, Any]:
         with self.lock:
@@ -862,6 +1070,371 @@ class Store:
                 "fields": {"sprint": self.sprint_json(current) if current else None, "closedSprints": closed},
             }
 
+    # ---- the rest of an ordinary client's surface ---------------------------------------------
+    def _resolution_json(self, name: str | None) -> dict[str, Any] | None:
+        if name is None:
+            return None
+        rid = RESOLUTIONS[name]
+        return {"self": f"{self.base_url}/rest/api/2/resolution/{rid}", "id": rid, "name": name, "description": ""}
+
+    def project_json(self, proj: dict[str, Any], *, full: bool) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "expand": "description,lead,url,projectKeys",
+            "self": f"{self.base_url}/rest/api/2/project/{proj['id']}",
+            "id": proj["id"],
+            "key": proj["key"],
+            "name": proj["name"],
+            "avatarUrls": {"48x48": f"{self.base_url}/secure/projectavatar?avatarId=10324"},
+            "projectTypeKey": "software",
+            "archived": False,
+        }
+        if full:  # GET /project/{key} carries these whatever `expand` says (DC)
+            out.update(
+                {
+                    "description": "",
+                    "lead": self.user_json("admin"),
+                    "components": [
+                        {"id": str(11000 + n), "name": c, "self": f"{self.base_url}/rest/api/2/component/{11000 + n}"}
+                        for n, c in enumerate(proj["components"])
+                    ],
+                    "issueTypes": self.issue_types(),
+                    "assigneeType": "UNASSIGNED",
+                    "versions": [],
+                    "roles": {},
+                }
+            )
+        return out
+
+    def project_list(self) -> list[dict[str, Any]]:
+        with self.lock:
+            return [self.project_json(p, full=False) for p in self.projects.values()]
+
+    def _project(self, key_or_id: str) -> dict[str, Any]:
+        proj = self.projects.get(key_or_id.upper()) or next(
+            (p for p in self.projects.values() if p["id"] == key_or_id), None
+        )
+        if proj is None:
+            raise JiraHttpError(404, [f"No project could be found with key '{key_or_id}'."])
+        return proj
+
+    def project_get(self, key_or_id: str) -> dict[str, Any]:
+        with self.lock:
+            return self.project_json(self._project(key_or_id), full=True)
+
+    def project_components(self, key_or_id: str) -> list[dict[str, Any]]:
+        with self.lock:
+            return self.project_json(self._project(key_or_id), full=True)["components"]
+
+    def issue_types(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "self": f"{self.base_url}/rest/api/2/issuetype/{tid}",
+                "id": tid,
+                "name": name,
+                "description": "",
+                "subtask": False,
+                "iconUrl": f"{self.base_url}/images/icons/issuetypes/{name.lower()}.svg",
+            }
+            for name, tid in ISSUE_TYPES.items()
+        ]
+
+    def createmeta_issue_types(self, key_or_id: str, start: int, max_results: int) -> dict[str, Any]:
+        with self.lock:
+            self._project(key_or_id)
+            values = self.issue_types()
+            page = values[start : start + max_results]
+            return {
+                "maxResults": max_results,
+                "startAt": start,
+                "total": len(values),
+                "isLast": start + max_results >= len(values),
+                "values": page,
+            }
+
+    def priorities(self) -> list[dict[str, Any]]:
+        return [
+            {"self": f"{self.base_url}/rest/api/2/priority/{pid}", "id": pid, "name": name}
+            for name, pid in PRIORITIES.items()
+        ]
+
+    def resolutions(self) -> list[dict[str, Any]]:
+        return [self._resolution_json(name) for name in RESOLUTIONS]  # type: ignore[misc]
+
+    def statuses(self) -> list[dict[str, Any]]:
+        return [self._status_json(name) for name in STATUSES]
+
+    # users
+    def user_get(self, username: str | None, key: str | None) -> dict[str, Any]:
+        with self.lock:
+            name = username or key
+            if not name:
+                raise JiraHttpError(404, ["The username query parameter was not provided"])
+            if name not in self.users:
+                raise JiraHttpError(404, [f"The user named '{name}' does not exist"])
+            return self.user_json(name)  # type: ignore[return-value]
+
+    def user_search(self, username: str | None, start: int, max_results: int) -> list[dict[str, Any]]:
+        """DC's /user/search: ``username`` matched at the start of the name, display name, e-mail ('.' = all)."""
+        with self.lock:
+            if not username:
+                raise JiraHttpError(400, ["The username query parameter was not provided"])
+            q = username.casefold()
+
+            def hit(u: dict[str, Any]) -> bool:
+                if q == ".":
+                    return True
+                words = [u["name"], u["emailAddress"], *u["displayName"].split()]
+                return any(w.casefold().startswith(q) for w in words) or u["displayName"].casefold().startswith(q)
+
+            found = [self.user_json(n) for n, u in sorted(self.users.items()) if u["active"] and hit(u)]
+            return found[start : start + max_results]  # type: ignore[return-value]
+
+    def assign(self, key: str, body: dict[str, Any], *, user: str) -> None:
+        """PUT /issue/{key}/assignee ``{"name": …}``: null unassigns, "-1" is the project's default (unassigned here)."""
+        with self.lock:
+            issue = self._issue(key)
+            if not isinstance(body, dict) or "name" not in body:
+                raise JiraHttpError(400, [], {"assignee": "Could not find a 'name' for the assignee."})
+            name = body["name"]
+            if name == "-1":
+                name = None
+            if name is not None and name not in self.users:
+                raise JiraHttpError(400, [], {"assignee": f"User '{name}' does not exist."})
+            self._check_write(issue["project"], user)
+            if issue["assignee"] != name:
+                items = [self._item("assignee", issue["assignee"], name)]
+                issue["assignee"] = name
+                self._touch(issue, user, items)
+
+    # delete and bulk create
+    def delete_issue(self, key: str, *, delete_subtasks: bool, user: str) -> None:
+        with self.lock:
+            issue = self._issue(key)
+            self._check_write(issue["project"], user)
+            for link_id in list(self.links_by_key.get(issue["key"], ())):
+                link = self.links.pop(link_id)
+                for k in {link["source"], link["dest"]}:
+                    if link_id in self.links_by_key.get(k, []):
+                        self.links_by_key[k].remove(link_id)
+            del self.issues[issue["key"]]
+            self.issue_order.remove(issue["key"])
+            self.generation += 1
+
+    def bulk_create(self, body: dict[str, Any], *, user: str) -> tuple[int, dict[str, Any]]:
+        """POST /issue/bulk: each element created or refused on its own; 400 only when none was created."""
+        updates = body.get("issueUpdates") if isinstance(body, dict) else None
+        if not isinstance(updates, list) or not updates:
+            raise JiraHttpError(400, ["Issue updates are required."])
+        created, failed = [], []
+        for n, element in enumerate(updates):
+            try:
+                created.append(self.create_issue(element if isinstance(element, dict) else {}, user=user))
+            except JiraHttpError as exc:
+                failed.append({"status": exc.status, "elementErrors": exc.body, "failedElementNumber": n})
+        return (201 if created else 400), {"issues": created, "errors": failed}
+
+    # comments
+    def _comment(self, issue: dict[str, Any], comment_id: str) -> dict[str, Any]:
+        comment = next((c for c in issue["comments"] if c["id"] == comment_id), None)
+        if comment is None:
+            raise JiraHttpError(404, [f"Can not find a comment for the id: {comment_id}."])
+        return comment
+
+    def comment_get(self, key: str, comment_id: str) -> dict[str, Any]:
+        with self.lock:
+            issue = self._issue(key)
+            return self.comment_json(issue, self._comment(issue, comment_id))
+
+    def comment_edit(self, key: str, comment_id: str, body: dict[str, Any], *, user: str) -> dict[str, Any]:
+        with self.lock:
+            issue = self._issue(key)
+            comment = self._comment(issue, comment_id)
+            text = body.get("body") if isinstance(body, dict) else None
+            if not isinstance(text, str) or not text.strip():
+                raise JiraHttpError(400, [], {"comment": "Comment body can not be empty!"})
+            if comment["author"] != user and user != "admin":
+                raise JiraHttpError(403, ["You do not have the permission to edit this comment."])
+            self._check_write(issue["project"], user)
+            comment["body"], comment["updated"], comment["update_author"] = text, self.now(), user
+            self._touch(issue, user, [])
+            return self.comment_json(issue, comment)
+
+    def comment_delete(self, key: str, comment_id: str, *, user: str) -> None:
+        with self.lock:
+            issue = self._issue(key)
+            comment = self._comment(issue, comment_id)
+            if comment["author"] != user and user != "admin":
+                raise JiraHttpError(403, ["You do not have the permission to delete this comment."])
+            self._check_write(issue["project"], user)
+            issue["comments"].remove(comment)
+            self._touch(issue, user, [])
+
+    # worklog
+    def worklog_json(self, issue: dict[str, Any], w: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "self": f"{self.base_url}/rest/api/2/issue/{issue['id']}/worklog/{w['id']}",
+            "author": self.user_json(w["author"]),
+            "updateAuthor": self.user_json(w["author"]),
+            "comment": w["comment"],
+            "created": jira_time(w["created"]),
+            "updated": jira_time(w["updated"]),
+            "started": jira_time(w["started"]),
+            "timeSpent": _duration_text(w["seconds"]),
+            "timeSpentSeconds": w["seconds"],
+            "id": w["id"],
+            "issueId": issue["id"],
+        }
+
+    def _worklog_values(self, body: Any, errors: dict[str, str]) -> dict[str, Any]:
+        if not isinstance(body, dict):
+            errors["timeLogged"] = "You must indicate the time spent working."
+            return {}
+        seconds = body.get("timeSpentSeconds")
+        if seconds is None and body.get("timeSpent") is not None:
+            seconds = _duration_seconds(str(body["timeSpent"]))
+            if seconds is None:
+                errors["timeLogged"] = "Invalid time duration entered."
+        if seconds is None and "timeLogged" not in errors:
+            errors["timeLogged"] = "You must indicate the time spent working."
+        elif isinstance(seconds, int) and seconds <= 0:
+            errors["timeLogged"] = "Time Spent must be greater than zero."
+        started = None
+        if body.get("started") is not None:
+            started = _parse_jira_time(str(body["started"]))
+            if started is None:
+                errors["started"] = (
+                    "Invalid date format. Please enter the date in the format \"yyyy-MM-dd'T'HH:mm:ss.SSSZ\"."
+                )
+        comment = body.get("comment")
+        if comment is not None and not isinstance(comment, str):
+            errors["comment"] = "Operation value must be a string"
+        return {"seconds": seconds, "started": started, "comment": comment or ""}
+
+    def _add_worklog(self, issue: dict[str, Any], values: dict[str, Any], *, user: str) -> dict[str, Any]:
+        now = self.now()
+        w = {
+            "id": str(next(self._worklog_ids)),
+            "author": user,
+            "comment": values["comment"],
+            "created": now,
+            "updated": now,
+            "started": values["started"] or now,
+            "seconds": int(values["seconds"]),
+        }
+        issue["worklogs"].append(w)
+        return w
+
+    def worklogs(self, key: str) -> dict[str, Any]:
+        with self.lock:
+            issue = self._issue(key)
+            ws = [self.worklog_json(issue, w) for w in issue["worklogs"]]
+            return {"startAt": 0, "maxResults": len(ws), "total": len(ws), "worklogs": ws}
+
+    def _worklog(self, issue: dict[str, Any], worklog_id: str) -> dict[str, Any]:
+        w = next((w for w in issue["worklogs"] if w["id"] == worklog_id), None)
+        if w is None:
+            raise JiraHttpError(404, [f"Cannot find worklog with id: '{worklog_id}'."])
+        return w
+
+    def worklog_add(self, key: str, body: Any, *, user: str) -> dict[str, Any]:
+        with self.lock:
+            issue = self._issue(key)
+            errors: dict[str, str] = {}
+            values = self._worklog_values(body, errors)
+            if errors:
+                raise JiraHttpError(400, [], errors)
+            self._check_write(issue["project"], user)
+            w = self._add_worklog(issue, values, user=user)
+            self._touch(issue, user, [self._item("timespent", None, w["seconds"])])
+            return self.worklog_json(issue, w)
+
+    def worklog_get(self, key: str, worklog_id: str) -> dict[str, Any]:
+        with self.lock:
+            issue = self._issue(key)
+            return self.worklog_json(issue, self._worklog(issue, worklog_id))
+
+    def worklog_edit(self, key: str, worklog_id: str, body: Any, *, user: str) -> dict[str, Any]:
+        with self.lock:
+            issue = self._issue(key)
+            w = self._worklog(issue, worklog_id)
+            merged = {"timeSpentSeconds": w["seconds"], "comment": w["comment"]}
+            merged.update(body if isinstance(body, dict) else {})
+            if isinstance(body, dict) and "timeSpent" in body and "timeSpentSeconds" not in body:
+                merged.pop("timeSpentSeconds")
+            errors: dict[str, str] = {}
+            values = self._worklog_values(merged, errors)
+            if errors:
+                raise JiraHttpError(400, [], errors)
+            self._check_write(issue["project"], user)
+            w.update(seconds=int(values["seconds"]), comment=values["comment"], updated=self.now())
+            if values["started"]:
+                w["started"] = values["started"]
+            self._touch(issue, user, [])
+            return self.worklog_json(issue, w)
+
+    def worklog_delete(self, key: str, worklog_id: str, *, user: str) -> None:
+        with self.lock:
+            issue = self._issue(key)
+            w = self._worklog(issue, worklog_id)
+            self._check_write(issue["project"], user)
+            issue["worklogs"].remove(w)
+            self._touch(issue, user, [])
+
+    # watchers
+    def watchers(self, key: str, *, user: str) -> dict[str, Any]:
+        with self.lock:
+            issue = self._issue(key)
+            return {
+                "self": f"{self.base_url}/rest/api/2/issue/{issue['key']}/watchers",
+                "isWatching": user in issue["watchers"],
+                "watchCount": len(issue["watchers"]),
+                "watchers": [self.user_json(n) for n in issue["watchers"]],
+            }
+
+    def watcher_add(self, key: str, name: Any, *, user: str) -> None:
+        """POST /issue/{key}/watchers with a JSON string body (the username); an empty body: the caller."""
+        with self.lock:
+            issue = self._issue(key)
+            if name in (None, {}, ""):
+                name = user
+            if not isinstance(name, str):
+                raise JiraHttpError(400, ["The body must be the user name as a JSON string."])
+            if name not in self.users:
+                raise JiraHttpError(404, [f'The user "{name}" does not exist.'])
+            if name not in issue["watchers"]:
+                issue["watchers"].append(name)
+
+    def watcher_remove(self, key: str, name: str | None, *, user: str) -> None:
+        with self.lock:
+            issue = self._issue(key)
+            if not name:
+                raise JiraHttpError(400, ["The username query parameter was not provided"])
+            if name not in self.users:
+                raise JiraHttpError(404, [f'The user "{name}" does not exist.'])
+            if name != user and user != "admin":
+                raise JiraHttpError(403, ["You do not have the permission to manage the watcher list."])
+            if name in issue["watchers"]:
+                issue["watchers"].remove(name)
+
+    # entity properties
+    def property_keys(self, key: str) -> dict[str, Any]:
+        with self.lock:
+            issue = self._issue(key)
+            return {
+                "keys": [
+                    {"self": f"{self.base_url}/rest/api/2/issue/{issue['id']}/properties/{k}", "key": k}
+                    for k in issue["properties"]
+                ]
+            }
+
+    def property_delete(self, key: str, prop: str, *, user: str) -> None:
+        with self.lock:
+            issue = self._issue(key)
+            if prop not in issue["properties"]:
+                raise JiraHttpError(404, [f"Property with key not found: {prop}"])
+            self._check_write(issue["project"], user)
+            del issue["properties"][prop]
+
     # ---- misc ---------------------------------------------------------------------------------
     def fields(self) -> list[dict[str, Any]]:
         out = [
@@ -909,3 +1482,28 @@ class Store:
         """A human edit in Jira (bench and tests): returns the new `updated`."""
         self.edit_issue(key, {"fields": {"summary": summary}}, user=user)
         return jira_time(self.issues[key]["updated"])
+
+
+def _duration_seconds(text: str) -> int | None:
+    """Jira's duration text ("1w 2d 3h 30m", "90m", "1.5h") in seconds; None when it is not one."""
+    parts = re.findall(r"(\d+(?:\.\d+)?)\s*([wdhm])", text.strip().lower())
+    if not parts or re.sub(r"(\d+(?:\.\d+)?)\s*([wdhm])|\s+", "", text.strip().lower()):
+        return None
+    return int(sum(float(n) * _DURATION_UNITS[u] for n, u in parts))
+
+
+def _duration_text(seconds: int) -> str:
+    out = []
+    for unit in "wdhm":
+        n, seconds = divmod(seconds, _DURATION_UNITS[unit])
+        if n:
+            out.append(f"{n}{unit}")
+    return " ".join(out) or "0m"
+
+
+def _parse_jira_time(text: str) -> dt.datetime | None:
+    """Jira's "2026-12-04T10:00:00.000+0000"."""
+    try:
+        return dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%f%z")
+    except ValueError:
+        return None

@@ -221,25 +221,52 @@ SHOWN_FIELDS = frozenset(
 OTHER_FIELDS_SHOWN = 15
 
 
-def field_value(value: Any) -> str:
-    """A raw Jira field as a person reads it: objects by name, lists joined."""
+# DC v2's sprint field: greenhopper's «com.atlassian.greenhopper.service.sprint.Sprint@1eef[…,name=…,…]».
+_GREENHOPPER_SPRINT = re.compile(
+    r"^com\.atlassian\.greenhopper\.service\.sprint\.Sprint@[0-9a-f]+\[.*?\bname=([^,\]]*)"
+)
+# Jira's timestamps («2026-11-30T11:50:30.000+0000») and dates («2026-12-24»).
+_JIRA_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?([+-]\d{4}|Z)$")
+_JIRA_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+def field_value(value: Any, tz: dt.tzinfo = UTC) -> str:
+    """A raw Jira field as a person reads it: objects by name, lists joined, a sprint by its name,
+    timestamps in the reader's zone and dates as the card writes them."""
+    if isinstance(value, str):
+        sprint = _GREENHOPPER_SPRINT.match(value)
+        if sprint:
+            return sprint.group(1)
+        if _JIRA_TIME.match(value):
+            return fmt_time(
+                dt.datetime.strptime(
+                    value.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S" + (".%f" if "." in value else "") + "%z"
+                ),
+                tz,
+            )
+        if _JIRA_DATE.match(value):
+            try:
+                return fmt_date(dt.date.fromisoformat(value))
+            except ValueError:
+                return value
+        return value
     if isinstance(value, dict):
         for name in ("displayName", "name", "value", "key"):
             if value.get(name):
                 return str(value[name])
         return _json(value)
     if isinstance(value, list):
-        return ", ".join(field_value(item) for item in value)
+        return ", ".join(field_value(item, tz) for item in value)
     return str(value)
 
 
-def other_fields_lines(fields: Mapping[str, Any]) -> list[str]:
+def other_fields_lines(fields: Mapping[str, Any], *, tz: dt.tzinfo = UTC) -> list[str]:
     lines = []
     for name in sorted(fields):
         value = fields[name]
         if name in SHOWN_FIELDS or value in (None, "", [], {}):
             continue
-        lines.append(f"{name}: {clip(field_value(value), COMMENT_MAX)}")
+        lines.append(f"{name}: {clip(field_value(value, tz), COMMENT_MAX)}")
     return lines[:OTHER_FIELDS_SHOWN]
 
 
@@ -252,7 +279,7 @@ def issue_text(card: IssueCard, *, tz: dt.tzinfo = UTC) -> str:
         f"метки: {', '.join(issue.labels) if issue.labels else DASH}",
         f"обновлена в Jira: {fmt_time(issue.updated, tz)}",
     ]
-    lines += other_fields_lines(card.fields)
+    lines += other_fields_lines(card.fields, tz=tz)
     if card.description:
         lines.append(f"описание: {clip(card.description, DESCRIPTION_MAX)}")
     lines.append("")

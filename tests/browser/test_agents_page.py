@@ -102,3 +102,40 @@ def test_a_calendar_time_like_9_30_is_accepted(live_url, page, user_factory, mod
     assert Agent.objects.get(name="Утренняя сводка").schedule == {"type": "calendar", "weekday": 2, "time": "09:30"}
     info = agent.locator(".muted").first.text_content()
     assert "(Europe/Moscow)" in info and "09:30" in info
+
+
+def test_subscribe_an_agent_to_jira_events_and_see_the_event_on_its_run(live_url, page, user_factory, model_factory):
+    from django.utils import timezone
+
+    from agents.models import Agent, AgentEvent, AgentRun
+
+    model = model_factory(name="builtin-extractive", provider="builtin", is_default=True)
+    owner = user_factory(username="browser-events")
+    agent = Agent.objects.create(owner=owner, name="Наблюдатель", model=model)
+    run = AgentRun.objects.create(agent=agent, trigger="event", state="queued")
+    AgentEvent.objects.create(
+        agent=agent,
+        run=run,
+        issue_key="AURORA-9010",
+        kinds=["transitioned"],
+        changes={"status": ["To Do", "In Progress"]},
+        fire_at=timezone.now(),
+    )
+    sign_in(page, live_url, "browser-events")
+    page.goto(live_url + "/agents/")
+    box = page.locator(".agent").filter(has_text="Наблюдатель")
+    # the run says what woke it
+    expect(box.locator(".run").first).to_contain_text("по событию")
+    expect(box.locator(".run-event")).to_contain_text("AURORA-9010 · сменила статус · status: To Do → In Progress")
+    # subscribe it: «AURORA, status → In Progress»
+    form = box.locator("form.subscribe")
+    form.locator("[name=project]").fill("aurora")
+    form.locator("[name=status]").fill("In Progress")
+    form.locator("button").click()
+    expect(box.locator(".subscription")).to_contain_text("сменила статус: проект AURORA, статус → In Progress")
+    assert list(agent.subscriptions.values_list("project", "status", "events")) == [
+        ("AURORA", "In Progress", ["transitioned"])
+    ]
+    # and unsubscribe
+    box.locator(".subscription button").click()
+    expect(box.locator(".subscription")).to_have_count(0)

@@ -74,6 +74,40 @@ document.addEventListener("DOMContentLoaded", () => {
     fill(null); load();
   };
 
+  const TRIGGERS = {manual: "вручную", scheduled: "по расписанию", event: "по событию"};
+  const EVENT_KINDS = {created: "создана", updated: "изменена", transitioned: "сменила статус"};
+
+  // Hub events that wake the agent: the list with «удалить», and a one-line form to add one.
+  async function subscriptions(agent, box) {
+    const r = await api(`/agents/${agent.id}/subscriptions`); if (!r.ok) return;
+    const subs = await r.json(); box.textContent = "";
+    box.append(el("h4", null, "События Jira"));
+    subs.forEach(s => {
+      const filters = [s.project && "проект " + s.project, s.issue_type && "тип " + s.issue_type,
+                       s.status && "статус → " + s.status, s.label && "метка " + s.label].filter(Boolean).join(", ") || "любая задача";
+      const line = el("div", "subscription", `${s.events.map(k => EVENT_KINDS[k] || k).join(" / ")}: ${filters} · пауза ${s.debounce_seconds} с`);
+      const del = el("button", "secondary", "удалить"); del.type = "button";
+      del.onclick = async () => { await api(`/agents/${agent.id}/subscriptions/${s.id}`, {method: "DELETE"}); subscriptions(agent, box); };
+      line.append(" ", del); box.append(line);
+    });
+    const form = el("form", "subscribe row");
+    const field = (name, placeholder) => { const i = el("input"); i.name = name; i.placeholder = placeholder; i.setAttribute("aria-label", placeholder); return i; };
+    const kind = el("select"); kind.name = "events"; kind.setAttribute("aria-label", "событие");
+    Object.entries(EVENT_KINDS).forEach(([k, v]) => { const o = el("option", null, v); o.value = k; kind.append(o); });
+    kind.value = "transitioned";
+    const add = el("button", "secondary", "Подписать"); add.type = "submit";
+    const error = el("span", "error");
+    form.append(kind, field("project", "проект"), field("status", "статус"), field("issue_type", "тип"), field("label", "метка"), add, error);
+    form.onsubmit = async e => {
+      e.preventDefault();
+      const body = {events: [kind.value]};
+      ["project", "status", "issue_type", "label"].forEach(n => { const v = form.elements[n].value.trim(); if (v) body[n] = v; });
+      const resp = await api(`/agents/${agent.id}/subscriptions`, {method: "POST", body: JSON.stringify(body)});
+      if (resp.status === 201) subscriptions(agent, box); else error.textContent = errorText(await resp.json());
+    };
+    box.append(form);
+  }
+
   async function runs(agent, box) {
     const r = await api(`/agents/${agent.id}/runs?limit=10`); if (!r.ok) return;
     const list = (await r.json()).items; box.textContent = "";
@@ -83,10 +117,16 @@ document.addEventListener("DOMContentLoaded", () => {
       const tr = el("tr", "run");
       const state = (labels.state[run.state] || run.state) + (run.reason ? " · " + (labels.reason[run.reason] || run.reason) : "");
       tr.append(el("td", null, zoneDate(run.finished_at || run.started_at || run.created_at, agent.timezone)),
-                el("td", null, run.trigger === "manual" ? "вручную" : "по расписанию"),
+                el("td", null, TRIGGERS[run.trigger] || run.trigger),
                 el("td", "state-" + run.state, state), el("td", null, plural(run.tokens_used || 0, "токен", "токена", "токенов")),
                 el("td", "output", run.output || run.error || ""));
       table.append(tr);
+      (run.events || []).forEach(ev => {
+        const what = Object.entries(ev.changes || {}).map(([f, [a, b]]) => `${f}: ${a || "—"} → ${b || "—"}`).join("; ");
+        const row = el("tr", "run-event"), cell = el("td", "muted",
+          `${ev.issue_key} · ${ev.kinds.map(k => EVENT_KINDS[k] || k).join(", ")}${ev.hits > 1 ? " · изменений: " + ev.hits : ""}${what ? " · " + what : ""}`);
+        cell.colSpan = 5; row.append(cell); table.append(row);
+      });
     });
     box.append(table);
   }
@@ -131,7 +171,8 @@ document.addEventListener("DOMContentLoaded", () => {
       del.onclick = async () => { if (confirm("Удалить агента «" + a.name + "» и его историю?")) { await api(`/agents/${a.id}`, {method: "DELETE"}); load(); } };
       actions.append(run, toggle, edit, del);
       const history = el("div", "runs");
-      box.append(h, info, actions, reason, note, history); list.append(box); runs(a, history);
+      const subs = el("div", "subscriptions");
+      box.append(h, info, actions, reason, note, subs, history); list.append(box); subscriptions(a, subs); runs(a, history);
     });
   }
 

@@ -15,7 +15,7 @@ def _agents_routes():
     for path, methods in schema["paths"].items():
         if "/agents" in path:
             for method in methods:
-                yield method.upper(), path.replace("{agent_id}", "1")
+                yield method.upper(), path.replace("{agent_id}", "1").replace("{subscription_id}", "1")
 
 
 ROUTES = sorted(set(_agents_routes()))
@@ -24,7 +24,7 @@ ADMIN_ROUTES = [r for r in ROUTES if r[1].startswith("/api/admin/")]
 
 @pytest.mark.p1
 def test_the_route_walk_finds_every_agents_route():
-    assert len(ROUTES) == 10 and len(ADMIN_ROUTES) == 3
+    assert len(ROUTES) == 13 and len(ADMIN_ROUTES) == 3
 
 
 # Over the ASGI application (CSRF enforced): an anonymous write is 401, never a CSRF 403.

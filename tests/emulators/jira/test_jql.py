@@ -26,22 +26,31 @@ def issue(**kw):
     return base
 
 
+class Env:
+    sprints = {1: {"state": "active", "name": "Спринт 1"}, 2: {"state": "closed", "name": "Спринт 0"}}
+
+
 def matches(jql: str, **kw) -> bool:
-    return all(c(issue(**kw), "achilles-sync") for c in parse(jql).clauses)
+    return all(c(issue(**kw), "achilles-sync", Env()) for c in parse(jql).clauses)
 
 
 @pytest.mark.parametrize(
     "jql",
     [
         "foo = bar",
-        "labels = AWPCA AND assignee = jdoe",
-        "project = AURORA OR labels = AWPCA",
-        "project != AURORA",
-        "updated = 2026-11-30",
-        "creator = jdoe",
+        "labels = AWPCA AND fixVersion = 1.0",
+        "project = AURORA OR",
+        "(project = AURORA",
+        "status ~ Done",
+        "summary = Сверка",
+        "project = currentUser()",
+        "sprint in fooSprints()",
+        "sprint = openSprints()",
+        "assignee is jdoe",
         "labels = AWPCA AND",
         "project in (AURORA",
-        "ORDER BY summary",
+        "ORDER BY labels",
+        "ORDER BY nonsense",
         'updated >= "30.11.2026"',
         "labels = AWPCA ORDER BY key garbage",
     ],
@@ -98,3 +107,48 @@ def test_text_search_is_lucene_like(query, summary, hit):
 def test_malformed_text_query_is_jiras_400(query):
     with pytest.raises(JqlError, match="The text query .* for field 'summary' is not valid"):
         parse(f'summary ~ "{query}"')
+
+
+def test_or_not_parentheses_and_the_user_fields():
+    # given an issue assigned to jdoe, reported by the sync user
+    kw = {"assignee": "jdoe", "reporter": "achilles-sync", "priority": "High", "issuetype": "Bug"}
+    # then
+    assert matches("project = OTHER OR labels = AWPCA", **kw)
+    assert not matches("project = OTHER OR labels = OTHER", **kw)
+    assert matches("NOT project = OTHER AND (labels = X OR assignee = jdoe)", **kw)
+    assert matches("reporter = currentUser() AND assignee != currentUser()", **kw)
+    assert not matches("assignee = currentUser()", **kw)
+    assert matches("assignee in (pivanov, JDOE) AND type = Bug AND priority = High", **kw)
+    assert matches("assignee is not EMPTY", **kw) and not matches("assignee is EMPTY", **kw)
+
+
+def test_not_equal_never_matches_an_empty_field_as_in_jira():
+    assert not matches("assignee != jdoe", assignee=None)
+    assert matches("assignee is EMPTY", assignee=None)
+    assert matches("assignee not in (jdoe)", assignee="pivanov") and not matches(
+        "assignee not in (jdoe)", assignee=None
+    )
+
+
+def test_resolution_unresolved_is_an_empty_resolution():
+    assert matches("resolution = Unresolved", resolution=None)
+    assert not matches("resolution = Unresolved", resolution="Done")
+    assert matches("resolution = Done", resolution="Done") and matches("resolution != Unresolved", resolution="Done")
+
+
+def test_open_sprints_are_the_active_and_future_ones():
+    assert matches("sprint in openSprints()", sprint_ids=[2, 1])
+    assert not matches("sprint in openSprints()", sprint_ids=[2])
+    assert matches("sprint in closedSprints()", sprint_ids=[2])
+    assert not matches("sprint in openSprints()", sprint_ids=[])
+    assert matches('sprint = "Спринт 1"', sprint_ids=[1]) and matches("sprint = 1", sprint_ids=[1])
+
+
+def test_order_by_any_sortable_field():
+    assert parse("project = AURORA ORDER BY priority DESC, duedate, assignee ASC").order == [
+        ("priority", True),
+        ("duedate", False),
+        ("assignee", False),
+    ]
+    with pytest.raises(JqlError, match="Field 'labels' does not support sorting."):
+        parse("ORDER BY labels")

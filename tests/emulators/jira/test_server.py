@@ -27,9 +27,11 @@ def test_auth_cloud_only_and_jql_errors(emu):
     assert httpx.get(f"{server.url}/rest/api/2/myself", headers={"Authorization": "Bearer nope"}).status_code == 401
     assert c.get("/rest/api/2/myself").json()["name"] == "achilles-sync"
     assert c.get("/rest/api/3/search/jql", params={"jql": "project = AURORA"}).status_code == 404
-    bad = c.get("/rest/api/2/search", params={"jql": "labels = AWPCA AND assignee = jdoe"})
+    bad = c.get("/rest/api/2/search", params={"jql": "labels = AWPCA AND fixVersion = 1.0"})
     assert bad.status_code == 400
-    assert bad.json()["errorMessages"] == ["Field 'assignee' does not exist or you do not have permission to view it."]
+    assert bad.json()["errorMessages"] == [
+        "Field 'fixVersion' does not exist or you do not have permission to view it."
+    ]
     missing = c.get("/rest/api/2/search", params={"jql": "key = AURORA-1"})
     assert missing.status_code == 400
     assert c.get("/rest/api/2/search", params={"jql": "key = AURORA-1", "validateQuery": "false"}).json()["total"] == 0

@@ -326,3 +326,27 @@ def test_command_retry_of_a_done_ensure_issue_queues_it_again(hub_user, sync_age
     commands = list(Command.objects.filter(batch=batch).order_by("seq"))
     assert commands[0].payload == Command.objects.get(pk=claimed["id"]).payload and commands[0].state == "queued"
     assert commands[1].payload == {"type": "refresh", "keys": ["$1"]} and commands[1].waits_for_batch
+
+
+def test_once_an_ensure_issue_reports_its_key_the_batch_s_commands_store_that_key_not_its_ref(hub_user, sync_agent):
+    # given a batch that creates an issue, comments on it as $1 and refreshes it
+    created = services.batch_create(
+        user=hub_user,
+        title="новая задача",
+        commands=[
+            {
+                "type": "ensure_issue",
+                "project": "AURORA",
+                "summary": "Новая",
+                "issue_type": "Task",
+                "labels": ["AWPCA"],
+            },
+            {"type": "ensure_comment", "key": "$1", "body": "создано"},
+        ],
+    )
+    [issue_cmd] = _claim(sync_agent, n=1)["commands"]
+    # when the sync agent reports the key it created
+    _done(sync_agent, [issue_cmd], result={"key": "AURORA-9100", "changed": ["created"]})
+    # then no command of the batch keeps «$1» among its keys: the new issue's card lists them all
+    keys = dict(Command.objects.filter(batch_id=created.id).values_list("seq", "keys"))
+    assert keys == {1: ["AURORA-9100"], 2: ["AURORA-9100"], 3: ["AURORA-9100"]}, keys

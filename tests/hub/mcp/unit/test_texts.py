@@ -383,3 +383,28 @@ def test_knowledge_text_cites_candidates_and_names_only_coordinates_of_withheld(
     assert "    Отпуск оформляют за две недели." in text
     assert "  источник hr, автор user:7" in text
     assert texts.knowledge_text([], [], is_empty=False) == "не нашёл"
+
+
+def test_other_fields_show_sprint_names_and_local_times_not_raw_strings():
+    from hub.mcp.texts import other_fields_lines
+
+    fields = {
+        "customfield_10020": [
+            "com.atlassian.greenhopper.service.sprint.Sprint@1eef[id=3,rapidViewId=1,state=CLOSED,name=Спринт 0,"
+            "startDate=<null>,endDate=<null>,completeDate=<null>,activatedDate=<null>,sequence=3,goal=<null>]",
+            "com.atlassian.greenhopper.service.sprint.Sprint@2b1c[id=1,rapidViewId=1,state=ACTIVE,name=Спринт 1,"
+            "startDate=2026-11-23T09:00:00.000Z,endDate=<null>,completeDate=<null>,sequence=1,goal=<null>]",
+        ],
+        "created": "2026-11-30T11:50:30.000+0000",
+        "resolutiondate": "2026-12-01T06:05:00.000+0300",
+        "customfield_10050": "2026-12-24",
+        "customfield_10010": "Платежи",
+    }
+    lines = other_fields_lines(fields, tz=ZoneInfo("Europe/Moscow"))
+    assert lines == [
+        "created: 30.11.2026 14:50",
+        "customfield_10010: Платежи",
+        "customfield_10020: Спринт 0, Спринт 1",
+        "customfield_10050: 24.12.2026",
+        "resolutiondate: 01.12.2026 06:05",
+    ]
