@@ -113,8 +113,8 @@ def test_throttling_is_waited_out_honouring_retry_after_without_a_storm(site, pe
     store = site.store
     store.faults.add(
         {"kind": "429", "path": "content/search", "retry_after": "3", "times": 2},
-        {"kind": "503", "path": "child/attachment", "times": 1},
-        {"kind": "429", "path": "restriction", "retry_after": "999999999", "times": 1},
+        {"kind": "429", "path": "content/search", "retry_after": "999999999", "times": 1},
+        {"kind": "503", "path": "download/attachments", "times": 1},
     )
     connector = _connector(site)
     run = _run(connector)
