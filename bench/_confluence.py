@@ -45,6 +45,35 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _proc_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of another process on this machine, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Meter:
+    """Wall time and the CPU of the three processes a sync keeps busy: this one, the emulator and
+    this connection's PostgreSQL backend (on a shared, loaded machine the CPU is the steadier figure)."""
+
+    def __init__(self, emulator_pid: int):
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            self.pids = {"emulator": emulator_pid, "postgres": cursor.fetchone()[0]}
+
+    def __enter__(self) -> Meter:
+        self.start = {name: _proc_cpu(pid) for name, pid in self.pids.items()}
+        self.cpu, self.wall = _cpu(), time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds = time.perf_counter() - self.wall
+        self.cpu_by = {"platform": _cpu() - self.cpu} | {
+            name: _proc_cpu(pid) - self.start[name] for name, pid in self.pids.items()
+        }
+
+
 def _emulator(pages: int) -> tuple[subprocess.Popen, str]:
     from tests.syncagent.harness import free_port, wait_until
 
@@ -103,7 +132,7 @@ def _people() -> None:
         user_ensure(username=f"user{i}", groups=groups)
 
 
-def ours(url: str) -> dict:
+def ours(url: str, emulator_pid: int) -> dict:
     from knowledge.connectors.models import ConnectorRun
     from knowledge.connectors.services import ConnectorFields, connector_create
     from knowledge.connectors.sync import connector_run
@@ -114,9 +143,8 @@ def ours(url: str) -> dict:
     )
     run = ConnectorRun.objects.create(connector=connector, kind="content")
     seq = _seq(url)
-    cpu, started = _cpu(), time.perf_counter()
-    state = connector_run(run_id=run.pk)
-    seconds, cpu = time.perf_counter() - started, _cpu() - cpu
+    with Meter(emulator_pid) as meter:
+        state = connector_run(run_id=run.pk)
     calls = _seq(url) - seq
     run.refresh_from_db()
     if state != "succeeded":
@@ -125,29 +153,28 @@ def ours(url: str) -> dict:
         "source": connector.source_system,
         "pages": run.seen,
         "failed": run.failed,
-        "seconds": seconds,
-        "cpu": cpu,
+        "seconds": meter.seconds,
+        "cpu": meter.cpu_by,
         "calls": calls,
     }
 
 
-def obvious(url: str, limit: int) -> dict:
+def obvious(url: str, limit: int, emulator_pid: int) -> dict:
     """Page by page: one GET per page with its body, one INSERT per record and per chunk, one
     embedding call per chunk (the same converter, permissions, attachments and chunker as ours)."""
     from django.db import connection
 
     from knowledge.chunking import HEADING_SEPARATOR, chunk_text
-    from knowledge.connectors.confluence.sync import Access, page_docs
     from knowledge.connectors.confluence.client import ConfluenceClient
+    from knowledge.connectors.confluence.sync import Access, page_docs
     from knowledge.models import Record
     from knowledge.search.embedding import embedding_config
 
     source = "peer:obvious"
     config = embedding_config()
     seq = _seq(url)
-    cpu, started = _cpu(), time.perf_counter()
     pages = failed = 0
-    with ConfluenceClient(url, TOKEN) as client:
+    with Meter(emulator_pid) as meter, ConfluenceClient(url, TOKEN) as client:
         access = Access(client=client)
         ids: list[str] = []
         for space in SPACES:
@@ -181,9 +208,15 @@ def obvious(url: str, limit: int) -> dict:
                             " VALUES (%s, %s, %s, %s, %s::vector)",
                             [record.pk, draft.ordinal, draft.heading[:1000], draft.text, _vector(vector)],
                         )
-    seconds, cpu = time.perf_counter() - started, _cpu() - cpu
     calls = _seq(url) - seq
-    return {"source": source, "pages": pages, "failed": failed, "seconds": seconds, "cpu": cpu, "calls": calls}
+    return {
+        "source": source,
+        "pages": pages,
+        "failed": failed,
+        "seconds": meter.seconds,
+        "cpu": meter.cpu_by,
+        "calls": calls,
+    }
 
 
 def _vector(vector: list[float] | None) -> str | None:
@@ -247,10 +280,10 @@ def confluence_sync() -> dict:
         if config:
             config.provider.embed(["warm up"])
         print(f"ours: a content run of {PAGES} pages (embedder {model}) …", flush=True)
-        mine = ours(url)
+        mine = ours(url, proc.pid)
         mine.update(_stored(mine["source"]))
         print(f"obvious pipeline: {min(PEER_PAGES, PAGES)} pages …", flush=True)
-        peer = obvious(url, PEER_PAGES)
+        peer = obvious(url, PEER_PAGES, proc.pid)
         peer.update(_stored(peer["source"]))
         differ = _same_access(mine["source"], peer["source"])
     finally:
@@ -260,15 +293,21 @@ def confluence_sync() -> dict:
         connection.creation.destroy_test_db(old_name, verbosity=0, keepdb=False)
     for side in (mine, peer):
         side["pages_per_s"] = side["pages"] / side["seconds"]
-        side["cpu_ms_per_page"] = 1000 * side["cpu"] / side["pages"]
+        side["cpu_ms_per_page"] = {k: round(1000 * v / side["pages"], 2) for k, v in side["cpu"].items()}
+        side["cpu_ms_per_page"]["total"] = round(sum(side["cpu_ms_per_page"].values()), 2)
         side["calls_per_page"] = side["calls"] / side["pages"]
     ratio = mine["pages_per_s"] / peer["pages_per_s"]
-    print(f"\n{'side':<18}{'pages':>7}{'pages/s':>10}{'CPU ms/page':>13}{'HTTP/page':>11}{'chunks':>8}{'failed':>8}")
+    print(
+        f"\n{'side':<18}{'pages':>7}{'pages/s':>9}  {'CPU ms per page: platform':>26}{'emulator':>10}{'postgres':>10}"
+        f"{'total':>8}{'HTTP/page':>11}{'chunks':>8}{'failed':>8}"
+    )
     for name, side in (("ours", mine), ("obvious pipeline", peer)):
+        cpu = side["cpu_ms_per_page"]
         print(
-            f"{name:<18}{side['pages']:>7}{side['pages_per_s']:>10.1f}{side['cpu_ms_per_page']:>13.1f}"
-            f"{side['calls_per_page']:>11.2f}{side['chunks']:>8}{side['failed']:>8}"
+            f"{name:<18}{side['pages']:>7}{side['pages_per_s']:>9.1f}  {cpu['platform']:>26.1f}{cpu['emulator']:>10.1f}"
+            f"{cpu['postgres']:>10.1f}{cpu['total']:>8.1f}{side['calls_per_page']:>11.2f}{side['chunks']:>8}{side['failed']:>8}"
         )
+    cpu_ratio = peer["cpu_ms_per_page"]["total"] / mine["cpu_ms_per_page"]["total"]
     note = (
         f"the obvious pipeline ran on the first {peer['pages']} of {mine['pages']} pages; its rate is per page"
         if peer["pages"] < mine["pages"]
@@ -281,10 +320,18 @@ def confluence_sync() -> dict:
         f"ours {mine['pages_per_s']:.1f} pages/s (target ≥ 20: {'met' if mine['pages_per_s'] >= 20 else 'not met'}); "
         f"embedder {model}; ACLs that differ between the sides: {differ}"
     )
+    print(
+        f"CPU per page, all three processes: obvious ÷ ours {cpu_ratio:.2f}×; load average during the run "
+        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    )
 
     def figures(side: dict) -> dict:
         return {
-            k: round(v, 3) if isinstance(v, float) else v for k, v in side.items() if k not in ("source", "cpu")
+            k: round(v, 3)
+            if isinstance(v, float)
+            else ({n: round(x, 3) for n, x in v.items()} if isinstance(v, dict) else v)
+            for k, v in side.items()
+            if k != "source"
         }
 
     return {
@@ -293,6 +340,7 @@ def confluence_sync() -> dict:
         "ours": figures(mine),
         "obvious": figures(peer),
         "ours_vs_obvious": round(ratio, 2),
+        "ours_vs_obvious_cpu": round(cpu_ratio, 2),
         "acl_differences": differ,
         "note": note,
         "load_average": [round(x, 2) for x in os.getloadavg()],

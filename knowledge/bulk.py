@@ -126,7 +126,11 @@ def records_upsert(items: Sequence[RecordWrite]) -> list[UpsertOutcome | Applica
     flags: list[int] = []  # same content, other clauses or user_writable: those two columns only
     for index, p in prepared.items():
         stored = existing.get((p.fields["source_system"], p.fields["external_id"]))
-        if stored is not None and stored.content_hash == p.fields["content_hash"] and list(stored.acl) == p.fields["acl"]:
+        if (
+            stored is not None
+            and stored.content_hash == p.fields["content_hash"]
+            and list(stored.acl) == p.fields["acl"]
+        ):
             same = stored.user_writable == p.fields["user_writable"] and stored.acl_also == p.fields["acl_also"]
             results[index] = UpsertOutcome(stored.pk, "unchanged" if same else "updated", len(p.drafts), p.warnings)
             if not same:

@@ -88,7 +88,9 @@ def _body(text: _Text, index: int, earlier: list[tuple[str, str]]) -> str:
                 f"<tr><td>{escape(text.words(1))}</td><td>{rng.randint(1, 999)}</td><td>{escape(text.words(3))}</td></tr>"
                 for _ in range(rng.randint(3, 6))
             )
-            parts.append(f"<table><tbody><tr><th>Параметр</th><th>Значение</th><th>Примечание</th></tr>{rows}</tbody></table>")
+            parts.append(
+                f"<table><tbody><tr><th>Параметр</th><th>Значение</th><th>Примечание</th></tr>{rows}</tbody></table>"
+            )
         if section == 1 and index % 7 == 0:
             code = "\n".join(f"{text.words(1)} = {rng.randint(0, 9999)}" for _ in range(rng.randint(3, 8)))
             parts.append(

@@ -25,13 +25,13 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from achilles.identity import EVERYONE
+from knowledge import facade
 from knowledge.connectors.confluence.client import ConfluenceClient, ConfluenceError
 from knowledge.connectors.confluence.permissions import UNREADABLE, Layer, PageAccess, page_access
 from knowledge.connectors.confluence.storage import storage_to_markdown
 from knowledge.connectors.models import Connector, ConnectorRun, RunKind
 from knowledge.connectors.runs import Batch, run_commit
 from knowledge.connectors.secrets import credentials_decrypt
-from knowledge import facade
 from knowledge.connectors.store import CLOSED, effective_access, record_put, records_access_put
 from knowledge.models import Record
 from knowledge.parsers import ParseError, parse_file
@@ -263,7 +263,11 @@ def page_docs(client: ConfluenceClient, access: Access, content: dict) -> tuple[
 def _attachments(client: ConfluenceClient, content: dict) -> list[dict]:
     """The page's attachments: from the listing's expansion when it holds them all, else listed."""
     inline = (content.get("children") or {}).get("attachment")
-    if inline is not None and not _truncated(inline) and all("download" in a.get("_links", {}) for a in inline["results"]):
+    if (
+        inline is not None
+        and not _truncated(inline)
+        and all("download" in a.get("_links", {}) for a in inline["results"])
+    ):
         return list(inline["results"])
     return client.attachments(str(content["id"]))
 

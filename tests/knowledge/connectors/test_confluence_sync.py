@@ -172,3 +172,39 @@ def test_the_token_never_reaches_logs_or_audit(site, people, caplog):
     assert AuditEvent.objects.exists()
     assert all(SYNC_TOKEN not in str(e.details) + e.target for e in AuditEvent.objects.all())
     assert SYNC_TOKEN not in str(list(ConnectorRun.objects.values()))
+
+
+def test_a_run_cancelled_mid_run_stops_at_the_batch_boundary_and_keeps_its_checkpoint(people, monkeypatch):
+    from emulators.confluence import ConfluenceStore
+    from knowledge.connectors.confluence import sync
+    from knowledge.connectors.services import run_cancel
+
+    store = ConfluenceStore()
+    store.add_user("sync", email="sync@example.com")
+    store.add_token("cancel-pat", "sync")
+    store.add_space("BIG", "Big", permissions={"groups": ["confluence-users"]})
+    for i in range(sync.BATCH + 10):
+        store.add_page("BIG", f"Страница {i:03}", f"<p>Текст страницы номер {i}.</p>", author="sync")
+    convert, converted = sync.storage_to_markdown, []
+
+    def cancel_during_the_second_batch(*args, **kwargs):
+        converted.append(1)
+        if len(converted) == sync.BATCH + 3:  # the second batch is being fetched: an admin cancels
+            run_cancel(connector_id=connector.pk, run_id=run.pk, actor=people["admin"])
+        return convert(*args, **kwargs)
+
+    monkeypatch.setattr(sync, "storage_to_markdown", cancel_during_the_second_batch)
+    with running_confluence(store) as server:
+        connector = connector_create(
+            actor=None,
+            fields=ConnectorFields(kind="confluence", name="big", base_url=server.url, token="cancel-pat", spaces=["BIG"]),
+        )
+        run = ConnectorRun.objects.create(connector=connector, kind="content")
+        # when
+        state = run_execute(run.pk, connector_run_body)
+    # then: the first batch stays, the second rolled back with its records and counters
+    run.refresh_from_db()
+    assert state == "cancelled" and run.state == "cancelled" and run.finished_at is not None
+    assert run.checkpoint["start"] == sync.BATCH and run.seen == sync.BATCH and run.changed == sync.BATCH
+    assert len(_ids(connector)) == sync.BATCH
+    assert "admin" in run.error
