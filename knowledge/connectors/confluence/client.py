@@ -185,6 +185,9 @@ class ConfluenceClient:
                 raise
         return {"users": users, "groups": groups, "anonymous": anonymous}
 
+    def current_user(self) -> dict:
+        return self.get_json("rest/api/user/current")
+
     def user(self, *, key: str | None = None, username: str | None = None) -> dict | None:
         try:
             return self.get_json("rest/api/user", key=key, username=username)

@@ -63,6 +63,20 @@ def client_for(connector: Connector) -> ConfluenceClient:
     return ConfluenceClient(connector.base_url, token)
 
 
+def signed_in(client: ConfluenceClient) -> str:
+    """The account the token signs in as. A site that allows anonymous access serves a token it
+    does not accept as an anonymous caller (CONFSERVER-98199) instead of a 401: a run would then
+    see only public pages and delete the rest from the store. Such a run fails, saying why."""
+    me = client.current_user()
+    if me.get("type") == "anonymous" or not me.get("username"):
+        raise ConfluenceError(
+            "Confluence treats the token as an anonymous caller (expired, revoked or mistyped personal"
+            " access token on a site with anonymous access): nothing synced, nothing deleted; save a valid token",
+            status=401,
+        )
+    return str(me["username"])
+
+
 def cql_date(when: str) -> str:
     """An ISO timestamp as CQL's ``yyyy/MM/dd HH:mm`` in the timestamp's own offset (the server's zone)."""
     return datetime.fromisoformat(when.replace("Z", "+00:00")).strftime("%Y/%m/%d %H:%M")
@@ -376,6 +390,7 @@ def content_sync(run: ConnectorRun) -> None:
             },
         }
     with client_for(connector) as client:
+        signed_in(client)
         access = Access(client=client, everyone_groups=everyone_groups(connector))
         while checkpoint["phase"] == "pages" and checkpoint["space"] < len(spaces):
             space = spaces[checkpoint["space"]]
@@ -440,6 +455,7 @@ def permission_sync(run: ConnectorRun) -> None:
     for eid in stored:
         by_page.setdefault(eid.split(ATTACHMENT_SEP)[0], []).append(eid)
     with client_for(connector) as client:
+        signed_in(client)
         access = Access(client=client, everyone_groups=everyone_groups(connector))
         listed: list[dict] = []
         for space in connector.scope.get("spaces", []):

@@ -9,6 +9,7 @@ import logging
 import pytest
 
 from achilles.models import AuditEvent
+from emulators.confluence import ConfluenceStore
 from emulators.confluence.demo import SYNC_TOKEN, build_demo
 from knowledge import facade
 from knowledge.connectors.confluence.sync import connector_run_body
@@ -175,7 +176,6 @@ def test_the_token_never_reaches_logs_or_audit(site, people, caplog):
 
 
 def test_a_run_cancelled_mid_run_stops_at_the_batch_boundary_and_keeps_its_checkpoint(people, monkeypatch):
-    from emulators.confluence import ConfluenceStore
     from knowledge.connectors.confluence import sync
     from knowledge.connectors.services import run_cancel
 
@@ -208,3 +208,24 @@ def test_a_run_cancelled_mid_run_stops_at_the_batch_boundary_and_keeps_its_check
     assert run.checkpoint["start"] == sync.BATCH and run.seen == sync.BATCH and run.changed == sync.BATCH
     assert len(_ids(connector)) == sync.BATCH
     assert "admin" in run.error
+
+
+@pytest.mark.parametrize("kind", ["content", "permissions"])
+def test_a_token_served_as_anonymous_fails_the_run_and_deletes_nothing(people, kind):
+    from knowledge.connectors.services import connector_update
+
+    store = build_demo(ConfluenceStore(anonymous_access=True))
+    store.set_space_permissions("KB", groups=["confluence-users"], anonymous=True, admins=["admin"])
+    with running_confluence(store) as server:
+        connector = _connector(server)
+        _run(connector)
+        stored = _ids(connector)
+        # given: the token is revoked, and the public site answers its calls as an anonymous visitor's
+        connector_update(actor=None, connector_id=connector.pk, fields=ConnectorFields(token="revoked-pat"))
+        run = ConnectorRun.objects.create(connector=connector, kind=kind)
+        # when
+        state = run_execute(run.pk, connector_run_body)
+    # then
+    run.refresh_from_db()
+    assert state == "failed" and "anonymous" in run.error and "revoked-pat" not in run.error
+    assert _ids(connector) == stored and len(stored) == 9
