@@ -185,6 +185,12 @@ class ConfluenceClient:
                 raise
         return {"users": users, "groups": groups, "anonymous": anonymous}
 
+    def page_id_by_title(self, space_key: str, title: str) -> str | None:
+        """The id of the current page titled ``title`` in the space (titles are unique per space)."""
+        body = self.get_json("rest/api/content", type="page", spaceKey=space_key, title=title, limit=1)
+        results = body.get("results", [])
+        return str(results[0]["id"]) if results else None
+
     def current_user(self) -> dict:
         return self.get_json("rest/api/user/current")
 

@@ -204,6 +204,32 @@ def _platform_principal(username: str, email: str | None) -> str | None:
 
 
 @dataclass
+class PageTitles:
+    """Page ids by (space, title), for a body's ``ac:link``s to other pages: the run's listings
+    first, then one lookup per distinct target (cached); spaces out of scope are not looked up."""
+
+    client: ConfluenceClient
+    spaces: frozenset[str]
+    ids: dict[tuple[str, str], str | None] = field(default_factory=dict)
+
+    def note(self, content: dict) -> None:
+        space = (content.get("space") or {}).get("key")
+        if space and content.get("title"):
+            self.ids[(space, content["title"])] = str(content["id"])
+
+    def resolve(self, space: str, title: str) -> str | None:
+        if space not in self.spaces:
+            return None
+        if (space, title) not in self.ids:
+            try:
+                self.ids[(space, title)] = self.client.page_id_by_title(space, title)
+            except ConfluenceError as exc:
+                log.info("link target %s/%s not looked up (%s)", space, title, exc)
+                return None
+        return self.ids[(space, title)]
+
+
+@dataclass
 class Doc:
     """A page or attachment converted, ready to store."""
 
@@ -222,8 +248,11 @@ def _webui(client: ConfluenceClient, content: dict) -> str:
     return base.rstrip("/") + links["webui"] if links.get("webui") else ""
 
 
-def page_docs(client: ConfluenceClient, access: Access, content: dict) -> tuple[list[Doc], list[tuple[str, str]]]:
-    """A page and its attachments as records, plus the attachments that failed (id, reason)."""
+def page_docs(
+    client: ConfluenceClient, access: Access, content: dict, titles: PageTitles | None = None
+) -> tuple[list[Doc], list[tuple[str, str]]]:
+    """A page and its attachments as records, plus the attachments that failed (id, reason). With
+    ``titles``, the body's links to other pages become graph links (``links_to``)."""
     page_id = str(content["id"])
     if "body" not in content:
         content = client.page(page_id, expand=PAGE_EXPAND)
@@ -234,6 +263,9 @@ def page_docs(client: ConfluenceClient, access: Access, content: dict) -> tuple[
     converted = storage_to_markdown(body, space_key=content.get("space", {}).get("key", ""))
     ancestors = content.get("ancestors", [])
     links = [(str(ancestors[-1]["id"]), "child_of")] if ancestors else []
+    if titles is not None:
+        targets = {titles.resolve(space, title) for space, title in converted.links.pages}
+        links += [(target, "links_to") for target in sorted(t for t in targets if t and t != page_id)]
     docs, failed = [], []
     for att in _attachments(client, content):
         att_id = f"{page_id}{ATTACHMENT_SEP}{att['id']}"
@@ -392,6 +424,7 @@ def content_sync(run: ConnectorRun) -> None:
     with client_for(connector) as client:
         signed_in(client)
         access = Access(client=client, everyone_groups=everyone_groups(connector))
+        titles = PageTitles(client=client, spaces=frozenset(spaces))
         while checkpoint["phase"] == "pages" and checkpoint["space"] < len(spaces):
             space = spaces[checkpoint["space"]]
             cql = page_cql(space, checkpoint["since"].get(space))
@@ -401,10 +434,11 @@ def content_sync(run: ConnectorRun) -> None:
                 # the batch's own restrictions first: a parent listed with its child costs no call
                 for content in results:
                     access.note_restriction(str(content["id"]), content)
+                    titles.note(content)
                 for content in results:
                     batch.seen += 1
                     try:
-                        docs, failed = page_docs(client, access, content)
+                        docs, failed = page_docs(client, access, content, titles)
                         prepared.append((str(content["id"]), docs))
                         batch.errors.extend(failed)
                     except (ConfluenceError, KeyError, ValueError, TypeError) as exc:

@@ -197,7 +197,9 @@ def test_a_run_cancelled_mid_run_stops_at_the_batch_boundary_and_keeps_its_check
     with running_confluence(store) as server:
         connector = connector_create(
             actor=None,
-            fields=ConnectorFields(kind="confluence", name="big", base_url=server.url, token="cancel-pat", spaces=["BIG"]),
+            fields=ConnectorFields(
+                kind="confluence", name="big", base_url=server.url, token="cancel-pat", spaces=["BIG"]
+            ),
         )
         run = ConnectorRun.objects.create(connector=connector, kind="content")
         # when
@@ -229,3 +231,32 @@ def test_a_token_served_as_anonymous_fails_the_run_and_deletes_nothing(people, k
     run.refresh_from_db()
     assert state == "failed" and "anonymous" in run.error and "revoked-pat" not in run.error
     assert _ids(connector) == stored and len(stored) == 9
+
+
+def test_body_links_to_other_pages_become_graph_links_also_when_the_target_is_not_in_the_run(site, people):
+    from knowledge.models import RecordLink
+
+    store = site.store
+    connector = _connector(site)
+    home, vpn = _page_id(store, "База знаний «Борей»"), _page_id(store, "Подключение к VPN")
+
+    def links_to() -> set[tuple[str, str]]:
+        rows = RecordLink.objects.filter(
+            from_record__source_system=connector.source_system, link_type="links_to"
+        ).values_list("from_record__external_id", "to_record__external_id")
+        return set(rows)
+
+    # when: the first run (the VPN page is listed in the same run)
+    _run(connector)
+    # then: the home page's ac:link to «Подключение к VPN» is an edge of the graph
+    assert links_to() == {(home, vpn)}
+    # when: only the home page changes (the next run lists it alone: the target is looked up by title)
+    store.update_page(home, body=store.content[home]["versions"][-1]["body"] + "<p>Обновлено.</p>")
+    store.advance(minutes=1)
+    before = store.last_seq
+    run = _run(connector)
+    # then
+    assert run.changed == 1 and links_to() == {(home, vpn)}
+    assert [r["query"].get("title") for r in store.requests(before, path=r"/rest/api/content$")] == [
+        "Подключение к VPN"
+    ]
