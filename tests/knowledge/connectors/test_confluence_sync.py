@@ -260,3 +260,30 @@ def test_body_links_to_other_pages_become_graph_links_also_when_the_target_is_no
     assert [r["query"].get("title") for r in store.requests(before, path=r"/rest/api/content$")] == [
         "Подключение к VPN"
     ]
+
+
+def test_before_9_1_space_permissions_come_from_json_rpc(people):
+    # given: DC 8.9 (no REST space permissions); the space also names a user and allows anonymous
+    store = build_demo(ConfluenceStore(version="8.9.0", anonymous_access=True))
+    store.set_space_permissions("KB", groups=["confluence-users"], users=["kadry"], anonymous=True, admins=["admin"])
+    with running_confluence(store) as server:
+        connector = _connector(server)
+        # when
+        run = _run(connector)
+    # then: the same ACLs as from 9.1's REST, read through getSpacePermissionSets
+    assert run.failed == 0 and len(_ids(connector)) == 9
+    vpn = Record.objects.get(source_system=connector.source_system, title="Подключение к VPN")
+    assert set(vpn.acl) == {"everyone", "public", f"user:{people['admin'].pk}", f"user:{people['kadry'].pk}"}
+    assert [r["status"] for r in store.requests(path="json-rpc")] == [200]
+    assert [r["status"] for r in store.requests(path="space/KB/permissions")] == [404]
+
+
+def test_space_permissions_json_rpc_refused_makes_the_space_readable_by_nobody(people):
+    store = build_demo(ConfluenceStore(version="8.9.0"))
+    store.spaces["KB"]["perms"]["admins"].clear()  # the sync account administers no space: RPC refuses
+    store.groups["confluence-administrators"].discard("achilles-sync")
+    with running_confluence(store) as server:
+        connector = _connector(server)
+        run = _run(connector)
+    vpn = Record.objects.get(source_system=connector.source_system, title="Подключение к VPN")
+    assert run.failed == 0 and vpn.acl == ["user:0"]
