@@ -35,9 +35,7 @@ def _state(source_system: str) -> list[tuple]:
             (c.ordinal, c.heading, c.text, list(c.acl), c.acl_also, [round(x, 5) for x in c.embedding])
             for c in Chunk.objects.filter(record=record).order_by("ordinal")
         ]
-        links = sorted(
-            RecordLink.objects.filter(from_record=record).values_list("to_record__external_id", "link_type")
-        )
+        links = sorted(RecordLink.objects.filter(from_record=record).values_list("to_record__external_id", "link_type"))
         rows.append((record.external_id, record.title, record.url, record.acl, record.acl_also, chunks, links))
     return rows
 
