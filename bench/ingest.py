@@ -8,11 +8,13 @@ per format: MB/s of input and, where the format has pages (PDF pages, PPTX slide
 units/s. Each side's output is checked to hold the file's marker words, so a fast empty parse
 cannot win. OCR is not timed here (Tesseract's speed, the same for any wrapper).
 
-**Confluence sync** (the other half of issue 23's figure, pages per second end to end against the
-obvious pipeline): see ``confluence_sync`` below — left for the connector's benchmark.
+**Confluence sync**: a full sync of ``BENCH_CONFLUENCE_PAGES`` (10 000) emulated pages end to end
+(fetch, storage → Markdown, chunk, embed with the default embedder, index into PostgreSQL) in pages
+per second, against the obvious pipeline on the same emulator (``bench/_confluence.py``).
 
     python -m bench ingest
     BENCH_INGEST_SCALE=4 BENCH_INGEST_ROUNDS=5 python -m bench ingest   # bigger files, more rounds
+    BENCH_INGEST_PARSE=0 BENCH_CONFLUENCE_PAGES=2000 python -m bench ingest   # the sync half only
 
 The last line is ``RESULT {json}``.
 """
@@ -241,13 +243,19 @@ def parse_throughput() -> dict:
 
 
 def confluence_sync() -> dict | None:
-    """The full Confluence sync of issue 23 (10 000 emulated pages end to end, pages/s, against the
-    obvious pipeline): measured by the Confluence connector's benchmark; None until it lands here."""
-    return None
+    """The full Confluence sync (``BENCH_CONFLUENCE_PAGES``, default 10 000 emulated pages, end to
+    end) against the obvious pipeline: ``bench/_confluence.py``. ``BENCH_CONFLUENCE_PAGES=0`` skips it."""
+    if int(os.environ.get("BENCH_CONFLUENCE_PAGES", "10000")) <= 0:
+        return None
+    from bench._confluence import confluence_sync as run
+
+    return run()
 
 
 def main() -> None:
-    result = {"bench": "ingest", "rounds": ROUNDS, "scale": SCALE, "parse": parse_throughput()}
+    result: dict = {"bench": "ingest", "rounds": ROUNDS, "scale": SCALE}
+    if os.environ.get("BENCH_INGEST_PARSE", "1") != "0":
+        result["parse"] = parse_throughput()
     sync = confluence_sync()
     if sync is not None:
         result["confluence_sync"] = sync

@@ -12,7 +12,7 @@ from achilles.errors import ApplicationError
 from achilles.models import User
 from knowledge import services
 from knowledge.connectors import services as connector_services
-from knowledge.connectors.models import Connector, ConnectorRun
+from knowledge.connectors.models import ACTIVE_RUN_STATES, Connector, ConnectorRun
 from knowledge.contracts import MAX_K
 from knowledge.models import AccessSignal, Chunk, Document, Record, RecordLink, SourcePolicy
 from knowledge.search.embedding import embedding_config
@@ -327,7 +327,7 @@ class ConnectorAdmin(admin.ModelAdmin):
     form = ConnectorForm
     list_display = ["name", "kind", "base_url", "enabled", "last_content_sync_at", "last_permission_sync_at"]
     inlines = [ConnectorRunInline]
-    actions = ["run_content", "run_permissions"]
+    actions = ["run_content", "run_permissions", "cancel_runs"]
 
     def save_model(self, request, obj, form, change) -> None:
         try:
@@ -361,3 +361,13 @@ class ConnectorAdmin(admin.ModelAdmin):
     @admin.action(description="Run a permission sync")
     def run_permissions(self, request, queryset) -> None:
         self._run(request, queryset, "permissions")
+
+    @admin.action(description="Cancel the active runs")
+    def cancel_runs(self, request, queryset) -> None:
+        active = ConnectorRun.objects.filter(connector__in=queryset, state__in=ACTIVE_RUN_STATES)
+        for run in active.select_related("connector"):
+            try:
+                connector_services.run_cancel(connector_id=run.connector_id, run_id=run.pk, actor=request.user)
+                messages.info(request, f"{run.connector.name}: {run.kind} run {run.pk} cancelled")
+            except ApplicationError as exc:
+                messages.warning(request, f"{run.connector.name}: {exc}")

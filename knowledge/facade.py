@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from achilles.errors import ApplicationError
 from achilles.metrics import SEARCH_SECONDS, Timed
-from knowledge import selectors, services
+from knowledge import bulk, selectors, services
+from knowledge.bulk import RecordWrite
 from knowledge.contracts import (
     ACCESS_KINDS,
     MAX_GRAPH_DEPTH,
@@ -44,6 +46,7 @@ __all__ = [
     "GraphNode",
     "GraphResult",
     "Identity",
+    "RecordWrite",
     "SearchResult",
     "SqlResult",
     "Withheld",
@@ -59,6 +62,7 @@ __all__ = [
     "source_labels",
     "sql",
     "upsert_record",
+    "upsert_records",
     "visible_records",
 ]
 
@@ -154,6 +158,14 @@ def upsert_record(
     )
     services.record_links_set(record_id=outcome.record_id, source_system=source_system, links=pairs)
     return outcome.record_id
+
+
+def upsert_records(records: Sequence[RecordWrite]) -> list[services.UpsertOutcome | ApplicationError]:
+    """Create or replace many records at once, each as ``upsert_record`` would (a connector's batch):
+    one embedding call and a few statements for the lot, in one transaction. Per record its outcome
+    (``record_id``, ``status`` created | updated | unchanged), or the validation error that kept it
+    out while the others were written. A database error rolls the whole batch back and is raised."""
+    return bulk.records_upsert(records)
 
 
 def records_acl_set(*, source_system: str, external_ids: Iterable[str], acl: Iterable[str]) -> int:

@@ -7,6 +7,7 @@ import os
 import sys
 
 from emulators.confluence.demo import SYNC_TOKEN, build_demo
+from emulators.confluence.generate import build_generated
 from emulators.confluence.server import serve
 from emulators.confluence.store import ConfluenceStore
 
@@ -25,11 +26,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--version", default="9.2.0", help="the Confluence version it claims (< 9.1: no REST space permissions)"
     )
+    p.add_argument(
+        "--generate", type=int, default=0, metavar="N", help="N generated pages in spaces ENG and OPS (benchmarks)"
+    )
+    p.add_argument("--seed", type=int, default=23, help="the seed of --generate")
     p.add_argument("--anonymous", action="store_true", help="allow anonymous access to the site")
     args = p.parse_args(argv)
     store = ConfluenceStore(context_path=args.context, version=args.version, anonymous_access=args.anonymous)
     if args.demo:
         build_demo(store, sync_token=args.token)
+    if args.generate:
+        build_generated(store, pages=args.generate, sync_token=args.token, seed=args.seed)
     server = serve(store, host=args.host, port=args.port, background=False)
     pages = sum(c["type"] == "page" for c in store.content.values())
     print(

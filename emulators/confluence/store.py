@@ -231,6 +231,7 @@ class ConfluenceStore:
         self.spaces: dict[str, dict[str, Any]] = {}
         self.content: dict[str, dict[str, Any]] = {}  # pages by id and attachments by "att<id>"
         self._ids = itertools.count(65537)
+        self._titles: dict[tuple[str, str], list[str]] = {}  # (space, title) → ids of pages that had it
         self._now: dt.datetime | None = None
         self.clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)
         self.faults = Faults()
@@ -426,13 +427,7 @@ class ConfluenceStore:
     ) -> str:
         with self.lock:
             space = self._space(space_key)
-            if any(
-                c["type"] == "page"
-                and c["space"] == space_key
-                and c["versions"][-1]["title"] == title
-                and c["status"] == "current"
-                for c in self.content.values()
-            ):
+            if self._title_taken(space_key, title):
                 raise ValueError(f"a page with this title already exists in {space_key}: {title}")
             if parent_id is not None:
                 parent = self._page(parent_id)
@@ -456,11 +451,24 @@ class ConfluenceStore:
                 "read": {"users": set(), "groups": set()},
                 "update": {"users": set(), "groups": set()},
             }
+            self._title_note(space_key, title, page_id)
             if parent_id is not None:
                 self.content[parent_id]["children"].append(page_id)
             elif space["homepage"] is None:
                 space["homepage"] = page_id
             return page_id
+
+    def _title_taken(self, space_key: str, title: str) -> bool:
+        # Titles are indexed by the pages' latest versions (a scan per new page made building a
+        # 10 000-page site quadratic); an entry whose page was renamed or trashed is re-checked.
+        for page_id in self._titles.get((space_key, title), []):
+            c = self.content[page_id]
+            if c["status"] == "current" and c["versions"][-1]["title"] == title:
+                return True
+        return False
+
+    def _title_note(self, space_key: str, title: str, page_id: str) -> None:
+        self._titles.setdefault((space_key, title), []).append(page_id)
 
     def _page(self, page_id: str) -> dict[str, Any]:
         c = self.content.get(str(page_id))
@@ -476,6 +484,8 @@ class ConfluenceStore:
             page = self._page(page_id)
             last = page["versions"][-1]
             number = last["number"] + 1
+            if title is not None and title != last["title"]:
+                self._title_note(page["space"], title, page_id)
             page["versions"].append(
                 {
                     "number": number,

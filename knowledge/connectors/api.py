@@ -198,3 +198,11 @@ def connector_run_get(request: HttpRequest, connector_id: int, run_id: int):
     """One run with the documents it could not take."""
     _require_staff(request)
     return _run_out(selectors.run_get(connector_id=connector_id, run_id=run_id), with_errors=True)
+
+
+@router.post("/{connector_id}/runs/{run_id}/cancel", response=RunOut)
+def connector_run_cancel(request: HttpRequest, connector_id: int, run_id: int):
+    """Cancel a queued or running run: ``cancelled`` at once, its worker stops at the next batch
+    boundary, the checkpoint stays as last committed; 409 ``run_finished`` if it had ended."""
+    _require_staff(request)
+    return _run_out(services.run_cancel(connector_id=connector_id, run_id=run_id, actor=request.auth))

@@ -79,8 +79,15 @@ class Batch:
     errors: list[tuple[str, str]] = field(default_factory=list)
 
 
+class RunCancelled(Exception):
+    """The run was cancelled while this worker had it: the batch in hand is rolled back."""
+
+
 def run_commit(run: ConnectorRun, *, batch: Batch, checkpoint: dict[str, Any], total: int | None = None) -> None:
-    """Record a batch's counters, errors and checkpoint (call inside the batch's transaction)."""
+    """Record a batch's counters, errors and checkpoint (call inside the batch's transaction).
+
+    A run cancelled meanwhile raises ``RunCancelled``: the batch's transaction rolls back with its
+    records, so the run stops at this batch boundary with the checkpoint of the one before."""
     updates: dict[str, Any] = {
         "seen": F("seen") + batch.seen,
         "changed": F("changed") + batch.changed,
@@ -91,7 +98,8 @@ def run_commit(run: ConnectorRun, *, batch: Batch, checkpoint: dict[str, Any], t
     }
     if total is not None:
         updates["total"] = total
-    ConnectorRun.objects.filter(pk=run.pk).update(**updates)
+    if not ConnectorRun.objects.filter(pk=run.pk, state=RunState.RUNNING).update(**updates):
+        raise RunCancelled(f"run {run.pk} was cancelled")
     ConnectorRunError.objects.bulk_create(
         [ConnectorRunError(run=run, external_id=eid[:512], error=err[:MAX_ERROR_CHARS]) for eid, err in batch.errors],
         ignore_conflicts=True,
@@ -121,12 +129,25 @@ def run_execute(run_id: int, body: Callable[[ConnectorRun], None], *, lease: tim
         return "skipped"
     try:
         body(run)
+    except RunCancelled:
+        log.info("connector run %s cancelled; stopped at a batch boundary", run.pk)
+        return RunState.CANCELLED
     except Exception as exc:
         log.exception("connector run %s failed", run.pk)
         run_finish(run, state=RunState.FAILED, error=f"{type(exc).__name__}: {exc}")
         return RunState.FAILED
     run_finish(run, state=RunState.SUCCEEDED)
     return RunState.SUCCEEDED
+
+
+def run_cancel_mark(run_id: int, *, reason: str) -> bool:
+    """Mark an active run cancelled (its worker stops at its next batch boundary; a queued one is
+    never taken up). False if it had already finished."""
+    return bool(
+        ConnectorRun.objects.filter(pk=run_id, state__in=ACTIVE_RUN_STATES).update(
+            state=RunState.CANCELLED, finished_at=timezone.now(), error=reason[:MAX_ERROR_CHARS]
+        )
+    )
 
 
 def runs_reap(*, lease: timedelta = LEASE, grace: timedelta = DISPATCH_GRACE) -> list[int]:

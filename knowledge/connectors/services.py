@@ -26,7 +26,7 @@ from knowledge.connectors.models import (
     RunKind,
     RunState,
 )
-from knowledge.connectors.runs import run_dispatch
+from knowledge.connectors.runs import run_cancel_mark, run_dispatch
 from knowledge.connectors.secrets import credentials_encrypt
 from knowledge.models import Record
 
@@ -176,6 +176,28 @@ def run_request(*, connector_id: int, kind: str = RunKind.CONTENT, actor=None) -
                 details={"run_id": run.pk, "kind": kind},
             )
         transaction.on_commit(lambda: run_dispatch(run.pk))
+    return run
+
+
+@transaction.atomic
+def run_cancel(*, connector_id: int, run_id: int, actor=None) -> ConnectorRun:
+    """Cancel a queued or running run: it becomes ``cancelled`` at once, its worker stops at the next
+    batch boundary (that batch rolled back) and its checkpoint stays as last committed. 409
+    ``run_finished`` if it had already ended."""
+    run = ConnectorRun.objects.select_related("connector").filter(pk=run_id, connector_id=connector_id).first()
+    if run is None:
+        raise NotFound("run not found", code="run_not_found")
+    who = getattr(actor, "username", None) or "the system"
+    if not run_cancel_mark(run.pk, reason=f"cancelled by {who}"):
+        raise Conflict(f"the run has already finished ({run.state})", code="run_finished")
+    if actor is not None:
+        audit_record(
+            actor=actor,
+            action="knowledge.connector_run_cancel",
+            target=run.connector.name,
+            details={"run_id": run.pk, "kind": run.kind},
+        )
+    run.refresh_from_db()
     return run
 
 

@@ -19,7 +19,7 @@ def all_of_supported() -> bool:
     return "acl_also" in inspect.signature(facade.upsert_record).parameters and hasattr(facade, "records_access_set")
 
 
-def _effective(access: PageAccess) -> PageAccess:
+def effective_access(access: PageAccess) -> PageAccess:
     if access.acl_also and not all_of_supported():
         return CLOSED
     return access
@@ -36,7 +36,7 @@ def record_put(
     author: str | None,
     links: Iterable[tuple[str, str]] = (),
 ) -> int:
-    access = _effective(access)
+    access = effective_access(access)
     extra = {"acl_also": [list(c) for c in access.acl_also]} if all_of_supported() else {}
     return facade.upsert_record(
         source_system=source_system,
@@ -61,7 +61,7 @@ def records_access_put(*, source_system: str, access: dict[str, PageAccess]) -> 
         return facade.records_access_set(source_system=source_system, access=mapping)  # type: ignore[attr-defined]
     groups: dict[tuple[str, ...], list[str]] = {}
     for eid, a in access.items():
-        groups.setdefault(_effective(a).acl, []).append(eid)
+        groups.setdefault(effective_access(a).acl, []).append(eid)
     return sum(
         facade.records_acl_set(source_system=source_system, external_ids=ids, acl=list(acl))
         for acl, ids in groups.items()

@@ -163,8 +163,13 @@ class ConfluenceClient:
 
     def space_permissions(self, space_key: str) -> dict:
         """Who may view the space: ``{"users": [user dicts], "groups": [names], "anonymous": bool}``
-        (REST of DC 9.1+)."""
-        items = self.get_json(f"rest/api/space/{space_key}/permissions")
+        (REST of DC 9.1+; before 9.1 that route is a 404 and the JSON-RPC API answers)."""
+        try:
+            items = self.get_json(f"rest/api/space/{space_key}/permissions")
+        except ConfluenceError as exc:
+            if exc.status != 404:
+                raise
+            return self.space_permissions_rpc(space_key)
         users: list[dict] = []
         groups: list[str] = []
         for item in items if isinstance(items, list) else items.get("results", []):
@@ -184,6 +189,47 @@ class ConfluenceClient:
             if exc.status != 404:
                 raise
         return {"users": users, "groups": groups, "anonymous": anonymous}
+
+    def page_id_by_title(self, space_key: str, title: str) -> str | None:
+        """The id of the current page titled ``title`` in the space (titles are unique per space)."""
+        body = self.get_json("rest/api/content", type="page", spaceKey=space_key, title=title, limit=1)
+        results = body.get("results", [])
+        return str(results[0]["id"]) if results else None
+
+    def space_permissions_rpc(self, space_key: str) -> dict:
+        """The space's VIEWSPACE holders through JSON-RPC ``getSpacePermissionSets`` (DC before 9.1,
+        Remote API on; space admins only). An entry without user and group is anonymous access."""
+        response = self.request(
+            "rpc/json-rpc/confluenceservice-v2",
+            method="POST",
+            json={"jsonrpc": "2.0", "method": "getSpacePermissionSets", "params": [space_key], "id": 1},
+        )
+        try:
+            body = response.json()
+        except ValueError:
+            raise ConfluenceError(
+                "POST json-rpc getSpacePermissionSets: not JSON", status=response.status_code
+            ) from None
+        if not isinstance(body, dict) or "error" in body or not isinstance(body.get("result"), list):
+            message = (body.get("error") or {}).get("message", "no result") if isinstance(body, dict) else "no result"
+            raise ConfluenceError(f"json-rpc getSpacePermissionSets {space_key}: {message}"[:300])
+        users: list[dict] = []
+        groups: list[str] = []
+        anonymous = False
+        for permission_set in body["result"]:
+            if permission_set.get("type") != "VIEWSPACE":
+                continue
+            for entry in permission_set.get("spacePermissions", []):
+                if entry.get("groupName"):
+                    groups.append(entry["groupName"])
+                elif entry.get("userName"):
+                    users.append({"username": entry["userName"]})
+                else:
+                    anonymous = True
+        return {"users": users, "groups": groups, "anonymous": anonymous}
+
+    def current_user(self) -> dict:
+        return self.get_json("rest/api/user/current")
 
     def user(self, *, key: str | None = None, username: str | None = None) -> dict | None:
         try:

@@ -167,6 +167,10 @@ def _calls(world, token_id):
             f"/api/knowledge/connectors/{connector}/runs/1",
             None,
         ),
+        ("POST", "/api/knowledge/connectors/{connector_id}/runs/{run_id}/cancel"): (
+            f"/api/knowledge/connectors/{connector}/runs/1/cancel",
+            None,
+        ),
         # deletes last: the objects above are used first
         ("DELETE", "/api/knowledge/documents/{document_id}"): (f"/api/knowledge/documents/{document}", None),
         ("DELETE", "/api/knowledge/records"): ("/api/knowledge/records?source_system=files&external_id=new", None),

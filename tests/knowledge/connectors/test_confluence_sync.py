@@ -9,6 +9,7 @@ import logging
 import pytest
 
 from achilles.models import AuditEvent
+from emulators.confluence import ConfluenceStore
 from emulators.confluence.demo import SYNC_TOKEN, build_demo
 from knowledge import facade
 from knowledge.connectors.confluence.sync import connector_run_body
@@ -113,8 +114,8 @@ def test_throttling_is_waited_out_honouring_retry_after_without_a_storm(site, pe
     store = site.store
     store.faults.add(
         {"kind": "429", "path": "content/search", "retry_after": "3", "times": 2},
-        {"kind": "503", "path": "child/attachment", "times": 1},
-        {"kind": "429", "path": "restriction", "retry_after": "999999999", "times": 1},
+        {"kind": "429", "path": "content/search", "retry_after": "999999999", "times": 1},
+        {"kind": "503", "path": "download/attachments", "times": 1},
     )
     connector = _connector(site)
     run = _run(connector)
@@ -172,3 +173,117 @@ def test_the_token_never_reaches_logs_or_audit(site, people, caplog):
     assert AuditEvent.objects.exists()
     assert all(SYNC_TOKEN not in str(e.details) + e.target for e in AuditEvent.objects.all())
     assert SYNC_TOKEN not in str(list(ConnectorRun.objects.values()))
+
+
+def test_a_run_cancelled_mid_run_stops_at_the_batch_boundary_and_keeps_its_checkpoint(people, monkeypatch):
+    from knowledge.connectors.confluence import sync
+    from knowledge.connectors.services import run_cancel
+
+    store = ConfluenceStore()
+    store.add_user("sync", email="sync@example.com")
+    store.add_token("cancel-pat", "sync")
+    store.add_space("BIG", "Big", permissions={"groups": ["confluence-users"]})
+    for i in range(sync.BATCH + 10):
+        store.add_page("BIG", f"Страница {i:03}", f"<p>Текст страницы номер {i}.</p>", author="sync")
+    convert, converted = sync.storage_to_markdown, []
+
+    def cancel_during_the_second_batch(*args, **kwargs):
+        converted.append(1)
+        if len(converted) == sync.BATCH + 3:  # the second batch is being fetched: an admin cancels
+            run_cancel(connector_id=connector.pk, run_id=run.pk, actor=people["admin"])
+        return convert(*args, **kwargs)
+
+    monkeypatch.setattr(sync, "storage_to_markdown", cancel_during_the_second_batch)
+    with running_confluence(store) as server:
+        connector = connector_create(
+            actor=None,
+            fields=ConnectorFields(
+                kind="confluence", name="big", base_url=server.url, token="cancel-pat", spaces=["BIG"]
+            ),
+        )
+        run = ConnectorRun.objects.create(connector=connector, kind="content")
+        # when
+        state = run_execute(run.pk, connector_run_body)
+    # then: the first batch stays, the second rolled back with its records and counters
+    run.refresh_from_db()
+    assert state == "cancelled" and run.state == "cancelled" and run.finished_at is not None
+    assert run.checkpoint["start"] == sync.BATCH and run.seen == sync.BATCH and run.changed == sync.BATCH
+    assert len(_ids(connector)) == sync.BATCH
+    assert "admin" in run.error
+
+
+@pytest.mark.parametrize("kind", ["content", "permissions"])
+def test_a_token_served_as_anonymous_fails_the_run_and_deletes_nothing(people, kind):
+    from knowledge.connectors.services import connector_update
+
+    store = build_demo(ConfluenceStore(anonymous_access=True))
+    store.set_space_permissions("KB", groups=["confluence-users"], anonymous=True, admins=["admin"])
+    with running_confluence(store) as server:
+        connector = _connector(server)
+        _run(connector)
+        stored = _ids(connector)
+        # given: the token is revoked, and the public site answers its calls as an anonymous visitor's
+        connector_update(actor=None, connector_id=connector.pk, fields=ConnectorFields(token="revoked-pat"))
+        run = ConnectorRun.objects.create(connector=connector, kind=kind)
+        # when
+        state = run_execute(run.pk, connector_run_body)
+    # then
+    run.refresh_from_db()
+    assert state == "failed" and "anonymous" in run.error and "revoked-pat" not in run.error
+    assert _ids(connector) == stored and len(stored) == 9
+
+
+def test_body_links_to_other_pages_become_graph_links_also_when_the_target_is_not_in_the_run(site, people):
+    from knowledge.models import RecordLink
+
+    store = site.store
+    connector = _connector(site)
+    home, vpn = _page_id(store, "База знаний «Борей»"), _page_id(store, "Подключение к VPN")
+
+    def links_to() -> set[tuple[str, str]]:
+        rows = RecordLink.objects.filter(
+            from_record__source_system=connector.source_system, link_type="links_to"
+        ).values_list("from_record__external_id", "to_record__external_id")
+        return set(rows)
+
+    # when: the first run (the VPN page is listed in the same run)
+    _run(connector)
+    # then: the home page's ac:link to «Подключение к VPN» is an edge of the graph
+    assert links_to() == {(home, vpn)}
+    # when: only the home page changes (the next run lists it alone: the target is looked up by title)
+    store.update_page(home, body=store.content[home]["versions"][-1]["body"] + "<p>Обновлено.</p>")
+    store.advance(minutes=1)
+    before = store.last_seq
+    run = _run(connector)
+    # then
+    assert run.changed == 1 and links_to() == {(home, vpn)}
+    assert [r["query"].get("title") for r in store.requests(before, path=r"/rest/api/content$")] == [
+        "Подключение к VPN"
+    ]
+
+
+def test_before_9_1_space_permissions_come_from_json_rpc(people):
+    # given: DC 8.9 (no REST space permissions); the space also names a user and allows anonymous
+    store = build_demo(ConfluenceStore(version="8.9.0", anonymous_access=True))
+    store.set_space_permissions("KB", groups=["confluence-users"], users=["kadry"], anonymous=True, admins=["admin"])
+    with running_confluence(store) as server:
+        connector = _connector(server)
+        # when
+        run = _run(connector)
+    # then: the same ACLs as from 9.1's REST, read through getSpacePermissionSets
+    assert run.failed == 0 and len(_ids(connector)) == 9
+    vpn = Record.objects.get(source_system=connector.source_system, title="Подключение к VPN")
+    assert set(vpn.acl) == {"everyone", "public", f"user:{people['admin'].pk}", f"user:{people['kadry'].pk}"}
+    assert [r["status"] for r in store.requests(path="json-rpc")] == [200]
+    assert [r["status"] for r in store.requests(path="space/KB/permissions")] == [404]
+
+
+def test_space_permissions_json_rpc_refused_makes_the_space_readable_by_nobody(people):
+    store = build_demo(ConfluenceStore(version="8.9.0"))
+    store.spaces["KB"]["perms"]["admins"].clear()  # the sync account administers no space: RPC refuses
+    store.groups["confluence-administrators"].discard("achilles-sync")
+    with running_confluence(store) as server:
+        connector = _connector(server)
+        run = _run(connector)
+    vpn = Record.objects.get(source_system=connector.source_system, title="Подключение к VPN")
+    assert run.failed == 0 and vpn.acl == ["user:0"]

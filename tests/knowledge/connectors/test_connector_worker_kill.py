@@ -13,6 +13,7 @@ import pytest
 from django.conf import settings
 
 from emulators.confluence import ConfluenceStore
+from knowledge.connectors.confluence.sync import BATCH
 from knowledge.connectors.models import ConnectorRun
 from knowledge.connectors.runs import runs_reap
 from knowledge.connectors.services import ConnectorFields, connector_create, run_request
@@ -22,7 +23,7 @@ from tests.processes import start_celery_worker
 
 pytestmark = [pytest.mark.integration]
 
-PAGES = 60
+PAGES = 3 * BATCH - 10  # three batches of the CQL listing
 
 
 def _site() -> ConfluenceStore:
@@ -32,8 +33,8 @@ def _site() -> ConfluenceStore:
     store.add_space("BIG", "Big", permissions={"groups": ["confluence-users"]})
     for i in range(PAGES):
         store.add_page("BIG", f"Страница {i:03}", f"<p>Текст страницы номер {i}.</p>", author="sync")
-    # each page's attachment listing is slow: the run takes seconds, long enough to kill it mid-way
-    store.faults.add({"kind": "latency", "path": "child/attachment", "seconds": 0.03, "times": 0})
+    # each batch's listing is slow: the run takes seconds, long enough to kill it mid-way
+    store.faults.add({"kind": "latency", "path": "content/search", "seconds": 1.0, "times": 0})
     return store
 
 
@@ -62,7 +63,7 @@ def test_a_worker_killed_mid_run_resumes_from_the_checkpoint(tmp_path):
         try:
             run = run_request(connector_id=connector.pk)
             # when at least one batch is committed and the run is not finished, the worker is killed
-            _wait(lambda: ConnectorRun.objects.get(pk=run.pk).checkpoint.get("start", 0) >= 25)
+            _wait(lambda: ConnectorRun.objects.get(pk=run.pk).checkpoint.get("start", 0) >= BATCH)
             os.kill(first.pid, signal.SIGKILL)
             first.wait(timeout=20)
             killed = ConnectorRun.objects.get(pk=run.pk)

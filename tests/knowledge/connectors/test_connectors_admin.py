@@ -31,3 +31,32 @@ def test_admin_creates_a_connector_and_never_shows_its_token(client_for, user_fa
     page = client.get(f"/admin/knowledge/connector/{connector.pk}/change/")
     assert page.status_code == 200 and b"adm-SECRET-1" not in page.content
     assert connector.credentials_encrypted.encode() not in page.content
+
+
+def test_the_admin_action_cancels_the_connectors_active_runs(client_for, user_factory, settings):
+    from django.utils import timezone
+
+    from knowledge.connectors.models import ConnectorRun
+    from knowledge.connectors.services import ConnectorFields, connector_create
+
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    client = client_for(user_factory(username="root", is_staff=True, is_superuser=True))
+    connector = connector_create(
+        actor=None,
+        fields=ConnectorFields(
+            kind="confluence", name="wiki", base_url="https://w.example.com", token="t", spaces=["E"]
+        ),
+    )
+    active = ConnectorRun.objects.create(connector=connector, kind="content")
+    done = ConnectorRun.objects.create(
+        connector=connector, kind="permissions", state="succeeded", finished_at=timezone.now()
+    )
+    # when
+    response = client.post(
+        "/admin/knowledge/connector/", {"action": "cancel_runs", "_selected_action": [connector.pk]}, follow=True
+    )
+    # then
+    assert response.status_code == 200
+    active.refresh_from_db()
+    done.refresh_from_db()
+    assert active.state == "cancelled" and "root" in active.error and done.state == "succeeded"

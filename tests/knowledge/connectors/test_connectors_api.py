@@ -130,6 +130,26 @@ def test_run_is_queued_after_commit_and_a_second_one_is_409(staff, django_captur
     assert one["errors"] == [] and one["rate"] is None and one["eta_seconds"] is None
 
 
+def test_cancel_a_queued_run_then_it_is_never_taken_up_and_a_new_one_may_start(staff, admin, monkeypatch):
+    from knowledge.connectors.runs import run_execute
+
+    monkeypatch.setattr("knowledge.connectors.runs.current_app.send_task", lambda name, args: None)
+    connector_id = _create(staff).json()["id"]
+    run_id = staff.post(f"{URL}/{connector_id}/run").json()["id"]
+    # when
+    response = staff.post(f"{URL}/{connector_id}/runs/{run_id}/cancel")
+    # then
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["state"] == "cancelled" and body["finished_at"] and "admin1" in body["error"]
+    assert run_execute(run_id, lambda run: pytest.fail("a cancelled run must not be taken up")) == "skipped"
+    again = staff.post(f"{URL}/{connector_id}/runs/{run_id}/cancel")
+    assert again.status_code == 409 and again.json()["code"] == "run_finished"
+    assert staff.post(f"{URL}/{connector_id}/runs/999999/cancel").status_code == 404
+    assert staff.post(f"{URL}/{connector_id}/run").status_code == 202  # the active slot is free again
+    assert AuditEvent.objects.filter(action="knowledge.connector_run_cancel", actor=admin).count() == 1
+
+
 def test_delete_removes_the_connector_its_runs_and_its_records(staff):
     from knowledge import facade
 
