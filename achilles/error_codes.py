@@ -112,6 +112,7 @@ class ErrorCode(StrEnum):
     CONNECTOR_NOT_FOUND = "connector_not_found"
     RUN_NOT_FOUND = "run_not_found"
     CONNECTOR_NAME_TAKEN = "connector_name_taken"
+    RUN_FINISHED = "run_finished"
     INVALID_KIND = "invalid_kind"
     INVALID_NAME = "invalid_name"
     INVALID_SCHEDULE = "invalid_schedule"
