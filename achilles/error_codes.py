@@ -60,6 +60,7 @@ class ErrorCode(StrEnum):
     AGENT_DISABLED = "agent_disabled"
     AGENT_PAUSED = "agent_paused"
     SUBSCRIPTION_NOT_FOUND = "subscription_not_found"
+    SUBSCRIPTION_LIMIT = "subscription_limit"
     ALREADY_RUNNING = "already_running"
     BUDGET_EXCEEDED = "budget_exceeded"
     MODEL_MISSING = "model_missing"

@@ -25,7 +25,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from achilles import hooks
-from achilles.errors import NotFound
+from achilles.errors import Conflict, NotFound
 from achilles.identity import principals_for
 from agents.choices import JiraEventKind, RunReason, RunState, RunTrigger
 from agents.models import Agent, AgentEvent, AgentRun, AgentSubscription
@@ -34,6 +34,8 @@ from agents.services import dispatch
 from agents.services.runs import ACTIVE_CONSTRAINT, owner_budget_lock
 
 HUB_PERMISSION = "hub.use_hub"
+# An agent's subscriptions are one unpaged list (the API and the agents page): bounded here.
+MAX_SUBSCRIPTIONS_PER_AGENT = 20
 
 
 def agent_subscription_create(
@@ -46,7 +48,29 @@ def agent_subscription_create(
     label: str = "",
     debounce_seconds: int = 60,
 ) -> AgentSubscription:
-    """Subscribe ``agent`` to hub events (the caller has checked it owns the agent)."""
+    """Subscribe ``agent`` to hub events (the caller has checked it owns the agent); 409
+    ``subscription_limit`` beyond MAX_SUBSCRIPTIONS_PER_AGENT (the agent's row locked, so two
+    concurrent creates cannot both take the last place)."""
+    with transaction.atomic():
+        Agent.objects.select_for_update(no_key=True).filter(pk=agent.pk).exists()
+        if AgentSubscription.objects.filter(agent=agent).count() >= MAX_SUBSCRIPTIONS_PER_AGENT:
+            raise Conflict(
+                f"an agent has at most {MAX_SUBSCRIPTIONS_PER_AGENT} subscriptions", code="subscription_limit"
+            )
+        return _subscription_create(
+            agent=agent,
+            events=events,
+            project=project,
+            issue_type=issue_type,
+            status=status,
+            label=label,
+            debounce_seconds=debounce_seconds,
+        )
+
+
+def _subscription_create(
+    *, agent: Agent, events: list[str], project: str, issue_type: str, status: str, label: str, debounce_seconds: int
+) -> AgentSubscription:
     return AgentSubscription.objects.create(
         agent=agent,
         events=sorted(set(events)),

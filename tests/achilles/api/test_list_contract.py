@@ -490,6 +490,7 @@ def _list_routes() -> set[str]:
 # Lists with a bound of their own, never paged (so outside the cursor contract), each with why.
 BOUNDED_LISTS = {
     "/api/knowledge/sources": "one row per source system (Файлы, Confluence, Jira, …) the reader may read",
+    "/api/agents/{agent_id}/subscriptions": "an agent's hub-event subscriptions: at most 20 (subscription_limit)",
 }
 
 

@@ -109,6 +109,15 @@ def _calls(world, token_id):
         ("PATCH", "/api/agents/{agent_id}"): (f"/api/agents/{agent}", {"instructions": "y"}),
         ("POST", "/api/agents/{agent_id}/run"): (f"/api/agents/{agent}/run", None),
         ("GET", "/api/agents/{agent_id}/runs"): (f"/api/agents/{agent}/runs", None),
+        ("GET", "/api/agents/{agent_id}/subscriptions"): (f"/api/agents/{agent}/subscriptions", None),
+        ("POST", "/api/agents/{agent_id}/subscriptions"): (
+            f"/api/agents/{agent}/subscriptions",
+            {"events": ["transitioned"], "project": "AURORA"},
+        ),
+        ("DELETE", "/api/agents/{agent_id}/subscriptions/{subscription_id}"): (
+            f"/api/agents/{agent}/subscriptions/999999",
+            None,
+        ),
         ("GET", "/api/admin/agents"): None,
         ("POST", "/api/admin/agents/{agent_id}/pause"): (f"/api/admin/agents/{agent}/pause", None),
         ("POST", "/api/admin/agents/{agent_id}/resume"): (f"/api/admin/agents/{agent}/resume", None),
@@ -391,6 +400,9 @@ def test_every_route_answers_without_redis(world, redis_stopped, token_for, djan
     assert statuses[("PATCH", "/api/agents/{agent_id}")] == 200
     # run-now: the run is stored queued (the scheduler tick re-sends it once the broker is back)
     assert statuses[("POST", "/api/agents/{agent_id}/run")] == 202
+    # event subscriptions live in PostgreSQL alone
+    assert statuses[("POST", "/api/agents/{agent_id}/subscriptions")] == 201
+    assert statuses[("GET", "/api/agents/{agent_id}/subscriptions")] == 200
     # an upload is stored queued (the re-send job sends its parse task once the broker is back)
     assert statuses[("POST", "/api/knowledge/documents")] == 202
     assert statuses[("GET", "/api/knowledge/documents/{document_id}/download")] == 200

@@ -81,3 +81,16 @@ def test_a_run_shows_the_events_that_started_it(api, owner, chat_model):
     assert [(e["issue_key"], e["kinds"], e["changes"], e["hits"]) for e in item["events"]] == [
         ("AURORA-7", ["transitioned"], {"status": ["To Do", "In Progress"]}, 2)
     ]
+
+
+def test_an_agent_has_at_most_twenty_subscriptions(api, owner, chat_model):
+    # given an agent with twenty subscriptions
+    agent = Agent.objects.create(owner=owner, name="много", model=chat_model)
+    for n in range(20):
+        created = api("POST", f"/agents/{agent.pk}/subscriptions", {"events": ["updated"], "label": f"l{n}"})
+        assert created.status_code == 201, created.content
+    # when a twenty-first is asked for
+    refused = api("POST", f"/agents/{agent.pk}/subscriptions", {"events": ["updated"], "label": "extra"})
+    # then it is a 409 and the list stays at twenty
+    assert refused.status_code == 409 and refused.json()["code"] == "subscription_limit"
+    assert len(api("GET", f"/agents/{agent.pk}/subscriptions").json()) == 20
