@@ -76,6 +76,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await self._send_error(errors.NotAuthenticated(SESSION_ENDED))
         await self.close(code=CLOSE_NOT_AUTHENTICATED)
 
+    async def notification_new(self, event):
+        """A notice for this account (``achilles.notifications``): the page's bell shows it at once."""
+        await self._send({"event": "notification", "notification": event["notification"]})
+
     async def receive(self, text_data=None, bytes_data=None):
         try:
             body = ChatIn.model_validate_json(text_data or bytes_data or b"{}")

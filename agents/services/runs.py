@@ -15,6 +15,7 @@ from django.utils import timezone
 from achilles.errors import Conflict, NotFound
 from achilles.health import worker_known_dead
 from achilles.llm import get_chat_provider
+from achilles.notifications import notify_on_commit
 from achilles.platform import platform_settings
 from agents.choices import RunReason, RunState, RunTrigger
 from agents.loop import IterationCapReached, LoopFailed, TokenCapReached, run_loop
@@ -126,12 +127,27 @@ def _finish(
             heartbeat_at=timezone.now(),
         )
     )
+    if finished:
+        _notify_owner(run_id, state=state, reason=reason)
     if finished and tokens > 0:
         # a cycle: agents.services.alerts takes the owner's budget lock from this module
         from agents.services.alerts import owner_budget_alerts_check  # noqa: PLC0415
 
         owner_budget_alerts_check(run_id=run_id)
     return finished
+
+
+def _notify_owner(run_id: int, *, state: str, reason: str) -> None:
+    """The owner's notice that their run ended (written after commit: achilles.notifications)."""
+    row = AgentRun.objects.filter(pk=run_id).values("agent__name", "agent__owner_id").first()
+    if row is None:
+        return
+    name = row["agent__name"]
+    if state == RunState.SUCCEEDED:
+        title, body = f"Агент «{name}» закончил работу", "Запуск выполнен: результат — в истории запусков."
+    else:
+        title, body = f"Агент «{name}»: запуск не удался", f"Причина: {RunReason(reason).label}." if reason else ""
+    notify_on_commit(user_id=row["agent__owner_id"], kind="agent_run", title=title, body=body, link="/agents/")
 
 
 def run_execute(run_id: int, *, worker: str = "") -> str | None:
