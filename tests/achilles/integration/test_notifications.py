@@ -25,7 +25,12 @@ pytestmark = [pytest.mark.integration]
 
 
 def _notice(user, **kw) -> Notification:
-    fields = {"kind": "agent_run", "title": "Агент «Сводка» закончил работу", "body": "Запуск выполнен.", "link": "/agents/"}
+    fields = {
+        "kind": "agent_run",
+        "title": "Агент «Сводка» закончил работу",
+        "body": "Запуск выполнен.",
+        "link": "/agents/",
+    }
     return notification_create(user_id=user.pk, **{**fields, **kw})
 
 
@@ -122,7 +127,9 @@ def test_patch_me_switches_the_email_notices(user, client_for):
 def test_the_settings_page_form_switches_the_email_notices(user, client_for):
     client = client_for(user)
     assert "notify_by_email" in client.get("/settings/").content.decode()
-    client.post("/settings/", {"timezone": "", "first_name": "", "last_name": "", "email": user.email, "notify_by_email": "on"})
+    client.post(
+        "/settings/", {"timezone": "", "first_name": "", "last_name": "", "email": user.email, "notify_by_email": "on"}
+    )
     user.refresh_from_db()
     assert user.notify_by_email is True
     client.post("/settings/", {"timezone": "", "first_name": "", "last_name": "", "email": user.email})
