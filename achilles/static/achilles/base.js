@@ -136,7 +136,7 @@ document.addEventListener("DOMContentLoaded", () => {
   let pause = 1000;
   const connect = () => {
     const ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/ws/chat/");
-    ws.onopen = () => { pause = 1000; };
+    ws.onopen = () => { pause = 1000; bell.dataset.live = "true"; };  // open: joined the account's group
     ws.onmessage = ev => {
       let frame; try { frame = JSON.parse(ev.data); } catch (e) { return; }
       if (frame.event !== "notification") return;
@@ -147,6 +147,7 @@ document.addEventListener("DOMContentLoaded", () => {
       }
     };
     ws.onclose = ev => {
+      delete bell.dataset.live;
       if (ev.code === 4401) return;  // the session ended: the next API call sends the page to sign-in
       setTimeout(() => { refreshCount(); connect(); }, pause);  // a notice sent while away is counted
       pause = Math.min(pause * 2, 60000);
