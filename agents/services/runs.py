@@ -20,6 +20,7 @@ from achilles.platform import platform_settings
 from agents.choices import RunReason, RunState, RunTrigger
 from agents.loop import IterationCapReached, LoopFailed, TokenCapReached, run_loop
 from agents.models import Agent, AgentRun
+from agents.pages import RUN_REASON_RU
 from agents.prompt import compose_messages, tool_specs
 from agents.selectors import owner_over_budget, owner_tokens_this_week
 from agents.services import dispatch
@@ -146,7 +147,10 @@ def _notify_owner(run_id: int, *, state: str, reason: str) -> None:
     if state == RunState.SUCCEEDED:
         title, body = f"Агент «{name}» закончил работу", "Запуск выполнен: результат — в истории запусков."
     else:
-        title, body = f"Агент «{name}»: запуск не удался", f"Причина: {RunReason(reason).label}." if reason else ""
+        title, body = (
+            f"Агент «{name}»: запуск не удался",
+            f"Причина: {RUN_REASON_RU.get(reason, reason)}." if reason else "",
+        )
     notify_on_commit(user_id=row["agent__owner_id"], kind="agent_run", title=title, body=body, link="/agents/")
 
 
@@ -293,6 +297,21 @@ class Pulse:
             connection.close()  # this thread's connection back to the pool
 
 
+def _reap(queryset, *, reason: str, **changes) -> int:
+    """Fail the running runs of ``queryset`` and notify their owners. The rows are locked first
+    (FOR NO KEY UPDATE, as the scheduler: no conflict with FK checks; SKIP LOCKED: a run whose
+    heartbeat is being written is alive, the next tick sees it again), so exactly the runs failed
+    here are the ones notified."""
+    with transaction.atomic():
+        ids = list(queryset.select_for_update(skip_locked=True, no_key=True).values_list("pk", flat=True))
+        if not ids:
+            return 0
+        reaped = AgentRun.objects.filter(pk__in=ids).update(state=RunState.FAILED, reason=reason, **changes)
+        for run_id in ids:
+            _notify_owner(run_id, state=RunState.FAILED, reason=reason)
+    return reaped
+
+
 def agent_runs_reap_stale(*, now: datetime | None = None) -> int:
     """Release the single-flight lock of runs no worker will finish:
 
@@ -303,8 +322,8 @@ def agent_runs_reap_stale(*, now: datetime | None = None) -> int:
     """
     now = now or timezone.now()
     cutoff = now - timedelta(seconds=platform_settings().agent_stale_after_seconds)
-    reaped = AgentRun.objects.filter(state=RunState.RUNNING, heartbeat_at__lt=cutoff).update(
-        state=RunState.FAILED,
+    reaped = _reap(
+        AgentRun.objects.filter(state=RunState.RUNNING, heartbeat_at__lt=cutoff),
         reason=RunReason.STALE,
         finished_at=now,
         error=f"no heartbeat since before {cutoff.isoformat()}; the worker died or hung",
@@ -314,8 +333,8 @@ def agent_runs_reap_stale(*, now: datetime | None = None) -> int:
     )
     dead = sorted(w for w in workers if worker_known_dead(w))
     if dead:
-        reaped += AgentRun.objects.filter(state=RunState.RUNNING, worker__in=dead).update(
-            state=RunState.FAILED,
+        reaped += _reap(
+            AgentRun.objects.filter(state=RunState.RUNNING, worker__in=dead),
             reason=RunReason.WORKER_LOST,
             finished_at=now,
             error="the worker running it stopped (no heartbeat from its consumer)",

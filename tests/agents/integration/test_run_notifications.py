@@ -48,7 +48,7 @@ def test_a_failed_run_notifies_with_the_reason(
     assert run.state == "failed"
     notice = Notification.objects.get(user=agent.owner)
     assert notice.title == "Агент «Сводка»: запуск не удался"
-    assert notice.body == "Причина: model provider failed."
+    assert notice.body == "Причина: модель недоступна."
 
 
 def test_no_notice_before_the_commit(
@@ -77,3 +77,32 @@ def test_a_skipped_run_notifies_nobody(agent_factory, dispatched, run_task, djan
     run.refresh_from_db()
     assert run.state == "skipped"
     assert not Notification.objects.exists()
+
+
+def test_a_run_reaped_as_stale_notifies_its_owner(agent_factory, run_factory, django_capture_on_commit_callbacks):
+    # given a zombie (running, heartbeat older than the stale window) and a live run of someone else
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from achilles.platform import platform_settings_update
+    from agents.services import agent_runs_reap_stale
+
+    platform_settings_update(agent_stale_after_seconds=60)
+    agent = agent_factory(name="Сводка")
+    now = timezone.now()
+    run_factory(
+        agent=agent, state="running", started_at=now - timedelta(minutes=5), heartbeat_at=now - timedelta(minutes=2)
+    )
+    live = run_factory(state="running", started_at=now, heartbeat_at=now - timedelta(seconds=10))
+    # when the reaper fails it
+    with django_capture_on_commit_callbacks(execute=True):
+        assert agent_runs_reap_stale(now=now) == 1
+    # then its owner is told why, the live run's owner is not
+    notice = Notification.objects.get()
+    assert notice.user_id == agent.owner_id
+    assert (notice.title, notice.body) == (
+        "Агент «Сводка»: запуск не удался",
+        "Причина: исполнитель перестал отвечать.",
+    )
+    assert not Notification.objects.filter(user_id=live.agent.owner_id).exists()
