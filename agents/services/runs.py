@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from achilles.errors import Conflict, NotFound
@@ -297,7 +297,7 @@ class Pulse:
             connection.close()  # this thread's connection back to the pool
 
 
-def _reap(queryset, *, reason: str, **changes) -> int:
+def _reap(queryset: QuerySet[AgentRun], *, reason: str, **changes: object) -> int:
     """Fail the running runs of ``queryset`` and notify their owners. The rows are locked first
     (FOR NO KEY UPDATE, as the scheduler: no conflict with FK checks; SKIP LOCKED: a run whose
     heartbeat is being written is alive, the next tick sees it again), so exactly the runs failed
