@@ -8,7 +8,7 @@ from django.http import HttpRequest
 from ninja import Query, Router, Schema, Status
 from pydantic import Field, field_validator
 
-from achilles import __version__, selectors, services
+from achilles import __version__, notifications, selectors, services
 from achilles.identity import principals_for
 from achilles.names import name_clean
 from achilles.pagination import ListParams, Page
@@ -33,6 +33,7 @@ class MeOut(Schema):
     profile_read_only: bool = Field(
         False, description="name and e-mail come from the directory (ldap, oidc) and cannot be changed here"
     )
+    notify_by_email: bool = Field(False, description="the notices are e-mailed too (when mail is configured)")
 
 
 class MePatch(Schema):
@@ -44,6 +45,7 @@ class MePatch(Schema):
     last_name: str | None = Field(None, max_length=150)
     email: str | None = Field(None, max_length=254)
     timezone: str | None = Field(None, description="an IANA zone such as Europe/Moscow; null: the organisation's")
+    notify_by_email: bool | None = Field(None, description="e-mail the notices too (when mail is configured)")
 
 
 class TokenIn(Schema):
@@ -96,6 +98,7 @@ def _me(user) -> MeOut:
         email=user.email,
         groups=sorted(user.groups.values_list("name", flat=True)),
         profile_read_only=user.source != "local",
+        notify_by_email=user.notify_by_email,
     )
 
 
@@ -144,3 +147,42 @@ class VersionOut(Schema):
 def version(request: HttpRequest):
     """The running release (``achilles.__version__``); behind the same sign-in as every route."""
     return {"version": __version__}
+
+
+class NotificationOut(Schema):
+    id: int
+    kind: str = Field(description="agent_run or hub_batch")
+    title: str
+    body: str
+    link: str = Field(description="a path in the web app, or empty")
+    created_at: datetime
+    read_at: datetime | None
+
+
+class UnreadOut(Schema):
+    count: int
+
+
+@router.get("/notifications", response=Page[NotificationOut], tags=["notifications"])
+def notifications_list(request: HttpRequest, params: Query[ListParams]):
+    """Your notices (an agent run of yours ended, a batch of yours finished), newest first."""
+    return notifications.notification_page_for_user(user=request.auth, cursor=params.cursor, limit=params.limit)
+
+
+@router.get("/notifications/unread", response=UnreadOut, tags=["notifications"])
+def notifications_unread(request: HttpRequest):
+    """How many of your notices are unread (the bell's count)."""
+    return {"count": notifications.notification_unread_count(user=request.auth)}
+
+
+@router.post("/notifications/read-all", response=UnreadOut, tags=["notifications"])
+def notifications_read_all(request: HttpRequest):
+    """Mark all your notices read; answers the unread count (0)."""
+    notifications.notifications_mark_all_read(user=request.auth)
+    return {"count": notifications.notification_unread_count(user=request.auth)}
+
+
+@router.post("/notifications/{int:notification_id}/read", response=NotificationOut, tags=["notifications"])
+def notifications_read(request: HttpRequest, notification_id: int):
+    """Mark one of your notices read (404 for another person's)."""
+    return notifications.notification_mark_read(user=request.auth, notification_id=notification_id)

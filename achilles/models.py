@@ -46,6 +46,9 @@ class User(AbstractUser):
     # Set when the directory (not an administrator) switched the account off: only such an account
     # is switched back on when the directory shows the person again.
     directory_deactivated_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # The person asked for their notices by e-mail too (settings page, PATCH /api/me); sent only
+    # when mail is configured (EMAIL_URL or EMAIL_HOST).
+    notify_by_email = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         db_table = "users"
@@ -327,3 +330,54 @@ class ScimGroup(models.Model):
 
     def __str__(self) -> str:
         return f"SCIM group {self.group_id}"
+
+
+class Notification(models.Model):
+    """A notice for one person: an agent run of theirs ended, a batch of theirs finished (the bell).
+
+    Written only through ``achilles.notifications.notification_create``; the user FK is ON DELETE
+    CASCADE in the database (migration 0013): a person's notices go with them.
+    """
+
+    class Kind(models.TextChoices):
+        AGENT_RUN = "agent_run", "agent run"
+        HUB_BATCH = "hub_batch", "hub batch"
+
+    user = models.ForeignKey(User, on_delete=models.DO_NOTHING, related_name="notifications", db_index=False)
+    kind = models.CharField(max_length=32, choices=Kind.choices)
+    title = models.CharField(max_length=300)
+    body = models.TextField(blank=True, default="")
+    link = models.CharField(max_length=500, blank=True, default="", help_text="A path in the web app.")
+    created_at = models.DateTimeField(db_default=Now(), editable=False)
+    read_at = models.DateTimeField(null=True, blank=True)
+    emailed_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        db_table = "notifications"
+        ordering = ["-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(kind__in=["agent_run", "hub_batch"]),
+                name="achilles_notification_kind_known",
+                violation_error_message="a notice is of a known kind",
+            ),
+            models.CheckConstraint(
+                condition=~Q(title=""),
+                name="achilles_notification_title_not_empty",
+                violation_error_message="a notice has a title",
+            ),
+            # a link is a path of this site, never an address elsewhere (the bell renders it as href)
+            models.CheckConstraint(
+                condition=Q(link="") | Q(link__regex=r"^/[^/\\]"),
+                name="achilles_notification_link_local",
+                violation_error_message="a notice links to a path of the web app",
+            ),
+        ]
+        indexes = [
+            # the bell's list (newest first) and its unread count
+            models.Index(fields=["user", "-id"], name="notification_user_idx"),
+            models.Index(fields=["user"], condition=Q(read_at__isnull=True), name="notification_unread_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user_id}: {self.title}"

@@ -153,12 +153,12 @@ def user_timezone_set(*, user: User, timezone: str | None) -> User:
     return user
 
 
-PROFILE_FIELDS = ("first_name", "last_name", "email", "timezone")
+PROFILE_FIELDS = ("first_name", "last_name", "email", "timezone", "notify_by_email")
 
 
 @transaction.atomic
 def user_profile_update(*, user: User, changes: dict[str, Any]) -> User:
-    """The settings page's write (``PATCH /api/me``): name, e-mail, time zone. A directory-sourced
+    """The settings page's write (``PATCH /api/me``): name, e-mail, time zone, notices by e-mail. A directory-sourced
     account (LDAP, OIDC) has its name and e-mail from the directory: they are read-only here (422);
     the time zone is the user's own unless the directory carries it (``LDAP_ATTR_TIMEZONE``)."""
     unknown = set(changes) - set(PROFILE_FIELDS)
@@ -184,6 +184,10 @@ def user_profile_update(*, user: User, changes: dict[str, Any]) -> User:
             raise ValidationFailed("too long", field=field)
         setattr(user, field, value)
     names = [f for f in ("first_name", "last_name", "email") if f in changes]
+    if "notify_by_email" in changes:
+        # the person's own choice, whatever the account's source
+        user.notify_by_email = bool(changes["notify_by_email"])
+        names.append("notify_by_email")
     if names:
         user.save(update_fields=names)
     if "timezone" in changes:

@@ -521,3 +521,20 @@ LOGGING = {
 
 NINJA_PAGINATION_PER_PAGE = 50
 NINJA_FIX_REQUEST_FILES_METHODS = {"PUT"}  # only PUT takes a file besides POST (document replace)
+
+# Mail (the notices' e-mail): EMAIL_URL (django-environ's form: smtp://user:pass@host:25,
+# submission://…:587 for STARTTLS, smtps://…:465) or Django's own EMAIL_HOST, EMAIL_PORT,
+# EMAIL_HOST_USER, EMAIL_HOST_PASSWORD, EMAIL_USE_TLS, EMAIL_USE_SSL. Neither set: no e-mail is sent.
+if env("EMAIL_URL", default=""):
+    globals().update(_read("EMAIL_URL", env.email_url, None))
+    EMAIL_CONFIGURED = True
+else:
+    EMAIL_HOST = env("EMAIL_HOST", default="localhost")
+    EMAIL_PORT = _read("EMAIL_PORT", env.int, 25)
+    EMAIL_HOST_USER = env("EMAIL_HOST_USER", default="")
+    EMAIL_HOST_PASSWORD = env("EMAIL_HOST_PASSWORD", default="")
+    EMAIL_USE_TLS = _strict_bool("EMAIL_USE_TLS", False)
+    EMAIL_USE_SSL = _strict_bool("EMAIL_USE_SSL", False)
+    EMAIL_CONFIGURED = bool(env("EMAIL_HOST", default=""))
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="achilles@localhost")
+EMAIL_TIMEOUT = _read("EMAIL_TIMEOUT", env.int, 10)

@@ -12,6 +12,7 @@ from achilles.audit import audit_prune
 from achilles.directory.sync import directory_sync
 from achilles.errors import Conflict
 from achilles.health import heartbeat_write
+from achilles.notifications import notification_email_send
 
 logger = logging.getLogger(__name__)
 
@@ -36,3 +37,9 @@ def directory_sync_task() -> dict:
     except Conflict:  # the previous run is still going: this one is not needed
         logger.info("directory sync skipped: the previous run is still going")
         return {}
+
+
+@shared_task(name="achilles.tasks.notification_email_task", autoretry_for=(OSError,), retry_backoff=30, max_retries=5)
+def notification_email_task(notification_id: int) -> bool:
+    """E-mails one notice (queued after the notice commits; an SMTP server away is retried)."""
+    return notification_email_send(notification_id)

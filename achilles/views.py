@@ -71,8 +71,10 @@ def settings_page(request):
     read_only = user.source != "local"
     if request.method == "POST":
         fields = ("timezone",) if read_only else ("first_name", "last_name", "email", "timezone")
+        changes: dict = {f: request.POST.get(f, "") for f in fields}
+        changes["notify_by_email"] = request.POST.get("notify_by_email") == "on"
         try:
-            services.user_profile_update(user=user, changes={f: request.POST.get(f, "") for f in fields})
+            services.user_profile_update(user=user, changes=changes)
         except ApplicationError as exc:
             messages.error(request, exc.message)
         else:
@@ -87,6 +89,7 @@ def settings_page(request):
             "groups": sorted(user.groups.values_list("name", flat=True)),
             "zones": sorted(zoneinfo.available_timezones()),
             "effective_timezone": user.effective_timezone(),
+            "email_configured": settings.EMAIL_CONFIGURED,
         },
     )
 

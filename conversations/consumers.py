@@ -52,8 +52,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def connect(self):
         user = self.scope.get("user")
-        await self.accept()
         if user is None or not user.is_authenticated:
+            await self.accept()
             # Accepted, then told and closed: a close before the accept is an HTTP 403 of the
             # handshake, which a browser reports as 1006 and nothing more, so the page could not
             # tell a lost session (sign in) from a lost network (reconnect). A foreign origin is
@@ -67,6 +67,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         except Exception:  # Redis away: the per-turn session check still holds
             logger.warning("websocket: could not join %s", self.user_group, exc_info=True)
             self.user_group = None
+        # Accepted once in the group: a page whose socket is open misses no notice sent after.
+        await self.accept()
 
     async def session_end(self, event):
         """The account was deactivated: the running turn stops, the client is told, the socket closes."""
@@ -75,6 +77,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
             task.cancel()
         await self._send_error(errors.NotAuthenticated(SESSION_ENDED))
         await self.close(code=CLOSE_NOT_AUTHENTICATED)
+
+    async def notification_new(self, event):
+        """A notice for this account (``achilles.notifications``): the page's bell shows it at once."""
+        await self._send({"event": "notification", "notification": event["notification"]})
 
     async def receive(self, text_data=None, bytes_data=None):
         try:

@@ -7,19 +7,12 @@ import logging
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
-from django.conf import settings
 from django.db import transaction
 
 from achilles import hooks
+from achilles.notifications import user_sockets_group
 
 logger = logging.getLogger(__name__)
-
-
-def user_sockets_group(user_id: int) -> str:
-    """The channel-layer group of one account's open chat websockets (test runs share Redis: the
-    namespace keeps one worker's deactivation from closing another's sockets)."""
-    namespace = getattr(settings, "TEST_NAMESPACE", "") or "live"
-    return f"chat-user.{namespace}.{user_id}"
 
 
 def close_user_sockets(event: hooks.UserDeactivated) -> None:

@@ -15,7 +15,11 @@ import redis
 import redis.asyncio as aioredis
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Count, Q
 from django.utils import timezone
+
+from achilles.notifications import notify_on_commit
+from hub.models import Batch
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +62,26 @@ def batches_finished_on_commit(batch_ids: list[int]) -> None:
             logger.warning("hub: could not publish batch finished for %s", batch_ids, exc_info=True)
 
     transaction.on_commit(publish)
+
+
+def batch_owners_notify_on_commit(batch_ids: list[int]) -> None:
+    """Each finished batch's creator gets a notice (the bell, e-mail if asked), written after commit."""
+    if not batch_ids:
+        return
+    batches = (
+        Batch.objects.filter(pk__in=batch_ids, created_by__isnull=False)
+        .annotate(failed=Count("commands", filter=Q(commands__state__in=["failed", "cancelled"])))
+        .values("id", "title", "created_by_id", "failed")
+    )
+    for batch in batches:
+        outcome = f"не выполнено команд: {batch['failed']}" if batch["failed"] else "все команды выполнены"
+        notify_on_commit(
+            user_id=batch["created_by_id"],
+            kind="hub_batch",
+            title=f"Пакет #{batch['id']} «{batch['title']}» завершён",
+            body=f"Пакет хаба завершён: {outcome}.",
+            link="/hub/",
+        )
 
 
 def hub_boot_mark(at: dt.datetime | None = None) -> None:

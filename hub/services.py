@@ -355,6 +355,7 @@ def batches_settle(batch_ids: list[int]) -> list[int]:
         )
         finished = [row[0] for row in cursor.fetchall()]
     notify.batches_finished_on_commit(finished)
+    notify.batch_owners_notify_on_commit(finished)
     return finished
 
 

@@ -9,16 +9,18 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from achilles.errors import Conflict, NotFound
 from achilles.health import worker_known_dead
 from achilles.llm import get_chat_provider
+from achilles.notifications import notify_on_commit
 from achilles.platform import platform_settings
 from agents.choices import RunReason, RunState, RunTrigger
 from agents.loop import IterationCapReached, LoopFailed, TokenCapReached, run_loop
 from agents.models import Agent, AgentRun
+from agents.pages import RUN_REASON_RU
 from agents.prompt import compose_messages, tool_specs
 from agents.selectors import owner_over_budget, owner_tokens_this_week
 from agents.services import dispatch
@@ -126,6 +128,8 @@ def _finish(
             heartbeat_at=timezone.now(),
         )
     )
+    if finished:
+        _notify_owner(run_id, state=state, reason=reason)
     if finished and tokens > 0:
         # a cycle: agents.services.alerts takes the owner's budget lock from this module
         from agents.services.alerts import owner_budget_alerts_check  # noqa: PLC0415
@@ -142,6 +146,22 @@ def _instructions_for(run: AgentRun, agent: Agent) -> str:
     from agents.services.events import event_brief  # noqa: PLC0415
 
     return f"{agent.instructions.strip()}\n\n{event_brief(list(run.events.order_by('id')))}"
+
+
+def _notify_owner(run_id: int, *, state: str, reason: str) -> None:
+    """The owner's notice that their run ended (written after commit: achilles.notifications)."""
+    row = AgentRun.objects.filter(pk=run_id).values("agent__name", "agent__owner_id").first()
+    if row is None:
+        return
+    name = row["agent__name"]
+    if state == RunState.SUCCEEDED:
+        title, body = f"Агент «{name}» закончил работу", "Запуск выполнен: результат — в истории запусков."
+    else:
+        title, body = (
+            f"Агент «{name}»: запуск не удался",
+            f"Причина: {RUN_REASON_RU.get(reason, reason)}." if reason else "",
+        )
+    notify_on_commit(user_id=row["agent__owner_id"], kind="agent_run", title=title, body=body, link="/agents/")
 
 
 def run_execute(run_id: int, *, worker: str = "") -> str | None:
@@ -287,6 +307,21 @@ class Pulse:
             connection.close()  # this thread's connection back to the pool
 
 
+def _reap(queryset: QuerySet[AgentRun], *, reason: str, **changes: object) -> int:
+    """Fail the running runs of ``queryset`` and notify their owners. The rows are locked first
+    (FOR NO KEY UPDATE, as the scheduler: no conflict with FK checks; SKIP LOCKED: a run whose
+    heartbeat is being written is alive, the next tick sees it again), so exactly the runs failed
+    here are the ones notified."""
+    with transaction.atomic():
+        ids = list(queryset.select_for_update(skip_locked=True, no_key=True).values_list("pk", flat=True))
+        if not ids:
+            return 0
+        reaped = AgentRun.objects.filter(pk__in=ids).update(state=RunState.FAILED, reason=reason, **changes)
+        for run_id in ids:
+            _notify_owner(run_id, state=RunState.FAILED, reason=reason)
+    return reaped
+
+
 def agent_runs_reap_stale(*, now: datetime | None = None) -> int:
     """Release the single-flight lock of runs no worker will finish:
 
@@ -297,8 +332,8 @@ def agent_runs_reap_stale(*, now: datetime | None = None) -> int:
     """
     now = now or timezone.now()
     cutoff = now - timedelta(seconds=platform_settings().agent_stale_after_seconds)
-    reaped = AgentRun.objects.filter(state=RunState.RUNNING, heartbeat_at__lt=cutoff).update(
-        state=RunState.FAILED,
+    reaped = _reap(
+        AgentRun.objects.filter(state=RunState.RUNNING, heartbeat_at__lt=cutoff),
         reason=RunReason.STALE,
         finished_at=now,
         error=f"no heartbeat since before {cutoff.isoformat()}; the worker died or hung",
@@ -308,8 +343,8 @@ def agent_runs_reap_stale(*, now: datetime | None = None) -> int:
     )
     dead = sorted(w for w in workers if worker_known_dead(w))
     if dead:
-        reaped += AgentRun.objects.filter(state=RunState.RUNNING, worker__in=dead).update(
-            state=RunState.FAILED,
+        reaped += _reap(
+            AgentRun.objects.filter(state=RunState.RUNNING, worker__in=dead),
             reason=RunReason.WORKER_LOST,
             finished_at=now,
             error="the worker running it stopped (no heartbeat from its consumer)",

@@ -71,3 +71,87 @@ document.addEventListener("DOMContentLoaded", () => {
     if (path === location.pathname || (path !== "/" && location.pathname.startsWith(path))) a.setAttribute("aria-current", "page");
   });
 });
+
+// The notices' bell (templates/base.html): the unread count on page load, then live over the
+// account's websocket (/ws/chat/ delivers {"event": "notification"} frames to every open page of
+// the account); no polling. The socket reconnects with a growing pause; a close for a lost session
+// (4401) does not reconnect.
+document.addEventListener("DOMContentLoaded", () => {
+  const bell = document.getElementById("bell");
+  if (!bell) return;
+  const {api, el, formatDate} = window.achilles;
+  const button = document.getElementById("bell-button"), panel = document.getElementById("bell-panel");
+  const count = document.getElementById("bell-count"), list = document.getElementById("bell-list");
+  let unread = 0, loaded = false;
+  const showCount = n => {
+    unread = Math.max(0, n);
+    count.textContent = unread > 99 ? "99+" : String(unread);
+    count.hidden = unread === 0;
+    button.setAttribute("aria-label", unread ? `Уведомления: непрочитанных ${unread}` : "Уведомления");
+  };
+  const refreshCount = async () => {
+    const r = await api("/notifications/unread");
+    if (r.ok) showCount((await r.json()).count);
+  };
+  const item = n => {
+    const li = el("li", n.read_at ? "" : "unread"); li.dataset.id = n.id;
+    const title = n.link ? el("a", "bell-title", n.title) : el("span", "bell-title", n.title);
+    if (n.link) title.href = n.link;
+    li.append(title);
+    if (n.body) li.append(el("p", "", n.body));
+    const meta = el("div", "bell-meta"); meta.append(el("span", "", formatDate(n.created_at)));
+    if (!n.read_at) {
+      const mark = el("button", "link-button", "Прочитано"); mark.type = "button";
+      mark.onclick = async () => {
+        const r = await api(`/notifications/${n.id}/read`, {method: "POST"});
+        if (r.ok) { li.classList.remove("unread"); mark.remove(); showCount(unread - 1); }
+      };
+      meta.append(mark);
+    }
+    li.append(meta);
+    if (n.link) title.addEventListener("click", () => { if (!n.read_at) api(`/notifications/${n.id}/read`, {method: "POST"}); });
+    return li;
+  };
+  const loadList = async () => {
+    const r = await api("/notifications?limit=20");
+    if (!r.ok) return;
+    const page = await r.json();
+    list.replaceChildren(...page.items.map(item));
+    if (!page.items.length) list.append(el("li", "muted", "Уведомлений пока нет."));
+    loaded = true;
+  };
+  const close = () => { panel.hidden = true; button.setAttribute("aria-expanded", "false"); };
+  button.addEventListener("click", async () => {
+    if (!panel.hidden) { close(); return; }
+    panel.hidden = false; button.setAttribute("aria-expanded", "true");
+    await loadList();
+  });
+  document.addEventListener("click", e => { if (!panel.hidden && !bell.contains(e.target)) close(); });
+  document.addEventListener("keydown", e => { if (e.key === "Escape" && !panel.hidden) { close(); button.focus(); } });
+  document.getElementById("bell-read-all").addEventListener("click", async () => {
+    const r = await api("/notifications/read-all", {method: "POST"});
+    if (r.ok) { showCount((await r.json()).count); await loadList(); }
+  });
+  refreshCount();
+  let pause = 1000;
+  const connect = () => {
+    const ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/ws/chat/");
+    ws.onopen = () => { pause = 1000; bell.dataset.live = "true"; };  // open: joined the account's group
+    ws.onmessage = ev => {
+      let frame; try { frame = JSON.parse(ev.data); } catch (e) { return; }
+      if (frame.event !== "notification") return;
+      showCount(unread + 1);
+      if (loaded) {
+        list.querySelector("li.muted")?.remove();
+        list.prepend(item(frame.notification));
+      }
+    };
+    ws.onclose = ev => {
+      delete bell.dataset.live;
+      if (ev.code === 4401) return;  // the session ended: the next API call sends the page to sign-in
+      setTimeout(() => { refreshCount(); connect(); }, pause);  // a notice sent while away is counted
+      pause = Math.min(pause * 2, 60000);
+    };
+  };
+  connect();
+});

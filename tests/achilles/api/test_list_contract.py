@@ -85,6 +85,20 @@ def _seed_models() -> Seeded:
     )
 
 
+def _seed_notifications() -> Seeded:
+    from achilles.notifications import notification_create
+
+    user = _user("notified")
+    other = _user("someone-else")
+    notification_create(user_id=other.pk, kind="hub_batch", title="not yours")
+
+    def one(i) -> int:
+        return notification_create(user_id=user.pk, kind="agent_run", title=f"n{i}", link="/agents/").pk
+
+    created = [one(i) for i in range(N)]
+    return Seeded(actor=user, url="/api/notifications", created=created, insert=lambda: one("late"))
+
+
 def _seed_tokens() -> Seeded:
     from achilles.services import api_token_create
 
@@ -327,6 +341,7 @@ def _seed_usage() -> Seeded:
 
 ROUTES = [
     ListRoute("/api/models", _seed_models, key="name", order=(("is_default", True, bool), ("name", False, str))),
+    ListRoute("/api/notifications", _seed_notifications, key="id", order=(("id", True, int),)),
     ListRoute("/api/tokens", _seed_tokens, key="id", order=(("created_at", True, _ts), ("id", True, int))),
     ListRoute("/api/agents", _seed_agents, key="id", order=(("id", False, int),)),
     ListRoute("/api/admin/agents", _seed_admin_agents, key="id", order=(("id", False, int),)),

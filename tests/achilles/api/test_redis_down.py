@@ -70,8 +70,12 @@ def world(db, user_factory, model_factory):
     from knowledge.connectors.models import Connector
 
     connector = Connector.objects.create(kind="confluence", name="wiki", base_url="https://wiki.example.com")
+    from achilles.notifications import notification_create
+
+    notice = notification_create(user_id=admin.pk, kind="agent_run", title="Агент «сводка» закончил работу")
     return {
         "admin": admin,
+        "notification_id": notice.pk,
         "connector_id": connector.pk,
         "agent_id": agent.pk,
         "conversation_id": str(conversation.pk),
@@ -103,6 +107,13 @@ def _calls(world, token_id):
         ("GET", "/api/tokens"): None,
         ("POST", "/api/tokens"): {"name": "ноутбук"},
         ("DELETE", "/api/tokens/{token_id}"): (f"/api/tokens/{token_id}", None),
+        ("GET", "/api/notifications"): None,
+        ("GET", "/api/notifications/unread"): None,
+        ("POST", "/api/notifications/{notification_id}/read"): (
+            f"/api/notifications/{world['notification_id']}/read",
+            None,
+        ),
+        ("POST", "/api/notifications/read-all"): None,
         ("GET", "/api/agents"): None,
         ("POST", "/api/agents"): {"name": "новый агент", "instructions": "x"},
         ("GET", "/api/agents/{agent_id}"): (f"/api/agents/{agent}", None),
@@ -394,6 +405,9 @@ def test_every_route_answers_without_redis(world, redis_stopped, token_for, djan
     assert statuses[("GET", "/api/me")] == 200
     assert statuses[("GET", "/api/version")] == 200
     assert statuses[("PATCH", "/api/me")] == 200
+    # the notices live in PostgreSQL (only their live push needs Redis)
+    assert statuses[("GET", "/api/notifications")] == 200
+    assert statuses[("POST", "/api/notifications/{notification_id}/read")] == 200
     assert statuses[("GET", "/api/agents")] == 200
     assert statuses[("POST", "/api/agents")] == 201
     assert statuses[("POST", "/api/knowledge/search")] == 200
