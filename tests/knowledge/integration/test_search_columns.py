@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
+from knowledge.models import EMBEDDING_DIM
 from knowledge.search import vector
 from knowledge.search.batch import Batch
 from knowledge.search.hybrid import DETAIL_COLUMNS, DETAILS_SQL, LEVEL_SIMILARITY, Detail
@@ -17,7 +18,10 @@ from knowledge.search.withheld import WORDS_SQL, WordRow
 pytestmark = pytest.mark.django_db
 
 PRINCIPALS = ["public"]
-VEC = vector.vector_literal([0.5, 0.5, 0.5])
+# The store's own dimension: a statement compares it with whatever vectors the database holds (a
+# chunk or topic another test left embedded), and pgvector refuses to compare two dimensions.
+QUERY_VECTOR = [0.5] * EMBEDDING_DIM
+VEC = vector.vector_literal(QUERY_VECTOR)
 
 
 def _columns(sql: str, params: dict) -> list[str]:
@@ -44,7 +48,7 @@ def test_the_details_statement_returns_the_detail_columns():
 
 @pytest.mark.parametrize("exact", [False, True])
 def test_the_nearest_statements_return_similarity_then_the_details(exact):
-    statements, params = vector.nearest_message([0.5, 0.5, 0.5], PRINCIPALS, 8, DETAIL_COLUMNS, exact=exact)
+    statements, params = vector.nearest_message(QUERY_VECTOR, PRINCIPALS, 8, DETAIL_COLUMNS, exact=exact)
     (_settings, _), (sql, _) = statements
     columns = _columns(sql, params)
     assert columns[NearestRow.SIMILARITY] == "similarity"
