@@ -355,7 +355,13 @@ def test_a_web_process_and_an_agents_worker_killed(topology):
         rows = conn.execute(
             "SELECT role, state, content FROM messages WHERE conversation_id = %s ORDER BY id", (conversation_id,)
         ).fetchall()
-    assert [(r[0], r[1]) for r in rows[:2]] == [("user", "complete"), ("assistant", "failed")], rows
+    # The killed turn's answer is finalized, never left streaming: «failed» (empty) when the kill
+    # landed mid-answer, «complete» when the short answer was already stored as the first event left
+    # (seen on a quiet machine, where the builtin model's one-sentence answer is done in milliseconds).
+    (user_role, user_state, _), (answer_role, answer_state, answer_text) = rows[0], rows[1]
+    assert (user_role, user_state, answer_role) == ("user", "complete", "assistant"), rows
+    assert answer_state in ("failed", "complete"), rows
+    assert answer_state == "complete" or answer_text == "", rows
     assert rows[-1][:2] == ("assistant", "complete"), rows
 
 

@@ -132,22 +132,29 @@ document.addEventListener("DOMContentLoaded", () => {
     const r = await api("/notifications/read-all", {method: "POST"});
     if (r.ok) { showCount((await r.json()).count); await loadList(); }
   });
+  const notice = frame => {
+    showCount(unread + 1);
+    if (loaded) {
+      list.querySelector("li.muted")?.remove();
+      list.prepend(item(frame.notification));
+    }
+  };
+  const live = on => { if (on) bell.dataset.live = "true"; else delete bell.dataset.live; };
   refreshCount();
+  // A page with a socket of its own (the chat, window.achilles.pageSocket) hands its notification
+  // frames and its open/closed state to the bell: one socket per page, never two.
+  window.achilles.bell = {notice, live, refresh: refreshCount};
+  if (window.achilles.pageSocket) { live(document.body.dataset.socket === "open"); return; }
   let pause = 1000;
   const connect = () => {
     const ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/ws/chat/");
-    ws.onopen = () => { pause = 1000; bell.dataset.live = "true"; };  // open: joined the account's group
+    ws.onopen = () => { pause = 1000; live(true); };  // open: joined the account's group
     ws.onmessage = ev => {
       let frame; try { frame = JSON.parse(ev.data); } catch (e) { return; }
-      if (frame.event !== "notification") return;
-      showCount(unread + 1);
-      if (loaded) {
-        list.querySelector("li.muted")?.remove();
-        list.prepend(item(frame.notification));
-      }
+      if (frame.event === "notification") notice(frame);
     };
     ws.onclose = ev => {
-      delete bell.dataset.live;
+      live(false);
       if (ev.code === 4401) return;  // the session ended: the next API call sends the page to sign-in
       setTimeout(() => { refreshCount(); connect(); }, pause);  // a notice sent while away is counted
       pause = Math.min(pause * 2, 60000);

@@ -4,6 +4,7 @@
 // conversation list (rename, delete, search), the model picker and human error messages.
 (() => {
   const {api, apiAll, el, formatDate, plural, icon} = window.achilles;
+  window.achilles.pageSocket = true;  // the bell (base.js) takes its frames from this page's socket
   const $ = id => document.getElementById(id);
   const log = $("log"), statusEl = $("status"), banner = $("banner"), input = $("q");
   const errorBox = $("error"), errorText = $("error-text"), retryButton = $("error-retry");
@@ -303,12 +304,15 @@
     st.ws = ws;
     ws.onopen = () => {
       st.retries = 0; st.fallback = false; setBanner(""); document.body.dataset.socket = "open";
+      if (window.achilles.bell) { window.achilles.bell.live(true); if (st.reconnected) window.achilles.bell.refresh(); }
+      st.reconnected = true;  // a later open is a reconnect: a notice sent while away is counted
       if (st.resume) { st.resume = false; resumeTurn(); }
       flushQueue();
     };
     ws.onclose = ev => {
       if (st.ws !== ws) return;
       st.ws = null; document.body.dataset.socket = "closed";
+      window.achilles.bell?.live(false);
       if (ev.code === 4401) { signIn(); return; }  // the session ended: reconnecting cannot help
       if (st.busy && st.transport === "ws") { st.resume = true; setBusy(false); }
       const delay = st.stopping ? 0 : Math.min(10000, 500 * 2 ** st.retries++);
@@ -406,7 +410,9 @@
   }
 
   function onFrame(f) {
-    if (f.event === "token") {
+    if (f.event === "notification") {
+      window.achilles.bell?.notice(f);
+    } else if (f.event === "token") {
       if (!st.current) return;
       st.current.querySelector(".text").textContent += f.text; scrollDown();
     } else if (f.event === "done") {
