@@ -6,7 +6,7 @@ from datetime import datetime
 
 from django.http import HttpRequest
 from ninja import Query, Router, Schema, Status
-from pydantic import Field, field_validator
+from pydantic import Field, StrictBool, field_validator
 
 from achilles import __version__, notifications, selectors, services
 from achilles.identity import principals_for
@@ -45,7 +45,7 @@ class MePatch(Schema):
     last_name: str | None = Field(None, max_length=150)
     email: str | None = Field(None, max_length=254)
     timezone: str | None = Field(None, description="an IANA zone such as Europe/Moscow; null: the organisation's")
-    notify_by_email: bool | None = Field(None, description="e-mail the notices too (when mail is configured)")
+    notify_by_email: StrictBool | None = Field(None, description="e-mail the notices too (when mail is configured)")
 
 
 class TokenIn(Schema):

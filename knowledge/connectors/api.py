@@ -46,7 +46,7 @@ class ConnectorPatch(Schema):
     enabled: StrictBool | None = None
 
 
-class RunOut(Schema):
+class ConnectorRunOut(Schema):
     id: int
     connector_id: int
     kind: str
@@ -111,10 +111,10 @@ def _connector_out(connector: Connector) -> ConnectorOut:
     )
 
 
-def _run_out(run: ConnectorRun, *, with_errors: bool = False) -> RunOut:
+def _run_out(run: ConnectorRun, *, with_errors: bool = False) -> ConnectorRunOut:
     progress = selectors.run_progress(run)
     errors = [{"external_id": e.external_id, "error": e.error} for e in run.errors.all()[:100]] if with_errors else []
-    return RunOut(
+    return ConnectorRunOut(
         id=run.pk,
         connector_id=run.connector_id,
         kind=run.kind,
@@ -177,7 +177,7 @@ def connector_delete(request: HttpRequest, connector_id: int):
     return Status(204, None)
 
 
-@router.post("/{connector_id}/run", response={202: RunOut})
+@router.post("/{connector_id}/run", response={202: ConnectorRunOut})
 def connector_run(request: HttpRequest, connector_id: int, params: Query[RunIn]):
     """Queue a content sync (or, with ``?kind=permissions``, a permission sync); 409 ``already_running``
     while one of that kind is queued or running."""
@@ -186,21 +186,21 @@ def connector_run(request: HttpRequest, connector_id: int, params: Query[RunIn])
     return Status(202, _run_out(run))
 
 
-@router.get("/{connector_id}/runs", response=Page[RunOut])
+@router.get("/{connector_id}/runs", response=Page[ConnectorRunOut])
 def connector_runs(request: HttpRequest, connector_id: int, params: Query[ListParams]):
     """The connector's runs, newest first, with counters, rate and ETA."""
     _require_staff(request)
     return selectors.run_page(connector_id=connector_id, cursor=params.cursor, limit=params.limit).map(_run_out)
 
 
-@router.get("/{connector_id}/runs/{run_id}", response=RunOut)
+@router.get("/{connector_id}/runs/{run_id}", response=ConnectorRunOut)
 def connector_run_get(request: HttpRequest, connector_id: int, run_id: int):
     """One run with the documents it could not take."""
     _require_staff(request)
     return _run_out(selectors.run_get(connector_id=connector_id, run_id=run_id), with_errors=True)
 
 
-@router.post("/{connector_id}/runs/{run_id}/cancel", response=RunOut)
+@router.post("/{connector_id}/runs/{run_id}/cancel", response=ConnectorRunOut)
 def connector_run_cancel(request: HttpRequest, connector_id: int, run_id: int):
     """Cancel a queued or running run: ``cancelled`` at once, its worker stops at the next batch
     boundary, the checkpoint stays as last committed; 409 ``run_finished`` if it had ended."""

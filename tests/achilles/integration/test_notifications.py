@@ -124,6 +124,17 @@ def test_patch_me_switches_the_email_notices(user, client_for):
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("value", [0, 1, "true", "yes"])
+def test_patch_me_refuses_a_switch_that_is_not_a_json_boolean(user, client_for, value):
+    # make fuzz: {"notify_by_email": 0} was read as false and answered 200
+    client = client_for(user)
+    response = client.patch("/api/me", {"notify_by_email": value}, content_type="application/json")
+    assert response.status_code == 422, response.content
+    user.refresh_from_db()
+    assert user.notify_by_email is False
+
+
+@pytest.mark.django_db
 def test_the_settings_page_form_switches_the_email_notices(user, client_for):
     client = client_for(user)
     assert "notify_by_email" in client.get("/settings/").content.decode()
