@@ -94,8 +94,11 @@ def test_waiting_for_the_result(token, mirror, sync_agent):
         try:
             time.sleep(2.0)
             report_done(sync_agent, claim(sync_agent))  # the three commands
-            report_done(sync_agent, claim(sync_agent))  # then the batch's refresh
+            refresh = claim(sync_agent)
+            # read before the last report: the waiter may answer as that report commits, before the
+            # report call itself returns (its after-commit work — the owner's notice — runs first)
             finished_at.append(time.monotonic())
+            report_done(sync_agent, refresh)  # then the batch's refresh
         finally:
             close_old_connections()
 
