@@ -11,13 +11,15 @@ from celery.signals import task_postrun, worker_init, worker_shutting_down
 
 from achilles.bootstrap import bootstrap
 from achilles.broker import install as install_broker_transport
-from achilles.metrics import task_record
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "achilles.settings")
 # The entry point of `celery -A achilles.celery_app worker|beat`; in a process that has
 # bootstrapped already (manage.py, daphne, pytest) this returns at once.
 bootstrap()
 install_broker_transport()  # kombu's Redis transport, fixed for a Redis blip (see achilles.broker)
+
+# After the settings module is named: achilles.metrics reads the settings when imported.
+from achilles.metrics import task_record  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
