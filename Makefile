@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: install run test coverage bench eval lint fuzz services-stop clean browser-deps ldap-deps ocr-deps screenshots deploy-lint deploy-test deploy-deps mcp-conformance-deps
+.PHONY: install run test coverage bench eval lint fuzz services-stop clean browser-deps ldap-deps ocr-deps screenshots deploy-lint deploy-test deploy-deps mcp-conformance-deps axe-deps
 
 $(BIN)/.installed: requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -124,3 +124,11 @@ mcp-conformance-deps:
 	mkdir -p $(MCP_CONFORMANCE_DIR)
 	npm install --prefer-offline --no-audit --no-fund --prefix $(MCP_CONFORMANCE_DIR) node@22.23.3 @modelcontextprotocol/conformance@0.1.16 >/dev/null
 	$(MCP_CONFORMANCE_DIR)/node_modules/.bin/node --version
+
+# axe-core (npm, pinned) for the accessibility checks of the browser tests (tests/browser/pagecheck.py
+# injects it into every page, light and dark); the npm cache serves a repeat offline.
+AXE_DIR := var/axe-core
+axe-deps:
+	mkdir -p $(AXE_DIR)
+	npm install --prefer-offline --no-audit --no-fund --prefix $(AXE_DIR) axe-core@4.14.1 >/dev/null
+	test -f $(AXE_DIR)/node_modules/axe-core/axe.min.js
