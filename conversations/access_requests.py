@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from django.core.cache import cache
 from django.db import transaction
 
-from achilles.error_codes import ErrorCode
 from achilles.errors import NotFound, TooManyRequests
 from achilles.models import Notification, User
 from achilles.notifications import notification_create
@@ -69,13 +68,13 @@ def _rate_limit(*, user_id: int, contact_id: int, source_system: str) -> None:
     if cache.incr(per_hour) > REQUESTS_PER_HOUR:
         raise TooManyRequests(
             f"Запросов доступа не больше {REQUESTS_PER_HOUR} в час; попробуйте позже.",
-            code=ErrorCode.TOO_MANY_REQUESTS,
+            code="too_many_requests",
         )
     # add() is atomic: of two requests at once, one gets through
     if not cache.add(f"access-request:sent:{user_id}:{contact_id}:{source_system}", 1, timeout=REPEAT_SECONDS):
         raise TooManyRequests(
             "Запрос доступа к этому источнику уже отправлен; повторить можно через сутки.",
-            code=ErrorCode.ACCESS_REQUEST_REPEATED,
+            code="access_request_repeated",
         )
 
 
