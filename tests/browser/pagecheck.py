@@ -78,7 +78,13 @@ LAYOUT_JS = r"""
     if (!e.getClientRects().length) continue;  // not rendered: display:none, a closed <details>
     const s = getComputedStyle(e);
     if (s.visibility === "hidden" || Number(s.opacity) === 0) { problems.push(`invisible field: ${name(e)}`); continue; }
+    // a box that clips without scroll bars (overflow hidden/clip) scrolls for scrollIntoView, never for a person
+    const fixed = clippers(e).filter(p => /hidden|clip/.test(getComputedStyle(p).overflowX + getComputedStyle(p).overflowY));
     e.scrollIntoView({block: "center", inline: "center"});
+    if (fixed.some(p => p.scrollTop || p.scrollLeft)) {
+      fixed.forEach(p => { p.scrollTop = 0; p.scrollLeft = 0; });
+      problems.push(`field covered or clipped: ${name(e)} (outside a box that does not scroll)`); continue;
+    }
     const r = e.getBoundingClientRect();
     if (r.width < 8 || r.height < 8) { problems.push(`field too small to use: ${name(e)} (${Math.round(r.width)}×${Math.round(r.height)})`); continue; }
     if (r.left < -1 || r.right > W + 1) { problems.push(`field off the screen: ${name(e)}`); continue; }
