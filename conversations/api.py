@@ -232,6 +232,15 @@ def messages_feedback(request: HttpRequest, message_id: int, payload: FeedbackIn
     response={201: AccessRequestOut},
     tags=["messages"],
     summary="Ask the withheld hint's named contact for access (a notice to them; rate-limited)",
+    openapi_extra={
+        "responses": {
+            "429": {
+                "description": "Asked too often: access_request_repeated (this source and contact within 24 h) "
+                "or too_many_requests (over five an hour)",
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+            }
+        }
+    },
 )
 def messages_access_request(request: HttpRequest, message_id: int, payload: AccessRequestIn):
     sent = access_request_send(
