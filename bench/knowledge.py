@@ -68,6 +68,9 @@ SCALE_KEEP = os.environ.get("BENCH_KS_SCALE_KEEP", "") not in ("", "0")
 SCALE_QUERIES = int(os.environ.get("BENCH_KS_SCALE_QUERIES", "100"))
 SCALE_RECALL_QUERIES = int(os.environ.get("BENCH_KS_SCALE_RECALL_QUERIES", "50"))
 SCALE_EF = int(os.environ.get("BENCH_KS_SCALE_EF", "0"))
+# only the growth table (no equal-recall run at BENCH_KS_CHUNKS); only build its databases (no measuring)
+SCALE_ONLY = os.environ.get("BENCH_KS_SCALE_ONLY", "") not in ("", "0")
+SCALE_BUILD_ONLY = os.environ.get("BENCH_KS_SCALE_BUILD_ONLY", "") not in ("", "0")
 # more ef for ours where its plan walks the graph: recall and p95 of each (empty: none)
 SCALE_EF_SWEEP = tuple(int(x) for x in os.environ.get("BENCH_KS_SCALE_EF_SWEEP", "").split(",") if x)
 SEED = 20261129
@@ -698,7 +701,7 @@ def main() -> None:
     embedder = HashEmbeddingProvider(dim=384)
     connection, old_name = _setup_database(embedder)
     try:
-        result = _equal_recall(connection, embedder)
+        result = {"bench": "knowledge", "identities": {}} if SCALE_ONLY else _equal_recall(connection, embedder)
     finally:
         connection.creation.destroy_test_db(old_name, verbosity=0, keepdb=True)
         connection.close_pool()  # keepdb leaves the pool bound to the bench database
@@ -888,7 +891,8 @@ def _scale_table() -> list[dict]:
                 else:
                     print("  " + line.rstrip("\n"), flush=True)
             if child.wait() or not lines:
-                print(f"  {size}: the child failed ({child.returncode})")
+                if not (SCALE_BUILD_ONLY and child.returncode == 0):
+                    print(f"  {size}: the child failed ({child.returncode})")
                 continue
             rows.append(json.loads(lines[-1][6:]))
         finally:
@@ -1009,6 +1013,8 @@ def _scale_child() -> None:
             "pg_relation_size('knowledge_chunk_embedding_public_hnsw'), count(*) FROM knowledge_chunks"
         )
         index_bytes, public_bytes, total = cursor.fetchone()
+    if SCALE_BUILD_ONLY:
+        return
     load_before = os.getloadavg()[0]
     sides = Sides(connection, embedder)
     sides.set_ours_ef(spec["ef"])
