@@ -903,10 +903,14 @@ def _scale_table() -> list[dict]:
     return rows
 
 
+def _plan_cell(row: dict) -> str:
+    return row["plan"] if row["plan"] == "exact" else f"{row['plan']} {row.get('ef', '')}"
+
+
 def _print_scale(rows: list[dict]) -> None:
     print(
         f"\n{'chunks':>8} {'HNSW build':>10} {'index MB':>9} {'load':>10}  "
-        f"{'identity':<9} {'visible':>8} {'plan':<6} "
+        f"{'identity':<9} {'visible':>8} {'plan, ef':<9} "
         f"{'ours p50/p95':>15} {'plain p50/p95':>14} {'iter p50/p95':>14} {'compl p50/p95':>15} "
         f"{'recall@' + str(K) + ' ours/plain/iter':>27} {'÷ compl':>7}"
     )
@@ -921,7 +925,7 @@ def _print_scale(rows: list[dict]) -> None:
             )
             first = False
             print(
-                f"{lead}  {name:<9} {r['visible']:>7.2%} {r['plan']:<6} "
+                f"{lead}  {name:<9} {r['visible']:>7.2%} {_plan_cell(r):<9} "
                 f"{r['ours_p50_ms']:>6.1f}/{r['ours_p95_ms']:<6.1f}ms "
                 f"{r['plain_p50_ms']:>5.1f}/{r['plain_p95_ms']:<6.1f}ms "
                 f"{r['iterative_p50_ms']:>5.1f}/{r['iterative_p95_ms']:<6.1f}ms "
@@ -1037,8 +1041,8 @@ def _scale_child() -> None:
         with connection.cursor() as cursor:
             cursor.execute("SELECT count(*) FROM knowledge_chunks WHERE acl && %s::text[]", [ordered])
             visible = cursor.fetchone()[0] / max(total, 1)
-            exact_forced = ks_vector.nearest_exact(cursor, ordered, depth)
-            plan = "exact" if exact_forced else _planned_scan(cursor, ordered, depth)
+            nearest = ks_vector.nearest_plan(cursor, ordered, depth)
+            plan = "exact" if nearest.exact else _planned_scan(cursor, ordered, depth)
         started = time.monotonic()
         # an identity that sees every chunk: exact search without the ACL is the same list, and
         # spares a sequential scan testing hundreds of principals against every row
@@ -1052,7 +1056,7 @@ def _scale_child() -> None:
             recall_at(sides.iterative(q, principals, K), e) for q, e in zip(recall_qs, exact, strict=True)
         )
         times = interleaved(sides, qs, principals, SCALE_SIDES)
-        row = {"visible": visible, "plan": plan, "exact_search_s": exact_s / len(recall_qs)}
+        row = {"visible": visible, "plan": plan, "ef": nearest.ef, "exact_search_s": exact_s / len(recall_qs)}
         for side in SCALE_SIDES:
             row[f"{side}_p50_ms"] = percentile(times[side], 0.5)
             row[f"{side}_p95_ms"] = percentile(times[side], 0.95)
@@ -1061,7 +1065,7 @@ def _scale_child() -> None:
         if plan == "graph" and SCALE_EF_SWEEP:
             row["ef_sweep"] = _ours_ef_sweep(sides, recall_qs, principals, exact, spec["ef"])
         print(
-            f"  {name} ({visible:.2%} visible, plan {plan}): ours p95 {row['ours_p95_ms']:.1f} ms, "
+            f"  {name} ({visible:.2%} visible, plan {plan}, ef {nearest.ef}): ours p95 {row['ours_p95_ms']:.1f} ms, "
             f"recall@{K} ours {ours_recall:.3f} plain {plain_recall:.3f} iterative {iterative_recall:.3f}",
             flush=True,
         )
@@ -1070,8 +1074,14 @@ def _scale_child() -> None:
 
 
 def _ours_ef_sweep(sides: Sides, qs: list[str], principals, exact: list[list[int]], ef: int) -> list[dict]:
-    """Ours at each ef of SCALE_EF_SWEEP: recall@K of its vector list and p50/p95 of the search."""
+    """Ours at each ef of SCALE_EF_SWEEP, as given (``walk_ef``'s widening off): recall@K of its
+    vector list and p50/p95 of the search."""
+    from knowledge.search import vector as ks_vector
+
     rows = []
+    widest = ks_vector.EF_MAX
+    ks_vector.EF_MAX = 0  # walk_ef never goes below the ef it is given
+    ks_vector._exact_plans.clear()
     for sweep_ef in SCALE_EF_SWEEP:
         sides.set_ours_ef(sweep_ef)
         found = [sides.ours_vector(q, principals) for q in qs]
@@ -1089,6 +1099,8 @@ def _ours_ef_sweep(sides: Sides, qs: list[str], principals, exact: list[list[int
             f"p50/p95 {rows[-1]['p50_ms']:.1f}/{rows[-1]['p95_ms']:.1f} ms",
             flush=True,
         )
+    ks_vector.EF_MAX = widest
+    ks_vector._exact_plans.clear()
     sides.set_ours_ef(ef)
     return rows
 
