@@ -10,7 +10,7 @@ from knowledge.search import vector
 
 @pytest.fixture(autouse=True)
 def _rules(monkeypatch):
-    # the rules' constants as documented, whatever they are tuned to later
+    # the rules' arithmetic, with constants fixed here (the module's are tuned by the benchmark)
     monkeypatch.setattr(vector, "EF_BASE_ROWS", 100_000)
     monkeypatch.setattr(vector, "EF_GROWTH", 0.5)
     monkeypatch.setattr(vector, "EF_VISIBLE_RANKS", 2.0)
