@@ -6,7 +6,9 @@ a narrow one — until the store grows: pgvector's cost model does not see how f
 goes (N ÷ the ACL's share of the graph, each step a page and dozens of distances), so at 300k
 chunks it sends a 1 % identity into the graph, hundreds of ms. When the planner's own plan is such
 a walk and it expects few visible rows (``EXACT_MAX_ROWS``), the exact statement is sent instead
-(``nearest_exact``): cheaper and exact. The lexical candidates are re-scored by exact cosine (beside their details) and
+(``nearest_plan``): cheaper and exact. A walk the ACL filters gets a wider ``hnsw.ef_search`` as the
+store grows and as the ACL's share shrinks (``walk_ef``): at a fixed ef its recall falls with both.
+The lexical candidates are re-scored by exact cosine (beside their details) and
 compete for the vector list too: an approximate index can miss a close neighbour, the lexical side
 often has it (recall@10 +0.07–0.17 on the benchmark).
 
