@@ -89,6 +89,8 @@ EXTRA_SIMILARITY = (
 HNSW_SETTINGS_SQL = """
 SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', %(ef_search)s, true)
 """
+# The same, setting only the ef, for the semantic side after a nearest statement that walked wider.
+HNSW_SEMANTIC_SETTINGS_SQL = "SELECT set_config('hnsw.ef_search', %(semantic_ef)s, true)"
 JOINED = (
     "SELECT s.similarity, {flag} {columns} FROM ({inner}) AS s JOIN knowledge_chunks c ON c.id = s.id "
     "JOIN knowledge_records r ON r.id = c.record_id"
@@ -541,8 +543,11 @@ def _vector_batch(
             else (JOINED.format(flag="", columns=columns, inner=NEAREST_SQL), False)
         )
         batch.add(NEAREST, nearest, prepare=prepare)
-        batch.params["ef_search"] = str(plan.ef)  # the semantic side, in the same message, walks with it
+        batch.params["ef_search"] = str(plan.ef)
     if semantic is not None:
+        if batch.params["ef_search"] != str(ef_search(depth)):
+            # the semantic side walks at the default ef, as it does on a connection of its own
+            batch.add(None, HNSW_SEMANTIC_SETTINGS_SQL, prepare=False, params={"semantic_ef": str(ef_search(depth))})
         sql, prepare = semantic_statement(columns, semantic.k)
         batch.add(
             SEMANTIC, sql, prepare=prepare, params={"topic_vec": vector_literal(semantic.vector), "topic_n": semantic.k}
