@@ -114,7 +114,9 @@ def main() -> int:
                 print(f"  {mark} {v.question.id} [{v.question.kind}] {v.question.question}")
                 print(f"      → {_short(v.outcome.text)}" + (f"  (cited: {_short(cited, 80)})" if cited else ""))
                 if imprecise:
-                    stray = ", ".join(f"{c.title} {list(c.markers)}" for c in v.outcome.cards if not card_holds(v.question, c))
+                    stray = ", ".join(
+                        f"{c.title} {list(c.markers)}" for c in v.outcome.cards if not card_holds(v.question, c)
+                    )
                     print(f"      cards without an expected fact: {_short(stray, 120)}")
                 if v.outcome.error:
                     print(f"      error: {v.outcome.error}")

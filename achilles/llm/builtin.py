@@ -364,7 +364,7 @@ def extractive_answer(query: str, sources: Sequence[ContextSource], *, max_sente
     if _WANTS_NUMBER.search(normalize(query)):
         numeric = [s for s in scored if re.search(r"\d", s[4])]
         scored = numeric or scored
-    return _quote(scored, max_sentences)
+    return _quote(scored, max_sentences, query_stems)
 
 
 _FENCED = re.compile(r"^\s*```.*?^\s*```[^\n]*$", re.MULTILINE | re.DOTALL)
@@ -376,7 +376,7 @@ def _prose_sentences(text: str) -> list[str]:
     return split_sentences(_FENCED.sub("\n", text))
 
 
-SPECIFICITY_SENTENCES = 20
+SPECIFICITY_SENTENCES = 4
 
 
 def _specificity(query_stems: set[str], sentences: list[set[str]]) -> Callable[[set[str]], float]:
@@ -387,15 +387,25 @@ def _specificity(query_stems: set[str], sentences: list[set[str]]) -> Callable[[
     return lambda stems: sum(idf[s] * (0.5 if s.isdigit() else 1.0) for s in stems)
 
 
-def _quote(scored: list[Scored], max_sentences: int) -> str:
-    """The sentences within three quarters of the best rank, at most ``max_sentences``, in context order."""
+def _quote(scored: list[Scored], max_sentences: int, query_stems: set[str] | None = None) -> str:
+    """The sentences within three quarters of the best rank, at most ``max_sentences``, in context
+    order. With ``query_stems``, a sentence after the best is quoted only when it holds a word of
+    the question that the sentences before it do not: «Генеральному директору ООО «Борей»» adds
+    nothing to «Генеральный директор — Анна Белова…»."""
     threshold = max(s[0] for s in scored) * 3 / 4
     chosen: list[Scored] = []
     seen: set[str] = set()
+    covered: set[str] = set()
     for item in sorted(scored, key=lambda s: (-s[0], -s[1], s[2], s[3])):
-        if item[0] >= threshold and item[4] not in seen and len(chosen) < max_sentences:
-            seen.add(item[4])
-            chosen.append(item)
+        if item[0] < threshold or item[4] in seen or len(chosen) >= max_sentences:
+            continue
+        if query_stems is not None:
+            own = query_stems & content_stems(item[4])
+            if chosen and own <= covered:
+                continue
+            covered |= own
+        seen.add(item[4])
+        chosen.append(item)
     chosen.sort(key=lambda s: (s[2], s[3]))
     return " ".join(s[4] if s[5] is None else f"{s[4]} [{s[5]}]" for s in chosen)
 

@@ -4,15 +4,18 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('conversations', '0005_spend_split'),
+        ("conversations", "0005_spend_split"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='citation',
-            name='passages',
-            field=models.JSONField(blank=True, default=list, help_text='per marker, the chunk it points to: [{marker, chunk_id, text}] (chunk_text is the best one)'),
+            model_name="citation",
+            name="passages",
+            field=models.JSONField(
+                blank=True,
+                default=list,
+                help_text="per marker, the chunk it points to: [{marker, chunk_id, text}] (chunk_text is the best one)",
+            ),
         ),
     ]

@@ -263,10 +263,23 @@ def test_not_found_when_the_tool_returned_nothing():
 
 
 def test_at_most_four_sentences_are_quoted():
-    sentences = [f"Правило номер {i} про отпуск сотрудника." for i in range(10)]
+    # ten sentences, each answering half of the question and adding a word the ones before it lack
+    topics = ["отпуск", "премия", "больничный", "командировка", "обучение", "спорт", "ноутбук", "пароль", "офис", "парковка"]
+    sentences = [" ".join(topics[(i + j) % 10] for j in range(5)).capitalize() + "." for i in range(10)]
     context = format_context([ContextSource(1, "Правила", " ".join(sentences))])
-    text = answer_text(drain(BuiltinChatProvider().stream(grounding_turn("отпуск сотрудника", context=context), [])))
+    text = answer_text(drain(BuiltinChatProvider().stream(grounding_turn(" ".join(topics), context=context), [])))
     assert text.count("[1]") == 4
+
+
+def test_a_sentence_that_adds_no_word_of_the_question_is_not_quoted():
+    """«Кто генеральный директор компании?» also quoted «Генеральному директору ООО «Борей»» (the
+    header of an application form): nothing in it answers beyond the first sentence."""
+    about = ContextSource(1, "О компании", "Генеральный директор — Анна Белова, технический директор — Павел Орлов.")
+    form = ContextSource(2, "Заявление на отпуск", "Генеральному директору ООО «Борей»\n\nПрошу предоставить отпуск.")
+
+    assert extractive_answer("Кто генеральный директор компании?", [about, form]) == (
+        "Генеральный директор — Анна Белова, технический директор — Павел Орлов. [1]"
+    )
 
 
 def test_a_forged_marker_inside_retrieved_text_is_not_a_source():

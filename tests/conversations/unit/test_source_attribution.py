@@ -90,7 +90,11 @@ def test_markers_are_numbered_in_order_of_first_use():
     numbers = MarkerNumbers(frozenset({1, 3, 7}))
     sources = [packed(1, 10, rank=1), packed(3, 30, rank=3, chunk_id=33), packed(7, 70, rank=7)]
 
-    shown = [numbers.renumber("Первое [3]. "), numbers.renumber("Второе [7], снова [3]. "), numbers.renumber("Ещё [7].")]
+    shown = [
+        numbers.renumber("Первое [3]. "),
+        numbers.renumber("Второе [7], снова [3]. "),
+        numbers.renumber("Ещё [7]."),
+    ]
     citations = build_citations(numbers.sources(sources), "".join(shown))
 
     assert shown == ["Первое [1]. ", "Второе [2], снова [1]. ", "Ещё [2]."]
