@@ -312,8 +312,9 @@ def extractive_answer(query: str, sources: Sequence[ContextSource], *, max_sente
     """Context sentences that answer ``query``, verbatim, each followed by ` [N]`.
 
     A query word weighs by how specific it is in this context: ``1 + ln(n / (1 + f))`` for a word
-    found in ``f`` of the ``n`` context sentences (a word no source has weighs most; ``n`` is at
-    least ``SPECIFICITY_SENTENCES``); a number weighs half. The relevance cut: a sentence answers when it shares a word with the query and,
+    found in ``f`` of the ``n`` context sentences (a word no source has weighs as much as one a
+    single sentence has: the most; ``n`` is at least ``SPECIFICITY_SENTENCES``); a number weighs
+    half, and a word that only asks for a value («стоит», «длится») weighs 1. The relevance cut: a sentence answers when it shares a word with the query and,
     together with its source's title (what the document is about), covers at least half of the
     query's weight and at least two of its words — of one part of it, when it asks two things
     («Сколько дней отпуск и какой размер премии?»: the part it can answer is answered). So «Какая выручка за третий квартал?» is not
@@ -377,13 +378,20 @@ def _prose_sentences(text: str) -> list[str]:
 
 
 SPECIFICITY_SENTENCES = 4
+# Words that only ask for a value («Сколько стоит аренда?», «Сколько длится срок?»): the answer is
+# the number, which seldom repeats the word; they weigh 1, not as a word no source has.
+_VALUE_WORDS = frozenset(
+    stem(w) for w in ("стоит", "стоят", "стоил", "стоила", "длится", "длился", "длилась", "составляет", "составил")
+)
 
 
 def _specificity(query_stems: set[str], sentences: list[set[str]]) -> Callable[[set[str]], float]:
     """How much some of the query's stems weigh in this context (see ``extractive_answer``)."""
     # a small context says little about how common a word is: it counts as at least SPECIFICITY_SENTENCES
     n = max(len(sentences), SPECIFICITY_SENTENCES)
-    idf = {s: 1.0 + math.log(n / (1 + sum(s in stems for stems in sentences))) for s in query_stems}
+    # a word no source has weighs as much as one a single sentence has: the most
+    idf = {s: 1.0 + math.log(n / (1 + max(1, sum(s in stems for stems in sentences)))) for s in query_stems}
+    idf.update((s, 1.0) for s in query_stems & _VALUE_WORDS)
     return lambda stems: sum(idf[s] * (0.5 if s.isdigit() else 1.0) for s in stems)
 
 
