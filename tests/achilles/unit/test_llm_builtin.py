@@ -264,7 +264,18 @@ def test_not_found_when_the_tool_returned_nothing():
 
 def test_at_most_four_sentences_are_quoted():
     # ten sentences, each answering half of the question and adding a word the ones before it lack
-    topics = ["отпуск", "премия", "больничный", "командировка", "обучение", "спорт", "ноутбук", "пароль", "офис", "парковка"]
+    topics = [
+        "отпуск",
+        "премия",
+        "больничный",
+        "командировка",
+        "обучение",
+        "спорт",
+        "ноутбук",
+        "пароль",
+        "офис",
+        "парковка",
+    ]
     sentences = [" ".join(topics[(i + j) % 10] for j in range(5)).capitalize() + "." for i in range(10)]
     context = format_context([ContextSource(1, "Правила", " ".join(sentences))])
     text = answer_text(drain(BuiltinChatProvider().stream(grounding_turn(" ".join(topics), context=context), [])))
