@@ -72,6 +72,7 @@ def _citation_out(c, visible: frozenset[int]) -> dict:
         "chunk_text": c.chunk_text if available else "",
         "rank": c.rank,
         "markers": list(c.markers),
+        "passages": c.passages if available else [],
         "available": available,
     }
 

@@ -141,6 +141,11 @@ class Citation(TimestampedModel):
         blank=True,
         help_text="the [N] markers of the answer that point at this source",
     )
+    passages = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="per marker, the chunk it points to: [{marker, chunk_id, text}] (chunk_text is the best one)",
+    )
 
     class Meta:
         db_table = "message_citations"

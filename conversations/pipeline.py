@@ -42,7 +42,7 @@ from achilles.llm import (
 )
 from conversations import services
 from conversations.choices import MessageState
-from conversations.citations import answer_access_records, build_citations
+from conversations.citations import MarkerNumbers, answer_access_records, build_citations
 from conversations.deps import (  # noqa: F401  (re-exported: the engine's public names)
     DatabaseTurnStore,
     EngineDeps,
@@ -398,11 +398,16 @@ class Turn:
             timings = self.timings
             t1 = time.monotonic()
             gate_seconds = 0.0
+            # The reader sees the answer's own marker numbers, 1, 2, … in order of first use.
+            numbers = MarkerNumbers(frozenset(s.marker for s in packed))
+            shown: list[str] = []
 
             def released(pieces: list[str]):
                 for piece in pieces:
                     if "first_release_ms" not in timings:
                         timings["first_release_ms"] = _ms(self._started)
+                    piece = numbers.renumber(piece)
+                    shown.append(piece)
                     self.parts.append(piece)
                     yield TokenEvent(piece)
 
@@ -426,7 +431,7 @@ class Turn:
             timings["round2_first_token_ms"] = round_two.first_event_ms
             timings["gate_ms"] = round(gate_seconds * 1000, 2)
             self.trace = replace(self.trace, ungrounded=tuple(gate.rejected))
-            answer = gate.text
+            answer = "".join(shown)
             if not answer:
                 # Nothing the model wrote is supported by the packed context: the engine's own answer.
                 own = engine_answer(packed_any=False, withheld=withheld)
@@ -434,7 +439,7 @@ class Turn:
             # Nothing to ground on: the engine answers, not the model (no guess from memory).
             self.parts.append(own)
             yield TokenEvent(own)
-        citations = build_citations(packed, answer) if own is None else []
+        citations = build_citations(numbers.sources(packed), answer) if own is None else []
         if hint is not None:
             tail = "\n\n" + hint.text
             self.parts.append(tail)

@@ -29,6 +29,12 @@ class ChatIn(Schema):
         return value
 
 
+class PassageOut(Schema):
+    marker: int
+    chunk_id: int | None
+    text: str
+
+
 class CitationOut(Schema):
     record_id: int | None
     chunk_id: int | None
@@ -38,6 +44,8 @@ class CitationOut(Schema):
     chunk_text: str
     rank: int
     markers: list[int] = []
+    # per marker, the passage it points to (``chunk_text`` is the record's best cited chunk)
+    passages: list[PassageOut] = []
     # False when the cited record was deleted or closed to the reader since: title, url and text
     # are then withheld from the stored copy.
     available: bool = True

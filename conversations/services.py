@@ -252,7 +252,17 @@ def _title(content: str) -> str:
 # locks and bumps the thread, then the message, its citations and its trace, each fed by the step
 # before it — a thread deleted meanwhile updates no row, so nothing at all is written.
 # What a citation row takes from a CitationOut (the model's field names).
-_CITATION_FIELDS = ("record_id", "chunk_id", "title", "url", "source_system", "chunk_text", "rank", "markers")
+_CITATION_FIELDS = (
+    "record_id",
+    "chunk_id",
+    "title",
+    "url",
+    "source_system",
+    "chunk_text",
+    "rank",
+    "markers",
+    "passages",
+)
 
 
 @dataclass(frozen=True)
@@ -377,6 +387,7 @@ def message_finalize(
                     keys["chunk_text"]: c.chunk_text,
                     keys["rank"]: c.rank,
                     keys["markers"]: list(c.markers),
+                    keys["passages"]: [p.as_dict() for p in c.passages],
                 }
                 for c in citations
             ]

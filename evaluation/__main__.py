@@ -80,7 +80,7 @@ def main() -> int:
         questions_load,
         run_questions,
     )
-    from evaluation.scoring import figures, judge  # noqa: PLC0415
+    from evaluation.scoring import card_holds, figures, judge  # noqa: PLC0415
 
     started = time.monotonic()
     print(
@@ -107,11 +107,17 @@ def main() -> int:
         score = figures(verdicts)
         print(f"\n=== {model.name} ({model.provider}), {time.monotonic() - model_started:.0f}s")
         for v in verdicts:
-            if verbose or not v.correct:
+            imprecise = v.precise_cards < v.cards
+            if verbose or not v.correct or imprecise:
                 mark = "ok " if v.correct else "BAD"
                 cited = ", ".join(c.title for c in v.outcome.cards)
                 print(f"  {mark} {v.question.id} [{v.question.kind}] {v.question.question}")
                 print(f"      → {_short(v.outcome.text)}" + (f"  (cited: {_short(cited, 80)})" if cited else ""))
+                if imprecise:
+                    stray = ", ".join(
+                        f"{c.title} {list(c.markers)}" for c in v.outcome.cards if not card_holds(v.question, c)
+                    )
+                    print(f"      cards without an expected fact: {_short(stray, 120)}")
                 if v.outcome.error:
                     print(f"      error: {v.outcome.error}")
         rows = [

@@ -106,15 +106,15 @@ def default_model_set(model: AllowedModel) -> None:
 
 
 def _cards(citations: Sequence[dict]) -> tuple[Card, ...]:
-    return tuple(
-        Card(
-            title=c.get("title") or "",
-            url=c.get("url") or "",
-            passage=c.get("chunk_text") or "",
-            markers=tuple(c.get("markers") or ()),
-        )
-        for c in citations
-    )
+    """The source cards the chat page shows: one per marker, with the passage it points to."""
+    cards = []
+    for c in citations:
+        title, url = c.get("title") or "", c.get("url") or ""
+        passages = c.get("passages") or [
+            {"marker": m, "text": c.get("chunk_text") or ""} for m in (c.get("markers") or [c.get("rank")])
+        ]
+        cards += [Card(title=title, url=url, passage=p.get("text") or "", markers=(p["marker"],)) for p in passages]
+    return tuple(sorted(cards, key=lambda card: card.markers))
 
 
 def ask(user: User, question: str) -> Outcome:

@@ -142,17 +142,19 @@ def names_source(card: Card, source: str) -> bool:
     return any(w in card.title.casefold() or w in card.url.casefold() for w in wanted)
 
 
+def card_holds(question: Question, card: Card) -> bool:
+    """A precise card: its passage holds an expected fact (or, without facts, it names the source)."""
+    if question.facts:
+        return any(fact_in(f, card.passage) for f in question.facts)
+    return names_source(card, question.source)
+
+
 def judge(question: Question, outcome: Outcome) -> Verdict:
     body = answer_body(outcome.text, outcome.hint)
     refused = is_refusal(outcome.text, outcome.hint, cited=bool(outcome.cards))
     facts_found = bool(question.facts) and all(fact_in(f, body) for f in question.facts)
     leaked = question.kind == "withheld" and any(fact_in(f, body) for f in question.facts)
-    precise = 0
-    for card in outcome.cards:
-        if question.facts:
-            precise += any(fact_in(f, card.passage) for f in question.facts)
-        else:
-            precise += names_source(card, question.source)
+    precise = sum(card_holds(question, card) for card in outcome.cards)
     return Verdict(
         question=question,
         outcome=outcome,

@@ -30,6 +30,19 @@ def rrf(lists: Sequence[Sequence[int]], *, k: int = RRF_K) -> list[tuple[int, fl
     return sorted(scores.items(), key=lambda item: (-item[1], best_rank[item[0]], item[0]))
 
 
+def exact_first(exact: Sequence[int], lists: Sequence[Sequence[int]], *, k: int = RRF_K) -> list[tuple[int, float]]:
+    """``rrf`` of ``lists`` and ``exact`` (the chunks holding an identifier the query names, best
+    first: ``knowledge.search.identifiers``), with the exact ones first in their own order and the
+    rest after them in fused order; every score is the chunk's fused one."""
+    if not exact:
+        return rrf(lists, k=k)
+    fused = rrf([*lists, exact], k=k)
+    scores = dict(fused)
+    first = list(dict.fromkeys(exact))
+    wanted = set(first)
+    return [(chunk_id, scores[chunk_id]) for chunk_id in first] + [item for item in fused if item[0] not in wanted]
+
+
 def withheld_chunk_ids(*, unfiltered: Sequence[Sequence[int]], hidden: set[int], k: int) -> list[int]:
     """Hidden chunk ids that rank in the top ``k`` of the fusion of the unfiltered lists, best first."""
     if not hidden:

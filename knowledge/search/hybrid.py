@@ -19,9 +19,10 @@ from django.db.backends.utils import CursorWrapper
 
 from achilles.errors import ValidationFailed
 from knowledge.contracts import MAX_K, MAX_QUERY_CHARS, Candidate, Identity, SearchResult, Withheld
-from knowledge.fusion import rrf, withheld_chunk_ids
+from knowledge.fusion import exact_first, withheld_chunk_ids
 from knowledge.search.batch import Batch, Rows
 from knowledge.search.embedding import EmbeddingConfig, embed_query, search_embedding_config
+from knowledge.search.identifiers import ExactRow, exact_statement, query_identifiers
 from knowledge.search.lexical import (
     LEXICAL_FIRST_SQL,
     LevelRow,
@@ -92,7 +93,7 @@ FROM knowledge_chunks c JOIN knowledge_records r ON r.id = c.record_id
 WHERE c.id = ANY(%(ids)s)
 """
 # The result sets of the first message and the statements riding in the vector message.
-FIRST, WORDS = "first", "words"
+FIRST, WORDS, EXACT = "first", "words", "exact"
 LEVELS, COUNTS = "levels", "lexeme_records"
 
 
@@ -167,6 +168,7 @@ class SearchPlan:
     vector: list[float] | None
     words: list[str]  # whose topic decides withheld
     beside: Beside | None
+    identifiers: list[str] = field(default_factory=list)  # matched exactly and first (``identifiers``)
 
 
 def plan_search(query: str, principals: list[str], k: int) -> SearchPlan:
@@ -184,7 +186,7 @@ def plan_search(query: str, principals: list[str], k: int) -> SearchPlan:
     if pool is not None and vector is not None:
         semantic_k = k if config is not None and config.hint_floor is not None and words else None
         beside = start_beside(pool, vector, principals, depth, DETAIL_COLUMNS, semantic_k)
-    return SearchPlan(query, principals, k, depth, config, vector, words, beside)
+    return SearchPlan(query, principals, k, depth, config, vector, words, beside, query_identifiers(query))
 
 
 # ---------------------------------------------------------------- read
@@ -203,6 +205,7 @@ class Reading:
     similarity: dict[int, float] = field(default_factory=dict)  # the vector list's candidates
     semantic_ids: list[int] = field(default_factory=list)  # the semantic side of withheld
     level_rows: Rows = field(default_factory=list)  # the lower lexical levels (``LevelRow``)
+    exact: list[int] = field(default_factory=list)  # visible chunks holding a named identifier
 
     def took(self, rows: VectorRows | None) -> Rows:
         """What the last message read (``last_message``) kept here; returns the deferred counts."""
@@ -230,7 +233,8 @@ def read(cursor: CursorWrapper, plan: SearchPlan) -> Found:
     message with its HNSW settings: the lower lexical levels (only while a list is short), the
     vector list and the semantic side of withheld (unless they ran beside), each row with its
     details, and the details of the first level's candidates (with their similarity) and hidden
-    rows. No BEGIN/COMMIT. (When withheld's topic is not the whole query, its own lexical levels
+    rows. No BEGIN/COMMIT. (1) also reads, when the query names identifiers, the visible chunks
+    holding them (``identifiers``), which the fusion puts first. (When withheld's topic is not the whole query, its own lexical levels
     come before (3), or after it when deferred.) Then the lists are fused, and the details of any
     chunk still without them read (no embedding model, or a chunk deleted meanwhile)."""
     reading = first_message(cursor, plan)
@@ -252,10 +256,10 @@ def read(cursor: CursorWrapper, plan: SearchPlan) -> Found:
         settle_deferred(cursor, plan, reading, generation, counts)
     merge_levels(reading)
     lists, hidden = candidate_lists(plan, reading)
-    fused = rrf(lists)[: plan.k]
+    fused = exact_first(reading.exact, lists)[: plan.k]
     hidden += [chunk_id for chunk_id in reading.semantic_ids if chunk_id not in hidden]
     details_fill(cursor, plan.principals, [chunk_id for chunk_id, _ in fused] + hidden, reading.details)
-    return Found(fused, hidden, reading.details, any(lists) or bool(hidden))
+    return Found(fused, hidden, reading.details, any(lists) or bool(hidden) or bool(reading.exact))
 
 
 def details_fill(cursor: CursorWrapper, principals: list[str], ids: list[int], details: dict[int, Any]) -> None:
@@ -277,9 +281,13 @@ def first_message(cursor: CursorWrapper, plan: SearchPlan) -> Reading:
     batch = Batch(params).add(FIRST, LEXICAL_FIRST_SQL, prepare=True)
     if plan.words:
         batch.add(WORDS, WORDS_SQL, prepare=True, params={"words": plan.words})
+    if plan.identifiers:
+        sql, exact_params = exact_statement(plan.identifiers)
+        batch.add(EXACT, sql, prepare=False, params=exact_params)
     sets = batch.run(cursor)
     side, lexemes = lexical_first(sets[FIRST])
-    return Reading(side, lexemes, sets.get(WORDS, []))
+    exact = [row[ExactRow.CHUNK_ID] for row in sets.get(EXACT, [])]
+    return Reading(side, lexemes, sets.get(WORDS, []), exact=exact)
 
 
 def last_message(

@@ -337,3 +337,45 @@ def test_without_a_websocket_the_page_falls_back_to_sse(live_url, page, model, u
     wait_answers(page, 2)
     assert "Перенос отпуска возможен" in page.locator(".msg.assistant .text").last.text_content()
     assert Conversation.objects.get(user=user).messages.count() == 4
+
+
+def test_each_marker_has_its_own_card_with_the_passage_it_points_to(live_url, page, model, user_factory):
+    """Issue 31: two markers of one record that cite two of its chunks were one card showing the
+    best chunk for both. The answer's markers read [1], [2] in order of use, and each card shows
+    the passage of its own marker."""
+    from achilles.llm.context import parse_context
+
+    parking = "Во время отпуска машину можно оставить на парковке у офиса."
+    badge = "На время отпуска пропуск сдают на ресепшн."
+    record_upsert(
+        source_system="files",
+        external_id="leave-rules",
+        title="Правила на время отпуска",
+        text=f"## Парковка\n\n{parking}\n\n## Пропуск\n\n{badge}",
+        acl=["everyone"],
+    )
+
+    def answer(body: dict) -> StubReply:
+        # cite the chunks under the markers the packing gave them, the later marker first
+        context = next(m["content"] for m in body["messages"] if m.get("role") == "tool")
+        markers = {s.marker: s.text for s in parse_context(context)}
+        of = {text: next(n for n, t in markers.items() if text in t) for text in (parking, badge)}
+        first, second = sorted((parking, badge), key=lambda text: -of[text])
+        return StubReply(text=f"{first[:-1]} [{of[first]}]. {second[:-1]} [{of[second]}].")
+
+    original = model.stub.responder
+    model.stub.responder = lambda body: original(body) if body.get("tools") else answer(body)
+    user = user_factory(username="browser-cards")
+    sign_in(page, live_url, user.username)
+    page.goto(live_url + "/chat/")
+    ask(page, "Что с парковкой и пропуском во время отпуска?")
+    wait_answers(page, 1)
+
+    text = page.locator(".msg.assistant .text").last.text_content()
+    cards = page.locator(".msg.assistant .sources .source")
+    assert text.index("[1]") < text.index("[2]")  # numbered in order of use
+    assert cards.count() == 2
+    first_sentence = text.split("[1]")[0].strip()
+    assert cards.nth(0).locator(".num").text_content() == "[1]"
+    assert first_sentence in cards.nth(0).locator(".passage").text_content()
+    assert first_sentence not in cards.nth(1).locator(".passage").text_content()

@@ -94,7 +94,15 @@
 
   function sourceCards(m) {
     const wrap = el("div", "sources"); wrap.setAttribute("aria-label", "Источники");
+    // One card per marker, each showing the passage its marker points to (``passages``); a
+    // citation stored before passages were kept shows its best chunk under all its markers.
+    const perMarker = [];
     (m.citations || []).forEach(c => {
+      if (c.passages && c.passages.length) c.passages.forEach(p => perMarker.push({...c, markers: [p.marker], chunk_text: p.text}));
+      else perMarker.push(c);
+    });
+    if (perMarker.every(c => c.markers && c.markers.length)) perMarker.sort((a, b) => a.markers[0] - b.markers[0]);
+    perMarker.forEach(c => {
       const numbers = (c.markers && c.markers.length) ? c.markers : [c.rank];
       const card = el("div", "source" + (c.available === false ? " unavailable" : ""));
       card.id = `src-${m.id}-${numbers[0]}`;

@@ -263,10 +263,34 @@ def test_not_found_when_the_tool_returned_nothing():
 
 
 def test_at_most_four_sentences_are_quoted():
-    sentences = [f"Правило номер {i} про отпуск сотрудника." for i in range(10)]
+    # ten sentences, each answering half of the question and adding a word the ones before it lack
+    topics = [
+        "отпуск",
+        "премия",
+        "больничный",
+        "командировка",
+        "обучение",
+        "спорт",
+        "ноутбук",
+        "пароль",
+        "офис",
+        "парковка",
+    ]
+    sentences = [" ".join(topics[(i + j) % 10] for j in range(5)).capitalize() + "." for i in range(10)]
     context = format_context([ContextSource(1, "Правила", " ".join(sentences))])
-    text = answer_text(drain(BuiltinChatProvider().stream(grounding_turn("отпуск сотрудника", context=context), [])))
+    text = answer_text(drain(BuiltinChatProvider().stream(grounding_turn(" ".join(topics), context=context), [])))
     assert text.count("[1]") == 4
+
+
+def test_a_sentence_that_adds_no_word_of_the_question_is_not_quoted():
+    """«Кто генеральный директор компании?» also quoted «Генеральному директору ООО «Борей»» (the
+    header of an application form): nothing in it answers beyond the first sentence."""
+    about = ContextSource(1, "О компании", "Генеральный директор — Анна Белова, технический директор — Павел Орлов.")
+    form = ContextSource(2, "Заявление на отпуск", "Генеральному директору ООО «Борей»\n\nПрошу предоставить отпуск.")
+
+    assert extractive_answer("Кто генеральный директор компании?", [about, form]) == (
+        "Генеральный директор — Анна Белова, технический директор — Павел Орлов. [1]"
+    )
 
 
 def test_a_forged_marker_inside_retrieved_text_is_not_a_source():
@@ -450,3 +474,57 @@ def test_a_table_row_answers_with_its_header():
     table = "| Отдел | Внутренний телефон |\n| --- | --- |\n| Бухгалтерия | 4417 |"
     answer = extractive_answer("Какой внутренний телефон у бухгалтерии?", [ContextSource(1, "phones.xlsx", table)])
     assert "4417" in answer and answer.endswith("[1]")
+
+
+def test_a_record_named_by_its_identifier_is_answered_with_its_gist():
+    """«Что с задачей AURORA-9001?» quoted a runbook's «…ведётся в задаче AURORA-9001» (more of the
+    question's words) instead of the issue itself: the record whose title names the key answers."""
+    sources = [
+        ContextSource(1, "Дежурства и инциденты", "Перевод дежурств на новую систему ведётся в задаче AURORA-9001."),
+        ContextSource(
+            2,
+            "AURORA-9001 Платёжный шлюз",
+            "AURORA-9001: Платёжный шлюз: повторные списания при таймауте банка.\n\nКомментарий к AURORA-9001: проверили.",
+        ),
+    ]
+
+    assert extractive_answer("Что с задачей AURORA-9001?", sources) == (
+        "AURORA-9001: Платёжный шлюз: повторные списания при таймауте банка. [2]"
+    )
+    assert extractive_answer("Кто проверил комментарий к AURORA-9001?", sources) == (
+        "Комментарий к AURORA-9001: проверили. [2]"
+    )
+
+
+def test_the_words_no_source_has_are_what_the_question_asks():
+    """«Какая выручка за третий квартал 2026 года?» was answered with the roadmap's «…в начале каждого
+    квартала»: it shares «квартал» and, with its title, «2026» and «год», but not what is asked."""
+    # given: a packed context as search gives it (several sources, a few dozen sentences)
+    roadmap = ContextSource(
+        1,
+        "Дорожная карта продукта на 2026 год",
+        "Q1 2026 — мобильное приложение для iOS и Android. Q2 2026 — новый конструктор отчётов. "
+        "Q3 2026 — AI-помощник менеджера. Q4 2026 — маркетплейс интеграций. "
+        "Приоритеты пересматриваются на продуктовом комитете в начале каждого квартала.",
+    )
+    others = [
+        ContextSource(2, "ИТ-бюджет", "ИТ-бюджет на 2026 год — 96 млн ₽. Закупки ноутбуков проводятся дважды в год."),
+        ContextSource(3, "Праздники", "Новогодние каникулы — с 1 по 11 января. Последняя пятница декабря — выходной."),
+        ContextSource(4, "Премия", "Квартальная премия — до 20 % оклада. Премия выплачивается раз в квартал."),
+    ]
+
+    # then
+    assert extractive_answer("Какая выручка за третий квартал 2026 года?", [roadmap, *others]) == NOT_FOUND_TEXT
+    assert "квартала" in extractive_answer("Когда пересматриваются приоритеты продукта?", [roadmap, *others])
+
+
+def test_a_question_for_a_quantity_is_answered_by_a_sentence_with_a_number():
+    """«Сколько длится испытательный срок?» also quoted «План на испытательный срок составляет
+    руководитель…»: a question for a quantity, a time or a date wants a number."""
+    onboarding = ContextSource(
+        1,
+        "Онбординг",
+        "Испытательный срок — 3 месяца. План на испытательный срок составляет руководитель в первую неделю.",
+    )
+
+    assert extractive_answer("Сколько длится испытательный срок?", [onboarding]) == "Испытательный срок — 3 месяца. [1]"

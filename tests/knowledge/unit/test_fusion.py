@@ -2,7 +2,7 @@
 
 import pytest
 
-from knowledge.fusion import RRF_K, rrf, withheld_chunk_ids
+from knowledge.fusion import RRF_K, exact_first, rrf, withheld_chunk_ids
 
 
 def test_rrf_scores_are_the_sum_of_reciprocal_ranks():
@@ -44,3 +44,16 @@ def test_withheld_only_when_a_hidden_chunk_would_make_the_top_k():
     assert withheld_chunk_ids(unfiltered=unfiltered, hidden={10, 11}, k=2) == []
     assert withheld_chunk_ids(unfiltered=unfiltered, hidden={11}, k=4) == []
     assert withheld_chunk_ids(unfiltered=unfiltered, hidden={10, 11}, k=5) == [10, 11]
+
+
+def test_exact_matches_come_first_in_their_own_order_with_their_fused_scores():
+    lists = [[1, 2, 3], [3, 1]]
+    fused = exact_first([9, 2], lists)
+    assert [c for c, _ in fused] == [9, 2, 1, 3]
+    scores = dict(fused)
+    assert scores[9] == pytest.approx(1 / (RRF_K + 1))
+    assert scores[2] == pytest.approx(1 / (RRF_K + 2) + 1 / (RRF_K + 2))
+
+
+def test_without_exact_matches_the_order_is_plain_rrf():
+    assert exact_first([], [[1, 2, 3], [3, 1]]) == rrf([[1, 2, 3], [3, 1]])
