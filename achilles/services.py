@@ -172,7 +172,8 @@ def user_profile_update(*, user: User, changes: dict[str, Any]) -> User:
             continue
         if owned:
             raise ValidationFailed(
-                _("%(field)s приходит из каталога (%(source)s) и меняется там") % {"field": field, "source": user.source},
+                _("%(field)s приходит из каталога (%(source)s) и меняется там")
+                % {"field": field, "source": user.source},
                 field=field,
                 code="directory_owned",
             )

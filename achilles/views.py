@@ -64,7 +64,11 @@ def oidc_cancelled(request):
     return redirect(settings.LOGIN_URL)
 
 
-SOURCE_RU = {"local": gettext_lazy("локальная учётная запись"), "ldap": "LDAP / Active Directory", "oidc": "OpenID Connect"}
+SOURCE_RU = {
+    "local": gettext_lazy("локальная учётная запись"),
+    "ldap": "LDAP / Active Directory",
+    "oidc": "OpenID Connect",
+}
 
 
 @login_required

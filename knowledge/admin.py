@@ -7,6 +7,7 @@ from django.contrib import admin, messages
 from django.db.models import Count
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils.translation import gettext_lazy as _
 
 from achilles.errors import ApplicationError
 from achilles.models import User
@@ -266,7 +267,7 @@ class DocumentAdmin(admin.ModelAdmin):
     def delete_model(self, request, obj):
         uploads.document_delete(actor=request.user, document_id=obj.pk)
 
-    @admin.action(description="Delete the selected documents and their records", permissions=["delete"])
+    @admin.action(description=_("Удалить выбранные документы и их записи"), permissions=["delete"])
     def delete_documents(self, request, queryset):
         for document in queryset:
             uploads.document_delete(actor=request.user, document_id=document.pk)
@@ -354,15 +355,15 @@ class ConnectorAdmin(admin.ModelAdmin):
             except ApplicationError as exc:
                 messages.warning(request, f"{connector.name}: {exc}")
 
-    @admin.action(description="Run a content sync")
+    @admin.action(description=_("Запустить синхронизацию содержимого"))
     def run_content(self, request, queryset) -> None:
         self._run(request, queryset, "content")
 
-    @admin.action(description="Run a permission sync")
+    @admin.action(description=_("Запустить синхронизацию прав"))
     def run_permissions(self, request, queryset) -> None:
         self._run(request, queryset, "permissions")
 
-    @admin.action(description="Cancel the active runs")
+    @admin.action(description=_("Отменить идущие синхронизации"))
     def cancel_runs(self, request, queryset) -> None:
         active = ConnectorRun.objects.filter(connector__in=queryset, state__in=ACTIVE_RUN_STATES)
         for run in active.select_related("connector"):

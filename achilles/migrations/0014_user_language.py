@@ -4,20 +4,25 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('achilles', '0013_notifications'),
-        ('auth', '0012_alter_user_first_name_max_length'),
+        ("achilles", "0013_notifications"),
+        ("auth", "0012_alter_user_first_name_max_length"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='user',
-            name='language',
-            field=models.CharField(blank=True, choices=[('ru', 'Русский'), ('en', 'English')], db_default='', default='', max_length=8),
+            model_name="user",
+            name="language",
+            field=models.CharField(
+                blank=True, choices=[("ru", "Русский"), ("en", "English")], db_default="", default="", max_length=8
+            ),
         ),
         migrations.AddConstraint(
-            model_name='user',
-            constraint=models.CheckConstraint(condition=models.Q(('language__in', ['', 'ru', 'en'])), name='achilles_user_language_known', violation_error_message='the interface language is Russian or English'),
+            model_name="user",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("language__in", ["", "ru", "en"])),
+                name="achilles_user_language_known",
+                violation_error_message="the interface language is Russian or English",
+            ),
         ),
     ]
