@@ -61,8 +61,9 @@ def stacked_bars(*, days: Sequence[date], points: Sequence[tuple[date, str, int]
             y -= h
             title = f"{day:%d.%m} · {labels.get(stack, stack) or '—'}: {tokens:,}".replace(",", " ")
             bars.append(Bar(LEFT + i * step + gap / 2, y, max(1.0, step - gap), h, css[stack], title))
+    caption = escape(_("Токены по дням"))
     parts = [
-        f'<svg class="usage-chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{escape(_("Токены по дням"))}">',
+        f'<svg class="usage-chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{caption}">',
         f'<line class="axis" x1="{LEFT}" y1="{TOP + plot_h}" x2="{WIDTH - 8}" y2="{TOP + plot_h}"/>',
         f'<line class="grid" x1="{LEFT}" y1="{TOP}" x2="{WIDTH - 8}" y2="{TOP}"/>',
         f'<text class="tick" x="{LEFT - 6}" y="{TOP + 4}" text-anchor="end">{escape(_compact(peak))}</text>',
