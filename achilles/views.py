@@ -121,7 +121,7 @@ def tokens_page(request):
             return redirect("tokens")
         name = (request.POST.get("name") or "")[:100]
         try:
-            _, created_secret = services.api_token_create(user=request.user, name=name)
+            _token, created_secret = services.api_token_create(user=request.user, name=name)
         except ApplicationError:  # empty, or only invisible characters
             messages.error(request, _("Укажите название токена (видимыми символами)."))
     tokens = selectors.api_token_list_for_user(user=request.user)
