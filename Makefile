@@ -93,7 +93,7 @@ deploy-test: install
 # The interface's English (docs/web-ui.md § Languages): locale/en/LC_MESSAGES/{django,djangojs}.po
 # updated from the templates, the code and the pages' scripts (a new text arrives untranslated:
 # translate it in the .po), then compiled to the committed .mo. Needs GNU gettext (make gettext-deps).
-MESSAGES_SCAN := --no-location --ignore='.venv/*' --ignore='var/*' --ignore='tests/*' --ignore='bench/*' \
+MESSAGES_SCAN := --no-location --no-fuzzy-matching --ignore='.venv/*' --ignore='var/*' --ignore='tests/*' --ignore='bench/*' \
 	--ignore='evaluation/*' --ignore='deploy/*' --ignore='docs/*' --ignore='emulators/*' --ignore='scripts/*' \
 	--ignore='syncagent/*' --ignore='knowledge/demo_corpus/*' --ignore='staticfiles/*'
 messages: install

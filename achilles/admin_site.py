@@ -34,6 +34,7 @@ APP_NAMES = {
     "hub": _("Хаб (Jira)"),
     "conversations": _("Беседы"),
     "usage": _("Расходы AI"),
+    "axes": _("Блокировки входа"),  # django-axes names itself "Axes"
 }
 
 # (app_label, model_name) → (singular, plural)
