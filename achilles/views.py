@@ -20,9 +20,9 @@ from django.views.decorators.http import require_GET
 
 from achilles import selectors, services
 from achilles.errors import ApplicationError
-from achilles.models import LANGUAGE_CHOICES
 from achilles.health import health_report
 from achilles.middleware import unavailable_response
+from achilles.models import LANGUAGE_CHOICES
 
 
 @require_GET

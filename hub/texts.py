@@ -70,7 +70,9 @@ def agent_status_lines(status: AgentStatus, *, tz: str = "UTC") -> list[str]:
     else:
         lines.append(_("агент офлайн (последний контакт: %(when)s)") % {"when": when(status.last_contact_at, tz)})
     lines.append(
-        _("версия: v%(version)s") % {"version": status.version} if status.version is not None else _("версия: неизвестна")
+        _("версия: v%(version)s") % {"version": status.version}
+        if status.version is not None
+        else _("версия: неизвестна")
     )
     current = status.current_command
     if current is not None:

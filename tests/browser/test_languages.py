@@ -15,7 +15,18 @@ from tests.browser.conftest import sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.p1]
 
-PAGES = ["/", "/chat/", "/knowledge/", "/agents/", "/hub/", "/tokens/", "/usage/me/", "/usage/", "/settings/", "/admin/"]
+PAGES = [
+    "/",
+    "/chat/",
+    "/knowledge/",
+    "/agents/",
+    "/hub/",
+    "/tokens/",
+    "/usage/me/",
+    "/usage/",
+    "/settings/",
+    "/admin/",
+]
 
 # Every text a person reads on the page: text nodes (hidden ones too: they show at some point),
 # the attributes screen readers and tooltips read, the title. Left out: scripts, code, the user's
