@@ -7,7 +7,10 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.utils import timezone
 
+from achilles.services import api_token_create, api_token_revoke
+from agents.models import AgentRun
 from agents.services import agent_create
 from conversations.models import Conversation, Message
 from hub.permissions import hub_group_ensure
@@ -72,7 +75,21 @@ def _seed(user, *, title: str, question: str, answer: str, agent: str) -> Conver
     Message.objects.create(
         conversation=conversation, role="assistant", content=answer, model="builtin-extractive", tokens_used=584
     )
-    agent_create(owner=user, name=agent, schedule={"type": "interval", "every_minutes": 90})
+    created = agent_create(owner=user, name=agent, schedule={"type": "interval", "every_minutes": 90})
+    # a finished run in the agent's history, a token and a revoked one on the tokens page
+    now = timezone.now()
+    AgentRun.objects.create(
+        agent=created,
+        trigger="manual",
+        state="succeeded",
+        output="42",
+        tokens_used=1204,
+        started_at=now,
+        finished_at=now,
+    )
+    token, _secret = api_token_create(user=user, name="laptop")
+    api_token_create(user=user, name="ci")
+    api_token_revoke(user=user, token_id=token.pk)
     return conversation
 
 
@@ -106,6 +123,7 @@ def test_english_pages_show_no_russian(live_url, _browser, user_factory, model_f
         russian = {path: [t for t in found if CYRILLIC.search(t)] for path, found in texts.items()}
         assert {path: found for path, found in russian.items() if found} == {}
         assert "584 tokens" in " ".join(texts[f"/chat/?c={conversation.pk}"])
+        assert "1,204 tokens" in texts["/agents/"] and "revoked" in " ".join(texts["/tokens/"])
     finally:
         context.close()
 
@@ -127,6 +145,7 @@ def test_russian_pages_show_no_english(live_url, page, user_factory, model_facto
     }
     assert {path: words for path, words in english.items() if words} == {}
     assert "584 токена" in " ".join(texts[f"/chat/?c={conversation.pk}"])
+    assert "1\u00a0204 токена" in texts["/agents/"] and "отозван" in " ".join(texts["/tokens/"])
 
 
 def test_switching_the_language_in_settings_takes_effect(live_url, page, user_factory):
