@@ -7,6 +7,7 @@ from django.contrib import admin, messages
 from django.db.models import Count
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from achilles.errors import ApplicationError
@@ -26,11 +27,15 @@ def _search_mode_message(request) -> None:
     if config is None:
         messages.warning(
             request,
-            "Vector search is off: no default embedding model in the model allow-list "
-            "(kind = embedding). Search is lexical only.",
+            gettext(
+                "Векторный поиск выключен: в списке разрешённых моделей нет модели эмбеддингов по умолчанию "
+                "(kind = embedding). Поиск только лексический."
+            ),
         )
     else:
-        messages.info(request, f"Hybrid search: lexical + vector ({config.name}).")
+        messages.info(
+            request, gettext("Гибридный поиск: лексический + векторный (%(model)s).") % {"model": config.name}
+        )
 
 
 class ChunkInline(admin.TabularInline):
@@ -179,9 +184,11 @@ class RecordAdmin(admin.ModelAdmin):
 
 
 class SearchPreviewForm(forms.Form):
-    query = forms.CharField(max_length=2000)
-    user = forms.ModelChoiceField(queryset=None, required=False, empty_label="(anonymous: public only)")
-    k = forms.IntegerField(min_value=1, max_value=MAX_K, initial=8)
+    query = forms.CharField(max_length=2000, label=_("Вопрос"))
+    user = forms.ModelChoiceField(
+        queryset=None, required=False, empty_label=_("(аноним: только публичное)"), label=_("Пользователь")
+    )
+    k = forms.IntegerField(min_value=1, max_value=MAX_K, initial=8, label="k")
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
