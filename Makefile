@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: install run test coverage bench eval lint fuzz services-stop clean browser-deps ldap-deps ocr-deps screenshots deploy-lint deploy-test deploy-deps mcp-conformance-deps messages gettext-deps
+.PHONY: install run test coverage bench eval lint fuzz services-stop clean browser-deps ldap-deps ocr-deps screenshots deploy-lint deploy-test deploy-deps mcp-conformance-deps messages gettext-deps axe-deps
 
 $(BIN)/.installed: requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,16 +18,27 @@ install: $(BIN)/.installed
 run: install
 	HOST=$(HOST) PORT=$(PORT) bash scripts/run.sh
 
-# Two parts: everything but the fault suite on TEST_WORKERS pytest-xdist workers (each with its own
-# test database and namespace; the browser tests stay together on one worker, sharing one daphne and
-# one Chromium), then the fault suite alone, since it stops and restarts the PostgreSQL and Redis
-# every worker uses. Exit code 5 (nothing selected, e.g. PYTEST_ARGS=tests/browser) is not a failure.
+# Two parts at once: everything but the fault suite on TEST_WORKERS pytest-xdist workers (each with
+# its own test database and namespace; the browser tests stay together on one worker, sharing one
+# daphne and one Chromium), and beside them the fault suite in one process on embedded PostgreSQL
+# and Redis of its own (ACHILLES_VAR_DIR=var/faults: it stops and restarts its servers, never the
+# ones the workers use; stopped when it ends). The fault suite waits on restarts and kills most of
+# its 2-3 min, so it costs the run little CPU; its output is printed after the parallel part's.
+# Each part prints its 20 slowest tests. Exit code 5 (nothing selected, e.g. PYTEST_ARGS=tests/browser)
+# is not a failure.
 TEST_WORKERS ?= 2
+FAULTS_VAR_DIR := $(CURDIR)/var/faults
 test: install
+	mkdir -p $(FAULTS_VAR_DIR)
+	ACHILLES_VAR_DIR=$(FAULTS_VAR_DIR) $(BIN)/python -m pytest -m faults --durations=20 $(or $(PYTEST_ARGS),tests/faults) \
+		>$(FAULTS_VAR_DIR)/pytest.log 2>&1 & faults_pid=$$!; \
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) -m "not faults and not deploy" --durations=20 $(PYTEST_ARGS); parallel=$$?; \
 	[ $$parallel -eq 5 ] && parallel=0; \
-	$(BIN)/python -m pytest -m faults $(or $(PYTEST_ARGS),tests/faults); faults=$$?; \
+	wait $$faults_pid; faults=$$?; \
 	[ $$faults -eq 5 ] && faults=0; \
+	echo "=== the fault suite (tests/faults, its own PostgreSQL and Redis under var/faults) ==="; \
+	cat $(FAULTS_VAR_DIR)/pytest.log; \
+	ACHILLES_VAR_DIR=$(FAULTS_VAR_DIR) $(BIN)/python -m achilles.embedded stop; \
 	[ $$parallel -eq 0 ] && [ $$faults -eq 0 ]
 
 # Coverage of the hot path (the modules in pyproject.toml's [tool.coverage.run] include: search, the
@@ -111,6 +122,7 @@ gettext-deps:
 
 services-stop:
 	$(BIN)/python -m achilles.embedded stop
+	ACHILLES_VAR_DIR=$(FAULTS_VAR_DIR) $(BIN)/python -m achilles.embedded stop
 
 clean: services-stop
 	rm -rf var
@@ -143,3 +155,11 @@ mcp-conformance-deps:
 	mkdir -p $(MCP_CONFORMANCE_DIR)
 	npm install --prefer-offline --no-audit --no-fund --prefix $(MCP_CONFORMANCE_DIR) node@22.23.3 @modelcontextprotocol/conformance@0.1.16 >/dev/null
 	$(MCP_CONFORMANCE_DIR)/node_modules/.bin/node --version
+
+# axe-core (npm, pinned) for the accessibility checks of the browser tests (tests/browser/pagecheck.py
+# injects it into every page, light and dark); the npm cache serves a repeat offline.
+AXE_DIR := var/axe-core
+axe-deps:
+	mkdir -p $(AXE_DIR)
+	npm install --prefer-offline --no-audit --no-fund --prefix $(AXE_DIR) axe-core@4.14.1 >/dev/null
+	test -f $(AXE_DIR)/node_modules/axe-core/axe.min.js

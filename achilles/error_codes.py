@@ -74,6 +74,7 @@ class ErrorCode(StrEnum):
     FEEDBACK_ON_USER_MESSAGE = "feedback_on_user_message"
     MESSAGE_TOO_LONG = "message_too_long"
     WEB_SEARCH_UNAVAILABLE = "web_search_unavailable"
+    ACCESS_REQUEST_REPEATED = "access_request_repeated"
 
     # knowledge
     EMPTY_QUERY = "empty_query"

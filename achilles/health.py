@@ -19,9 +19,9 @@ from achilles import dbguard
 from achilles.errors import as_application_error
 
 ROLES = ("worker", "agents_worker", "ingest_worker", "beat")
-# A worker's consumer writes every WORKER_HEARTBEAT_SECONDS; one missed beat and a margin later
-# (WORKER_DEAD_AFTER_SECONDS) it counts as dead for the reaper.
-WORKER_HEARTBEAT_SECONDS = 5.0
+# A worker's consumer writes every WORKER_HEARTBEAT_SECONDS (the setting, 5 s by default); one missed
+# beat and a margin later (WORKER_DEAD_AFTER_SECONDS) it counts as dead for the reaper.
+WORKER_HEARTBEAT_SECONDS: float = settings.WORKER_HEARTBEAT_SECONDS
 WORKER_DEAD_AFTER_SECONDS = 3 * WORKER_HEARTBEAT_SECONDS
 
 

@@ -345,7 +345,8 @@ class ScimGroup(models.Model):
 
 
 class Notification(models.Model):
-    """A notice for one person: an agent run of theirs ended, a batch of theirs finished (the bell).
+    """A notice for one person: an agent run of theirs ended, a batch of theirs finished, a reader asks
+    them for access to a source they are the named contact of (the bell).
 
     Written only through ``achilles.notifications.notification_create``; the user FK is ON DELETE
     CASCADE in the database (migration 0013): a person's notices go with them.
@@ -354,6 +355,7 @@ class Notification(models.Model):
     class Kind(models.TextChoices):
         AGENT_RUN = "agent_run", "agent run"
         HUB_BATCH = "hub_batch", "hub batch"
+        ACCESS_REQUEST = "access_request", "access request"
 
     user = models.ForeignKey(User, on_delete=models.DO_NOTHING, related_name="notifications", db_index=False)
     kind = models.CharField(max_length=32, choices=Kind.choices)
@@ -369,7 +371,7 @@ class Notification(models.Model):
         ordering = ["-id"]
         constraints = [
             models.CheckConstraint(
-                condition=Q(kind__in=["agent_run", "hub_batch"]),
+                condition=Q(kind__in=["agent_run", "hub_batch", "access_request"]),
                 name="achilles_notification_kind_known",
                 violation_error_message="a notice is of a known kind",
             ),

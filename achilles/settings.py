@@ -389,6 +389,11 @@ if not 0 <= AGENT_SCHEDULER_COALESCE_SECONDS <= 60 or not 0 < AGENT_SCHEDULER_MA
 
 # Workers and beat write every 5 s: three missed beats and /healthz says so.
 HEARTBEAT_MAX_AGE_SECONDS = _read("HEARTBEAT_MAX_AGE_SECONDS", env.int, 15)
+# A Celery worker's consumer writes its heartbeat this often; three intervals without one and the
+# reapers and the ingest worker's start-up sweep count it dead (achilles.health.worker_known_dead).
+WORKER_HEARTBEAT_SECONDS = _read("WORKER_HEARTBEAT_SECONDS", env.float, 5.0)
+if not 0.5 <= WORKER_HEARTBEAT_SECONDS <= 60:
+    _fail("WORKER_HEARTBEAT_SECONDS must be within 0.5..60")
 
 # ---------------------------------------------------------------- security
 # Sign-in throttling (django-axes, login page and admin): after SIGNIN_FAILURE_LIMIT wrong

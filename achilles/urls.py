@@ -1,18 +1,31 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.http import HttpRequest, HttpResponse
 from django.urls import include, path, re_path
+from django.views.decorators.csrf import csrf_exempt
 from django.views.i18n import JavaScriptCatalog
 
 from achilles import views
 from achilles.api import api
 from achilles.home import home
 from achilles.metrics import metrics_view
-from achilles.scim.views import scim_endpoint
 from agents.pages import agents_page
 from conversations.pages import chat_page
 from conversations.views import chat_sse
 from hub.pages import hub_page
 from knowledge.pages import knowledge_page
+
+
+@csrf_exempt
+def scim_endpoint(request: HttpRequest, path: str | None = "") -> HttpResponse:
+    """``/scim/v2/…`` (achilles.scim.views), imported with the first SCIM request rather than with the
+    URLconf: scim2-models builds its pydantic models at import, reading each one's attribute
+    docstrings from source through ``inspect.getmodule`` over every loaded module — 2.5 s of a
+    fresh daphne's first request on a quiet machine, ~10 s in a test process under load."""
+    from achilles.scim.views import scim_endpoint as serve  # noqa: PLC0415 — see the docstring
+
+    return serve(request, path)
+
 
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),

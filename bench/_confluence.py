@@ -151,11 +151,79 @@ def ours(url: str, emulator_pid: int) -> dict:
         raise RuntimeError(f"our run {state}: {run.error}")
     return {
         "source": connector.source_system,
+        "connector": connector.pk,
         "pages": run.seen,
         "failed": run.failed,
         "seconds": meter.seconds,
         "cpu": meter.cpu_by,
         "calls": calls,
+    }
+
+
+def permission_change(url: str, emulator_pid: int, connector_id: int, source: str) -> dict:
+    """After the content run: the first space's home page gets a read restriction (group «finance»),
+    so every page of that space gains a clause; the permission sync is timed, and search as a user
+    outside the group (before: finds the home page; after: not) and inside it (still finds it) shows
+    the change in effect. No chunk is written again (their ids and vectors stay)."""
+    import httpx
+    from django.db import connection
+
+    from achilles.models import User
+    from knowledge import facade
+    from knowledge.connectors.models import ConnectorRun
+    from knowledge.connectors.sync import connector_run
+    from knowledge.contracts import Identity
+    from knowledge.models import Record
+
+    space = SPACES[0]
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    home = httpx.get(f"{url}/rest/api/space/{space}", headers=headers, timeout=30).json()
+    home_id = home["_expandable"]["homepage"].rsplit("/", 1)[1]
+    record = Record.objects.get(source_system=source, external_id=home_id)
+    outsider, member = (Identity.for_user(User.objects.get(username=name)) for name in ("user2", "user1"))
+
+    def finds(identity: Identity) -> bool:
+        return record.pk in {c.record_id for c in facade.search(record.title, identity, k=8).candidates}
+
+    def chunks() -> tuple[int, int]:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*), sum(hashtext(c.id::text || c.embedding::text)::bigint) FROM knowledge_chunks c"
+                " JOIN knowledge_records r ON r.id = c.record_id WHERE r.source_system = %s",
+                [source],
+            )
+            return cursor.fetchone()
+
+    def clauses() -> dict[int, object]:
+        return dict(Record.objects.filter(source_system=source).values_list("pk", "acl_also"))
+
+    before = {"outsider": finds(outsider), "member": finds(member)}
+    stored, access = chunks(), clauses()
+    response = httpx.put(
+        f"{url}/rest/api/content/{home_id}/restriction/byOperation/read/group/finance", headers=headers, timeout=30
+    )
+    response.raise_for_status()
+    run = ConnectorRun.objects.create(connector_id=connector_id, kind="permissions")
+    with Meter(emulator_pid) as meter:
+        state = connector_run(run_id=run.pk)
+    run.refresh_from_db()
+    if state != "succeeded":
+        raise RuntimeError(f"the permission sync {state}: {run.error}")
+    after = {"outsider": finds(outsider), "member": finds(member)}
+    reached = [pk for pk, clause in clauses().items() if access.get(pk) != clause]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM knowledge_chunks WHERE record_id = ANY(%s)", [reached])
+        space_chunks = cursor.fetchone()[0]
+    return {
+        "space_records": len(reached),
+        "space_chunks": space_chunks,
+        "changed": run.changed,
+        "seconds": round(meter.seconds, 2),
+        "cpu": {k: round(v, 2) for k, v in meter.cpu_by.items()},
+        "in_effect": before == {"outsider": True, "member": True} and after == {"outsider": False, "member": True},
+        "chunks_rewritten": stored != chunks(),
+        "search_before": before,
+        "search_after": after,
     }
 
 
@@ -282,6 +350,8 @@ def confluence_sync() -> dict:
         print(f"ours: a content run of {PAGES} pages (embedder {model}) …", flush=True)
         mine = ours(url, proc.pid)
         mine.update(_stored(mine["source"]))
+        print("permission sync after a restriction on a space's home page …", flush=True)
+        acl_change = permission_change(url, proc.pid, mine.pop("connector"), mine["source"])
         print(f"obvious pipeline: {min(PEER_PAGES, PAGES)} pages …", flush=True)
         peer = obvious(url, PEER_PAGES, proc.pid)
         peer.update(_stored(peer["source"]))
@@ -308,6 +378,11 @@ def confluence_sync() -> dict:
             f"{cpu['postgres']:>10.1f}{cpu['total']:>8.1f}{side['calls_per_page']:>11.2f}{side['chunks']:>8}{side['failed']:>8}"
         )
     cpu_ratio = peer["cpu_ms_per_page"]["total"] / mine["cpu_ms_per_page"]["total"]
+    print(
+        f"permission sync: a restriction on {SPACES[0]}'s home page reaches {acl_change['space_records']} records /"
+        f" {acl_change['space_chunks']} chunks; the run took {acl_change['seconds']:.1f} s ({acl_change['changed']} records"
+        f" changed); in effect for search: {acl_change['in_effect']}; chunks re-embedded: {acl_change['chunks_rewritten']}"
+    )
     note = (
         f"the obvious pipeline ran on the first {peer['pages']} of {mine['pages']} pages; its rate is per page"
         if peer["pages"] < mine["pages"]
@@ -342,6 +417,7 @@ def confluence_sync() -> dict:
         "ours_vs_obvious": round(ratio, 2),
         "ours_vs_obvious_cpu": round(cpu_ratio, 2),
         "acl_differences": differ,
+        "permission_change": acl_change,
         "note": note,
         "load_average": [round(x, 2) for x in os.getloadavg()],
         "targets": {"pages_per_s_20": mine["pages_per_s"] >= 20, "ratio_5x": ratio >= 5},

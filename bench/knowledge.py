@@ -18,13 +18,22 @@ For each identity and each ``hnsw.ef_search`` of the sweep (``BENCH_KS_EF``), re
 side's vector list against exact search (the same ACL, no index: ``enable_indexscan = off``) and
 the p95 of every side; then, per side, the lowest ef reaching recall@10 ≥ 0.95 and the p50/p95 of
 all three at those settings, interleaved query by query (the order rotates) in one run.
-``BENCH_KS_SCALE=1`` adds p95, HNSW build time and index size at 10k, 100k and 300k chunks
-(scratch databases, created and dropped here; kept for the next run with ``BENCH_KS_SCALE_KEEP=1``).
-The last line is ``RESULT {json}``.
+``BENCH_KS_SCALE=1`` adds the growth table at ``BENCH_KS_SCALE_SIZES`` (10k, 100k, 300k; add
+1000000 for a million) in scratch databases (each a copy of the largest dataset already built
+below its size, extended; created and dropped here, kept for the next run with
+``BENCH_KS_SCALE_KEEP=1``): HNSW build time and size, and for four identities that may read
+100 %, 10 %, 1 % and 0.1 % of the store, recall@8 against exact search under the same ACL and
+p50/p95 of four sides interleaved — ours, the plain pgvector query with the ACL in ``WHERE`` (no
+iterative scan), the same with ``hnsw.iterative_scan = relaxed_order``, and the complete peer —
+every side at ours' production ef (``BENCH_KS_SCALE_EF``), the plan ours took and the load
+average beside each size; ``BENCH_KS_SCALE_EF_SWEEP`` adds ours' recall and p95 at more ef where
+its plan walks the graph. The last line is ``RESULT {json}`` (the table under ``scale``).
 
     make bench            # every benchmark
     python -m bench knowledge
     BENCH_KS_CHUNKS=20000 BENCH_KS_QUERIES=100 python -m bench knowledge   # quicker, smaller
+    BENCH_KS_SCALE=1 BENCH_KS_SCALE_KEEP=1 BENCH_KS_SCALE_SIZES=10000,100000,300000,1000000 \
+        python -m bench knowledge                                          # the growth table to 1M
 """
 
 from __future__ import annotations
@@ -54,6 +63,16 @@ SCALE_SIZES = tuple(int(x) for x in os.environ.get("BENCH_KS_SCALE_SIZES", "1000
 # keep each size's scratch database for the next run (a 300k build is ≈ 5 min), reused while its
 # dataset is the same; its build times are then the ones recorded when it was built
 SCALE_KEEP = os.environ.get("BENCH_KS_SCALE_KEEP", "") not in ("", "0")
+# the growth table: queries per identity and size, how many of them measure recall, and the ef of
+# every side (0: ours' production HNSW_EF_SEARCH)
+SCALE_QUERIES = int(os.environ.get("BENCH_KS_SCALE_QUERIES", "100"))
+SCALE_RECALL_QUERIES = int(os.environ.get("BENCH_KS_SCALE_RECALL_QUERIES", "50"))
+SCALE_EF = int(os.environ.get("BENCH_KS_SCALE_EF", "0"))
+# only the growth table (no equal-recall run at BENCH_KS_CHUNKS); only build its databases (no measuring)
+SCALE_ONLY = os.environ.get("BENCH_KS_SCALE_ONLY", "") not in ("", "0")
+SCALE_BUILD_ONLY = os.environ.get("BENCH_KS_SCALE_BUILD_ONLY", "") not in ("", "0")
+# more ef for ours where its plan walks the graph: recall and p95 of each (empty: none)
+SCALE_EF_SWEEP = tuple(int(x) for x in os.environ.get("BENCH_KS_SCALE_EF_SWEEP", "").split(",") if x)
 SEED = 20261129
 GROUPS = [f"group:g{i}" for i in range(20)]
 USERS = [f"user:{1000 + i}" for i in range(500)]
@@ -67,6 +86,18 @@ IDENTITIES = {
     "narrow": frozenset({"group:narrow"}),
     "anonymous": frozenset({"public"}),
 }
+
+# The growth table's identities, by the share of the store they may read (the dataset's ACL spread:
+# 1 % `group:narrow`, 5 % `public`, 55 % `everyone`, 30 % one of 20 groups, 9 % one of 500 users).
+SCALE_IDENTITIES = {
+    "100%": frozenset({"everyone", "public", "group:narrow", *GROUPS, *USERS}),
+    "10%": frozenset({"group:narrow", *GROUPS[:6]}),
+    "1%": frozenset({"group:narrow"}),
+    "0.1%": frozenset(USERS[:6]),
+}
+# ours (the whole search), the plain pgvector query with the ACL in WHERE, the same with
+# hnsw.iterative_scan, and the complete peer
+SCALE_SIDES = ("ours", "plain", "iterative", "complete")
 
 # pgvector-python's examples/hybrid_search/rrf.py, on our tables, with the ACL in both CTEs
 PEER_SQL = """
@@ -136,6 +167,15 @@ ORDER BY embedding <=> %(embedding)s::vector LIMIT 20
 EXACT_SQL = """
 SELECT id FROM knowledge_chunks WHERE embedding IS NOT NULL AND acl && %(principals)s::text[]
 ORDER BY embedding <=> %(embedding)s::vector, id LIMIT %(n)s
+"""
+EXACT_ALL_SQL = """
+SELECT id FROM knowledge_chunks WHERE embedding IS NOT NULL
+ORDER BY embedding <=> %(embedding)s::vector, id LIMIT %(n)s
+"""
+# the plain pgvector query: the ACL in WHERE, the top k by the HNSW index (iterative scan off or on)
+PLAIN_SQL = """
+SELECT id FROM knowledge_chunks WHERE acl && %(principals)s::text[]
+ORDER BY embedding <=> %(embedding)s::vector LIMIT %(k)s
 """
 
 
@@ -357,7 +397,8 @@ def _build(cursor, embedder, chunks: int, *, have_records: int = 0) -> dict:
             print(f"    {start + len(rows)} chunks, {time.monotonic() - started:.0f}s", flush=True)
     cursor.execute("SELECT setval(pg_get_serial_sequence('knowledge_records', 'id'), %s)", [n_records])
     print("  building the HNSW indexes …", flush=True)
-    cursor.execute("SET maintenance_work_mem = '1GB'")
+    # the graph must fit in it, or pgvector's build slows down many times (≈ 2 GB at 1M chunks)
+    cursor.execute(f"SET maintenance_work_mem = '{'1GB' if chunks <= 400_000 else '3GB'}'")
     # the same indexes as migrations 0005 (main) and 0004 (public)
     index_started = time.monotonic()
     cursor.execute(HNSW_INDEX_SQL)
@@ -414,6 +455,7 @@ class Sides:
         self.embedder = embedder
         self.facade = facade
         self.peer_ef: int | None = None
+        self.iterative_on = False
 
     def set_ours_ef(self, ef: int) -> None:
         from knowledge.search import vector
@@ -504,7 +546,7 @@ class Sides:
             cursor.execute(PEER_VECTOR_SQL, {"embedding": vector_literal(vector), "principals": sorted(principals)})
             return [row[0] for row in cursor.fetchall()]
 
-    def exact(self, q: str, principals) -> list[int]:
+    def exact(self, q: str, principals, n: int = RECALL_AT, everything: bool = False) -> list[int]:
         from django.db import transaction
 
         from knowledge.search.vector import vector_literal
@@ -513,23 +555,61 @@ class Sides:
         with transaction.atomic(), self.connection.cursor() as cursor:
             cursor.execute("SET LOCAL enable_indexscan = off")  # no HNSW: a sequential or bitmap scan, exact
             cursor.execute(
-                EXACT_SQL, {"embedding": vector_literal(vector), "principals": sorted(principals), "n": RECALL_AT}
+                EXACT_ALL_SQL if everything else EXACT_SQL,
+                {"embedding": vector_literal(vector), "principals": sorted(principals), "n": n},
             )
             return [row[0] for row in cursor.fetchall()]
+
+    # ---- the growth table's vector peers: one statement each (the session's ef, set_peer_ef)
+
+    def ready(self, side: str) -> None:
+        """Untimed, before ``side`` runs: the iterative peer's session setting on, else off."""
+        iterative = side == "iterative"
+        if iterative != self.iterative_on:
+            with self.connection.cursor() as cursor:
+                cursor.execute(f"SET hnsw.iterative_scan = {'relaxed_order' if iterative else 'off'}")
+            self.iterative_on = iterative
+
+    def plain(self, q: str, principals, k: int = K) -> list[int]:
+        from knowledge.search.vector import vector_literal
+
+        self.ready("plain")
+        vector = self.embedder.embed([q])[0]
+        with self.connection.cursor() as cursor:
+            cursor.execute(PLAIN_SQL, {"embedding": vector_literal(vector), "principals": sorted(principals), "k": k})
+            return [row[0] for row in cursor.fetchall()]
+
+    def iterative(self, q: str, principals, k: int = K) -> list[int]:
+        from knowledge.search.vector import vector_literal
+
+        self.ready("iterative")
+        vector = self.embedder.embed([q])[0]
+        with self.connection.cursor() as cursor:
+            cursor.execute(PLAIN_SQL, {"embedding": vector_literal(vector), "principals": sorted(principals), "k": k})
+            rows = [row[0] for row in cursor.fetchall()]
+        self.ready("plain")
+        return rows
 
 
 def recall(found: list[int], exact: list[int]) -> float:
     return len(set(found[:RECALL_AT]) & set(exact)) / max(1, len(exact))
 
 
+def recall_at(found: list[int], exact: list[int], k: int = K) -> float:
+    """recall@k: the share of the exact k nearest among the first k found."""
+    return len(set(found[:k]) & set(exact[:k])) / max(1, len(exact[:k]))
+
+
 SIDE_NAMES = ("ours", "bare", "complete")
 
 
-def interleaved(sides: Sides, qs: list[str], principals) -> dict[str, list[float]]:
-    """Milliseconds per query of the three sides, query by query, the order rotating."""
-    times: dict[str, list[float]] = {name: [] for name in SIDE_NAMES}
+def interleaved(sides: Sides, qs: list[str], principals, names: tuple[str, ...] = SIDE_NAMES) -> dict[str, list[float]]:
+    """Milliseconds per query of each side, query by query, the order rotating."""
+    times: dict[str, list[float]] = {name: [] for name in names}
     for i, q in enumerate(qs):
-        for name in SIDE_NAMES[i % 3 :] + SIDE_NAMES[: i % 3]:
+        shift = i % len(names)
+        for name in names[shift:] + names[:shift]:
+            sides.ready(name)  # untimed: the session setting the side needs
             started = time.perf_counter()
             getattr(sides, name)(q, principals)
             times[name].append((time.perf_counter() - started) * 1000)
@@ -621,12 +701,12 @@ def main() -> None:
     embedder = HashEmbeddingProvider(dim=384)
     connection, old_name = _setup_database(embedder)
     try:
-        result = _equal_recall(connection, embedder)
+        result = {"bench": "knowledge", "identities": {}} if SCALE_ONLY else _equal_recall(connection, embedder)
     finally:
         connection.creation.destroy_test_db(old_name, verbosity=0, keepdb=True)
         connection.close_pool()  # keepdb leaves the pool bound to the bench database
     if SCALE:
-        _scale_table({name: (row["ours_ef"], row["peer_ef"]) for name, row in result["identities"].items()})
+        result["scale"] = _scale_table()
     print("RESULT " + json.dumps(result, ensure_ascii=False), flush=True)
 
 
@@ -737,17 +817,24 @@ def _print_targets(result: dict, total: int) -> None:
 # --------------------------------------------------------------------------- how it grows
 
 
-def _scale_table(efs: dict[str, tuple[int, int]]) -> None:
-    """p95 of the three sides, recall, HNSW build time and index size at each of SCALE_SIZES, each in
-    a scratch database (a copy of the cached dataset when it is a prefix of the size, else built)."""
+def _scale_table() -> list[dict]:
+    """The growth table: at each of SCALE_SIZES, in a scratch database (a copy of the largest
+    dataset already built below the size, extended; or kept from an earlier run), for each of
+    SCALE_IDENTITIES: recall@K of ours and both vector peers against exact search under the same
+    ACL, p50/p95 of the four sides interleaved, which plan ours took; HNSW build time and size."""
     import django
 
     django.setup()
     from django.db import connection
 
+    from knowledge.search import vector as ks_vector
+
+    ef = SCALE_EF or ks_vector.HNSW_EF_SEARCH
     print(
-        f"\nhow it grows: each size in a scratch database; ef per identity as chosen above "
-        f"({', '.join(f'{n} {o}/{p}' for n, (o, p) in efs.items())}); {min(QUERIES, 100)} queries per identity"
+        f"\nhow it grows: each size in a scratch database; hnsw.ef_search {ef} for every side (ours' "
+        f"production setting); {SCALE_QUERIES} queries per identity, recall@{K} over {SCALE_RECALL_QUERIES} "
+        "of them against exact search under the same ACL",
+        flush=True,
     )
     rows = []
     for size in SCALE_SIZES:
@@ -756,8 +843,15 @@ def _scale_table(efs: dict[str, tuple[int, int]]) -> None:
         with connection.cursor() as cursor:
             if not kept:
                 cursor.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
-            cursor.execute("SELECT datname FROM pg_database WHERE datname = %s", [DB_NAME])
-            template = cursor.fetchone() is not None and size >= CHUNKS and not kept
+            # the largest dataset already built below this size: its records are this one's first
+            sources = [(CHUNKS, DB_NAME)] + [(s, f"bench_ks_scale_{s}") for s in SCALE_SIZES if CHUNKS < s < size]
+            template_db = None
+            for source_size, source_db in sources:
+                cursor.execute("SELECT 1 FROM pg_database WHERE datname = %s", [source_db])
+                exists = cursor.fetchone() is not None and size >= source_size and not kept
+                if exists and (source_db == DB_NAME or _kept_dataset(source_db, source_size)):
+                    template_db = source_db
+            template = template_db is not None
             if kept:
                 print(f"  {size}: the database kept from an earlier run ({database})", flush=True)
             elif template:
@@ -765,10 +859,10 @@ def _scale_table(efs: dict[str, tuple[int, int]]) -> None:
                 cursor.execute(
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                     "WHERE datname = %s AND pid <> pg_backend_pid()",
-                    [DB_NAME],
+                    [template_db],
                 )
                 time.sleep(1)
-                cursor.execute(f"CREATE DATABASE {database} TEMPLATE {DB_NAME}")
+                cursor.execute(f"CREATE DATABASE {database} TEMPLATE {template_db}")
             else:
                 cursor.execute(f"CREATE DATABASE {database}")
         try:
@@ -776,9 +870,9 @@ def _scale_table(efs: dict[str, tuple[int, int]]) -> None:
                 **os.environ,
                 "ACHILLES_DB_NAME": database,
                 "DJANGO_SETTINGS_MODULE": "achilles.settings",
-                "BENCH_KS_SCALE_CHILD": json.dumps({"size": size, "efs": efs, "template": template, "kept": kept}),
+                "BENCH_KS_SCALE_CHILD": json.dumps({"size": size, "ef": ef, "template": template, "kept": kept}),
             }
-            out = subprocess.run(
+            child = subprocess.Popen(
                 [
                     sys.executable,
                     "-c",
@@ -789,35 +883,81 @@ def _scale_table(efs: dict[str, tuple[int, int]]) -> None:
                 stdout=subprocess.PIPE,
                 text=True,
             )
-            lines = [line for line in out.stdout.splitlines() if line.startswith("SCALE ")]
-            for line in out.stdout.splitlines():
-                if not line.startswith("SCALE "):
-                    print("  " + line, flush=True)
-            if out.returncode or not lines:
-                print(f"  {size}: the child failed ({out.returncode})")
+            assert child.stdout is not None
+            lines = []
+            for line in child.stdout:  # streamed: a build at 1M takes half an hour
+                if line.startswith("SCALE "):
+                    lines.append(line)
+                else:
+                    print("  " + line.rstrip("\n"), flush=True)
+            if child.wait() or not lines:
+                if not (SCALE_BUILD_ONLY and child.returncode == 0):
+                    print(f"  {size}: the child failed ({child.returncode})")
                 continue
             rows.append(json.loads(lines[-1][6:]))
         finally:
             if not SCALE_KEEP:
                 with connection.cursor() as cursor:
                     cursor.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+    _print_scale(rows)
+    return rows
+
+
+def _plan_cell(row: dict) -> str:
+    return row["plan"] if row["plan"] == "exact" else f"{row['plan']} {row.get('ef', '')}"
+
+
+def _print_scale(rows: list[dict]) -> None:
     print(
-        f"\n{'chunks':>8} {'HNSW build':>10} {'public HNSW':>11} {'index MB':>9} {'MB/100k':>8} "
-        + " ".join(f"{name + ' ours/bare/compl p95, recall ours/peer':>44}" for name in IDENTITIES)
+        f"\n{'chunks':>8} {'HNSW build':>10} {'index MB':>9} {'load':>10}  "
+        f"{'identity':<9} {'visible':>8} {'plan, ef':<9} "
+        f"{'ours p50/p95':>15} {'plain p50/p95':>14} {'iter p50/p95':>14} {'compl p50/p95':>15} "
+        f"{'recall@' + str(K) + ' ours/plain/iter':>27} {'÷ compl':>7}"
     )
     for row in rows:
-        cells = []
-        for name in IDENTITIES:
-            r = row["identities"][name]
-            cells.append(
-                f"{r['ours_p95_ms']:>6.1f} /{r['peer_p95_ms']:>5.1f} /{r['complete_peer_p95_ms']:>5.1f} ms, "
-                f"{r['ours_recall']:.3f}/{r['peer_recall']:.3f}"
+        first = True
+        for name, r in row["identities"].items():
+            lead = (
+                f"{row['chunks']:>8} {row['hnsw_build_s']:>9.0f}s {row['index_mb']:>9.0f} "
+                f"{row['load'][0]:>4.1f}→{row['load'][1]:<4.1f}"
+                if first
+                else " " * 40
             )
+            first = False
+            print(
+                f"{lead}  {name:<9} {r['visible']:>7.2%} {_plan_cell(r):<9} "
+                f"{r['ours_p50_ms']:>6.1f}/{r['ours_p95_ms']:<6.1f}ms "
+                f"{r['plain_p50_ms']:>5.1f}/{r['plain_p95_ms']:<6.1f}ms "
+                f"{r['iterative_p50_ms']:>5.1f}/{r['iterative_p95_ms']:<6.1f}ms "
+                f"{r['complete_p50_ms']:>6.1f}/{r['complete_p95_ms']:<6.1f}ms "
+                f"{r['ours_recall']:>13.3f}/{r['plain_recall']:.3f}/{r['iterative_recall']:.3f} "
+                f"{r['ours_p95_ms'] / r['complete_p95_ms']:>6.2f}x",
+                flush=True,
+            )
+    print(
+        f"targets: recall@{K} ≥ {TARGET_RECALL} for every identity at every size; p95 ≤ 50 ms at 1M; "
+        "p95 ≤ 1.0× the complete peer at 20k and 100k (the equal-recall table above)"
+    )
+    for row in rows:
+        for name, r in row["identities"].items():
+            misses = []
+            if r["ours_recall"] < TARGET_RECALL:
+                misses.append(f"recall {r['ours_recall']:.3f}")
+            if row["chunks"] >= 1_000_000 and r["ours_p95_ms"] > 50:
+                misses.append(f"p95 {r['ours_p95_ms']:.1f} ms > 50")
+            if misses:
+                print(f"  {row['chunks']} {name}: NOT met ({', '.join(misses)})")
+    by_size = {row["chunks"]: row for row in rows}
+    small = [n for n in by_size if 90_000 <= n <= 110_000]
+    large = [n for n in by_size if n >= 900_000]
+    if small and large:
+        a, b = by_size[small[0]], by_size[large[-1]]
+        growth = ", ".join(
+            f"{name} {b['identities'][name]['ours_p95_ms'] / a['identities'][name]['ours_p95_ms']:.1f}×"
+            for name in a["identities"]
+        )
         print(
-            f"{row['chunks']:>8} {row['hnsw_build_s']:>9.0f}s {row['public_hnsw_build_s']:>10.0f}s "
-            f"{row['index_mb']:>9.0f} {row['index_mb'] * 100000 / row['chunks']:>8.0f} "
-            + " ".join(f"{cell:>44}" for cell in cells),
-            flush=True,
+            f"  ours p95 from {a['chunks']} to {b['chunks']} chunks ({b['chunks'] / a['chunks']:.0f}× the store): {growth}"
         )
 
 
@@ -848,6 +988,8 @@ def _scale_child() -> None:
 
     from achilles.llm.builtin import HashEmbeddingProvider
     from achilles.models import AllowedModel
+    from knowledge.search import vector as ks_vector
+    from knowledge.search.hybrid import candidate_depth
 
     logging.getLogger("knowledge.services").setLevel(logging.ERROR)  # see _setup_database
     spec = json.loads(os.environ["BENCH_KS_SCALE_CHILD"])
@@ -875,9 +1017,17 @@ def _scale_child() -> None:
             "pg_relation_size('knowledge_chunk_embedding_public_hnsw'), count(*) FROM knowledge_chunks"
         )
         index_bytes, public_bytes, total = cursor.fetchone()
+    if SCALE_BUILD_ONLY:
+        return
+    load_before = os.getloadavg()[0]
     sides = Sides(connection, embedder)
-    qs = queries(min(QUERIES, 100))
-    _warm_up(sides, qs)
+    sides.set_ours_ef(spec["ef"])
+    sides.set_peer_ef(spec["ef"])
+    qs = queries(SCALE_QUERIES)
+    recall_qs = qs[:SCALE_RECALL_QUERIES]
+    for q in qs[:10]:  # warm: the index's pages, the prepared statements
+        for principals in SCALE_IDENTITIES.values():
+            sides.ours(q, principals)
     out = {
         "chunks": total,
         "index_mb": index_bytes / 2**20,
@@ -885,20 +1035,99 @@ def _scale_child() -> None:
         **timings,
         "identities": {},
     }
-    for name, principals in IDENTITIES.items():
-        ours_ef, peer_ef = spec["efs"][name]
-        sides.set_ours_ef(ours_ef)
-        sides.set_peer_ef(peer_ef)
-        recall_qs = qs[:50]
-        exact = [sides.exact(q, principals) for q in recall_qs]
-        ours_recall = sum(recall(sides.ours_vector(q, principals), e) for q, e in zip(recall_qs, exact, strict=True))
-        peer_recall = sum(recall(sides.peer_vector(q, principals), e) for q, e in zip(recall_qs, exact, strict=True))
-        times = interleaved(sides, qs, principals)
-        out["identities"][name] = {
-            "ours_p95_ms": percentile(times["ours"], 0.95),
-            "peer_p95_ms": percentile(times["bare"], 0.95),
-            "complete_peer_p95_ms": percentile(times["complete"], 0.95),
-            "ours_recall": ours_recall / len(recall_qs),
-            "peer_recall": peer_recall / len(recall_qs),
-        }
+    depth = candidate_depth(K)
+    for name, principals in SCALE_IDENTITIES.items():
+        ordered = sorted(principals)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM knowledge_chunks WHERE acl && %s::text[]", [ordered])
+            visible = cursor.fetchone()[0] / max(total, 1)
+            nearest = ks_vector.nearest_plan(cursor, ordered, depth)
+            plan = "exact" if nearest.exact else _planned_scan(cursor, ordered, depth)
+        started = time.monotonic()
+        # an identity that sees every chunk: exact search without the ACL is the same list, and
+        # spares a sequential scan testing hundreds of principals against every row
+        exact = [sides.exact(q, principals, n=K, everything=visible >= 1.0) for q in recall_qs]
+        exact_s = time.monotonic() - started
+        ours_recall = _mean(
+            recall_at(sides.ours_vector(q, principals), e) for q, e in zip(recall_qs, exact, strict=True)
+        )
+        plain_recall = _mean(recall_at(sides.plain(q, principals, K), e) for q, e in zip(recall_qs, exact, strict=True))
+        iterative_recall = _mean(
+            recall_at(sides.iterative(q, principals, K), e) for q, e in zip(recall_qs, exact, strict=True)
+        )
+        times = interleaved(sides, qs, principals, SCALE_SIDES)
+        row = {"visible": visible, "plan": plan, "ef": nearest.ef, "exact_search_s": exact_s / len(recall_qs)}
+        for side in SCALE_SIDES:
+            row[f"{side}_p50_ms"] = percentile(times[side], 0.5)
+            row[f"{side}_p95_ms"] = percentile(times[side], 0.95)
+        row.update(ours_recall=ours_recall, plain_recall=plain_recall, iterative_recall=iterative_recall)
+        out["identities"][name] = row
+        if plan == "graph" and SCALE_EF_SWEEP:
+            row["ef_sweep"] = _ours_ef_sweep(sides, recall_qs, principals, exact, spec["ef"])
+        print(
+            f"  {name} ({visible:.2%} visible, plan {plan}, ef {nearest.ef}): ours p95 {row['ours_p95_ms']:.1f} ms, "
+            f"recall@{K} ours {ours_recall:.3f} plain {plain_recall:.3f} iterative {iterative_recall:.3f}",
+            flush=True,
+        )
+    out["load"] = [load_before, os.getloadavg()[0]]
     print("SCALE " + json.dumps(out), flush=True)
+
+
+def _ours_ef_sweep(sides: Sides, qs: list[str], principals, exact: list[list[int]], ef: int) -> list[dict]:
+    """Ours at each ef of SCALE_EF_SWEEP, as given (``walk_ef``'s widening off): recall@K of its
+    vector list and p50/p95 of the search."""
+    from knowledge.search import vector as ks_vector
+
+    rows = []
+    widest = ks_vector.EF_MAX
+    ks_vector.EF_MAX = 0  # walk_ef never goes below the ef it is given
+    ks_vector._exact_plans.clear()
+    for sweep_ef in SCALE_EF_SWEEP:
+        sides.set_ours_ef(sweep_ef)
+        found = [sides.ours_vector(q, principals) for q in qs]
+        times = interleaved(sides, qs, principals, ("ours",))["ours"]
+        rows.append(
+            {
+                "ef": sweep_ef,
+                "recall": _mean(recall_at(f, e) for f, e in zip(found, exact, strict=True)),
+                "p50_ms": percentile(times, 0.5),
+                "p95_ms": percentile(times, 0.95),
+            }
+        )
+        print(
+            f"    ours at ef {sweep_ef}: recall@{K} {rows[-1]['recall']:.3f}, "
+            f"p50/p95 {rows[-1]['p50_ms']:.1f}/{rows[-1]['p95_ms']:.1f} ms",
+            flush=True,
+        )
+    ks_vector.EF_MAX = widest
+    ks_vector._exact_plans.clear()
+    sides.set_ours_ef(ef)
+    return rows
+
+
+def _mean(values) -> float:
+    values = list(values)
+    return sum(values) / max(1, len(values))
+
+
+def _planned_scan(cursor, principals: list[str], depth: int) -> str:
+    """What the planner does with ours' nearest statement (which it is left to): «graph» (the HNSW
+    index, filtered by the ACL with an iterative scan, or the partial index the ACL implies) or
+    «exact» (the ACL's bitmap or a sequential scan, then a sort)."""
+    from knowledge.search import vector as ks_vector
+
+    params = {
+        "ef_search": str(ks_vector.ef_search(depth)),
+        "vec": ks_vector.vector_literal([1.0]),
+        "principals": principals,
+        "n": depth,
+    }
+    cursor.execute("BEGIN")
+    try:
+        cursor.execute(ks_vector.HNSW_SETTINGS_SQL, params)
+        cursor.execute(ks_vector.NEAREST_PLAN_SQL, params)
+        plan = cursor.fetchone()[0]
+    finally:
+        cursor.execute("ROLLBACK")
+    text = json.dumps(plan)
+    return "graph" if "hnsw" in text else "exact"

@@ -16,10 +16,13 @@ from achilles.errors import NotFound, ValidationFailed
 from achilles.pagination import ListParams, Page
 from achilles.selectors import allowed_model_names
 from conversations import selectors, services
+from conversations.access_requests import access_request_send
 from conversations.hint_display import hint_for_people
 from conversations.pipeline import engine_deps
 from conversations.rendering import markdown_render
 from conversations.schemas import (
+    AccessRequestIn,
+    AccessRequestOut,
     ConversationDetailOut,
     ConversationOut,
     ConversationPatchIn,
@@ -222,6 +225,35 @@ def conversations_delete(request: HttpRequest, conversation_id: str):
 def messages_feedback(request: HttpRequest, message_id: int, payload: FeedbackIn):
     message = services.message_feedback_set(user=request.auth, message_id=message_id, value=payload.value)
     return FeedbackOut(id=message.id, feedback=message.feedback)
+
+
+@router.post(
+    "/messages/{message_id}/access-requests",
+    response={201: AccessRequestOut},
+    tags=["messages"],
+    summary="Ask the withheld hint's named contact for access (a notice to them; rate-limited)",
+    openapi_extra={
+        "responses": {
+            "429": {
+                "description": "Asked too often: access_request_repeated (this source and contact within 24 h) "
+                "or too_many_requests (over five an hour)",
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+            }
+        }
+    },
+)
+def messages_access_request(request: HttpRequest, message_id: int, payload: AccessRequestIn):
+    sent = access_request_send(
+        user=request.auth, message_id=message_id, source_system=payload.source_system, contact_id=payload.contact_id
+    )
+    return Status(
+        201,
+        AccessRequestOut(
+            contact_name=sent.contact_name,
+            source_label=sent.source_label,
+            detail=f"Запрос отправлен: {sent.contact_name} получит уведомление.",
+        ),
+    )
 
 
 @router.post("/messages/{message_id}/citations/{record_id}/click", response={204: None}, tags=["messages"])

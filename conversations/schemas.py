@@ -96,3 +96,18 @@ class FeedbackIn(Schema):
 class FeedbackOut(Schema):
     id: int
     feedback: int | None
+
+
+class AccessRequestIn(Schema):
+    """«Запросить доступ»: the source and the contact, as the answer's withheld hint names them."""
+
+    source_system: str = Field(min_length=1, max_length=64)
+    contact_id: int = Field(description="the contact's user_id in the hint")
+
+    model_config = {"extra": "forbid"}
+
+
+class AccessRequestOut(Schema):
+    contact_name: str
+    source_label: str
+    detail: str

@@ -10,7 +10,7 @@ call per record; that made the connector bound by round trips (bench/ingest, Con
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.db import transaction
@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from achilles.errors import ApplicationError, ValidationFailed
 from knowledge.chunking import ChunkDraft, chunk_text
-from knowledge.models import Chunk, Record, RecordLink
+from knowledge.models import Chunk, Record
 from knowledge.search.embedding import embedding_config
 from knowledge.services import (
     _RECORD_URL,
@@ -29,6 +29,7 @@ from knowledge.services import (
     acl_also_resolve,
     acl_resolve,
     principal_resolve,
+    records_links_set,
 )
 
 
@@ -167,7 +168,7 @@ def records_upsert(items: Sequence[RecordWrite]) -> list[UpsertOutcome | Applica
         record_ids = {
             index: result.record_id for index, result in enumerate(results) if isinstance(result, UpsertOutcome)
         }
-        _links_set({record_ids[i]: (prepared[i].fields["source_system"], prepared[i].links) for i in record_ids})
+        records_links_set({record_ids[i]: (prepared[i].fields["source_system"], prepared[i].links) for i in record_ids})
     return [r for r in results if r is not None]
 
 
@@ -207,40 +208,3 @@ def _write(prepared: dict[int, _Prepared], todo: list[int], existing: dict[tuple
         created = Record.objects.bulk_create([Record(**prepared[i].fields) for i in new])
         ids.update({index: record.pk for index, record in zip(new, created, strict=True)})
     return ids
-
-
-def _links_set(wanted_by_record: dict[int, tuple[str, Iterable[tuple[str, str]]]]) -> None:
-    """Each record's outgoing links become exactly its pairs (targets not stored are skipped)."""
-    if not wanted_by_record:
-        return
-    targets: dict[tuple[str, str], int] = {}
-    by_system: dict[str, set[str]] = {}
-    for system, links in wanted_by_record.values():
-        by_system.setdefault(system, set()).update(to for to, _ in links)
-    match = Q(pk__in=[])
-    for system, external_ids in by_system.items():
-        if external_ids:
-            match |= Q(source_system=system, external_id__in=external_ids)
-    for pk, system, external_id in Record.objects.filter(match).values_list("pk", "source_system", "external_id"):
-        targets[(system, external_id)] = pk
-    wanted = {
-        (record_id, targets[(system, to)], kind)
-        for record_id, (system, links) in wanted_by_record.items()
-        for to, kind in links
-        if (system, to) in targets and targets[(system, to)] != record_id
-    }
-    current = set(
-        RecordLink.objects.filter(from_record_id__in=list(wanted_by_record)).values_list(
-            "from_record_id", "to_record_id", "link_type"
-        )
-    )
-    stale = current - wanted
-    if stale:
-        gone = Q(pk__in=[])
-        for from_id, to_id, kind in stale:
-            gone |= Q(from_record_id=from_id, to_record_id=to_id, link_type=kind)
-        RecordLink.objects.filter(gone).delete()
-    RecordLink.objects.bulk_create(
-        [RecordLink(from_record_id=f, to_record_id=t, link_type=k) for f, t, k in wanted - current],
-        ignore_conflicts=True,
-    )

@@ -106,7 +106,7 @@ def ingest_path(
     # Links resolve after every file is in, so a link may point at a file that sorts later.
     for record_id, source_system, links, relative in pending_links:
         for missing in services.record_links_set(record_id=record_id, source_system=source_system, links=links):
-            report.warnings.append((relative, f"link target «{missing}» not found"))
+            report.warnings.append((relative, f"link target «{missing}» not stored yet: the link appears when it is"))
     if prune:
         if report.errors:
             report.prune_skipped = True

@@ -234,6 +234,34 @@ class RecordLink(TimestampedModel):
         return f"{self.from_record_id} -{self.link_type}-> {self.to_record_id}"
 
 
+class PendingLink(models.Model):
+    """A link whose target is not stored yet (a page linking to one a later batch brings). The
+    database turns it into a ``RecordLink`` when the target's row is inserted, by any write path
+    (trigger ``knowledge_records_resolve_pending_links``, migration 0016), and drops it with its
+    source record."""
+
+    from_record = models.ForeignKey(Record, on_delete=models.DO_NOTHING, related_name="pending_links_out")
+    to_source_system = models.CharField(max_length=64)
+    to_external_id = models.CharField(max_length=512)
+    link_type = models.CharField(max_length=64)
+    created_at = models.DateTimeField(db_default=Now(), editable=False)
+
+    class Meta:
+        db_table = "knowledge_pending_links"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["from_record", "to_source_system", "to_external_id", "link_type"],
+                name="knowledge_pending_link_unique",
+            ),
+            models.CheckConstraint(condition=~Q(link_type=""), name="knowledge_pending_link_type_not_empty"),
+            models.CheckConstraint(condition=~Q(to_external_id=""), name="knowledge_pending_link_target_not_empty"),
+        ]
+        indexes = [models.Index(fields=["to_source_system", "to_external_id"], name="knowledge_pending_link_to_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.from_record_id} -{self.link_type}-> {self.to_source_system}:{self.to_external_id} (pending)"
+
+
 # The kinds themselves are the contract's (knowledge.contracts.ACCESS_KINDS); these are their labels.
 ACCESS_KIND_LABELS: dict[str, str] = {"answer": "cited in an answer", "click": "citation clicked"}
 

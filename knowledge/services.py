@@ -25,7 +25,7 @@ from achilles.models import User
 from knowledge.chunking import HEADING_SEPARATOR, ChunkDraft, chunk_text
 from knowledge.contracts import ACCESS_KINDS, AccessKind, Identity, SearchResult
 from knowledge.documents import DocumentError, validate_principal
-from knowledge.models import EMBEDDING_DIM, RECORD_URL_PATTERN, Chunk, Record, RecordLink
+from knowledge.models import EMBEDDING_DIM, RECORD_URL_PATTERN, Chunk, PendingLink, Record, RecordLink
 from knowledge.search.embedding import EmbeddingConfig, embedding_config
 from knowledge.search.hybrid import search
 from knowledge.selectors import principals_of
@@ -402,22 +402,68 @@ def records_prune(*, origin: str, keep: set[tuple[str, str]]) -> int:
 
 
 def record_links_set(*, record_id: int, source_system: str, links: Sequence[tuple[str, str]]) -> list[str]:
-    """Make the record's outgoing links exactly ``links`` [(to external id, type)]; returns unresolved ids."""
-    targets = dict(
-        Record.objects.filter(source_system=source_system, external_id__in=[to for to, _ in links]).values_list(
-            "external_id", "pk"
-        )
-    )
-    wanted = {(targets[to], link_type) for to, link_type in links if to in targets and targets[to] != record_id}
-    unresolved = [to for to, _ in links if to not in targets]
+    """Make the record's outgoing links exactly ``links`` [(to external id, type)]. Targets not
+    stored yet are kept pending (``PendingLink``) and become links when they are stored; returns them."""
+    return records_links_set({record_id: (source_system, links)})[record_id]
+
+
+def records_links_set(wanted_by_record: Mapping[int, tuple[str, Iterable[tuple[str, str]]]]) -> dict[int, list[str]]:
+    """Each record's outgoing links become exactly its pairs [(to external id, type)], its targets
+    resolved in its own source system; per record, the targets not stored yet (kept pending)."""
+    wanted_by_record = {pk: (system, sorted(set(links))) for pk, (system, links) in wanted_by_record.items()}
+    if not wanted_by_record:
+        return {}
+    by_system: dict[str, set[str]] = {}
+    for system, links in wanted_by_record.values():
+        by_system.setdefault(system, set()).update(to for to, _ in links)
+    match = Q(pk__in=[])
+    for system, external_ids in by_system.items():
+        if external_ids:
+            match |= Q(source_system=system, external_id__in=external_ids)
+    targets = {
+        (system, ext): pk
+        for pk, system, ext in Record.objects.filter(match).values_list("pk", "source_system", "external_id")
+    }
+    wanted: set[tuple[int, int, str]] = set()
+    pending: set[tuple[int, str, str, str]] = set()
+    unresolved: dict[int, list[str]] = {pk: [] for pk in wanted_by_record}
+    for record_id, (system, links) in wanted_by_record.items():
+        for to, kind in links:
+            target = targets.get((system, to))
+            if target is None:
+                pending.add((record_id, system, to, kind))
+                unresolved[record_id].append(to)
+            elif target != record_id:
+                wanted.add((record_id, target, kind))
     with transaction.atomic():
-        current = set(RecordLink.objects.filter(from_record_id=record_id).values_list("to_record_id", "link_type"))
-        for to_id, link_type in current - wanted:
-            RecordLink.objects.filter(from_record_id=record_id, to_record_id=to_id, link_type=link_type).delete()
+        current = set(
+            RecordLink.objects.filter(from_record_id__in=list(wanted_by_record)).values_list(
+                "from_record_id", "to_record_id", "link_type"
+            )
+        )
+        if stale := current - wanted:
+            gone = Q(pk__in=[])
+            for from_id, to_id, kind in stale:
+                gone |= Q(from_record_id=from_id, to_record_id=to_id, link_type=kind)
+            RecordLink.objects.filter(gone).delete()
         RecordLink.objects.bulk_create(
+            [RecordLink(from_record_id=f, to_record_id=t, link_type=k) for f, t, k in wanted - current],
+            ignore_conflicts=True,
+        )
+        held = set(
+            PendingLink.objects.filter(from_record_id__in=list(wanted_by_record)).values_list(
+                "from_record_id", "to_source_system", "to_external_id", "link_type"
+            )
+        )
+        if stale_pending := held - pending:
+            gone = Q(pk__in=[])
+            for from_id, system, to, kind in stale_pending:
+                gone |= Q(from_record_id=from_id, to_source_system=system, to_external_id=to, link_type=kind)
+            PendingLink.objects.filter(gone).delete()
+        PendingLink.objects.bulk_create(
             [
-                RecordLink(from_record_id=record_id, to_record_id=to_id, link_type=link_type)
-                for to_id, link_type in wanted - current
+                PendingLink(from_record_id=f, to_source_system=system, to_external_id=to, link_type=k)
+                for f, system, to, k in pending - held
             ],
             ignore_conflicts=True,
         )

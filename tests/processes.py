@@ -27,11 +27,11 @@ def child_env(**extra: str) -> dict[str, str]:
     }
 
 
-def _spawn(args: list[str], log: Path) -> subprocess.Popen:
+def _spawn(args: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", *args],
         cwd=settings.BASE_DIR,
-        env=child_env(),
+        env=child_env(**(env or {})),
         stdout=subprocess.DEVNULL,
         stderr=open(log, "w"),
     )
@@ -45,9 +45,10 @@ def start_celery_worker(
     loglevel: str = "INFO",
     extra: tuple[str, ...] = (),
     pool: str = "solo",
+    env: dict[str, str] | None = None,
 ) -> subprocess.Popen:
     """A solo-pool worker (``pool="prefork"`` for `make run`'s kind); without ``queues`` it
-    consumes every queue of the platform."""
+    consumes every queue of the platform; ``env``: settings of its own (``WORKER_HEARTBEAT_SECONDS``)."""
     args = [
         "celery",
         "-A",
@@ -60,7 +61,7 @@ def start_celery_worker(
     ]
     if queues:
         args += ["-Q", ",".join(queues)]
-    return _spawn(args, log)
+    return _spawn(args, log, env)
 
 
 def start_celery_beat(log: Path, schedule_file: Path) -> subprocess.Popen:

@@ -6,7 +6,9 @@ a narrow one — until the store grows: pgvector's cost model does not see how f
 goes (N ÷ the ACL's share of the graph, each step a page and dozens of distances), so at 300k
 chunks it sends a 1 % identity into the graph, hundreds of ms. When the planner's own plan is such
 a walk and it expects few visible rows (``EXACT_MAX_ROWS``), the exact statement is sent instead
-(``nearest_exact``): cheaper and exact. The lexical candidates are re-scored by exact cosine (beside their details) and
+(``nearest_plan``): cheaper and exact. A walk the ACL filters gets a wider ``hnsw.ef_search`` as the
+store grows and as the ACL's share shrinks (``walk_ef``): at a fixed ef its recall falls with both.
+The lexical candidates are re-scored by exact cosine (beside their details) and
 compete for the vector list too: an approximate index can miss a close neighbour, the lexical side
 often has it (recall@10 +0.07–0.17 on the benchmark).
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import re
 import threading
@@ -86,6 +89,8 @@ EXTRA_SIMILARITY = (
 HNSW_SETTINGS_SQL = """
 SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', %(ef_search)s, true)
 """
+# The same, setting only the ef, for the semantic side after a nearest statement that walked wider.
+HNSW_SEMANTIC_SETTINGS_SQL = "SELECT set_config('hnsw.ef_search', %(semantic_ef)s, true)"
 JOINED = (
     "SELECT s.similarity, {flag} {columns} FROM ({inner}) AS s JOIN knowledge_chunks c ON c.id = s.id "
     "JOIN knowledge_records r ON r.id = c.record_id"
@@ -131,8 +136,34 @@ PARALLEL_WORKERS = 8
 # sent instead: the exact scan reads each of them (at 300k chunks, ≈ 3 000 rows: ms; bench/knowledge
 # measures both), the walk visits ≈ N ÷ share of the graph. Above it the walk is the cheaper one.
 EXACT_MAX_ROWS = 10_000
-# The planner's verdict per set of principals and ef (``memo``: it moves only with ANALYZE).
-_exact_plans: StatisticsMemo[bool] = StatisticsMemo()
+# A walk's recall at a fixed ef falls as the store grows and as the ACL thins the graph
+# (bench/knowledge's growth table, ours' recall@8 for an identity reading everything: ef 250 0.963
+# at 100k chunks; at 300k ef 250 0.920, 400 0.935, 600 0.950, 800 0.953; an identity reading 10 %:
+# 0.88 at ef 250 at 100k). So a walk the ACL filters gets a wider list, by two rules, the larger
+# winning (at most EF_MAX, pgvector's own limit for hnsw.ef_search):
+#   * the graph: HNSW_EF_SEARCH up to EF_BASE_ROWS chunks, × (chunks ÷ EF_BASE_ROWS)^EF_GROWTH above
+#     (600 at 300k, where 0.95 is reached; 1 000 from ≈ 570k);
+#   * the ACL: the depth-th visible row sits near rank depth ÷ share among all chunks, and the list
+#     must reach past it: EF_VISIBLE_RANKS × depth ÷ share (10 % visible at 100k: ef 418 (×2)
+#     0.944, ef 626 (×3) 0.975).
+# Neither brings a 10 % identity to 0.95 at 300k (ef 800: 0.90); the exact statement does (1.000)
+# at 2.7× the walk's p50 (30k visible rows): see docs/benchmarks/knowledge.md, «How it grows».
+EF_BASE_ROWS = 100_000
+EF_GROWTH = 0.8
+EF_VISIBLE_RANKS = 3.0
+EF_MAX = 1000
+
+
+class NearestPlan(NamedTuple):
+    """How the nearest visible chunks are read for a set of principals: exactly, or by the graph
+    (the planner's plan) with ``ef`` as ``hnsw.ef_search``."""
+
+    exact: bool
+    ef: int
+
+
+# The planner's verdict per set of principals and depth (``memo``: it moves only with ANALYZE).
+_exact_plans: StatisticsMemo[NearestPlan] = StatisticsMemo()
 # How the jobs beside the request went in this process: run on a connection of their own, or
 # handed back for want of one or because theirs was dead (tests and operators read it; plain ints
 # under the GIL).
@@ -158,22 +189,54 @@ def ef_search(depth: int) -> int:
 
 def nearest_exact(cursor: Any, principals: list[str], depth: int) -> bool:
     """Whether the ``depth`` nearest visible chunks for ``principals`` are read exactly
-    (NEAREST_EXACT_SQL): the planner would walk the graph filtering by the ACL — an ordered index
-    scan with a filter — and expects at most EXACT_MAX_ROWS rows to pass it. A partial index the
-    ACL implies (``{public}``) needs no filter and keeps the graph; so does a plan that is exact
-    already. Asked once a minute per set of principals and ef (EXPLAIN, not run; ``memo``), on
-    ``cursor``."""
+    (``nearest_plan``)."""
+    return nearest_plan(cursor, principals, depth).exact
+
+
+# The store's size as the statistics have it (-1 before the first ANALYZE).
+STORE_ROWS_SQL = "SELECT reltuples FROM pg_class WHERE oid = 'knowledge_chunks'::regclass"
+
+
+def nearest_plan(cursor: Any, principals: list[str], depth: int) -> NearestPlan:
+    """How the ``depth`` nearest visible chunks for ``principals`` are read. Exactly
+    (NEAREST_EXACT_SQL) when the planner would walk the graph filtering by the ACL — an ordered
+    index scan with a filter — and expects at most EXACT_MAX_ROWS rows to pass it; otherwise by the
+    planner's plan, a filtered walk with the ef its graph and share call for (``walk_ef``). A
+    partial index the ACL implies (``{public}``) needs no filter and keeps the graph and the ef; so
+    does a plan that is exact already. Asked once a minute per set of principals and depth
+    (EXPLAIN, not run, and the store's size from the statistics; ``memo``), on ``cursor``."""
     ef = ef_search(depth)
 
-    def ask() -> bool:
+    def ask() -> NearestPlan:
         params = {"ef_search": str(ef), "vec": vector_literal([1.0]), "principals": principals, "n": depth}
-        batch = Batch(params).add(None, HNSW_SETTINGS_SQL, prepare=False).add("plan", NEAREST_PLAN_SQL, prepare=False)
-        [(plan,)] = batch.run(cursor)["plan"]
+        batch = (
+            Batch(params)
+            .add(None, HNSW_SETTINGS_SQL, prepare=False)
+            .add("plan", NEAREST_PLAN_SQL, prepare=False)
+            .add("store", STORE_ROWS_SQL, prepare=False)
+        )
+        sets = batch.run(cursor)
+        [(plan,)] = sets["plan"]
         [top] = plan if isinstance(plan, list) else json.loads(plan)  # EXPLAIN's JSON: one statement
-        exact = _filtered_walk_rows(top["Plan"])
-        return exact is not None and exact <= EXACT_MAX_ROWS
+        visible = _filtered_walk_rows(top["Plan"])
+        if visible is None:
+            return NearestPlan(False, ef)
+        if visible <= EXACT_MAX_ROWS:
+            return NearestPlan(True, ef)
+        [(store,)] = sets["store"] or [(0.0,)]
+        return NearestPlan(False, walk_ef(ef, float(store), visible, depth))
 
     return _exact_plans.get((str(ef), *principals), ask)
+
+
+def walk_ef(ef: int, store_rows: float, visible_rows: float, depth: int) -> int:
+    """``hnsw.ef_search`` for a walk the ACL filters over a graph of ``store_rows`` chunks of which
+    ``visible_rows`` pass: ``ef`` widened by the graph's size and by the ACL's share (see
+    EF_BASE_ROWS), at most EF_MAX (and never below ``ef``)."""
+    by_graph = ef * max(1.0, store_rows / EF_BASE_ROWS) ** EF_GROWTH
+    share = min(1.0, visible_rows / store_rows) if store_rows > 0 and visible_rows > 0 else 1.0
+    by_acl = EF_VISIBLE_RANKS * depth / share
+    return max(ef, min(EF_MAX, math.ceil(max(by_graph, by_acl))))
 
 
 _ACL_FILTER = re.compile(r"\bacl && ")
@@ -216,14 +279,16 @@ def semantic_statement(columns: str, k: int) -> tuple[str, bool]:
 
 
 def nearest_message(
-    vector: Sequence[float], principals: list[str], depth: int, columns: str, *, exact: bool = False
+    vector: Sequence[float], principals: list[str], depth: int, columns: str, *, plan: NearestPlan | None = None
 ) -> tuple[Statements, dict]:
     """The HNSW settings, then the nearest visible chunks (rows: similarity, ``columns``…); by the
-    exact statement when ``exact`` (``nearest_exact``)."""
-    params = {"ef_search": str(ef_search(depth)), "principals": principals, "vec": vector_literal(vector), "n": depth}
+    exact statement or the graph with its ef as ``plan`` says (``nearest_plan``; None: the graph
+    at the default ef)."""
+    ef = plan.ef if plan is not None else ef_search(depth)
+    params = {"ef_search": str(ef), "principals": principals, "vec": vector_literal(vector), "n": depth}
     nearest = (
         exact_statement(columns, depth)
-        if exact
+        if plan is not None and plan.exact
         else (JOINED.format(flag="", columns=columns, inner=NEAREST_SQL), False)
     )
     return [(HNSW_SETTINGS_SQL, False), nearest], params
@@ -323,7 +388,7 @@ def start_beside(
 def _nearest(vector: Sequence[float], principals: list[str], depth: int, columns: str) -> Message:
     """``nearest_message`` for the cursor it will run on, which asks the planner when it must."""
     return lambda cursor: nearest_message(
-        vector, principals, depth, columns, exact=nearest_exact(cursor, principals, depth)
+        vector, principals, depth, columns, plan=nearest_plan(cursor, principals, depth)
     )
 
 
@@ -471,13 +536,18 @@ def _vector_batch(
     if vector is not None or semantic is not None:
         batch.add(None, HNSW_SETTINGS_SQL, prepare=False)
     if vector is not None:
+        plan = nearest_plan(cursor, principals, depth)
         nearest, prepare = (
             exact_statement(columns, depth)
-            if nearest_exact(cursor, principals, depth)
+            if plan.exact
             else (JOINED.format(flag="", columns=columns, inner=NEAREST_SQL), False)
         )
         batch.add(NEAREST, nearest, prepare=prepare)
+        batch.params["ef_search"] = str(plan.ef)
     if semantic is not None:
+        if batch.params["ef_search"] != str(ef_search(depth)):
+            # the semantic side walks at the default ef, as it does on a connection of its own
+            batch.add(None, HNSW_SEMANTIC_SETTINGS_SQL, prepare=False, params={"semantic_ef": str(ef_search(depth))})
         sql, prepare = semantic_statement(columns, semantic.k)
         batch.add(
             SEMANTIC, sql, prepare=prepare, params={"topic_vec": vector_literal(semantic.vector), "topic_n": semantic.k}

@@ -2,7 +2,9 @@
 home page that leads somewhere."""
 
 import pytest
+from playwright.sync_api import expect
 
+from achilles.models import Notification
 from agents.services import agent_create
 from conversations.models import Conversation, Message
 from tests.browser.conftest import sign_in
@@ -71,11 +73,21 @@ def test_375px_pages_have_no_horizontal_scroll(live_url, page, user_factory, mod
     page.click("#threads-toggle")
     assert page.is_visible("#threads")
     assert page.evaluate("document.documentElement.scrollWidth") <= 375
-    # the withheld hint: a notice of its own (not in the answer), with a real request-access path
+    # the withheld hint: a notice of its own (not in the answer), with a real request-access path:
+    # a request to the named author, answered in place (their notice: tests/conversations/api/test_access_requests.py)
     assert "закрытые" not in page.locator(".msg.assistant .text").text_content()
-    request = page.locator(".msg.assistant .withheld a.request-access")
+    request = page.locator(".msg.assistant .withheld button.request-access")
     assert request.text_content() == "Запросить доступ (автор: Анна)"
-    assert request.get_attribute("href").startswith("mailto:hr@example.com?subject=")
+    request.click()
+    expect(page.locator(".msg.assistant .withheld [role=status]")).to_have_text(
+        "Запрос отправлен: Анна получит уведомление."
+    )
+    assert request.is_disabled()
+    assert Notification.objects.get(user__username="hr-author").kind == "access_request"
+    # asked again after a reload: the API's refusal, in place
+    page.reload()
+    page.locator(".msg.assistant .withheld button.request-access").click()
+    expect(page.locator(".msg.assistant .withheld [role=status]")).to_contain_text("уже отправлен")
     # Russian plurals on the token count
     assert "584 токена" in page.locator(".msg.assistant .meta").text_content()
 

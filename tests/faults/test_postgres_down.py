@@ -79,6 +79,12 @@ def test_postgres_down_every_route_answers_503_at_once_and_the_thread_is_free_on
     json_headers = {**headers, "Accept": "application/json, text/event-stream"}
     page_headers = {**session_headers(user), "Accept": "text/html"}
     engine.script(stopping_postgres_then("Ответ, который некуда записать."), answer("Следующий ответ."))
+    # and a process that has served a page before, as any serving process has: its first page loads
+    # the templates and the page path's lazy modules — seconds on a loaded machine (1.97 s at load 16),
+    # which is not what the second below bounds (the wait for a database that is not there)
+    for path, route_headers in (("/", page_headers), ("/api/me", headers)):
+        assert call("GET", path, headers=route_headers)[0].status_code < 400, path
+    call("GET", "/healthz", headers={})  # 503 too with the database up: no worker runs here
 
     try:
         # when: PostgreSQL stops while the turn is streaming

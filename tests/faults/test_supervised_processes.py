@@ -127,6 +127,9 @@ class Supervisor:
         return self.log.read_text()[-5000:]
 
 
+# Five processes started, killed and restarted one after the other, each step bounded by its own wait
+# below: 225 s in all at load 16 on the two cores, past the suite's 180 s per test.
+@pytest.mark.timeout(600)
 def test_make_run_keeps_every_process_alive_through_kills_and_service_restarts(tmp_path):
     """Failed before the fix: under honcho the death of one process (a worker's Unrecoverable
     error, a ``kill -9``) stopped every process, the embedded services included."""

@@ -121,15 +121,29 @@
     return wrap;
   }
 
-  function withheldNotice(hint) {
+  // «Запросить доступ»: a request to the named author (a notice in their bell; the server sends only
+  // the question and the source's label), answered in place; repeated or too many → the API's text.
+  function withheldNotice(hint, messageId) {
     const box = el("div", "withheld"); box.setAttribute("role", "note");
     box.append(el("strong", null, gettext("Доступ ограничен.") + " "), el("span", null, hint.text || ""));
+    const state = el("span", "request-state"); state.setAttribute("role", "status");
     (hint.sources || []).forEach(source => {
       const contact = source.contact;
-      if (!contact || !contact.request_access_url) return;  // no address known: no dead button
-      const a = el("a", "request-access", interpolate(gettext("Запросить доступ (автор: %(x)s)"), {x: contact.name || contact.username}, true));
-      a.href = contact.request_access_url; box.append(" ", a);
+      if (!contact || !contact.user_id || !messageId) return;  // no one to ask: no dead button
+      const b = el("button", "link request-access", interpolate(gettext("Запросить доступ (автор: %(x)s)"), {x: contact.name || contact.username}, true));
+      b.type = "button";
+      b.onclick = async () => {
+        b.disabled = true;
+        const r = await api(`/messages/${messageId}/access-requests`, {method: "POST",
+          body: JSON.stringify({source_system: source.source_system, contact_id: contact.user_id})});
+        const body = await r.json().catch(() => ({}));
+        state.className = "request-state " + (r.ok ? "muted" : "error");
+        state.textContent = typeof body.detail === "string" ? body.detail : interpolate(gettext("Ошибка %(status)s"), {status: r.status}, true);
+        if (!r.ok && r.status !== 429) b.disabled = false;
+      };
+      box.append(" ", b);
     });
+    box.append(" ", state);
     return box;
   }
 
@@ -152,7 +166,7 @@
     if (m.state === "failed") box.append(el("div", "state", gettext("Ответ не получен — ошибка при генерации.")));
     if (m.state === "interrupted") box.append(el("div", "state", gettext("Ответ прерван.")));
     if (m.citations && m.citations.length) box.append(sourceCards(m));
-    if (m.withheld_hint) box.append(withheldNotice(m.withheld_hint));
+    if (m.withheld_hint) box.append(withheldNotice(m.withheld_hint, m.id));
     const meta = el("div", "meta");
     if (m.state !== "failed") {
       const fb = el("span", "feedback");

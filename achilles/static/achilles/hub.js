@@ -97,7 +97,7 @@ document.addEventListener("DOMContentLoaded", () => {
     const comments = el("ul", "plain comments");
     c.comments.forEach(m => { const li = el("li"); li.append(el("div", "muted", `${m.author} · ${formatDate(m.created)}`), el("div", "text", m.body)); comments.append(li); });
     if (!c.comments.length) comments.append(el("li", "muted", gettext("Комментариев нет.")));
-    body.append(comments, el("h3", null, gettext("Команды по задаче")));
+    body.append(comments, commentForm(i.key), el("h3", null, gettext("Команды по задаче")));
     const commands = el("ul", "plain");
     c.recent_commands.forEach(cmd => {
       const li = el("li"); li.append(link(interpolate(gettext("пакет #%(batch_id)s"), {batch_id: cmd.batch_id}, true), () => openBatch(cmd.batch_id)),
@@ -128,6 +128,29 @@ document.addEventListener("DOMContentLoaded", () => {
       const r = await api(`/hub/issues/${encodeURIComponent(key)}/notes`, {method: "PATCH", body: JSON.stringify(changes)});
       state.className = r.ok ? "muted" : "error";
       state.textContent = r.ok ? gettext("Сохранено.") : await detail(r);
+    };
+    return form;
+  }
+  // A comment to Jira: a batch of one ensure_comment (the hub's batch route, the MCP tool's rules and
+  // texts), opened and followed below until the sync agent has done it.
+  function commentForm(key) {
+    const form = el("form", "jira-comment"); form.dataset.key = key;
+    const text = el("textarea"); text.name = "body"; text.rows = 2; text.required = true; text.maxLength = 32000;
+    const wrap = el("label", null, gettext("Комментарий в Jira")); wrap.append(text); form.append(wrap);
+    const send = el("button", null, gettext("Отправить в Jira")); send.type = "submit";
+    const state = el("span", "muted"); state.setAttribute("role", "status");
+    const row = el("div", "actions"); row.append(send, state); form.append(row);
+    form.onsubmit = async e => {
+      e.preventDefault();
+      const comment = text.value.trim(); if (!comment) return;
+      send.disabled = true;
+      const r = await api("/hub/batches", {method: "POST", body: JSON.stringify(
+        {title: interpolate(gettext("Комментарий к %(key)s"), {key: key}, true), commands: [{type: "ensure_comment", key, body: comment}]})});
+      send.disabled = false;
+      if (!r.ok) { state.className = "error"; state.textContent = await detail(r); return; }
+      const created = await r.json();
+      state.className = "muted"; state.textContent = interpolate(gettext("Создан пакет #%(id)s."), {id: created.id}, true); text.value = "";
+      loadBatches(); openBatch(created.id);
     };
     return form;
   }

@@ -21,6 +21,9 @@ from hub.mcp.server import Caller, build_server, current_caller
 
 class Command(BaseCommand):
     help = "Serve the hub's MCP tools over stdio as the owner of the personal token in $ACHILLES_TOKEN."
+    # A server started by a chat client, like daphne and the workers: no system checks at start-up
+    # (they import the URLconf, ~1.4 s of CPU the client waits for; `manage.py check` runs them).
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser):
         parser.add_argument(

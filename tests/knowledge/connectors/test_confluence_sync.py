@@ -262,6 +262,37 @@ def test_body_links_to_other_pages_become_graph_links_also_when_the_target_is_no
     ]
 
 
+def test_a_link_to_a_page_a_later_batch_brings_is_in_the_graph_after_the_same_run(site, people, monkeypatch):
+    from knowledge.connectors.confluence import sync
+    from knowledge.models import PendingLink, RecordLink
+
+    store = site.store
+    connector = _connector(site)
+    # given: one page per batch, so a page's parent or link target often comes in a later batch
+    monkeypatch.setattr(sync, "BATCH", 1)
+    home, vpn = _page_id(store, "База знаний «Борей»"), _page_id(store, "Подключение к VPN")
+    before = store.last_seq
+    # when
+    _run(connector)
+    # then: the home page came in a batch before the VPN page's (so its link's target was not stored)
+    batches = [r["query"].get("start") for r in store.requests(before, path=r"/rest/api/content/search$")]
+    assert len(batches) > 2
+    # and every child_of edge and the home page's link are there, nothing left pending
+    edges = set(
+        RecordLink.objects.filter(from_record__source_system=connector.source_system).values_list(
+            "from_record__external_id", "to_record__external_id", "link_type"
+        )
+    )
+    parents = {
+        (page_id, str(content["parent"]), "child_of")
+        for page_id, content in store.content.items()
+        if content["type"] == "page" and content["status"] == "current" and content["parent"] is not None
+    }
+    assert parents and parents <= edges
+    assert (home, vpn, "links_to") in edges
+    assert not PendingLink.objects.exists()
+
+
 def test_before_9_1_space_permissions_come_from_json_rpc(people):
     # given: DC 8.9 (no REST space permissions); the space also names a user and allows anonymous
     store = build_demo(ConfluenceStore(version="8.9.0", anonymous_access=True))

@@ -48,7 +48,8 @@ def test_the_details_statement_returns_the_detail_columns():
 
 @pytest.mark.parametrize("exact", [False, True])
 def test_the_nearest_statements_return_similarity_then_the_details(exact):
-    statements, params = vector.nearest_message(QUERY_VECTOR, PRINCIPALS, 8, DETAIL_COLUMNS, exact=exact)
+    plan = vector.NearestPlan(exact, vector.ef_search(8))
+    statements, params = vector.nearest_message(QUERY_VECTOR, PRINCIPALS, 8, DETAIL_COLUMNS, plan=plan)
     (_settings, _), (sql, _) = statements
     columns = _columns(sql, params)
     assert columns[NearestRow.SIMILARITY] == "similarity"

@@ -116,3 +116,36 @@ def test_the_exact_statement_returns_the_exact_nearest_visible_chunks(corpus, ma
         assert vector.nearest_exact(cursor, RARE, 20)
         found = vector.vector_list(cursor, query_vector, RARE, 3, -1.0)
     assert len(stored) == 7 and found == expected[:3]
+
+
+def test_a_walk_over_a_store_bigger_than_the_base_widens_its_list_and_search_sends_it(corpus, monkeypatch):
+    """A graph walk filtered by the ACL gets the ef ``walk_ef`` gives for the store's size and the
+    ACL's share (here the 45-chunk corpus stands for a store 4.5× the base size); an exact read and
+    the partial index's walk keep the default; the search's HNSW settings carry the wider ef."""
+    monkeypatch.setattr(vector, "EXACT_MAX_ROWS", 20)
+    monkeypatch.setattr(vector, "EF_BASE_ROWS", 10)
+    monkeypatch.setattr(prepared, "ENABLED", False)
+    with connection.cursor() as cursor:
+        cursor.execute(vector.STORE_ROWS_SQL)
+        (store,) = cursor.fetchone()
+        cursor.execute(vector.NEAREST_PLAN_SQL, {"vec": "[1]", "principals": ["everyone"], "n": 20})
+        visible = vector._filtered_walk_rows(cursor.fetchone()[0][0]["Plan"])
+        broad = vector.nearest_plan(cursor, ["everyone"], 20)
+        rare = vector.nearest_plan(cursor, RARE, 20)
+        public = vector.nearest_plan(cursor, ["public"], 20)
+    default = vector.ef_search(20)
+    assert store >= 40 and visible is not None
+    assert broad == vector.NearestPlan(False, vector.walk_ef(default, store, visible, 20))
+    assert broad.ef > default
+    assert rare == vector.NearestPlan(True, default)
+    assert public == vector.NearestPlan(False, default)
+    with CaptureQueriesContext(connection) as captured:
+        facade.search("отпуск принтер", identity_of("everyone"), k=4)
+    settings = [q["sql"] for q in captured.captured_queries if "set_config('hnsw.ef_search'" in q["sql"]]
+    nearest = [sql for sql in settings if "WITH h AS MATERIALIZED" in sql]
+    assert nearest and all(f"set_config('hnsw.ef_search', '{broad.ef}', true)" in sql for sql in nearest)
+    # the semantic side of withheld, in the same message, walks at the default ef (as it does beside)
+    semantic = [sql for sql in nearest if "s.visible," in sql]
+    assert semantic
+    for sql in semantic:
+        assert sql.index(f"set_config('hnsw.ef_search', '{default}', true)") < sql.index("s.visible,")

@@ -41,8 +41,11 @@ def test_a_worker_killed_mid_parse_leaves_the_document_indexed_once(tmp_path):
     first_log, second_log = tmp_path / "first.log", tmp_path / "second.log"
     # a scan of several pages: OCR keeps the worker parsing for seconds
     pages = [[f"Страница {n}", "Инструкция по охране труда для склада."] for n in range(8)]
+    # Heartbeats every second (the product's setting; 5 s by default): the new worker's sweep knows
+    # the killed one dead 3 s after its last beat instead of 15 s (the same sweep, sooner).
+    env = {"WORKER_HEARTBEAT_SECONDS": "1"}
     worker = start_celery_worker(
-        first_log, "ingest-killed", queues=queue, extra=("--without-gossip", "--without-mingle")
+        first_log, "ingest-killed", queues=queue, extra=("--without-gossip", "--without-mingle"), env=env
     )
     second = None
     try:
@@ -59,7 +62,7 @@ def test_a_worker_killed_mid_parse_leaves_the_document_indexed_once(tmp_path):
         assert _state(document_id).state == "parsing"  # left behind by the dead worker
 
         second = start_celery_worker(
-            second_log, "ingest-restarted", queues=queue, extra=("--without-gossip", "--without-mingle")
+            second_log, "ingest-restarted", queues=queue, extra=("--without-gossip", "--without-mingle"), env=env
         )
         document = _wait(
             lambda: (d := _state(document_id)).state in {"indexed", "failed", "needs_ocr"} and d,

@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("achilles", "0013_notifications"),
+        ("achilles", "0014_notification_access_request"),
         ("auth", "0012_alter_user_first_name_max_length"),
     ]
 
