@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: install run test coverage bench eval lint fuzz services-stop clean browser-deps ldap-deps ocr-deps screenshots deploy-lint deploy-test deploy-deps mcp-conformance-deps axe-deps
+.PHONY: install run test coverage bench eval lint fuzz services-stop clean browser-deps ldap-deps ocr-deps screenshots deploy-lint deploy-test deploy-deps mcp-conformance-deps messages gettext-deps axe-deps
 
 $(BIN)/.installed: requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -100,6 +100,25 @@ deploy-lint: install
 # the workers and beat, PostgreSQL and Redis over TCP with passwords. Needs `make deploy-deps`.
 deploy-test: install
 	$(BIN)/python -m pytest -m deploy tests/deploy --durations=5 $(PYTEST_ARGS)
+
+# The interface's English (docs/web-ui.md § Languages): locale/en/LC_MESSAGES/{django,djangojs}.po
+# updated from the templates, the code and the pages' scripts (a new or changed text arrives with an
+# empty msgstr: translate it in the .po), then compiled to the committed .mo. Needs GNU gettext (make gettext-deps).
+MESSAGES_SCAN := --no-location --ignore='.venv/*' --ignore='var/*' --ignore='tests/*' --ignore='bench/*' \
+	--ignore='evaluation/*' --ignore='deploy/*' --ignore='docs/*' --ignore='emulators/*' --ignore='scripts/*' \
+	--ignore='syncagent/*' --ignore='knowledge/demo_corpus/*' --ignore='staticfiles/*'
+messages: install
+	$(BIN)/python manage.py makemessages -l en $(MESSAGES_SCAN)
+	$(BIN)/python manage.py makemessages -d djangojs -l en $(MESSAGES_SCAN)
+	# a guess by msgmerge (fuzzy) would be a wrong English text: the entry comes in empty instead
+	for po in locale/en/LC_MESSAGES/*.po; do msgattrib --clear-fuzzy --empty --clear-previous -o $$po $$po; done
+	$(BIN)/python manage.py compilemessages -l en
+
+# GNU gettext (xgettext, msgmerge, msgfmt) for `make messages` (a developer's tool: the tests and
+# the running platform read the committed .po/.mo without it); needs root and apt.
+gettext-deps:
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gettext >/dev/null
 
 services-stop:
 	$(BIN)/python -m achilles.embedded stop

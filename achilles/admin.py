@@ -6,6 +6,8 @@ came through."""
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from achilles import services
 from achilles.directory.audit import IDENTITY_ACTIONS
@@ -128,13 +130,13 @@ class ApiTokenAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None):
         return False
 
-    @admin.action(description="Revoke the selected tokens", permissions=["view"])
+    @admin.action(description=_("Отозвать выбранные токены"), permissions=["view"])
     def revoke(self, request, queryset):
         revoked = 0
         for token in queryset.filter(revoked_at__isnull=True).select_related("user"):
             services.api_token_revoke(user=token.user, token_id=token.pk, actor=request.user)
             revoked += 1
-        self.message_user(request, f"{revoked} token(s) revoked.", messages.SUCCESS)
+        self.message_user(request, gettext("Отозвано токенов: %(n)s.") % {"n": revoked}, messages.SUCCESS)
 
 
 class IdentityEventFilter(admin.SimpleListFilter):
@@ -171,11 +173,11 @@ class ScimTokenAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None):
         return False
 
-    @admin.action(description="Revoke the selected providers' tokens", permissions=["view"])
+    @admin.action(description=_("Отозвать токены выбранных провайдеров"), permissions=["view"])
     def revoke(self, request, queryset):
         names = sorted(set(queryset.filter(revoked_at__isnull=True).values_list("name", flat=True)))
         revoked = sum(scim_token_revoke(name=name, actor=request.user) for name in names)
-        self.message_user(request, f"{revoked} token(s) revoked.", messages.SUCCESS)
+        self.message_user(request, gettext("Отозвано токенов: %(n)s.") % {"n": revoked}, messages.SUCCESS)
 
 
 @admin.register(AuditEvent)

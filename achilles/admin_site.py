@@ -1,11 +1,11 @@
-"""The admin as people see it: branded «Achilles», in Russian, with the libraries' internals kept for
-superusers.
+"""The admin as people see it: branded «Achilles», in the reader's language (Russian, or English —
+locale/en), with the libraries' internals kept for superusers.
 
 Django's admin speaks the request's language (Russian) but takes model names from each model's
 ``Meta``; the platform's models were named in English, so a page read «Выберите platform settings
 для изменения» and a list "Batchs". Their Russian names live here, in one table applied when the
 apps are ready: a ``Meta.verbose_name`` per model would be a migration in every app for text that
-never reaches the database.
+never reaches the database. The names are lazy translations: each page renders them in its language.
 """
 
 from __future__ import annotations
@@ -14,54 +14,57 @@ from types import MethodType
 
 from django.apps import apps
 from django.contrib import admin
+from django.utils.functional import Promise
+from django.utils.translation import gettext_lazy as _
 
 from achilles import compat
 
 SITE_HEADER = "Achilles"
 SITE_TITLE = "Achilles"
-INDEX_TITLE = "Администрирование"
+INDEX_TITLE = _("Администрирование")
 
 # Libraries' own tables: sign-in lockouts (django-axes) and the beat's schedule rows
 # (django_celery_beat, written by achilles.periodic). A superuser may need them; nobody else should.
 INTERNAL_APPS = frozenset({"axes", "django_celery_beat"})
 
 APP_NAMES = {
-    "achilles": "Платформа",
-    "knowledge": "Знания",
-    "agents": "Агенты",
-    "hub": "Хаб (Jira)",
-    "conversations": "Беседы",
-    "usage": "Расходы AI",
+    "achilles": _("Платформа"),
+    "knowledge": _("Знания"),
+    "agents": _("Агенты"),
+    "hub": _("Хаб (Jira)"),
+    "conversations": _("Беседы"),
+    "usage": _("Расходы AI"),
+    "axes": _("Блокировки входа"),  # django-axes names itself "Axes"
 }
 
 # (app_label, model_name) → (singular, plural)
-MODEL_NAMES: dict[tuple[str, str], tuple[str, str]] = {
-    ("achilles", "user"): ("пользователь", "пользователи"),
-    ("achilles", "platformsettings"): ("настройки платформы", "настройки платформы"),
-    ("achilles", "allowedmodel"): ("разрешённая модель", "разрешённые модели"),
-    ("achilles", "apitoken"): ("API-токен", "API-токены"),
-    ("achilles", "scimtoken"): ("SCIM-токен", "SCIM-токены"),
-    ("achilles", "auditevent"): ("событие аудита", "журнал аудита"),
-    ("knowledge", "record"): ("запись", "записи"),
-    ("knowledge", "chunk"): ("фрагмент", "фрагменты"),
-    ("knowledge", "recordlink"): ("связь записей", "связи записей"),
-    ("knowledge", "accesssignal"): ("сигнал доступа", "сигналы доступа"),
-    ("knowledge", "sourcepolicy"): ("источник", "источники"),
-    ("knowledge", "document"): ("документ", "документы"),
-    ("knowledge", "connector"): ("коннектор", "коннекторы"),
-    ("knowledge", "connectorrun"): ("синхронизация коннектора", "синхронизации коннекторов"),
-    ("agents", "agent"): ("агент", "агенты"),
-    ("agents", "agentrun"): ("запуск агента", "запуски агентов"),
-    ("hub", "mirrorissue"): ("задача зеркала", "задачи зеркала"),
-    ("hub", "issuenote"): ("заметка к задаче", "заметки к задачам"),
-    ("hub", "batch"): ("пакет команд", "пакеты команд"),
-    ("hub", "command"): ("команда", "команды"),
-    ("hub", "syncagent"): ("агент синхронизации", "агенты синхронизации"),
-    ("hub", "syncagentcontact"): ("связь с агентом синхронизации", "связи с агентом синхронизации"),
-    ("hub", "ratelimitevent"): ("ограничение частоты", "ограничения частоты"),
-    ("hub", "syncrun"): ("прогон синхронизации", "прогоны синхронизации"),
-    ("hub", "publication"): ("публикация", "публикации"),
-    ("hub", "hubsetting"): ("настройка хаба", "настройки хаба"),
+MODEL_NAMES: dict[tuple[str, str], tuple[str | Promise, str | Promise]] = {
+    ("achilles", "user"): (_("пользователь"), _("пользователи")),
+    ("achilles", "platformsettings"): (_("настройки платформы"), _("настройки платформы")),
+    ("achilles", "allowedmodel"): (_("разрешённая модель"), _("разрешённые модели")),
+    ("achilles", "apitoken"): (_("API-токен"), _("API-токены")),
+    ("achilles", "scimtoken"): (_("SCIM-токен"), _("SCIM-токены")),
+    ("achilles", "auditevent"): (_("событие аудита"), _("журнал аудита")),
+    ("knowledge", "record"): (_("запись"), _("записи")),
+    ("knowledge", "chunk"): (_("фрагмент"), _("фрагменты")),
+    ("knowledge", "recordlink"): (_("связь записей"), _("связи записей")),
+    ("knowledge", "accesssignal"): (_("сигнал доступа"), _("сигналы доступа")),
+    ("knowledge", "sourcepolicy"): (_("источник"), _("источники")),
+    ("knowledge", "document"): (_("документ"), _("документы")),
+    ("knowledge", "connector"): (_("коннектор"), _("коннекторы")),
+    ("knowledge", "connectorrun"): (_("синхронизация коннектора"), _("синхронизации коннекторов")),
+    ("agents", "agent"): (_("агент"), _("агенты")),
+    ("agents", "agentrun"): (_("запуск агента"), _("запуски агентов")),
+    ("hub", "mirrorissue"): (_("задача зеркала"), _("задачи зеркала")),
+    ("hub", "issuenote"): (_("заметка к задаче"), _("заметки к задачам")),
+    ("hub", "batch"): (_("пакет команд"), _("пакеты команд")),
+    ("hub", "command"): (_("команда"), _("команды")),
+    ("hub", "syncagent"): (_("агент синхронизации"), _("агенты синхронизации")),
+    ("hub", "syncagentcontact"): (_("связь с агентом синхронизации"), _("связи с агентом синхронизации")),
+    ("hub", "ratelimitevent"): (_("ограничение частоты"), _("ограничения частоты")),
+    ("hub", "syncrun"): (_("прогон синхронизации"), _("прогоны синхронизации")),
+    ("hub", "publication"): (_("публикация"), _("публикации")),
+    ("hub", "hubsetting"): (_("настройка хаба"), _("настройки хаба")),
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from django.http import HttpRequest
 from ninja import Query, Router, Schema, Status
@@ -34,6 +35,9 @@ class MeOut(Schema):
         False, description="name and e-mail come from the directory (ldap, oidc) and cannot be changed here"
     )
     notify_by_email: bool = Field(False, description="the notices are e-mailed too (when mail is configured)")
+    language: Literal["", "ru", "en"] = Field(
+        "", description="the interface language chosen (ru, en); empty: the browser's Accept-Language"
+    )
 
 
 class MePatch(Schema):
@@ -46,6 +50,9 @@ class MePatch(Schema):
     email: str | None = Field(None, max_length=254)
     timezone: str | None = Field(None, description="an IANA zone such as Europe/Moscow; null: the organisation's")
     notify_by_email: StrictBool | None = Field(None, description="e-mail the notices too (when mail is configured)")
+    language: Literal["", "ru", "en"] | None = Field(
+        None, description="the interface language: ru or en; empty or null: the browser's Accept-Language"
+    )
 
 
 class TokenIn(Schema):
@@ -77,7 +84,8 @@ def me(request: HttpRequest):
 
 @router.patch("/me", response=MeOut)
 def me_update(request: HttpRequest, payload: MePatch):
-    """The settings page: name, e-mail (local accounts), time zone (422 ``invalid_timezone`` for an unknown zone)."""
+    """The settings page: name, e-mail (local accounts), time zone (422 ``invalid_timezone`` for an unknown zone),
+    notices by e-mail, the interface language."""
     user = services.user_profile_update(
         user=request.auth, changes={field: getattr(payload, field) for field in payload.model_fields_set}
     )
@@ -99,6 +107,7 @@ def _me(user) -> MeOut:
         groups=sorted(user.groups.values_list("name", flat=True)),
         profile_read_only=user.source != "local",
         notify_by_email=user.notify_by_email,
+        language=user.language,
     )
 
 

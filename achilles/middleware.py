@@ -15,7 +15,8 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpResponse, JsonResponse
 from django.template import loader
-from django.utils import timezone
+from django.utils import timezone, translation
+from django.utils.cache import patch_vary_headers
 from whitenoise.middleware import WhiteNoiseMiddleware
 
 from achilles.errors import (
@@ -385,3 +386,47 @@ class UserTimeZoneMiddleware(HybridMiddleware):
             return await self.get_response(request)
         finally:
             timezone.deactivate()
+
+
+class UserLanguageMiddleware(HybridMiddleware):
+    """Pages, the admin and the API's texts in the reader's language: the one chosen on the settings
+    page (``users.language``), else the browser's (``Accept-Language``, as Django's
+    ``LocaleMiddleware`` reads it), else ``LANGUAGE_CODE`` (Russian).
+
+    Django's ``LocaleMiddleware`` runs before the user is known and would hop to a thread on the
+    async path (the SSE chat); this one sits after the authentication middleware and runs in the
+    chain's own mode. The MCP server is routed outside Django (``achilles.asgi``) and keeps the
+    seeds' Russian texts.
+    """
+
+    @staticmethod
+    def _language(request, user) -> str:
+        chosen = getattr(user, "language", "") if user is not None and user.is_authenticated else ""
+        return chosen or translation.get_language_from_request(request)
+
+    @staticmethod
+    def _answer(request, response, language: str):
+        patch_vary_headers(response, ("Accept-Language",))
+        response.headers.setdefault("Content-Language", language)
+        return response
+
+    def __call__(self, request):
+        if iscoroutinefunction(self):
+            return self.__acall__(request)
+        language = self._language(request, getattr(request, "user", None))
+        translation.activate(language)
+        request.LANGUAGE_CODE = translation.get_language()
+        try:
+            return self._answer(request, self.get_response(request), request.LANGUAGE_CODE)
+        finally:
+            translation.deactivate()
+
+    async def __acall__(self, request):
+        user = await request.auser() if hasattr(request, "auser") else None
+        language = self._language(request, user)
+        translation.activate(language)
+        request.LANGUAGE_CODE = translation.get_language()
+        try:
+            return self._answer(request, await self.get_response(request), request.LANGUAGE_CODE)
+        finally:
+            translation.deactivate()

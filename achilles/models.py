@@ -9,11 +9,16 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Now
+from django.utils.translation import gettext as _
 
 
 def validate_timezone(value: str) -> None:
     if value not in zoneinfo.available_timezones():
-        raise ValidationError(f"«{value}» is not an IANA time zone name")
+        raise ValidationError(_("«%(zone)s» — не название часового пояса IANA") % {"zone": value})
+
+
+# The interface languages (settings.LANGUAGES); each named in its own language, as a chooser shows them.
+LANGUAGE_CHOICES = [("ru", "Русский"), ("en", "English")]
 
 
 class TimestampedModel(models.Model):
@@ -49,10 +54,17 @@ class User(AbstractUser):
     # The person asked for their notices by e-mail too (settings page, PATCH /api/me); sent only
     # when mail is configured (EMAIL_URL or EMAIL_HOST).
     notify_by_email = models.BooleanField(default=False, db_default=False)
+    # The interface language the person chose (settings page, PATCH /api/me); empty: the browser's.
+    language = models.CharField(max_length=8, blank=True, default="", db_default="", choices=LANGUAGE_CHOICES)
 
     class Meta:
         db_table = "users"
         constraints = [
+            models.CheckConstraint(
+                condition=Q(language__in=["", "ru", "en"]),
+                name="achilles_user_language_known",
+                violation_error_message="the interface language is Russian or English",
+            ),
             models.CheckConstraint(
                 condition=Q(source__in=["local", "ldap", "oidc", "scim"]),
                 name="achilles_user_source_known",

@@ -11,11 +11,12 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.validators import validate_email
 from django.db import connection, models, transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from achilles import audit, compat, hooks
 from achilles.audit import Actor
 from achilles.errors import NotFound, ValidationFailed
-from achilles.models import AllowedModel, ApiToken, User, validate_timezone
+from achilles.models import LANGUAGE_CHOICES, AllowedModel, ApiToken, User, validate_timezone
 from achilles.names import name_clean
 from achilles.rawsql import column, m2m_through, row_model, table
 from achilles.tokens import token_hash, token_mint
@@ -153,12 +154,13 @@ def user_timezone_set(*, user: User, timezone: str | None) -> User:
     return user
 
 
-PROFILE_FIELDS = ("first_name", "last_name", "email", "timezone", "notify_by_email")
+PROFILE_FIELDS = ("first_name", "last_name", "email", "timezone", "notify_by_email", "language")
 
 
 @transaction.atomic
 def user_profile_update(*, user: User, changes: dict[str, Any]) -> User:
-    """The settings page's write (``PATCH /api/me``): name, e-mail, time zone, notices by e-mail. A directory-sourced
+    """The settings page's write (``PATCH /api/me``): name, e-mail, time zone, notices by e-mail, the
+    interface language. A directory-sourced
     account (LDAP, OIDC) has its name and e-mail from the directory: they are read-only here (422);
     the time zone is the user's own unless the directory carries it (``LDAP_ATTR_TIMEZONE``)."""
     unknown = set(changes) - set(PROFILE_FIELDS)
@@ -170,7 +172,8 @@ def user_profile_update(*, user: User, changes: dict[str, Any]) -> User:
             continue
         if owned:
             raise ValidationFailed(
-                f"{field} comes from the directory ({user.source}) and is changed there",
+                _("%(field)s приходит из каталога (%(source)s) и меняется там")
+                % {"field": field, "source": user.source},
                 field=field,
                 code="directory_owned",
             )
@@ -179,15 +182,22 @@ def user_profile_update(*, user: User, changes: dict[str, Any]) -> User:
             try:
                 validate_email(value)
             except DjangoValidationError:
-                raise ValidationFailed("not an e-mail address", field="email", code="invalid_email") from None
+                raise ValidationFailed(_("это не адрес e-mail"), field="email", code="invalid_email") from None
         if len(value) > (254 if field == "email" else 150):
-            raise ValidationFailed("too long", field=field)
+            raise ValidationFailed(_("слишком длинное значение"), field=field)
         setattr(user, field, value)
     names = [f for f in ("first_name", "last_name", "email") if f in changes]
     if "notify_by_email" in changes:
         # the person's own choice, whatever the account's source
         user.notify_by_email = bool(changes["notify_by_email"])
         names.append("notify_by_email")
+    if "language" in changes:
+        # the person's own choice; empty (or null): the browser's Accept-Language
+        language = changes["language"] or ""
+        if language and language not in {code for code, _ in LANGUAGE_CHOICES}:
+            raise ValidationFailed(_("язык интерфейса — ru или en"), field="language")
+        user.language = language
+        names.append("language")
     if names:
         user.save(update_fields=names)
     if "timezone" in changes:

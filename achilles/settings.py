@@ -154,6 +154,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "achilles.middleware.UserTimeZoneMiddleware",  # dates in the reader's zone (after the user is known)
+    "achilles.middleware.UserLanguageMiddleware",  # the reader's language: chosen, else the browser's
     "django.contrib.messages.middleware.MessageMiddleware",
     "allauth.account.middleware.AccountMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
@@ -182,6 +183,7 @@ TEMPLATES = [
         "OPTIONS": {
             "context_processors": [
                 "django.template.context_processors.request",
+                "django.template.context_processors.i18n",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
             ],
@@ -194,7 +196,11 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 
+# The interface in Russian (the default, and the msgids) or English (locale/en/LC_MESSAGES), per
+# user (users.language) or by the browser's Accept-Language; docs/web-ui.md § Languages.
 LANGUAGE_CODE = "ru"
+LANGUAGES = [("ru", "Русский"), ("en", "English")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True

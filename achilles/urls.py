@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.http import HttpRequest, HttpResponse
 from django.urls import include, path, re_path
 from django.views.decorators.csrf import csrf_exempt
+from django.views.i18n import JavaScriptCatalog
 
 from achilles import views
 from achilles.api import api
@@ -30,6 +31,8 @@ urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("favicon.ico", views.favicon, name="favicon"),
     path("metrics", metrics_view, name="metrics"),
+    # the pages' scripts' texts in the reader's language (locale/*/LC_MESSAGES/djangojs.po)
+    path("jsi18n/", JavaScriptCatalog.as_view(), name="javascript-catalog"),
     path("admin/", admin.site.urls),
     path("api/chat", chat_sse, name="chat-sse"),
     path("api/", api.urls),

@@ -12,6 +12,9 @@ from django.contrib.auth.decorators import login_required
 from django.http import JsonResponse
 from django.shortcuts import redirect, render
 from django.templatetags.static import static
+from django.utils import translation
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views import defaults
 from django.views.decorators.http import require_GET
 
@@ -19,6 +22,7 @@ from achilles import selectors, services
 from achilles.errors import ApplicationError
 from achilles.health import health_report
 from achilles.middleware import unavailable_response
+from achilles.models import LANGUAGE_CHOICES
 
 
 @require_GET
@@ -56,16 +60,20 @@ class SignInView(auth_views.LoginView):
 @require_GET
 def oidc_cancelled(request):
     """The provider's sign-in was cancelled: back to the sign-in page, saying so."""
-    messages.info(request, "Вход через провайдера отменён.")
+    messages.info(request, _("Вход через провайдера отменён."))
     return redirect(settings.LOGIN_URL)
 
 
-SOURCE_RU = {"local": "локальная учётная запись", "ldap": "LDAP / Active Directory", "oidc": "OpenID Connect"}
+SOURCE_RU = {
+    "local": gettext_lazy("локальная учётная запись"),
+    "ldap": "LDAP / Active Directory",
+    "oidc": "OpenID Connect",
+}
 
 
 @login_required
 def settings_page(request):
-    """«Настройки»: name, e-mail, time zone (the same write as ``PATCH /api/me``), where the account
+    """«Настройки»: name, e-mail, time zone, language (the same write as ``PATCH /api/me``), where the account
     comes from and its groups (read-only; name and e-mail too when the directory owns them)."""
     user = request.user
     read_only = user.source != "local"
@@ -73,12 +81,16 @@ def settings_page(request):
         fields = ("timezone",) if read_only else ("first_name", "last_name", "email", "timezone")
         changes: dict = {f: request.POST.get(f, "") for f in fields}
         changes["notify_by_email"] = request.POST.get("notify_by_email") == "on"
+        if "language" in request.POST:
+            changes["language"] = request.POST["language"]
         try:
             services.user_profile_update(user=user, changes=changes)
         except ApplicationError as exc:
             messages.error(request, exc.message)
         else:
-            messages.success(request, "Настройки сохранены.")
+            # the message and the next page in the language just chosen
+            translation.activate(user.language or translation.get_language_from_request(request))
+            messages.success(request, _("Настройки сохранены."))
             return redirect("settings")
     return render(
         request,
@@ -90,6 +102,7 @@ def settings_page(request):
             "zones": sorted(zoneinfo.available_timezones()),
             "effective_timezone": user.effective_timezone(),
             "email_configured": settings.EMAIL_CONFIGURED,
+            "languages": LANGUAGE_CHOICES,
         },
     )
 
@@ -102,15 +115,15 @@ def tokens_page(request):
         if "revoke" in request.POST:
             try:
                 services.api_token_revoke(user=request.user, token_id=int(request.POST["revoke"]))
-                messages.success(request, "Токен отозван.")
+                messages.success(request, _("Токен отозван."))
             except (ApplicationError, ValueError):
-                messages.error(request, "Токен не найден.")
+                messages.error(request, _("Токен не найден."))
             return redirect("tokens")
         name = (request.POST.get("name") or "")[:100]
         try:
-            _, created_secret = services.api_token_create(user=request.user, name=name)
+            _token, created_secret = services.api_token_create(user=request.user, name=name)
         except ApplicationError:  # empty, or only invisible characters
-            messages.error(request, "Укажите название токена (видимыми символами).")
+            messages.error(request, _("Укажите название токена (видимыми символами)."))
     tokens = selectors.api_token_list_for_user(user=request.user)
     return render(
         request,

@@ -6,6 +6,8 @@ from __future__ import annotations
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import OuterRef, Subquery
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from agents import services
 from agents.choices import ACTIVE_STATES
@@ -86,18 +88,18 @@ class AgentAdmin(admin.ModelAdmin):
         active = AgentRun.objects.filter(agent=OuterRef("pk"), state__in=ACTIVE_STATES).values("state")[:1]
         return super().get_queryset(request).annotate(active_state=Subquery(active))
 
-    @admin.display(description="состояние")
+    @admin.display(description=_("состояние"))
     def status(self, obj: Agent) -> str:
         return obj.status(getattr(obj, "active_state", None)).label
 
-    @admin.display(description="расписание")
+    @admin.display(description=_("расписание"))
     def schedule_summary(self, obj: Agent) -> str:
         s = obj.schedule
         if not s:
-            return "только вручную"
+            return gettext("только вручную")
         if s.get("type") == "interval":
-            return f"каждые {s.get('every_minutes')} мин"
-        days = ["пн", "вт", "ср", "чт", "пт", "сб", "вс"]
+            return gettext("каждые %(minutes)s мин") % {"minutes": s.get("every_minutes")}
+        days = [gettext(d) for d in ("пн", "вт", "ср", "чт", "пт", "сб", "вс")]
         # a calendar time is read in the owner's zone: named, since the admin reads in their own
         return f"{days[int(s.get('weekday', 0))]} {s.get('time')} ({obj.owner.effective_timezone()})"
 
@@ -106,19 +108,19 @@ class AgentAdmin(admin.ModelAdmin):
         if change and "admin_paused" in form.changed_data:
             services.agent_set_admin_paused(agent_id=obj.pk, paused=obj.admin_paused, actor=request.user)
 
-    @admin.action(description="Приостановить выбранных агентов (блокировка администратора)")
+    @admin.action(description=_("Приостановить выбранных агентов (блокировка администратора)"))
     def pause_selected(self, request, queryset):
         changed = services.agents_set_admin_paused(
             agent_ids=list(queryset.values_list("pk", flat=True)), paused=True, actor=request.user
         )
-        self.message_user(request, f"Приостановлено агентов: {changed}.", messages.SUCCESS)
+        self.message_user(request, gettext("Приостановлено агентов: %(n)s.") % {"n": changed}, messages.SUCCESS)
 
-    @admin.action(description="Возобновить выбранных агентов (снять блокировку администратора)")
+    @admin.action(description=_("Возобновить выбранных агентов (снять блокировку администратора)"))
     def resume_selected(self, request, queryset):
         changed = services.agents_set_admin_paused(
             agent_ids=list(queryset.values_list("pk", flat=True)), paused=False, actor=request.user
         )
-        self.message_user(request, f"Возобновлено агентов: {changed}.", messages.SUCCESS)
+        self.message_user(request, gettext("Возобновлено агентов: %(n)s.") % {"n": changed}, messages.SUCCESS)
 
 
 @admin.register(AgentRun)

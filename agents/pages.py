@@ -3,36 +3,37 @@
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from agents.selectors import owner_over_budget
 
 # The page's words for the API's status and run values (one language per page).
 AGENT_STATUS_RU = {
-    "paused_by_admin": "приостановлен администратором",
-    "disabled": "выключен",
-    "no_model": "нет модели",
-    "running": "выполняется",
-    "queued": "в очереди",
-    "scheduled": "по расписанию",
-    "manual_only": "вручную",
+    "paused_by_admin": _("приостановлен администратором"),
+    "disabled": _("выключен"),
+    "no_model": _("нет модели"),
+    "running": _("выполняется"),
+    "queued": _("в очереди"),
+    "scheduled": _("по расписанию"),
+    "manual_only": _("вручную"),
 }
 RUN_STATE_RU = {
-    "queued": "в очереди",
-    "running": "выполняется",
-    "succeeded": "выполнен",
-    "failed": "ошибка",
-    "skipped": "пропущен",
+    "queued": _("в очереди"),
+    "running": _("выполняется"),
+    "succeeded": _("выполнен"),
+    "failed": _("ошибка"),
+    "skipped": _("пропущен"),
 }
 RUN_REASON_RU = {
-    "already_running": "предыдущий запуск ещё идёт",
-    "budget_exceeded": "недельный бюджет токенов исчерпан",
-    "gate_closed": "агент выключен или приостановлен до старта",
-    "iteration_cap": "достигнут предел шагов",
-    "stale": "исполнитель перестал отвечать",
-    "worker_lost": "исполнитель остановился",
-    "token_cap": "достигнут предел токенов на запуск",
-    "model_error": "модель недоступна",
-    "error": "внутренняя ошибка",
+    "already_running": _("предыдущий запуск ещё идёт"),
+    "budget_exceeded": _("недельный бюджет токенов исчерпан"),
+    "gate_closed": _("агент выключен или приостановлен до старта"),
+    "iteration_cap": _("достигнут предел шагов"),
+    "stale": _("исполнитель перестал отвечать"),
+    "worker_lost": _("исполнитель остановился"),
+    "token_cap": _("достигнут предел токенов на запуск"),
+    "model_error": _("модель недоступна"),
+    "error": _("внутренняя ошибка"),
 }
 
 

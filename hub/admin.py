@@ -8,6 +8,7 @@ import json
 from django import forms
 from django.contrib import admin, messages
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from achilles.errors import ApplicationError
 from hub import protocol, services
@@ -95,7 +96,7 @@ class BatchAdmin(ReadOnlyMixin, admin.ModelAdmin):
     inlines = (CommandInline,)
     actions = ("cancel_batches",)
 
-    @admin.action(description="Cancel queued commands of the selected batches")
+    @admin.action(description=_("Отменить команды в очереди у выбранных пакетов"))
     def cancel_batches(self, request, queryset):
         done, errors = [], []
         for batch in queryset:
@@ -126,13 +127,13 @@ class CommandAdmin(ReadOnlyMixin, admin.ModelAdmin):
                 errors.append(f"command {command.pk}: {exc.detail}")
         _report(request, action, done, errors)
 
-    @admin.action(description="Cancel (queued only)")
+    @admin.action(description=_("Отменить (только в очереди)"))
     def cancel_commands(self, request, queryset):
         self._each(
             request, queryset, "Cancel", lambda c: f"#{services.command_cancel(user=request.user, command_id=c.pk).id}"
         )
 
-    @admin.action(description="Force-cancel (also claimed: the sync agent is told on its next claim)")
+    @admin.action(description=_("Отменить принудительно (и взятые агентом: он узнает при следующем запросе)"))
     def force_cancel_commands(self, request, queryset):
         self._each(
             request,
@@ -141,7 +142,7 @@ class CommandAdmin(ReadOnlyMixin, admin.ModelAdmin):
             lambda c: f"#{services.command_cancel(user=request.user, command_id=c.pk, force=True).id}",
         )
 
-    @admin.action(description="Retry in a new batch")
+    @admin.action(description=_("Повторить в новом пакете"))
     def retry_commands(self, request, queryset):
         self._each(
             request,
@@ -174,14 +175,14 @@ class SyncAgentAdmin(admin.ModelAdmin):
         obj.__dict__.update(SyncAgent.objects.filter(pk=agent.pk).values().first())
         messages.warning(request, f"Token of sync agent {agent.name} (shown once, copy it now): {raw}")
 
-    @admin.action(description="Rotate the token (the new one is shown once)")
+    @admin.action(description=_("Заменить токен (новый показывается один раз)"))
     def rotate_tokens(self, request, queryset):
         for agent in queryset:
             messages.warning(
                 request, f"New token of {agent.name} (shown once): {protocol.sync_agent_rotate(sync_agent=agent)}"
             )
 
-    @admin.action(description="Revoke the token")
+    @admin.action(description=_("Отозвать токен"))
     def revoke_tokens(self, request, queryset):
         queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
 

@@ -5,34 +5,35 @@ scripts and MCP's twins use — no second implementation."""
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied as PageForbidden
 from django.shortcuts import render
+from django.utils.translation import gettext_lazy as _
 
 from achilles.errors import PermissionDenied
 from hub.permissions import hub_access_check
 
 # The page's words for the API's values (one language per page).
 BATCH_STATE_RU = {
-    "queued": "в очереди",
-    "running": "выполняется",
-    "done": "выполнен",
-    "failed": "ошибка",
-    "cancelled": "отменён",
-    "partial": "выполнен частично",
+    "queued": _("в очереди"),
+    "running": _("выполняется"),
+    "done": _("выполнен"),
+    "failed": _("ошибка"),
+    "cancelled": _("отменён"),
+    "partial": _("выполнен частично"),
 }
 COMMAND_STATE_RU = {
-    "queued": "в очереди",
-    "claimed": "у агента",
-    "done": "выполнена",
-    "failed": "ошибка",
-    "cancelled": "отменена",
+    "queued": _("в очереди"),
+    "claimed": _("у агента"),
+    "done": _("выполнена"),
+    "failed": _("ошибка"),
+    "cancelled": _("отменена"),
 }
 COMMAND_TYPE_RU = {
-    "ensure_issue": "задача",
-    "ensure_fields": "поля",
-    "ensure_link": "связь",
-    "ensure_sprint": "спринт",
-    "ensure_comment": "комментарий",
-    "ensure_transition": "переход",
-    "refresh": "обновление из Jira",
+    "ensure_issue": _("задача"),
+    "ensure_fields": _("поля"),
+    "ensure_link": _("связь"),
+    "ensure_sprint": _("спринт"),
+    "ensure_comment": _("комментарий"),
+    "ensure_transition": _("переход"),
+    "refresh": _("обновление из Jira"),
 }
 
 

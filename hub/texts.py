@@ -1,9 +1,15 @@
-"""Russian texts of the hub shared by REST and MCP (the seed's exact lines)."""
+"""Russian texts of the hub shared by REST and MCP (the seed's exact lines).
+
+The agent's status lines go through gettext: the hub page reads them in its reader's language
+(locale/en), while MCP, routed outside Django's middleware, keeps the seed's Russian."""
 
 from __future__ import annotations
 
 import datetime as dt
 import zoneinfo
+
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from hub.contracts import AgentStatus
 
@@ -15,8 +21,8 @@ def claimed_command_line(command_id: int) -> str:
     )
 
 
-LAUNCHER_UNKNOWN = "запускатель: неизвестно (агент ещё не выходил на связь после перезапуска хаба)"
-NO_LAUNCHER = "без запускателя"
+LAUNCHER_UNKNOWN = gettext_noop("запускатель: неизвестно (агент ещё не выходил на связь после перезапуска хаба)")
+NO_LAUNCHER = gettext_noop("без запускателя")
 
 
 def when(value: dt.datetime | None, tz: str = "UTC") -> str:
@@ -58,45 +64,61 @@ def agent_status_lines(status: AgentStatus, *, tz: str = "UTC") -> list[str]:
     """The seed's agent_status answer, line by line (times in ``tz``)."""
     lines: list[str] = []
     if not status.has_contact:
-        lines.append("агент офлайн: ещё не выходил на связь")
+        lines.append(_("агент офлайн: ещё не выходил на связь"))
     elif status.online:
-        lines.append(f"агент онлайн (последний контакт: {when(status.last_contact_at, tz)})")
+        lines.append(_("агент онлайн (последний контакт: %(when)s)") % {"when": when(status.last_contact_at, tz)})
     else:
-        lines.append(f"агент офлайн (последний контакт: {when(status.last_contact_at, tz)})")
-    lines.append(f"версия: v{status.version}" if status.version is not None else "версия: неизвестна")
+        lines.append(_("агент офлайн (последний контакт: %(when)s)") % {"when": when(status.last_contact_at, tz)})
+    lines.append(
+        _("версия: v%(version)s") % {"version": status.version}
+        if status.version is not None
+        else _("версия: неизвестна")
+    )
     current = status.current_command
     if current is not None:
         keys = f" {current.key}" if current.key else ""
-        lines.append(f"текущая команда: #{current.id} {current.type}{keys} (выдач: {current.claims})")
+        lines.append(
+            _("текущая команда: #%(id)s %(type)s%(keys)s (выдач: %(claims)s)")
+            % {"id": current.id, "type": current.type, "keys": keys, "claims": current.claims}
+        )
     else:
-        lines.append("текущая команда: нет")
+        lines.append(_("текущая команда: нет"))
     if status.reissued:
-        lines.append("довыданные команды:")
-        lines.extend(f"- команда #{c.id} {c.type}: выдач {c.claims}" for c in status.reissued)
+        lines.append(_("довыданные команды:"))
+        lines.extend(
+            _("- команда #%(id)s %(type)s: выдач %(claims)s") % {"id": c.id, "type": c.type, "claims": c.claims}
+            for c in status.reissued
+        )
     else:
-        lines.append("довыданных команд нет")
-    lines.append(f"429 за сутки: {status.rate_limited_24h}")
+        lines.append(_("довыданных команд нет"))
+    lines.append(_("429 за сутки: %(count)s") % {"count": status.rate_limited_24h})
     agent_side = (
-        f" (у агента: {status.agent_settings_version})"
+        " " + _("(у агента: %(version)s)") % {"version": status.agent_settings_version}
         if status.agent_settings_version not in (None, status.settings_version)
         else ""
     )
-    lines.append(f"версия настроек: {status.settings_version}{agent_side}")
+    lines.append(_("версия настроек: %(version)s") % {"version": status.settings_version} + agent_side)
     if status.publication is not None:
-        lines.append(f"публикация: v{status.publication.version} от {when(status.publication.published_at, tz)}")
+        lines.append(
+            _("публикация: v%(version)s от %(when)s")
+            % {"version": status.publication.version, "when": when(status.publication.published_at, tz)}
+        )
     else:
-        lines.append("публикации нет")
+        lines.append(_("публикации нет"))
     if status.update_state:
         if status.update_from is not None and status.update_to is not None:
-            lines.append(f"обновление: {status.update_state} v{status.update_from} → v{status.update_to}")
+            lines.append(
+                _("обновление: %(state)s v%(old)s → v%(new)s")
+                % {"state": status.update_state, "old": status.update_from, "new": status.update_to}
+            )
         else:
-            lines.append(f"обновление: {status.update_state}")
+            lines.append(_("обновление: %(state)s") % {"state": status.update_state})
     if not status.agent_reported:
-        lines.append(LAUNCHER_UNKNOWN)
+        lines.append(_(LAUNCHER_UNKNOWN))
     elif status.launcher_version is not None:
-        lines.append(f"запускатель: v{status.launcher_version}")
+        lines.append(_("запускатель: v%(version)s") % {"version": status.launcher_version})
     else:
-        lines.append(NO_LAUNCHER)
+        lines.append(_(NO_LAUNCHER))
     if status.update_hint:
         lines.append(status.update_hint)
     return lines

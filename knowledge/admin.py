@@ -7,6 +7,8 @@ from django.contrib import admin, messages
 from django.db.models import Count
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from achilles.errors import ApplicationError
 from achilles.models import User
@@ -25,11 +27,15 @@ def _search_mode_message(request) -> None:
     if config is None:
         messages.warning(
             request,
-            "Vector search is off: no default embedding model in the model allow-list "
-            "(kind = embedding). Search is lexical only.",
+            gettext(
+                "Векторный поиск выключен: в списке разрешённых моделей нет модели эмбеддингов по умолчанию "
+                "(kind = embedding). Поиск только лексический."
+            ),
         )
     else:
-        messages.info(request, f"Hybrid search: lexical + vector ({config.name}).")
+        messages.info(
+            request, gettext("Гибридный поиск: лексический + векторный (%(model)s).") % {"model": config.name}
+        )
 
 
 class ChunkInline(admin.TabularInline):
@@ -178,9 +184,11 @@ class RecordAdmin(admin.ModelAdmin):
 
 
 class SearchPreviewForm(forms.Form):
-    query = forms.CharField(max_length=2000)
-    user = forms.ModelChoiceField(queryset=None, required=False, empty_label="(anonymous: public only)")
-    k = forms.IntegerField(min_value=1, max_value=MAX_K, initial=8)
+    query = forms.CharField(max_length=2000, label=_("Вопрос"))
+    user = forms.ModelChoiceField(
+        queryset=None, required=False, empty_label=_("(аноним: только публичное)"), label=_("Пользователь")
+    )
+    k = forms.IntegerField(min_value=1, max_value=MAX_K, initial=8, label="k")
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -266,7 +274,7 @@ class DocumentAdmin(admin.ModelAdmin):
     def delete_model(self, request, obj):
         uploads.document_delete(actor=request.user, document_id=obj.pk)
 
-    @admin.action(description="Delete the selected documents and their records", permissions=["delete"])
+    @admin.action(description=_("Удалить выбранные документы и их записи"), permissions=["delete"])
     def delete_documents(self, request, queryset):
         for document in queryset:
             uploads.document_delete(actor=request.user, document_id=document.pk)
@@ -354,15 +362,15 @@ class ConnectorAdmin(admin.ModelAdmin):
             except ApplicationError as exc:
                 messages.warning(request, f"{connector.name}: {exc}")
 
-    @admin.action(description="Run a content sync")
+    @admin.action(description=_("Запустить синхронизацию содержимого"))
     def run_content(self, request, queryset) -> None:
         self._run(request, queryset, "content")
 
-    @admin.action(description="Run a permission sync")
+    @admin.action(description=_("Запустить синхронизацию прав"))
     def run_permissions(self, request, queryset) -> None:
         self._run(request, queryset, "permissions")
 
-    @admin.action(description="Cancel the active runs")
+    @admin.action(description=_("Отменить идущие синхронизации"))
     def cancel_runs(self, request, queryset) -> None:
         active = ConnectorRun.objects.filter(connector__in=queryset, state__in=ACTIVE_RUN_STATES)
         for run in active.select_related("connector"):

@@ -2,17 +2,18 @@
 
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
+from django.utils.translation import gettext_lazy as _
 
 from knowledge.source_labels import DEFAULT_LABELS, source_label_overrides
 from knowledge.uploads.services import can_upload
 
 # The page's words for the API's values (one language per page).
 STATE_RU = {
-    "queued": "в очереди",
-    "parsing": "разбирается",
-    "indexed": "проиндексирован",
-    "failed": "ошибка",
-    "needs_ocr": "нужно распознавание (OCR)",
+    "queued": _("в очереди"),
+    "parsing": _("разбирается"),
+    "indexed": _("проиндексирован"),
+    "failed": _("ошибка"),
+    "needs_ocr": _("нужно распознавание (OCR)"),
 }
 
 
@@ -26,7 +27,7 @@ def knowledge_page(request):
             "can_upload": can_upload(user),
             "labels": {
                 # sources by label (a connector's «confluence:3» by its kind's: the script's fallback)
-                "source": {**DEFAULT_LABELS, **source_label_overrides()},
+                "source": {**{k: _(v) for k, v in DEFAULT_LABELS.items()}, **source_label_overrides()},
                 "state": STATE_RU,
                 "groups": sorted(user.groups.values_list("name", flat=True)),
                 "me": user.pk,

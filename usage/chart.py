@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import date
 
 from django.utils.html import escape
+from django.utils.translation import gettext as _
 
 PALETTE_SIZE = 8
 WIDTH, HEIGHT, LEFT, BOTTOM, TOP = 720, 240, 56, 28, 12
@@ -31,9 +32,9 @@ class Chart:
 
 def _compact(value: int) -> str:
     if value >= 1_000_000:
-        return f"{value / 1_000_000:.1f} млн"
+        return _("%(n).1f млн") % {"n": value / 1_000_000}
     if value >= 10_000:
-        return f"{value // 1000} тыс."
+        return _("%(n)d тыс.") % {"n": value // 1000}
     return f"{value:,}".replace(",", " ")
 
 
@@ -60,8 +61,9 @@ def stacked_bars(*, days: Sequence[date], points: Sequence[tuple[date, str, int]
             y -= h
             title = f"{day:%d.%m} · {labels.get(stack, stack) or '—'}: {tokens:,}".replace(",", " ")
             bars.append(Bar(LEFT + i * step + gap / 2, y, max(1.0, step - gap), h, css[stack], title))
+    caption = escape(_("Токены по дням"))
     parts = [
-        f'<svg class="usage-chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="Токены по дням">',
+        f'<svg class="usage-chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{caption}">',
         f'<line class="axis" x1="{LEFT}" y1="{TOP + plot_h}" x2="{WIDTH - 8}" y2="{TOP + plot_h}"/>',
         f'<line class="grid" x1="{LEFT}" y1="{TOP}" x2="{WIDTH - 8}" y2="{TOP}"/>',
         f'<text class="tick" x="{LEFT - 6}" y="{TOP + 4}" text-anchor="end">{escape(_compact(peak))}</text>',

@@ -1,14 +1,15 @@
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 
 class Source(models.TextChoices):
-    CHAT = "chat", "чат"
-    AGENTS = "agents", "агенты"
+    CHAT = "chat", _("чат")
+    AGENTS = "agents", _("агенты")
 
 
 class GroupBy(models.TextChoices):
-    USER = "user", "человек"
-    GROUP = "group", "группа"
-    MODEL = "model", "модель"
-    AGENT = "agent", "агент"
-    DAY = "day", "день"
+    USER = "user", _("человек")
+    GROUP = "group", _("группа")
+    MODEL = "model", _("модель")
+    AGENT = "agent", _("агент")
+    DAY = "day", _("день")

@@ -9,6 +9,8 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.shortcuts import render
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from achilles.errors import ValidationFailed
 from achilles.models import User
@@ -21,7 +23,7 @@ from usage.choices import GroupBy, Source
 from usage.periods import PERIOD_KINDS, Period, month_of, period_for, week_of
 from usage.selectors import UsageFilter, UsageRow
 
-SOURCE_RU = {Source.CHAT: "чат", Source.AGENTS: "агенты"}
+SOURCE_RU = {Source.CHAT: gettext_lazy("чат"), Source.AGENTS: gettext_lazy("агенты")}
 SORTS = ("tokens", "name", "cost")
 
 
@@ -98,7 +100,7 @@ def usage_page(request):
         "usage.html",
         {
             "period": period,
-            "kinds": [("week", "неделя"), ("month", "месяц"), ("quarter", "квартал"), ("custom", "период")],
+            "kinds": [("week", _("неделя")), ("month", _("месяц")), ("quarter", _("квартал")), ("custom", _("период"))],
             "stack": stack,
             "sort": sort,
             "totals": selectors.usage_totals(flt=flt),
@@ -127,7 +129,7 @@ def usage_me_page(request):
     tz = selectors.org_timezone()
     now = timezone.now()
     sections = []
-    for title, period in (("Эта неделя", week_of(tz, now)), ("Этот месяц", month_of(tz, now))):
+    for title, period in ((_("Эта неделя"), week_of(tz, now)), (_("Этот месяц"), month_of(tz, now))):
         flt = selectors.usage_filter_for(
             viewer=request.user, date_from=period.start, date_to=period.end, user_id=request.user.pk
         )

@@ -5,31 +5,31 @@ document.addEventListener("DOMContentLoaded", () => {
   const $ = id => document.getElementById(id);
   const labels = JSON.parse($("agent-labels").textContent);
   const overBudget = $("agents-page").dataset.overBudget === "true";
-  const FIELDS = {name: "Название", instructions: "Инструкции", model: "Модель", schedule: "Расписание",
-                  every_minutes: "Интервал", time: "Время", weekday: "День", enabled: "Включён"};
+  const FIELDS = {name: gettext("Название"), instructions: gettext("Инструкции"), model: gettext("Модель"), schedule: gettext("Расписание"),
+                  every_minutes: gettext("Интервал"), time: gettext("Время"), weekday: gettext("День"), enabled: gettext("Включён")};
   const CODES = {
-    unknown_model: "Этой модели нет в списке разрешённых.", wrong_model_kind: "Эта модель не подходит для агентов.",
-    no_default_model: "Модель по умолчанию не настроена — выберите модель.", name_empty: "Укажите название.",
-    agent_paused: "Агент приостановлен администратором.", agent_disabled: "Агент выключен — включите его, чтобы запустить.",
-    model_missing: "Модель агента убрали из списка разрешённых — выберите другую.",
-    budget_exceeded: "Недельный бюджет токенов исчерпан — запуск возможен на следующей неделе.",
-    already_running: "Запуск уже идёт — дождитесь его окончания.", agent_not_found: "Агент не найден.",
+    unknown_model: gettext("Этой модели нет в списке разрешённых."), wrong_model_kind: gettext("Эта модель не подходит для агентов."),
+    no_default_model: gettext("Модель по умолчанию не настроена — выберите модель."), name_empty: gettext("Укажите название."),
+    agent_paused: gettext("Агент приостановлен администратором."), agent_disabled: gettext("Агент выключен — включите его, чтобы запустить."),
+    model_missing: gettext("Модель агента убрали из списка разрешённых — выберите другую."),
+    budget_exceeded: gettext("Недельный бюджет токенов исчерпан — запуск возможен на следующей неделе."),
+    already_running: gettext("Запуск уже идёт — дождитесь его окончания."), agent_not_found: gettext("Агент не найден."),
   };
-  const TYPES = {missing: "обязательное поле", string_too_long: "слишком длинно", string_too_short: "слишком коротко",
-                 greater_than_equal: "слишком маленькое значение", less_than_equal: "слишком большое значение",
-                 int_parsing: "нужно целое число", int_type: "нужно целое число"};
+  const TYPES = {missing: gettext("обязательное поле"), string_too_long: gettext("слишком длинно"), string_too_short: gettext("слишком коротко"),
+                 greater_than_equal: gettext("слишком маленькое значение"), less_than_equal: gettext("слишком большое значение"),
+                 int_parsing: gettext("нужно целое число"), int_type: gettext("нужно целое число")};
   const errorText = body => {
     if (CODES[body.code]) return CODES[body.code];
     if (typeof body.detail === "string") return body.detail;
     return (body.detail || []).map(e => {
       const field = (e.loc || []).filter(x => typeof x === "string" && FIELDS[x]).slice(-1)[0];
-      const what = TYPES[e.type] || (field === "time" ? "время в формате ЧЧ:ММ, например 9:30" : "неверное значение");
-      return `${FIELDS[field] || "Поле"}: ${what}`;
-    }).join("; ") || "Не удалось сохранить.";
+      const what = TYPES[e.type] || (field === "time" ? gettext("время в формате ЧЧ:ММ, например 9:30") : gettext("неверное значение"));
+      return `${FIELDS[field] || gettext("Поле")}: ${what}`;
+    }).join("; ") || gettext("Не удалось сохранить.");
   };
   const zoneDate = (iso, tz) => {
     if (!iso) return "—";
-    try { return new Intl.DateTimeFormat("ru-RU", {day: "2-digit", month: "2-digit", year: "numeric", hour: "2-digit", minute: "2-digit", timeZone: tz})
+    try { return new Intl.DateTimeFormat(window.achilles.locale, {day: "2-digit", month: "2-digit", year: "numeric", hour: "2-digit", minute: "2-digit", timeZone: tz})
                      .format(new Date(iso)).replace(",", ""); }
     catch { return formatDate(iso); }
   };
@@ -38,7 +38,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("schedule-type").onchange = () => {
     $("interval-fields").hidden = $("schedule-type").value !== "interval";
     $("calendar-fields").hidden = $("schedule-type").value !== "calendar";
-    $("tz-note").textContent = $("schedule-type").value === "calendar" && myZone ? `Время по часовому поясу ${myZone}.` : "";
+    $("tz-note").textContent = $("schedule-type").value === "calendar" && myZone ? interpolate(gettext("Время по часовому поясу %(my_zone)s."), {my_zone: myZone}, true) : "";
   };
 
   // "9:30", "9.30", "0930" → "09:30"; anything else is sent as typed and the API says why.
@@ -54,7 +54,7 @@ document.addEventListener("DOMContentLoaded", () => {
   }
 
   function fill(a) {
-    $("form-title").textContent = a ? "Агент «" + a.name + "»" : "Новый агент";
+    $("form-title").textContent = a ? interpolate(gettext("Агент «%(name)s»"), {name: a.name}, true) : gettext("Новый агент");
     $("agent-id").value = a ? a.id : ""; $("name").value = a ? a.name : ""; $("instructions").value = a ? a.instructions : "";
     $("model").value = a && a.model ? a.model : ""; $("enabled").checked = a ? a.enabled : true;
     const s = a && a.schedule; $("schedule-type").value = s ? s.type : "";
@@ -74,30 +74,30 @@ document.addEventListener("DOMContentLoaded", () => {
     fill(null); load();
   };
 
-  const TRIGGERS = {manual: "вручную", scheduled: "по расписанию", event: "по событию"};
-  const EVENT_KINDS = {created: "создана", updated: "изменена", transitioned: "сменила статус"};
+  const TRIGGERS = {manual: gettext("вручную"), scheduled: gettext("по расписанию"), event: gettext("по событию")};
+  const EVENT_KINDS = {created: gettext("создана"), updated: gettext("изменена"), transitioned: gettext("сменила статус")};
 
   // Hub events that wake the agent: the list with «удалить», and a one-line form to add one.
   async function subscriptions(agent, box) {
     const r = await api(`/agents/${agent.id}/subscriptions`); if (!r.ok) return;
     const subs = await r.json(); box.textContent = "";
-    box.append(el("h4", null, "События Jira"));
+    box.append(el("h4", null, gettext("События Jira")));
     subs.forEach(s => {
-      const filters = [s.project && "проект " + s.project, s.issue_type && "тип " + s.issue_type,
-                       s.status && "статус → " + s.status, s.label && "метка " + s.label].filter(Boolean).join(", ") || "любая задача";
-      const line = el("div", "subscription", `${s.events.map(k => EVENT_KINDS[k] || k).join(" / ")}: ${filters} · пауза ${s.debounce_seconds} с`);
-      const del = el("button", "secondary", "удалить"); del.type = "button";
+      const filters = [s.project && gettext("проект") + " " + s.project, s.issue_type && gettext("тип") + " " + s.issue_type,
+                       s.status && gettext("статус") + " → " + s.status, s.label && gettext("метка") + " " + s.label].filter(Boolean).join(", ") || gettext("любая задача");
+      const line = el("div", "subscription", interpolate(gettext("%(x)s: %(filters)s · пауза %(debounce_seconds)s с"), {x: s.events.map(k => EVENT_KINDS[k] || k).join(" / "), filters: filters, debounce_seconds: s.debounce_seconds}, true));
+      const del = el("button", "secondary", gettext("удалить")); del.type = "button";
       del.onclick = async () => { await api(`/agents/${agent.id}/subscriptions/${s.id}`, {method: "DELETE"}); subscriptions(agent, box); };
       line.append(" ", del); box.append(line);
     });
     const form = el("form", "subscribe row");
     const field = (name, placeholder) => { const i = el("input"); i.name = name; i.placeholder = placeholder; i.setAttribute("aria-label", placeholder); return i; };
-    const kind = el("select"); kind.name = "events"; kind.setAttribute("aria-label", "событие");
+    const kind = el("select"); kind.name = "events"; kind.setAttribute("aria-label", gettext("событие"));
     Object.entries(EVENT_KINDS).forEach(([k, v]) => { const o = el("option", null, v); o.value = k; kind.append(o); });
     kind.value = "transitioned";
-    const add = el("button", "secondary", "Подписать"); add.type = "submit";
+    const add = el("button", "secondary", gettext("Подписать")); add.type = "submit";
     const error = el("span", "error");
-    form.append(kind, field("project", "проект"), field("status", "статус"), field("issue_type", "тип"), field("label", "метка"), add, error);
+    form.append(kind, field("project", gettext("проект")), field("status", gettext("статус")), field("issue_type", gettext("тип")), field("label", gettext("метка")), add, error);
     form.onsubmit = async e => {
       e.preventDefault();
       const body = {events: [kind.value]};
@@ -111,20 +111,20 @@ document.addEventListener("DOMContentLoaded", () => {
   async function runs(agent, box) {
     const r = await api(`/agents/${agent.id}/runs?limit=10`); if (!r.ok) return;
     const list = (await r.json()).items; box.textContent = "";
-    if (!list.length) { box.append(el("div", "muted", "запусков ещё не было")); return; }
+    if (!list.length) { box.append(el("div", "muted", gettext("запусков ещё не было"))); return; }
     const table = el("table");
     list.forEach(run => {
       const tr = el("tr", "run");
       const state = (labels.state[run.state] || run.state) + (run.reason ? " · " + (labels.reason[run.reason] || run.reason) : "");
       tr.append(el("td", null, zoneDate(run.finished_at || run.started_at || run.created_at, agent.timezone)),
                 el("td", null, TRIGGERS[run.trigger] || run.trigger),
-                el("td", "state-" + run.state, state), el("td", null, plural(run.tokens_used || 0, "токен", "токена", "токенов")),
+                el("td", "state-" + run.state, state), el("td", null, plural(run.tokens_used || 0, gettext("токен"), gettext("токена"), gettext("токенов"))),
                 el("td", "output", run.output || run.error || ""));
       table.append(tr);
       (run.events || []).forEach(ev => {
         const what = Object.entries(ev.changes || {}).map(([f, [a, b]]) => `${f}: ${a || "—"} → ${b || "—"}`).join("; ");
         const row = el("tr", "run-event"), cell = el("td", "muted",
-          `${ev.issue_key} · ${ev.kinds.map(k => EVENT_KINDS[k] || k).join(", ")}${ev.hits > 1 ? " · изменений: " + ev.hits : ""}${what ? " · " + what : ""}`);
+          `${ev.issue_key} · ${ev.kinds.map(k => EVENT_KINDS[k] || k).join(", ")}${ev.hits > 1 ? " · " + gettext("изменений:") + " " + ev.hits : ""}${what ? " · " + what : ""}`);
         cell.colSpan = 5; row.append(cell); table.append(row);
       });
     });
@@ -145,30 +145,30 @@ document.addEventListener("DOMContentLoaded", () => {
 
   function render() {
     const list = $("list"); list.textContent = ""; list.classList.remove("muted");
-    if (!agents.length) { list.append(el("p", "muted", "Агентов пока нет — создайте первого слева.")); return; }
+    if (!agents.length) { list.append(el("p", "muted", gettext("Агентов пока нет — создайте первого слева."))); return; }
     agents.forEach(a => {
       const box = el("div", "agent"); box.dataset.agentId = a.id;
       const h = el("h3", null, a.name); h.append(el("span", "badge " + a.status, labels.status[a.status] || a.status));
-      const when = !a.schedule ? "запуск только вручную"
-          : a.next_run_at ? `следующий запуск: ${zoneDate(a.next_run_at, a.timezone)} (${a.timezone})` : "следующий запуск не запланирован";
-      const info = el("div", "muted", `${a.model || "модель не выбрана"} · ${when}`);
+      const when = !a.schedule ? gettext("запуск только вручную")
+          : a.next_run_at ? interpolate(gettext("следующий запуск: %(x)s (%(timezone)s)"), {x: zoneDate(a.next_run_at, a.timezone), timezone: a.timezone}, true) : gettext("следующий запуск не запланирован");
+      const info = el("div", "muted", `${a.model || gettext("модель не выбрана")} · ${when}`);
       const actions = el("div", "actions");
-      const toggle = el("button", "secondary toggle", a.enabled ? "Выключить" : "Включить"); toggle.type = "button";
+      const toggle = el("button", "secondary toggle", a.enabled ? gettext("Выключить") : gettext("Включить")); toggle.type = "button";
       toggle.onclick = async () => { await api(`/agents/${a.id}`, {method: "PATCH", body: JSON.stringify({enabled: !a.enabled})}); load(); };
-      const run = el("button", "run-now", "Запустить сейчас"); run.type = "button";
+      const run = el("button", "run-now", gettext("Запустить сейчас")); run.type = "button";
       const reason = el("div", "run-reason"); reason.id = `run-reason-${a.id}`; run.setAttribute("aria-describedby", reason.id);
       const blocked = runBlocked(a);
       if (blocked) { run.disabled = true; reason.textContent = blocked; run.title = blocked; }
       const note = el("div", "note muted"); note.setAttribute("aria-live", "polite");
       run.onclick = async () => {
         const r = await api(`/agents/${a.id}/run`, {method: "POST"}); const body = await r.json();
-        if (r.status === 202) note.textContent = "запуск #" + body.run_id + " поставлен в очередь";
+        if (r.status === 202) note.textContent = interpolate(gettext("запуск #%(run_id)s поставлен в очередь"), {run_id: body.run_id}, true);
         else { run.disabled = true; reason.textContent = errorText(body); }
         setTimeout(() => { runs(a, history); load(); }, 1500);
       };
-      const edit = el("button", "secondary", "Изменить"); edit.type = "button"; edit.onclick = () => { fill(a); $("name").focus(); };
-      const del = el("button", "secondary", "Удалить"); del.type = "button";
-      del.onclick = async () => { if (confirm("Удалить агента «" + a.name + "» и его историю?")) { await api(`/agents/${a.id}`, {method: "DELETE"}); load(); } };
+      const edit = el("button", "secondary", gettext("Изменить")); edit.type = "button"; edit.onclick = () => { fill(a); $("name").focus(); };
+      const del = el("button", "secondary", gettext("Удалить")); del.type = "button";
+      del.onclick = async () => { if (confirm(interpolate(gettext("Удалить агента «%(name)s» и его историю?"), {name: a.name}, true))) { await api(`/agents/${a.id}`, {method: "DELETE"}); load(); } };
       actions.append(run, toggle, edit, del);
       const history = el("div", "runs");
       const subs = el("div", "subscriptions");
@@ -182,8 +182,8 @@ document.addEventListener("DOMContentLoaded", () => {
     const [allModels, me] = await Promise.all([apiAll("/models"), api("/me")]);
     if (me.ok) { myZone = (await me.json()).timezone; $("schedule-type").onchange(); }
     const models = allModels || [];
-    const select = $("model"); select.append(el("option", null, "по умолчанию")); select.lastChild.value = "";
-    models.forEach(m => { const o = el("option", null, m.name + (m.is_default ? " (по умолчанию)" : "")); o.value = m.name; select.append(o); });
+    const select = $("model"); select.append(el("option", null, gettext("по умолчанию"))); select.lastChild.value = "";
+    models.forEach(m => { const o = el("option", null, m.name + (m.is_default ? " (" + gettext("по умолчанию") + ")" : "")); o.value = m.name; select.append(o); });
     load();
   })();
 });

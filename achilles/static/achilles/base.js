@@ -1,6 +1,7 @@
 // Shared by the pages' scripts: the API with the session's CSRF token, a 401 (the session ended)
 // sends the page to the sign-in form and back here afterwards, a text-only element maker, one
-// date format and Russian plurals.
+// date format and plurals, in the page's language (<html lang>; the texts come from Django's
+// JavaScript catalog, /jsi18n/, loaded before this script).
 window.achilles = (() => {
   // The token comes from the page (the CSRF cookie may be HttpOnly); the cookie is the fallback.
   const csrf = () => document.querySelector('meta[name="csrf-token"]')?.content
@@ -37,18 +38,22 @@ window.achilles = (() => {
   // Every date in the user's time zone (users.timezone, else the organisation's; the page names it
   // in <meta name="time-zone">), like the dates the server renders, not in the browser's own.
   const timeZone = document.querySelector('meta[name="time-zone"]')?.content || undefined;
+  const language = document.documentElement.lang === "en" ? "en" : "ru";
+  const locale = language === "en" ? "en-GB" : "ru-RU";  // day before month, 24 hours, as in Russian
   let dateFormat;
   try {
-    dateFormat = new Intl.DateTimeFormat("ru-RU", {day: "2-digit", month: "2-digit", year: "numeric", hour: "2-digit", minute: "2-digit", timeZone});
+    dateFormat = new Intl.DateTimeFormat(locale, {day: "2-digit", month: "2-digit", year: "numeric", hour: "2-digit", minute: "2-digit", timeZone});
   } catch (e) {  // a zone this browser does not know: its own
-    dateFormat = new Intl.DateTimeFormat("ru-RU", {day: "2-digit", month: "2-digit", year: "numeric", hour: "2-digit", minute: "2-digit"});
+    dateFormat = new Intl.DateTimeFormat(locale, {day: "2-digit", month: "2-digit", year: "numeric", hour: "2-digit", minute: "2-digit"});
   }
   const formatDate = value => value ? dateFormat.format(new Date(value)).replace(",", "") : "—";
-  // plural("токен", n) → «1 токен», «2 токена», «5 токенов»
+  // plural(n, gettext("токен"), gettext("токена"), gettext("токенов")) → «1 токен», «2 токена», «5 токенов»;
+  // in English «1 token», «2 tokens» (the few and many forms both translate to the plural)
   const plural = (n, one, few, many) => {
     const m10 = n % 10, m100 = n % 100;
-    const word = m10 === 1 && m100 !== 11 ? one : (m10 >= 2 && m10 <= 4 && (m100 < 12 || m100 > 14) ? few : many);
-    return `${n.toLocaleString("ru-RU")} ${word}`;
+    const word = language === "en" ? (n === 1 ? one : many)
+        : m10 === 1 && m100 !== 11 ? one : (m10 >= 2 && m10 <= 4 && (m100 < 12 || m100 > 14) ? few : many);
+    return `${n.toLocaleString(locale)} ${word}`;
   };
   // Icons drawn as SVG strokes (no emoji font needed).
   const ICONS = {
@@ -62,7 +67,7 @@ window.achilles = (() => {
     const path = document.createElementNS("http://www.w3.org/2000/svg", "path"); path.setAttribute("d", ICONS[name]);
     svg.append(path); return svg;
   };
-  return {api, apiAll, el, signIn, formatDate, plural, icon, timeZone};
+  return {api, apiAll, el, signIn, formatDate, plural, icon, timeZone, language, locale};
 })();
 document.addEventListener("DOMContentLoaded", () => {
   // the current page's link in the header
@@ -87,7 +92,7 @@ document.addEventListener("DOMContentLoaded", () => {
     unread = Math.max(0, n);
     count.textContent = unread > 99 ? "99+" : String(unread);
     count.hidden = unread === 0;
-    button.setAttribute("aria-label", unread ? `Уведомления: непрочитанных ${unread}` : "Уведомления");
+    button.setAttribute("aria-label", unread ? interpolate(gettext("Уведомления: непрочитанных %(unread)s"), {unread: unread}, true) : gettext("Уведомления"));
   };
   const refreshCount = async () => {
     const r = await api("/notifications/unread");
@@ -101,7 +106,7 @@ document.addEventListener("DOMContentLoaded", () => {
     if (n.body) li.append(el("p", "", n.body));
     const meta = el("div", "bell-meta"); meta.append(el("span", "", formatDate(n.created_at)));
     if (!n.read_at) {
-      const mark = el("button", "link-button", "Прочитано"); mark.type = "button";
+      const mark = el("button", "link-button", gettext("Прочитано")); mark.type = "button";
       mark.onclick = async () => {
         const r = await api(`/notifications/${n.id}/read`, {method: "POST"});
         if (r.ok) { li.classList.remove("unread"); mark.remove(); showCount(unread - 1); }
@@ -117,7 +122,7 @@ document.addEventListener("DOMContentLoaded", () => {
     if (!r.ok) return;
     const page = await r.json();
     list.replaceChildren(...page.items.map(item));
-    if (!page.items.length) list.append(el("li", "muted", "Уведомлений пока нет."));
+    if (!page.items.length) list.append(el("li", "muted", gettext("Уведомлений пока нет.")));
     loaded = true;
   };
   const close = () => { panel.hidden = true; button.setAttribute("aria-expanded", "false"); };

@@ -9,15 +9,15 @@
   const log = $("log"), statusEl = $("status"), banner = $("banner"), input = $("q");
   const errorBox = $("error"), errorText = $("error-text"), retryButton = $("error-retry");
   const LLM_ERRORS = {
-    llm_unavailable: "Модель сейчас недоступна. Попробуйте повторить через минуту.",
-    llm_timeout: "Модель не ответила вовремя. Попробуйте повторить.",
-    llm_bad_response: "Модель ответила некорректно. Попробуйте повторить.",
+    llm_unavailable: gettext("Модель сейчас недоступна. Попробуйте повторить через минуту."),
+    llm_timeout: gettext("Модель не ответила вовремя. Попробуйте повторить."),
+    llm_bad_response: gettext("Модель ответила некорректно. Попробуйте повторить."),
   };
   const ERRORS = {
-    turn_in_progress: "В этой беседе ещё идёт ответ на прошлый вопрос — дождитесь его.",
-    conflict: "Дождитесь окончания текущего ответа.",
-    not_found: "Беседа не найдена: возможно, её удалили.",
-    internal_error: "Внутренняя ошибка сервера; она записана в журнал. Попробуйте повторить.",
+    turn_in_progress: gettext("В этой беседе ещё идёт ответ на прошлый вопрос — дождитесь его."),
+    conflict: gettext("Дождитесь окончания текущего ответа."),
+    not_found: gettext("Беседа не найдена: возможно, её удалили."),
+    internal_error: gettext("Внутренняя ошибка сервера; она записана в журнал. Попробуйте повторить."),
   };
 
   const st = {
@@ -37,7 +37,7 @@
   $("error-dismiss").onclick = hideError;
   retryButton.onclick = () => { const again = st.retry; hideError(); if (again) again(); };
   const describe = f => LLM_ERRORS[f.code] || ERRORS[f.code] ||
-      (typeof f.detail === "string" ? f.detail : "Запрос отклонён: " + JSON.stringify(f.detail));
+      (typeof f.detail === "string" ? f.detail : gettext("Запрос отклонён:") + " " + JSON.stringify(f.detail));
 
   function setBusy(busy) {
     st.busy = busy; $("stop").hidden = !busy; $("send").hidden = busy;
@@ -64,7 +64,7 @@
     const notes = [];
     (m.citations || []).forEach(c => {
       const numbers = (c.markers && c.markers.length) ? c.markers : [c.rank];
-      const title = c.available === false ? "источник недоступен" : (c.title || "Без названия");
+      const title = c.available === false ? gettext("источник недоступен") : (c.title || gettext("Без названия"));
       numbers.forEach(n => notes.push([n, title + (c.available !== false && c.url ? " — " + c.url : "")]));
     });
     const known = new Set(notes.map(([n]) => n));
@@ -73,7 +73,7 @@
         : part.replace(/ ?\[(\d{1,3})\]/g, (whole, n) => known.has(+n) ? sup(n) : whole)).join("");
     if (!notes.length) return text.trim();
     notes.sort((a, b) => a[0] - b[0]);
-    return text.trim() + "\n\nИсточники:\n" + notes.map(([n, line]) => `${sup(n)} ${line}`).join("\n");
+    return text.trim() + "\n\n" + gettext("Источники:") + "\n" + notes.map(([n, line]) => `${sup(n)} ${line}`).join("\n");
   }
   function iconButton(name, label, onclick) {
     const b = el("button"); b.type = "button"; b.append(icon(name), " " + label); b.setAttribute("aria-label", label);
@@ -83,17 +83,17 @@
   function addUser(m, {queued = false, last = false} = {}) {
     clearEmpty();
     const box = el("div", "msg user" + (queued ? " queued" : "")); box.append(el("span", "text", m.content));
-    if (queued) box.append(el("div", "meta", "ждёт соединения…"));
+    if (queued) box.append(el("div", "meta", gettext("ждёт соединения…")));
     if (last) {
       const meta = el("div", "meta");
-      meta.append(iconButton("edit", "изменить", () => { input.value = m.content; input.focus(); }));
+      meta.append(iconButton("edit", gettext("изменить"), () => { input.value = m.content; input.focus(); }));
       box.append(meta);
     }
     log.append(box); scrollDown(); return box;
   }
 
   function sourceCards(m) {
-    const wrap = el("div", "sources"); wrap.setAttribute("aria-label", "Источники");
+    const wrap = el("div", "sources"); wrap.setAttribute("aria-label", gettext("Источники"));
     // One card per marker, each showing the passage its marker points to (``passages``); a
     // citation stored before passages were kept shows its best chunk under all its markers.
     const perMarker = [];
@@ -109,10 +109,10 @@
       numbers.slice(1).forEach(n => { const alias = el("span"); alias.id = `src-${m.id}-${n}`; card.append(alias); });
       const head = el("div", "head"); head.append(el("span", "num", numbers.map(n => `[${n}]`).join("")));
       if (c.available === false) {  // deleted or closed to you since the answer was given
-        head.append(el("span", "title", "источник больше недоступен")); card.append(head); wrap.append(card); return;
+        head.append(el("span", "title", gettext("источник больше недоступен"))); card.append(head); wrap.append(card); return;
       }
       const safe = /^https?:\/\//i.test(c.url || "");
-      const title = el(safe ? "a" : "span", "title", c.title || "Без названия");
+      const title = el(safe ? "a" : "span", "title", c.title || gettext("Без названия"));
       if (safe) {
         title.href = c.url; title.target = "_blank"; title.rel = "noopener noreferrer";
         title.onclick = () => { if (c.record_id) api(`/messages/${m.id}/citations/${c.record_id}/click`, {method: "POST"}); };
@@ -121,7 +121,7 @@
       card.append(el("div", "system", c.source_system));
       if (c.chunk_text) card.append(el("div", "passage", c.chunk_text));
       if (safe) {
-        const open = el("a", null, "открыть"); open.href = c.url; open.target = "_blank"; open.rel = "noopener noreferrer";
+        const open = el("a", null, gettext("открыть")); open.href = c.url; open.target = "_blank"; open.rel = "noopener noreferrer";
         open.onclick = title.onclick; card.append(open);
       }
       wrap.append(card);
@@ -133,12 +133,12 @@
   // the question and the source's label), answered in place; repeated or too many → the API's text.
   function withheldNotice(hint, messageId) {
     const box = el("div", "withheld"); box.setAttribute("role", "note");
-    box.append(el("strong", null, "Доступ ограничен. "), el("span", null, hint.text || ""));
+    box.append(el("strong", null, gettext("Доступ ограничен.") + " "), el("span", null, hint.text || ""));
     const state = el("span", "request-state"); state.setAttribute("role", "status");
     (hint.sources || []).forEach(source => {
       const contact = source.contact;
       if (!contact || !contact.user_id || !messageId) return;  // no one to ask: no dead button
-      const b = el("button", "link request-access", `Запросить доступ (автор: ${contact.name || contact.username})`);
+      const b = el("button", "link request-access", interpolate(gettext("Запросить доступ (автор: %(x)s)"), {x: contact.name || contact.username}, true));
       b.type = "button";
       b.onclick = async () => {
         b.disabled = true;
@@ -146,7 +146,7 @@
           body: JSON.stringify({source_system: source.source_system, contact_id: contact.user_id})});
         const body = await r.json().catch(() => ({}));
         state.className = "request-state " + (r.ok ? "muted" : "error");
-        state.textContent = typeof body.detail === "string" ? body.detail : `Ошибка ${r.status}`;
+        state.textContent = typeof body.detail === "string" ? body.detail : interpolate(gettext("Ошибка %(status)s"), {status: r.status}, true);
         if (!r.ok && r.status !== 429) b.disabled = false;
       };
       box.append(" ", b);
@@ -161,8 +161,8 @@
     if (m.content_html) text.innerHTML = m.content_html;  // rendered and sanitised by the server
     else text.textContent = m.content || "";
     text.querySelectorAll("pre").forEach(pre => {
-      const b = el("button", "copy-code secondary", "копировать"); b.type = "button";
-      b.onclick = () => copyText(pre.querySelector("code")?.textContent || pre.textContent).then(() => { b.textContent = "скопировано"; });
+      const b = el("button", "copy-code secondary", gettext("копировать")); b.type = "button";
+      b.onclick = () => copyText(pre.querySelector("code")?.textContent || pre.textContent).then(() => { b.textContent = gettext("скопировано"); });
       pre.append(b);
     });
     text.querySelectorAll("a.cite").forEach(a => a.addEventListener("click", e => {
@@ -171,14 +171,14 @@
     }));
     text.querySelectorAll("a:not(.cite)").forEach(a => { a.target = "_blank"; });
     box.append(text);
-    if (m.state === "failed") box.append(el("div", "state", "Ответ не получен — ошибка при генерации."));
-    if (m.state === "interrupted") box.append(el("div", "state", "Ответ прерван."));
+    if (m.state === "failed") box.append(el("div", "state", gettext("Ответ не получен — ошибка при генерации.")));
+    if (m.state === "interrupted") box.append(el("div", "state", gettext("Ответ прерван.")));
     if (m.citations && m.citations.length) box.append(sourceCards(m));
     if (m.withheld_hint) box.append(withheldNotice(m.withheld_hint, m.id));
     const meta = el("div", "meta");
     if (m.state !== "failed") {
       const fb = el("span", "feedback");
-      [[1, "up", "полезно"], [-1, "down", "не помогло"]].forEach(([v, name, label]) => {
+      [[1, "up", gettext("полезно")], [-1, "down", gettext("не помогло")]].forEach(([v, name, label]) => {
         const b = iconButton(name, label, async () => {
           const next = m.feedback === v ? null : v;
           const r = await api(`/messages/${m.id}/feedback`, {method: "PUT", body: JSON.stringify({value: next})});
@@ -189,15 +189,15 @@
         fb.append(b);
       });
       meta.append(fb);
-      const copy = iconButton("copy", "копировать", () => copyText(answerAsText(m)).then(() => {
+      const copy = iconButton("copy", gettext("копировать"), () => copyText(answerAsText(m)).then(() => {
         // the event's currentTarget is gone once the promise settles: the button is held here
-        copy.lastChild.textContent = " скопировано"; copy.classList.add("done"); setStatus("Ответ скопирован.");
-        setTimeout(() => { copy.lastChild.textContent = " копировать"; copy.classList.remove("done"); }, 2000);
-      }, () => showError("Не удалось скопировать: браузер не дал доступа к буферу обмена.", null)));
+        copy.lastChild.textContent = " " + gettext("скопировано"); copy.classList.add("done"); setStatus(gettext("Ответ скопирован."));
+        setTimeout(() => { copy.lastChild.textContent = " " + gettext("копировать"); copy.classList.remove("done"); }, 2000);
+      }, () => showError(gettext("Не удалось скопировать: браузер не дал доступа к буферу обмена."), null)));
       meta.append(copy);
     }
-    if (last) meta.append(iconButton("regen", "повторить ответ", regenerate));
-    const info = [m.model, m.state !== "failed" && m.tokens_used ? plural(m.tokens_used, "токен", "токена", "токенов") : null,
+    if (last) meta.append(iconButton("regen", gettext("повторить ответ"), regenerate));
+    const info = [m.model, m.state !== "failed" && m.tokens_used ? plural(m.tokens_used, gettext("токен"), gettext("токена"), gettext("токенов")) : null,
                   m.created_at ? formatDate(m.created_at) : null].filter(Boolean).join(" · ");
     if (info) meta.append(el("span", "info", info));
     box.append(meta);
@@ -239,19 +239,19 @@
     // until the server answers, the titles that match (what the list shows at once)
     const shown = !q ? st.threads : st.found !== null ? st.found
         : st.threads.filter(c => (c.title || "").toLowerCase().includes(q.toLowerCase()));
-    if (!shown.length) list.append(el("p", "muted", !q ? "Бесед пока нет." : st.found === null ? "Ищу…" : "Ничего не найдено."));
+    if (!shown.length) list.append(el("p", "muted", !q ? gettext("Бесед пока нет.") : st.found === null ? gettext("Ищу…") : gettext("Ничего не найдено.")));
     shown.forEach(c => {
       const row = el("div", "thread" + (c.id === st.conversationId ? " active" : ""));
-      const a = el("a"); a.href = "?c=" + c.id; a.append(el("span", "title", c.title || "Без названия"), el("span", "date", formatDate(c.updated_at)));
+      const a = el("a"); a.href = "?c=" + c.id; a.append(el("span", "title", c.title || gettext("Без названия")), el("span", "date", formatDate(c.updated_at)));
       if (c.id === st.conversationId) a.setAttribute("aria-current", "page");
       a.onclick = e => { e.preventDefault(); open(c.id); if (matchMedia("(max-width: 720px)").matches) collapseThreads(true); };
-      const rename = iconButton("edit", "", () => startRename(row, c)); rename.setAttribute("aria-label", "Переименовать беседу"); rename.title = "Переименовать";
-      const del = iconButton("trash", "", () => removeThread(c)); del.setAttribute("aria-label", "Удалить беседу"); del.title = "Удалить";
+      const rename = iconButton("edit", "", () => startRename(row, c)); rename.setAttribute("aria-label", gettext("Переименовать беседу")); rename.title = gettext("Переименовать");
+      const del = iconButton("trash", "", () => removeThread(c)); del.setAttribute("aria-label", gettext("Удалить беседу")); del.title = gettext("Удалить");
       row.append(a, rename, del); list.append(row);
     });
   }
   function startRename(row, c) {
-    const field = el("input"); field.type = "text"; field.value = c.title || ""; field.maxLength = 200; field.setAttribute("aria-label", "Новое название");
+    const field = el("input"); field.type = "text"; field.value = c.title || ""; field.maxLength = 200; field.setAttribute("aria-label", gettext("Новое название"));
     row.textContent = ""; row.append(field); field.focus(); field.select();
     let done = false;
     const finish = async save => {
@@ -260,7 +260,7 @@
       if (save && title && title !== c.title) {
         const r = await api(`/conversations/${c.id}`, {method: "PATCH", body: JSON.stringify({title})});
         if (r.ok) { c.title = title; if (c.id === st.conversationId) $("thread-title").textContent = title; }
-        else showError("Не удалось переименовать беседу.", null);
+        else showError(gettext("Не удалось переименовать беседу."), null);
       }
       drawThreads();
     };
@@ -268,12 +268,12 @@
     field.onblur = () => finish(true);
   }
   async function removeThread(c) {
-    if (!confirm(`Удалить беседу «${c.title || "Без названия"}»? Это нельзя отменить.`)) return;
+    if (!confirm(interpolate(gettext("Удалить беседу «%(x)s»? Это нельзя отменить."), {x: c.title || gettext("Без названия")}, true))) return;
     const r = await api(`/conversations/${c.id}`, {method: "DELETE"});
     if (r.ok || r.status === 404) {
       st.threads = st.threads.filter(x => x.id !== c.id);
       if (c.id === st.conversationId) open(null); else drawThreads();
-    } else showError("Не удалось удалить беседу.", null);
+    } else showError(gettext("Не удалось удалить беседу."), null);
   }
   $("thread-search").oninput = () => { st.found = null; drawThreads(); searchThreads(); };
   function collapseThreads(collapsed) {
@@ -287,7 +287,7 @@
   async function open(id) {
     st.conversationId = id; st.conversation = null;
     history.replaceState(null, "", id ? "?c=" + id : location.pathname);
-    $("thread-title").textContent = "Новый чат";
+    $("thread-title").textContent = gettext("Новый чат");
     if (!id) { renderThread([]); selectModel(st.pendingModel); loadThreads(); return null; }
     const r = await api(`/conversations/${id}?limit=200`);
     if (r.status === 401) return null;  // on the way to the sign-in form
@@ -297,7 +297,7 @@
     const messages = (await apiAll(`/conversations/${id}/messages`, thread.messages)) || thread.messages.items;
     if (st.conversationId !== id) return null;  // another thread was opened meanwhile
     const body = {...thread, messages}; st.conversation = body;
-    $("thread-title").textContent = body.title || "Без названия";
+    $("thread-title").textContent = body.title || gettext("Без названия");
     renderThread(messages); selectModel(body.selected_model); loadThreads();
     return body;
   }
@@ -306,10 +306,10 @@
   async function loadModels() {
     const models = await apiAll("/models"); if (!models) return;
     st.models = models; const select = $("model"); select.textContent = "";
-    st.models.forEach(m => { const o = el("option", null, m.name + (m.is_default ? " (по умолчанию)" : "")); o.value = m.is_default ? "" : m.name; select.append(o); });
+    st.models.forEach(m => { const o = el("option", null, m.name + (m.is_default ? " (" + gettext("по умолчанию") + ")" : "")); o.value = m.is_default ? "" : m.name; select.append(o); });
     // always shown (people look for it); with one model there is nothing to choose
     select.disabled = st.models.length < 2;
-    select.title = st.models.length < 2 ? "Доступна одна модель" : "";
+    select.title = st.models.length < 2 ? gettext("Доступна одна модель") : "";
     selectModel(st.conversation ? st.conversation.selected_model : st.pendingModel);
   }
   function selectModel(name) { $("model").value = name || ""; if ($("model").selectedIndex < 0) $("model").value = ""; }
@@ -317,7 +317,7 @@
     const name = $("model").value || null;
     if (!st.conversationId) { st.pendingModel = name; return; }  // applied when the thread is created
     const r = await api(`/conversations/${st.conversationId}`, {method: "PATCH", body: JSON.stringify({selected_model: name})});
-    if (!r.ok) showError("Эту модель выбрать нельзя.", null);
+    if (!r.ok) showError(gettext("Эту модель выбрать нельзя."), null);
   };
 
   // ------------------------------------------------------------------ connection
@@ -338,13 +338,13 @@
       if (ev.code === 4401) { signIn(); return; }  // the session ended: reconnecting cannot help
       if (st.busy && st.transport === "ws") { st.resume = true; setBusy(false); }
       const delay = st.stopping ? 0 : Math.min(10000, 500 * 2 ** st.retries++);
-      if (!st.stopping) setBanner("Соединение потеряно, переподключаюсь… Сообщения не потеряются: они уйдут, как только связь вернётся, или по резервному каналу.");
+      if (!st.stopping) setBanner(gettext("Соединение потеряно, переподключаюсь… Сообщения не потеряются: они уйдут, как только связь вернётся, или по резервному каналу."));
       st.stopping = false;
       setTimeout(connect, delay);
     };
     ws.onmessage = ev => onFrame(JSON.parse(ev.data));
   }
-  function signIn() { st.busy = true; setStatus("сессия завершена — войдите снова"); window.achilles.signIn(); }
+  function signIn() { st.busy = true; setStatus(gettext("сессия завершена — войдите снова")); window.achilles.signIn(); }
 
   const socketOpen = () => st.ws && st.ws.readyState === 1;
   // A message waits for the socket this long; then it goes over SSE (POST /api/chat) instead.
@@ -360,7 +360,7 @@
 
   function beginAnswer(content) {
     st.current = el("div", "msg assistant"); st.current.append(el("div", "text streaming")); log.append(st.current); scrollDown();
-    st.lastSent = content; st.sentAt = Date.now(); setBusy(true); setStatus("отвечаю…");
+    st.lastSent = content; st.sentAt = Date.now(); setBusy(true); setStatus(gettext("отвечаю…"));
   }
 
   // The same turn over Server-Sent Events, for when the websocket cannot be had.
@@ -405,7 +405,7 @@
   // A turn that was streaming when the socket dropped: the server finished it (or marked it
   // interrupted) in the database; show what is stored, waiting while the answer is still being written.
   async function resumeTurn() {
-    setStatus("восстанавливаю ответ…");
+    setStatus(gettext("восстанавливаю ответ…"));
     let id = st.conversationId;
     if (!id) {  // the first question of a new thread: its id never reached us
       const r = await api("/conversations?limit=1"); const items = r.ok ? (await r.json()).items : [];
@@ -456,10 +456,10 @@
 
   function stop() {
     if (!st.busy) return;
-    if (st.transport === "sse") { setStatus("останавливаю…"); st.sse.abort(); return; }  // the server sees the client go
+    if (st.transport === "sse") { setStatus(gettext("останавливаю…")); st.sse.abort(); return; }  // the server sees the client go
     if (!st.ws) return;
     // Closing the socket is the stop: the server ends the turn and stores it as interrupted.
-    st.stopping = true; st.resume = true; setStatus("останавливаю…"); st.ws.close(1000, "stop");
+    st.stopping = true; st.resume = true; setStatus(gettext("останавливаю…")); st.ws.close(1000, "stop");
   }
   function regenerate() {
     const users = st.conversation ? st.conversation.messages.filter(m => m.role === "user") : [];

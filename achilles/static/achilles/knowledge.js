@@ -13,19 +13,19 @@ document.addEventListener("DOMContentLoaded", () => {
   const csrf = () => document.querySelector('meta[name="csrf-token"]')?.content
       || document.cookie.split("; ").find(c => c.startsWith("csrftoken="))?.split("=")[1] || "";
   const CODES = {
-    corrupt: "файл повреждён или это не тот формат, что у расширения", encrypted: "файл защищён паролем",
-    too_large: "файл больше допустимого размера", unsupported_format: "этот формат не поддерживается",
-    empty_document: "файл пуст", needs_ocr: "в файле нет текстового слоя — нужно распознавание (OCR)",
-    ocr_failed: "распознавание текста не удалось", too_slow: "разбор занял слишком много времени",
-    parse_unfinished: "разбор не завершился за несколько попыток", invalid_filename: "у файла нет имени",
-    acl_not_allowed: "так открыть доступ нельзя — выберите себя, всех или свою группу",
-    permission_denied: "нет права загружать документы", document_not_found: "документ не найден",
+    corrupt: gettext("файл повреждён или это не тот формат, что у расширения"), encrypted: gettext("файл защищён паролем"),
+    too_large: gettext("файл больше допустимого размера"), unsupported_format: gettext("этот формат не поддерживается"),
+    empty_document: gettext("файл пуст"), needs_ocr: gettext("в файле нет текстового слоя — нужно распознавание (OCR)"),
+    ocr_failed: gettext("распознавание текста не удалось"), too_slow: gettext("разбор занял слишком много времени"),
+    parse_unfinished: gettext("разбор не завершился за несколько попыток"), invalid_filename: gettext("у файла нет имени"),
+    acl_not_allowed: gettext("так открыть доступ нельзя — выберите себя, всех или свою группу"),
+    permission_denied: gettext("нет права загружать документы"), document_not_found: gettext("документ не найден"),
   };
-  const reason = (code, detail) => CODES[code] ? `${CODES[code]} (${detail || code})` : (detail || "неизвестная ошибка");
+  const reason = (code, detail) => CODES[code] ? `${CODES[code]} (${detail || code})` : (detail || gettext("неизвестная ошибка"));
   const errorOf = body => {
     const detail = typeof body.detail === "string" ? body.detail : "";
-    if (body.code === "upload_rejected") return "файл не принят: " + (detail.match(/\(.*?: (.*)\)$/)?.[1] || detail);
-    return CODES[body.code] ? `${CODES[body.code]}${detail ? ` (${detail})` : ""}` : detail || "не удалось загрузить";
+    if (body.code === "upload_rejected") return gettext("файл не принят:") + " " + (detail.match(/\(.*?: (.*)\)$/)?.[1] || detail);
+    return CODES[body.code] ? `${CODES[body.code]}${detail ? ` (${detail})` : ""}` : detail || gettext("не удалось загрузить");
   };
   const IN_FLIGHT = new Set(["queued", "parsing"]);
 
@@ -36,7 +36,7 @@ document.addEventListener("DOMContentLoaded", () => {
     for (const s of (await r.json()).items) {
       const li = el("li", "source"); li.dataset.source = s.source_system;
       li.append(el("span", "name", sourceLabel(s.source_system)),
-                el("span", "count", plural(s.documents, "документ", "документа", "документов")));
+                el("span", "count", plural(s.documents, gettext("документ"), gettext("документа"), gettext("документов"))));
       box.append(li);
     }
   }
@@ -47,7 +47,7 @@ document.addEventListener("DOMContentLoaded", () => {
     box.textContent = "";
     if (!r.ok) { box.append(el("p", "error", errorOf(await r.json()))); return; }
     const body = await r.json();
-    if (!body.candidates.length) box.append(el("p", "muted", body.withheld.length ? "Ничего доступного вам не нашлось (есть документы, к которым у вас нет доступа)." : "Ничего не нашлось."));
+    if (!body.candidates.length) box.append(el("p", "muted", body.withheld.length ? gettext("Ничего доступного вам не нашлось (есть документы, к которым у вас нет доступа).") : gettext("Ничего не нашлось.")));
     for (const c of body.candidates) {
       const item = el("div", "hit");
       const title = c.url ? el("a", "", c.title) : el("strong", "", c.title); if (c.url) title.href = c.url;
@@ -72,7 +72,7 @@ document.addEventListener("DOMContentLoaded", () => {
     const box = $("documents");
     if (items === null) { schedule(true); return; }
     box.textContent = ""; box.className = "";
-    if (!items.length) box.append(el("p", "muted", "Документов пока нет."));
+    if (!items.length) box.append(el("p", "muted", gettext("Документов пока нет.")));
     for (const d of items) {
       const row = el("div", "document"); row.dataset.id = d.id; row.dataset.state = d.state;
       const head = el("div", "doc-head");
@@ -80,18 +80,18 @@ document.addEventListener("DOMContentLoaded", () => {
       if (d.state === "indexed") name.href = d.download_url;
       head.append(name, stateBadge(d));
       row.append(head);
-      const meta = [formatDate(d.updated_at), `${(d.size / 1024).toFixed(d.size < 10240 ? 1 : 0)} КБ`];
-      if (d.state === "indexed") meta.push(plural(d.chunks, "фрагмент", "фрагмента", "фрагментов"));
-      meta.push(d.acl.map(p => p === "everyone" ? "все" : p === `user:${labels.me}` ? "только я" : p.replace(/^group:/, "группа ")).join(", "));
+      const meta = [formatDate(d.updated_at), interpolate(gettext("%(size)s КБ"), {size: (d.size / 1024).toFixed(d.size < 10240 ? 1 : 0)}, true)];
+      if (d.state === "indexed") meta.push(plural(d.chunks, gettext("фрагмент"), gettext("фрагмента"), gettext("фрагментов")));
+      meta.push(d.acl.map(p => p === "everyone" ? gettext("все") : p === `user:${labels.me}` ? gettext("только я") : p.replace(/^group:/, gettext("группа") + " ")).join(", "));
       row.append(el("div", "muted meta", meta.join(" · ")));
       if (d.error) row.append(el("div", "error doc-error", reason(d.error_code, d.error)));
       if (canUpload) {
         const actions = el("div", "actions");
-        const replace = el("button", "secondary", "Заменить"); replace.type = "button";
+        const replace = el("button", "secondary", gettext("Заменить")); replace.type = "button";
         replace.onclick = () => { replacing = d.id; $("replace-input").value = ""; $("replace-input").click(); };
-        const remove = el("button", "danger", "Удалить"); remove.type = "button";
+        const remove = el("button", "danger", gettext("Удалить")); remove.type = "button";
         remove.onclick = async () => {
-          if (!confirm(`Удалить «${d.filename}»? Документ пропадёт из поиска и ответов.`)) return;
+          if (!confirm(interpolate(gettext("Удалить «%(filename)s»? Документ пропадёт из поиска и ответов."), {filename: d.filename}, true))) return;
           const r = await api(`/knowledge/documents/${d.id}`, {method: "DELETE"});
           if (r.ok || r.status === 404) { loadDocuments(); loadSources(); }
         };
@@ -117,7 +117,7 @@ document.addEventListener("DOMContentLoaded", () => {
         let body = {}; try { body = JSON.parse(xhr.responseText); } catch { /* not JSON */ }
         resolve({ok: xhr.status < 300, status: xhr.status, body});
       };
-      xhr.onerror = () => resolve({ok: false, status: 0, body: {detail: "нет связи с сервером"}});
+      xhr.onerror = () => resolve({ok: false, status: 0, body: {detail: gettext("нет связи с сервером")}});
       xhr.send(form);
     });
   }
@@ -130,13 +130,13 @@ document.addEventListener("DOMContentLoaded", () => {
   function finished(line, result) {
     line.querySelector("progress").value = 1;
     const status = line.querySelector(".status");
-    if (result.ok) { status.className = "status muted"; status.textContent = "загружен — разбирается"; line.dataset.result = "ok"; }
+    if (result.ok) { status.className = "status muted"; status.textContent = gettext("загружен — разбирается"); line.dataset.result = "ok"; }
     else { status.className = "status error"; status.textContent = errorOf(result.body); line.dataset.result = "error"; }
     delay = 1000; loadDocuments();
   }
   async function uploadFiles(files) {
     await Promise.all([...files].map(async file => {
-      const line = uploadLine(file, "загружается…");
+      const line = uploadLine(file, gettext("загружается…"));
       const form = new FormData(); form.append("files", file, file.name); form.append("acl", $("acl").value);
       finished(line, await send("POST", "/knowledge/documents", form, line));
     }));
@@ -151,7 +151,7 @@ document.addEventListener("DOMContentLoaded", () => {
     zone.ondrop = e => { e.preventDefault(); zone.classList.remove("over"); if (e.dataTransfer.files.length) uploadFiles(e.dataTransfer.files); };
     $("replace-input").onchange = async () => {
       const file = $("replace-input").files[0]; if (!file || replacing === null) return;
-      const line = uploadLine(file, "заменяет документ…");
+      const line = uploadLine(file, gettext("заменяет документ…"));
       const form = new FormData(); form.append("file", file, file.name);
       finished(line, await send("PUT", `/knowledge/documents/${replacing}`, form, line));
       replacing = null;

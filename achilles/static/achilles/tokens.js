@@ -6,9 +6,9 @@ document.addEventListener("DOMContentLoaded", () => {
     try { await navigator.clipboard.writeText(secret); }
     catch { const range = document.createRange(); range.selectNodeContents(document.getElementById("new-token"));
             getSelection().removeAllRanges(); getSelection().addRange(range); document.execCommand("copy"); }
-    document.getElementById("copied").textContent = "скопировано";
+    document.getElementById("copied").textContent = gettext("скопировано");
   };
   document.querySelectorAll("form.revoke").forEach(form => form.addEventListener("submit", e => {
-    if (!confirm(`Отозвать токен «${form.dataset.name}»? Программы, которые им пользуются, потеряют доступ.`)) e.preventDefault();
+    if (!confirm(interpolate(gettext("Отозвать токен «%(name)s»? Программы, которые им пользуются, потеряют доступ."), {name: form.dataset.name}, true))) e.preventDefault();
   }));
 });

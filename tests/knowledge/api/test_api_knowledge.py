@@ -178,7 +178,15 @@ def test_admin_search_preview_page(client_for, admin_user, records):
     assert "Бюджет на отпуска 5 млн." in page.content.decode()
     changelist = client.get("/admin/knowledge/record/")
     assert changelist.status_code == 200
-    assert "lexical only" in changelist.content.decode()
+    assert "Поиск только лексический." in changelist.content.decode()
+    # and in English for an administrator who chose it
+    admin_user.language = "en"
+    admin_user.save(update_fields=["language"])
+    english = client.get(
+        "/admin/knowledge/record/search-preview/", {"query": "бюджет отпуска", "k": 5}
+    ).content.decode()
+    assert "Search preview" in english and "Withheld (coordinates only)" in english and "Проверка" not in english
+    assert "Search is lexical only." in client.get("/admin/knowledge/record/").content.decode()
 
 
 def test_admin_edits_a_records_acl_and_chunks_follow(client_for, admin_user, make_record):
