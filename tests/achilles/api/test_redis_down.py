@@ -141,6 +141,10 @@ def _calls(world, token_id):
             f"/api/messages/{message}/citations/{world['record_id']}/click",
             None,
         ),
+        ("POST", "/api/messages/{message_id}/access-requests"): (
+            f"/api/messages/{message}/access-requests",
+            {"source_system": "files", "contact_id": 1},
+        ),
         ("POST", "/api/knowledge/search"): {"query": "отпуск"},
         ("GET", "/api/knowledge/status"): None,
         ("GET", "/api/knowledge/sources"): None,
