@@ -74,6 +74,7 @@ class ErrorCode(StrEnum):
     FEEDBACK_ON_USER_MESSAGE = "feedback_on_user_message"
     MESSAGE_TOO_LONG = "message_too_long"
     WEB_SEARCH_UNAVAILABLE = "web_search_unavailable"
+    SHARE_WITH_OWNER = "share_with_owner"
 
     # knowledge
     EMPTY_QUERY = "empty_query"

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Literal
 
 from ninja import Schema
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from achilles.names import name_clean
 from achilles.pagination import Page
@@ -15,10 +15,23 @@ from conversations.services import MAX_CONTENT_LENGTH
 
 
 class ChatIn(Schema):
-    content: str = Field(min_length=1, max_length=MAX_CONTENT_LENGTH)
+    # the question; may be left out only with regenerate_of (the stored question is asked again)
+    content: str = Field(default="", max_length=MAX_CONTENT_LENGTH)
     conversation_id: uuid.UUID | None = None
+    # an answer of the thread: answer its question again, the new answer beside the old one (‹ 2/2 ›)
+    regenerate_of: int | None = Field(default=None, ge=1)
+    # a question of the thread: ``content`` is its new version, asked beside it (the old branch stays)
+    edit_of: int | None = Field(default=None, ge=1)
 
     model_config = {"extra": "forbid"}
+
+    @model_validator(mode="after")
+    def _content_given(self) -> ChatIn:
+        if not self.content and self.regenerate_of is None:
+            raise ValueError("content is required (it may be left out only with regenerate_of)")
+        if self.regenerate_of is not None and self.edit_of is not None:
+            raise ValueError("regenerate_of or edit_of, not both")
+        return self
 
     @field_validator("content")
     @classmethod

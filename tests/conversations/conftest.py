@@ -326,7 +326,8 @@ class MemoryTurnStore:
                 cache_ttl_seconds=300,
             )
 
-    def start(self, *, user, content, conversation_id, identity=None):
+    def start(self, *, user, content, conversation_id, identity=None, regenerate_of=None, edit_of=None):
+        assert regenerate_of is None and edit_of is None, "versions of a thread are the database store's"
         identity = identity or Identity(
             principals=frozenset({f"user:{user.id}", "everyone", "public"}), user_id=user.id
         )
