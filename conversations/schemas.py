@@ -72,6 +72,11 @@ class MessageOut(Schema):
     withheld_hint: dict | None
     created_at: datetime
     citations: list[CitationOut]
+    # The thread is a tree of versions; these say where the message stands among its own (‹ 2/3 ›).
+    parent_id: int | None = Field(default=None, description="The message it follows (null: the thread's first).")
+    sibling_index: int = Field(default=1, description="1-based place among its versions (regenerated or edited).")
+    sibling_count: int = Field(default=1, description="How many versions there are (1: none besides it).")
+    siblings: list[int] = Field(default_factory=list, description="The versions' ids, oldest first.")
 
 
 class ConversationOut(Schema):
@@ -109,3 +114,26 @@ class FeedbackIn(Schema):
 class FeedbackOut(Schema):
     id: int
     feedback: int | None
+
+
+class ShareIn(Schema):
+    username: str = Field(min_length=1, max_length=150, description="The colleague's login.")
+
+    model_config = {"extra": "forbid"}
+
+
+class ShareOut(Schema):
+    id: int
+    reader_id: int
+    username: str
+    name: str
+    created_at: datetime
+
+
+class SharedConversationOut(ConversationOut):
+    owner: str = Field(description="Who shared it (login).")
+    owner_name: str
+
+
+class SharedConversationDetailOut(SharedConversationOut):
+    messages: Page[MessageOut]

@@ -135,9 +135,17 @@ def conversation_get_shared(*, reader: User, conversation_id: uuid.UUID | str) -
     return conversation
 
 
-def conversation_shares(*, conversation: Conversation) -> list[ConversationShare]:
+def conversation_shares(
+    *, conversation: Conversation, cursor: str | None = None, limit: int = DEFAULT_LIMIT
+) -> Window[ConversationShare]:
     """Who may read the thread, in the order it was shared with them."""
-    return list(ConversationShare.objects.filter(conversation=conversation).select_related("reader").order_by("id"))
+    return keyset_page(
+        ConversationShare.objects.filter(conversation=conversation).select_related("reader"),
+        scope=f"shares:{conversation.pk}",
+        keys=("id",),
+        cursor=cursor,
+        limit=limit,
+    )
 
 
 def conversations_shared_with(
@@ -145,7 +153,7 @@ def conversations_shared_with(
 ) -> Window[Conversation]:
     """The threads colleagues shared with ``reader``, most recently active first."""
     return keyset_page(
-        Conversation.objects.filter(shares__reader=reader).select_related("user"),
+        Conversation.objects.filter(shares__reader=reader).select_related("user", "selected_model"),
         scope="conversations:shared",
         keys=("-updated_at", "-id"),
         cursor=cursor,
