@@ -19,7 +19,6 @@ from django.db.models.functions import Now
 from django.utils import timezone
 from psycopg.types.json import Jsonb
 
-from achilles.error_codes import ErrorCode
 from achilles.errors import Conflict, NotFound, ValidationFailed
 from achilles.llm import Message as LLMMessage
 from achilles.llm import ModelSpec, Timeouts
@@ -588,9 +587,9 @@ def conversation_share_add(*, user: User, conversation_id: uuid.UUID | str, user
     conversation = conversation_get_for_user(user=user, conversation_id=conversation_id, for_update=True)
     reader = User.objects.filter(username=username.strip(), is_active=True).first()
     if reader is None:
-        raise ValidationFailed("no active colleague with this login", field="username", code=ErrorCode.USER_NOT_FOUND)
+        raise NotFound("no active colleague with this login", code="user_not_found")
     if reader.pk == user.pk:
-        raise ValidationFailed("the thread is yours already", field="username", code=ErrorCode.SHARE_WITH_OWNER)
+        raise ValidationFailed("the thread is yours already", field="username", code="share_with_owner")
     share, _ = ConversationShare.objects.get_or_create(conversation=conversation, reader=reader)
     return share
 

@@ -144,7 +144,7 @@ def test_sharing_with_oneself_or_an_unknown_login_is_refused(asgi_client, cited_
     unknown = client.post(f"/api/conversations/{thread.pk}/shares", json={"username": "nobody"})
 
     assert (self_share.status_code, self_share.json()["code"]) == (422, "share_with_owner")
-    assert (unknown.status_code, unknown.json()["code"]) == (422, "user_not_found")
+    assert (unknown.status_code, unknown.json()["code"]) == (404, "user_not_found")
 
 
 def test_export_markdown_has_the_sources_as_footnotes_as_the_exporter_may_read_them(
