@@ -92,7 +92,7 @@ class AgentRun(TimestampedModel):
     output = models.TextField(blank=True, default="")
     # What the output's [N] markers cite: {marker, record_id, title, url, source_system, chunk_text},
     # copies as the run's search showed them (their record's access is checked again when read).
-    sources = models.JSONField(default=list, blank=True)
+    sources = models.JSONField(null=True, blank=True)  # NULL: none (the scheduler INSERTs runs by SQL)
     error = models.TextField(blank=True, default="")
     tokens_used = models.PositiveIntegerField(default=0)
     # The split of tokens_used (since «Расходы AI»; older runs carry the total only) and the model

@@ -121,7 +121,7 @@ def _finish(
             state=state,
             reason=reason,
             output=output,
-            sources=sources or [],
+            sources=sources or None,
             error=error[:4000],
             tokens_used=tokens,
             input_tokens=input_tokens if split else None,
