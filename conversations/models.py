@@ -54,7 +54,13 @@ class Message(TimestampedModel):
     # question), an answer's the question it answers. Regenerating an answer or editing a question
     # adds a sibling beside it; the versions stay and the reader flips between them.
     parent = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.DO_NOTHING, related_name="+", help_text="the message it follows"
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        related_name="+",
+        db_index=False,  # messages_parent (partial, built concurrently: migration 0007) serves it
+        help_text="the message it follows",
     )
     # When the reader last flipped to this version: among siblings the latest of created_at and
     # chosen_at is the one shown (conversations.branches), so a new version is shown at once.

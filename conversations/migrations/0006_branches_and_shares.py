@@ -88,17 +88,12 @@ class Migration(migrations.Migration):
             name="parent",
             field=models.ForeignKey(
                 blank=True,
+                db_index=False,
                 help_text="the message it follows",
                 null=True,
                 on_delete=django.db.models.deletion.DO_NOTHING,
                 related_name="+",
                 to="conversations.message",
-            ),
-        ),
-        migrations.AddIndex(
-            model_name="message",
-            index=models.Index(
-                condition=models.Q(("parent__isnull", False)), fields=["parent"], name="messages_parent"
             ),
         ),
         migrations.AddConstraint(
