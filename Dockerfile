@@ -17,10 +17,10 @@ RUN --mount=type=cache,target=/root/.cache/pip \
 
 # ---- the runtime image ------------------------------------------------------------------------
 FROM python:3.11-slim-bookworm
-# libldap/libsasl for python-ldap, Tesseract for scanned PDFs among uploads
+# libldap/libsasl for python-ldap, Tesseract for scanned PDFs among uploads, DejaVu Sans for PDF exports
 # hadolint ignore=DL3008
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends libldap-2.5-0 libsasl2-2 tesseract-ocr tesseract-ocr-rus tesseract-ocr-eng \
+    && apt-get install -y --no-install-recommends libldap-2.5-0 libsasl2-2 tesseract-ocr tesseract-ocr-rus tesseract-ocr-eng fonts-dejavu-core \
     && rm -rf /var/lib/apt/lists/* \
     && groupadd --system --gid 10001 achilles \
     && useradd --system --uid 10001 --gid achilles --home-dir /opt/achilles --shell /usr/sbin/nologin achilles

@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: install run test coverage bench eval lint fuzz services-stop clean browser-deps ldap-deps ocr-deps screenshots deploy-lint deploy-test deploy-deps mcp-conformance-deps messages gettext-deps axe-deps
+.PHONY: install run test coverage bench eval lint fuzz services-stop clean browser-deps ldap-deps ocr-deps pdf-deps screenshots deploy-lint deploy-test deploy-deps mcp-conformance-deps messages gettext-deps axe-deps
 
 $(BIN)/.installed: requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -142,6 +142,11 @@ browser-deps:
 ldap-deps:
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slapd ldap-utils libldap2-dev libsasl2-dev build-essential python3-dev >/dev/null
+
+# DejaVu Sans (Cyrillic) for the PDF export of a thread (conversations/export.py); needs root and apt.
+pdf-deps:
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-dejavu-core >/dev/null
 
 # Debian's nginx for the production-topology test (tests/deploy); needs root and apt.
 deploy-deps:

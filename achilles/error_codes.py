@@ -75,6 +75,7 @@ class ErrorCode(StrEnum):
     MESSAGE_TOO_LONG = "message_too_long"
     WEB_SEARCH_UNAVAILABLE = "web_search_unavailable"
     ACCESS_REQUEST_REPEATED = "access_request_repeated"
+    SHARE_WITH_OWNER = "share_with_owner"
 
     # knowledge
     EMPTY_QUERY = "empty_query"

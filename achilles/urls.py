@@ -10,7 +10,7 @@ from achilles.api import api
 from achilles.home import home
 from achilles.metrics import metrics_view
 from agents.pages import agents_page
-from conversations.pages import chat_page
+from conversations.pages import chat_page, shared_page
 from conversations.views import chat_sse
 from hub.pages import hub_page
 from knowledge.pages import knowledge_page
@@ -49,6 +49,7 @@ urlpatterns = [
     path("tokens/", views.tokens_page, name="tokens"),
     path("agents/", agents_page, name="agents"),
     path("chat/", chat_page, name="chat"),
+    path("chat/shared/<uuid:conversation_id>/", shared_page, name="chat-shared"),
     path("knowledge/", knowledge_page, name="knowledge"),
     path("hub/", hub_page, name="hub"),
     path("usage/", include("usage.urls")),

@@ -23,6 +23,9 @@ from agents.schemas import (
     SubscriptionOut,
 )
 from agents.services import events as event_services
+from conversations.rendering import markdown_render
+from knowledge import facade
+from knowledge.facade import Identity
 
 router = Router(tags=["agents"])
 
@@ -161,7 +164,37 @@ def agents_run(request: HttpRequest, agent_id: int):
 def agents_runs(request: HttpRequest, agent_id: int, params: Query[ListParams]):
     """The agent's runs, newest first."""
     agent = selectors.agent_get_for_owner(agent_id=agent_id, user=request.auth)
-    return selectors.agent_runs_page(agent=agent, cursor=params.cursor, limit=params.limit)
+    page = selectors.agent_runs_page(agent=agent, cursor=params.cursor, limit=params.limit)
+    _runs_with_sources(page.items, request.auth)
+    return page
+
+
+def _runs_with_sources(runs, reader) -> None:
+    """Each run's output rendered like a chat answer, its cited sources checked against the
+    reader's access now (one query for the page): a record closed to them since keeps its place only."""
+    cited = sorted({s["record_id"] for r in runs for s in r.sources or [] if isinstance(s.get("record_id"), int)})
+    visible = facade.visible_records(cited, Identity.for_user(reader)) if cited else frozenset()
+    for run in runs:
+        checked = []
+        for source in run.sources or []:
+            available = source.get("record_id") in visible
+            checked.append(
+                {
+                    "marker": source["marker"],
+                    "record_id": source.get("record_id") if available else None,
+                    "title": source.get("title", "") if available else "",
+                    "url": source.get("url", "") if available else "",
+                    "source_system": source.get("source_system", "") if available else "",
+                    "chunk_text": source.get("chunk_text", "") if available else "",
+                    "available": available,
+                }
+            )
+        run.sources_checked = checked
+        run.output_html = (
+            markdown_render(run.output, message_id=f"run{run.pk}", markers={s["marker"] for s in checked})
+            if run.output
+            else ""
+        )
 
 
 @router.get("/agents/{int:agent_id}/subscriptions", response=list[SubscriptionOut])

@@ -90,6 +90,9 @@ class AgentRun(TimestampedModel):
     state = models.CharField(max_length=16, choices=RunState.choices, default=RunState.QUEUED)
     reason = models.CharField(max_length=32, choices=RunReason.choices, blank=True, default="")
     output = models.TextField(blank=True, default="")
+    # What the output's [N] markers cite: {marker, record_id, title, url, source_system, chunk_text},
+    # copies as the run's search showed them (their record's access is checked again when read).
+    sources = models.JSONField(null=True, blank=True)  # NULL: none (the scheduler INSERTs runs by SQL)
     error = models.TextField(blank=True, default="")
     tokens_used = models.PositiveIntegerField(default=0)
     # The split of tokens_used (since «Расходы AI»; older runs carry the total only) and the model

@@ -137,6 +137,19 @@ class RunEventOut(Schema):
     created_at: datetime
 
 
+class RunSourceOut(Schema):
+    """A source the run's output cites with ``[marker]``; ``available: false`` (and nothing of it)
+    when the reader may not read its record now."""
+
+    marker: int
+    record_id: int | None
+    title: str
+    url: str
+    source_system: str
+    chunk_text: str
+    available: bool
+
+
 class RunOut(Schema):
     id: int
     agent_id: int
@@ -156,6 +169,18 @@ class RunOut(Schema):
     heartbeat_at: datetime | None
     created_at: datetime
     events: list[RunEventOut] = Field(default_factory=list, description="trigger=event: the events that started it")
+    # the output rendered and sanitised like a chat answer, its [N] markers linked to the cards
+    output_html: str = ""
+    sources: list[RunSourceOut] = Field(default_factory=list, description="What the output's [N] markers cite.")
+
+    @staticmethod
+    def resolve_output_html(obj: Any) -> str:
+        return getattr(obj, "output_html", "")
+
+    @staticmethod
+    def resolve_sources(obj: Any) -> list:
+        # only what the API checked against the reader's access (``agents.api``): never the raw copies
+        return getattr(obj, "sources_checked", [])
 
     @staticmethod
     def resolve_events(obj: Any) -> list:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -62,6 +63,9 @@ class KnowledgeTools:
             ks = facade
         self.identity = identity
         self.ks = ks
+        # every source a search showed, by its marker: numbered on across the run's searches, so
+        # an [N] of the output names one source whichever search showed it
+        self.sources: dict[int, dict] = {}
         self._handlers: dict[str, Callable[[dict], str]] = {
             "search": self._search,
             "graph": self._graph,
@@ -96,11 +100,26 @@ class KnowledgeTools:
             hidden = f"\n\n(Some relevant records exist that the owner may not see; sources: {', '.join(systems)}.)"
         if not result.candidates:
             return ("The knowledge base is empty." if result.is_empty else "Nothing found for this query.") + hidden
+        first = len(self.sources) + 1
         sources = [
             ContextSource(i, f"{c.title} (record {c.record_id}, {c.source_system})", c.text)
-            for i, c in enumerate(result.candidates, start=1)
+            for i, c in enumerate(result.candidates, start=first)
         ]
+        for i, c in enumerate(result.candidates, start=first):
+            self.sources[i] = {
+                "marker": i,
+                "record_id": c.record_id,
+                "title": c.title,
+                "url": c.url,
+                "source_system": c.source_system,
+                "chunk_text": c.text,
+            }
         return format_context(sources) + hidden
+
+    def cited(self, output: str) -> list[dict]:
+        """The sources the output's [N] markers name (outside code), in marker order."""
+        markers = {int(n) for n in re.findall(r"\[(\d{1,3})\]", re.sub(r"```[\s\S]*?```|`[^`\n]*`", "", output))}
+        return [self.sources[n] for n in sorted(markers) if n in self.sources]
 
     def _graph(self, args: dict) -> str:
         depth = max(1, min(2, int(args.get("depth", 1))))

@@ -6,17 +6,23 @@ Unknown or someone else's thread or message → 404; no credentials → 401.
 
 from __future__ import annotations
 
+import zoneinfo
+from typing import Literal
 from urllib.parse import quote
 
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+from django.utils.text import slugify
 from ninja import Query, Router, Schema, Status
 from pydantic import Field
 
 from achilles.errors import NotFound, ValidationFailed
-from achilles.pagination import ListParams, Page
+from achilles.pagination import MAX_LIMIT, ListParams, Page
 from achilles.selectors import allowed_model_names
 from conversations import selectors, services
 from conversations.access_requests import access_request_send
+from conversations.branches import Branch
+from conversations.export import ExportMessage, ExportSource, ExportThread, thread_markdown, thread_pdf
 from conversations.hint_display import hint_for_people
 from conversations.pipeline import engine_deps
 from conversations.rendering import markdown_render
@@ -29,6 +35,10 @@ from conversations.schemas import (
     FeedbackIn,
     FeedbackOut,
     MessageOut,
+    SharedConversationDetailOut,
+    SharedConversationOut,
+    ShareIn,
+    ShareOut,
 )
 from knowledge.facade import Identity, source_labels
 
@@ -60,15 +70,18 @@ def _conversation_out(conversation) -> ConversationOut:
     )
 
 
-def _citation_out(c, visible: frozenset[int]) -> dict:
+def _citation_out(c, visible: frozenset[int], *, shared: bool = False) -> dict:
     # Web results (no record) stay; a record the reader may no longer see keeps only its place.
     available = c.record_id is None or c.record_id in visible
+    # A colleague reading a shared thread learns nothing of a source closed to them: not even
+    # which record or system it was («источник недоступен»).
+    hidden = shared and not available
     return {
-        "record_id": c.record_id,
-        "chunk_id": c.chunk_id,
+        "record_id": None if hidden else c.record_id,
+        "chunk_id": None if hidden else c.chunk_id,
         "title": c.title if available else "",
         "url": c.url if available else "",
-        "source_system": c.source_system,
+        "source_system": "" if hidden else c.source_system,
         "chunk_text": c.chunk_text if available else "",
         "rank": c.rank,
         "markers": list(c.markers),
@@ -106,9 +119,14 @@ def _hint_out(hint: dict | None, emails: dict[int, str], labels: dict[str, str] 
 
 
 def _message_out(
-    message, visible: frozenset[int], emails: dict[int, str] | None = None, labels: dict[str, str] | None = None
+    message,
+    visible: frozenset[int],
+    emails: dict[int, str] | None = None,
+    labels: dict[str, str] | None = None,
+    branch: Branch | None = None,
+    shared: bool = False,
 ) -> MessageOut:
-    citations = [_citation_out(c, visible) for c in message.citations.all()]
+    citations = [_citation_out(c, visible, shared=shared) for c in message.citations.all()]
     content_html = None
     if message.role == "assistant":
         text = message.content
@@ -119,6 +137,7 @@ def _message_out(
         content_html = markdown_render(
             text, message_id=message.id, markers={n for c in citations for n in c["markers"]}
         )
+    index, count = branch.position(message.id) if branch is not None else (1, 1)
     return MessageOut(
         id=message.id,
         role=message.role,
@@ -130,9 +149,14 @@ def _message_out(
         output_tokens=message.output_tokens,
         feedback=message.feedback,
         state=message.state,
-        withheld_hint=_hint_out(message.withheld_hint, emails or {}, labels),
+        # The hint speaks of what the asker could not read: a shared reader is owed nothing of it.
+        withheld_hint=None if shared else _hint_out(message.withheld_hint, emails or {}, labels),
         created_at=message.created_at,
         citations=citations,
+        parent_id=message.parent_id,
+        sibling_index=index,
+        sibling_count=count,
+        siblings=list(branch.siblings.get(message.id, (message.id,))) if branch is not None else [message.id],
     )
 
 
@@ -168,12 +192,18 @@ def conversations_list(request: HttpRequest, params: Query[ConversationListParam
     )
 
 
-def _messages_page(request: HttpRequest, conversation, *, cursor: str | None, limit: int, order: str):
-    page = selectors.conversation_messages(conversation=conversation, cursor=cursor, limit=limit, order=order)
+def _messages_page(
+    request: HttpRequest, conversation, *, cursor: str | None, limit: int, order: str, shared: bool = False
+):
+    """A page of the thread's shown branch; the cited sources under the reader's own access."""
+    branch = selectors.conversation_branch(conversation=conversation)
+    page = selectors.conversation_messages(
+        conversation=conversation, cursor=cursor, limit=limit, order=order, branch=branch
+    )
     visible = _visible_cited_records(request.auth, page.items)
-    emails = selectors.withheld_contact_emails(messages=page.items)
-    labels = _hint_source_labels(page.items)
-    return page.map(lambda m: _message_out(m, visible, emails, labels))
+    emails = {} if shared else selectors.withheld_contact_emails(messages=page.items)
+    labels = {} if shared else _hint_source_labels(page.items)
+    return page.map(lambda m: _message_out(m, visible, emails, labels, branch=branch, shared=shared))
 
 
 def _hint_source_labels(messages) -> dict[str, str]:
@@ -267,3 +297,155 @@ def citations_click(request: HttpRequest, message_id: int, record_id: int):
     # A click is its own «обращение» for that record (QE-11), under the clicker's identity.
     knowledge.register_access(citation.record_id, identity, "click", str(message_id))
     return Status(204, None)
+
+
+@router.post("/messages/{message_id}/choose", response={204: None}, tags=["messages"])
+def messages_choose(request: HttpRequest, message_id: int):
+    """Show this version of a message (a regenerated answer, an edited question): the thread's
+    branch goes through it from now on (``sibling_index`` / ``siblings`` in the thread)."""
+    services.message_choose(user=request.auth, message_id=message_id)
+    return Status(204, None)
+
+
+# --- sharing ----------------------------------------------------------------------------------
+
+
+def _share_out(share) -> ShareOut:
+    return ShareOut(
+        id=share.pk,
+        reader_id=share.reader_id,
+        username=share.reader.username,
+        name=share.reader.get_full_name(),
+        created_at=share.created_at,
+    )
+
+
+@router.get("/conversations/{conversation_id}/shares", response=Page[ShareOut])
+def conversations_shares(request: HttpRequest, conversation_id: str, params: Query[ListParams]):
+    """The colleagues who may read the thread, in the order it was shared with them."""
+    conversation = selectors.conversation_get_for_user(user=request.auth, conversation_id=conversation_id)
+    page = selectors.conversation_shares(conversation=conversation, cursor=params.cursor, limit=params.limit)
+    return page.map(_share_out)
+
+
+@router.post("/conversations/{conversation_id}/shares", response={201: ShareOut})
+def conversations_share(request: HttpRequest, conversation_id: str, payload: ShareIn):
+    """Share the thread read-only with a colleague (by login); again with the same one: the same share."""
+    share = services.conversation_share_add(
+        user=request.auth, conversation_id=conversation_id, username=payload.username
+    )
+    return Status(201, _share_out(share))
+
+
+@router.delete("/conversations/{conversation_id}/shares/{reader_id}", response={204: None})
+def conversations_unshare(request: HttpRequest, conversation_id: str, reader_id: int):
+    """Revoke: the colleague can no longer read the thread."""
+    services.conversation_share_remove(user=request.auth, conversation_id=conversation_id, reader_id=reader_id)
+    return Status(204, None)
+
+
+def _shared_out(conversation) -> SharedConversationOut:
+    return SharedConversationOut(
+        **_conversation_out(conversation).dict(),
+        owner=conversation.user.username,
+        owner_name=conversation.user.get_full_name(),
+    )
+
+
+@router.get("/shared", response=Page[SharedConversationOut], tags=["shared"])
+def shared_list(request: HttpRequest, params: Query[ListParams]):
+    """The threads colleagues shared with you, most recently active first."""
+    page = selectors.conversations_shared_with(reader=request.auth, cursor=params.cursor, limit=params.limit)
+    return page.map(_shared_out)
+
+
+@router.get("/shared/{conversation_id}", response=SharedConversationDetailOut, tags=["shared"])
+def shared_read(request: HttpRequest, conversation_id: str, params: Query[ThreadParams]):
+    """A thread shared with you, read-only: its shown branch; each cited source only when you may
+    read it yourself, else ``available: false`` with no title, text, link, system or record."""
+    if params.cursor is not None:
+        raise ValidationFailed("the thread's next pages come from GET /shared/{id}/messages?cursor=…", field="cursor")
+    conversation = selectors.conversation_get_shared(reader=request.auth, conversation_id=conversation_id)
+    page = _messages_page(request, conversation, cursor=None, limit=params.limit, order=params.order, shared=True)
+    return SharedConversationDetailOut(**_shared_out(conversation).dict(), messages=page)
+
+
+@router.get("/shared/{conversation_id}/messages", response=Page[MessageOut], tags=["shared"])
+def shared_messages(request: HttpRequest, conversation_id: str, params: Query[MessageListParams]):
+    """A shared thread's messages, page by page, as ``GET /shared/{id}`` shows them."""
+    conversation = selectors.conversation_get_shared(reader=request.auth, conversation_id=conversation_id)
+    return _messages_page(
+        request, conversation, cursor=params.cursor, limit=params.limit, order=params.order, shared=True
+    )
+
+
+# --- export -----------------------------------------------------------------------------------
+
+
+class ExportParams(Schema):
+    format: Literal["markdown", "pdf"] = Field(default="markdown", description="markdown (.md) or pdf.")
+
+
+def _thread_export(request: HttpRequest, conversation, *, shared: bool, fmt: str) -> HttpResponse:
+    """The shown branch, every page of it, each cited source only as the exporter may read it."""
+    items: list[MessageOut] = []
+    cursor = None
+    while True:
+        page = _messages_page(request, conversation, cursor=cursor, limit=MAX_LIMIT, order="asc", shared=shared)
+        items += page.items
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    user = request.auth
+    try:
+        zone = zoneinfo.ZoneInfo(user.effective_timezone())
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        zone = zoneinfo.ZoneInfo("UTC")
+    thread = ExportThread(
+        title=conversation.title,
+        exported_at=timezone.now().astimezone(zone),
+        exported_by=user.get_full_name() or user.username,
+        messages=tuple(
+            ExportMessage(
+                role=m.role,
+                content=_without_hint(m),
+                state=m.state,
+                sources=tuple(
+                    ExportSource(markers=tuple(c.markers) or (c.rank,), title=c.title, url=c.url, available=c.available)
+                    for c in m.citations
+                ),
+            )
+            for m in items
+        ),
+    )
+    stem = slugify(conversation.title, allow_unicode=False) or "thread"
+    if fmt == "pdf":
+        response = HttpResponse(thread_pdf(thread), content_type="application/pdf")
+        name = f"{stem}.pdf"
+    else:
+        response = HttpResponse(thread_markdown(thread), content_type="text/markdown; charset=utf-8")
+        name = f"{stem}.md"
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response
+
+
+def _without_hint(message: MessageOut) -> str:
+    text = message.content
+    tail = "\n\n" + ((message.withheld_hint or {}).get("text") or "")
+    return text[: -len(tail)] if message.withheld_hint and text.endswith(tail) else text
+
+
+@router.get("/conversations/{conversation_id}/export", tags=["conversations"])
+def conversations_export(request: HttpRequest, conversation_id: str, params: Query[ExportParams]):
+    """The thread as it is shown (its current versions) in Markdown or PDF, the sources as footnotes."""
+    conversation = selectors.conversation_get_for_user(
+        user=request.auth, conversation_id=conversation_id, with_model=True
+    )
+    return _thread_export(request, conversation, shared=False, fmt=params.format)
+
+
+@router.get("/shared/{conversation_id}/export", tags=["shared"])
+def shared_export(request: HttpRequest, conversation_id: str, params: Query[ExportParams]):
+    """A thread shared with you, exported; a source you may not read is «источник недоступен»."""
+    conversation = selectors.conversation_get_shared(reader=request.auth, conversation_id=conversation_id)
+    return _thread_export(request, conversation, shared=True, fmt=params.format)

@@ -115,6 +115,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 admit=lambda: user,  # the session was checked just above
                 content=body.content,
                 conversation_id=body.conversation_id,
+                regenerate_of=body.regenerate_of,
+                edit_of=body.edit_of,
             )
         except errors.ApplicationError as exc:
             await self._send_error(exc)

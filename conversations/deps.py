@@ -46,7 +46,14 @@ class TurnStore(Protocol):
     methods: ``EngineDeps`` runs them in the turn's worker thread, merged with the steps beside them."""
 
     def start(
-        self, *, user, content: str, conversation_id, identity: Identity | None
+        self,
+        *,
+        user,
+        content: str,
+        conversation_id,
+        identity: Identity | None,
+        regenerate_of: int | None = None,
+        edit_of: int | None = None,
     ) -> tuple[services.TurnStart, Identity]: ...
 
     def finalize(
@@ -61,6 +68,7 @@ class TurnStore(Protocol):
         tokens_split: tuple[int, int] | None,
         trace: TraceDraft | None,
         withheld_hint: WithheldHint | None,
+        question_id: int | None,
     ) -> Finalized: ...
 
     def contacts(self, user_ids: set[int]) -> dict: ...
@@ -74,9 +82,12 @@ class TurnStore(Protocol):
 class DatabaseTurnStore:
     """The ORM behind ``conversations.services``; the session identity is read with the start."""
 
-    def start(self, *, user, content, conversation_id, identity):
+    def start(self, *, user, content, conversation_id, identity, regenerate_of=None, edit_of=None):
         identity = identity if identity is not None else Identity.for_user(user)
-        return services.turn_start(user=user, content=content, conversation_id=conversation_id), identity
+        start = services.turn_start(
+            user=user, content=content, conversation_id=conversation_id, regenerate_of=regenerate_of, edit_of=edit_of
+        )
+        return start, identity
 
     def finalize(self, **fields) -> Finalized:
         message = services.message_finalize(**fields)
@@ -114,17 +125,19 @@ class EngineDeps:
         content: str,
         conversation_id,
         identity: Identity | None,
+        rewrite: dict[str, int] | None = None,
     ) -> tuple[services.TurnStart, Identity, bool | None]:
         """(start, identity, knowledge empty — None: the read failed, the stream asks again).
-        ``admit`` returns who asks, or raises, first thing in the same step."""
+        ``admit`` returns who asks, or raises, first thing in the same step. ``rewrite``:
+        ``regenerate_of`` or ``edit_of`` (``services.turn_start``)."""
         return await db_step(self._start_reading_knowledge)(
-            admit=admit, content=content, conversation_id=conversation_id, identity=identity
+            admit=admit, content=content, conversation_id=conversation_id, identity=identity, rewrite=rewrite
         )
 
-    def _start_reading_knowledge(self, *, admit, content, conversation_id, identity):
+    def _start_reading_knowledge(self, *, admit, content, conversation_id, identity, rewrite=None):
         user = admit()
         start, identity = self.store.start(
-            user=user, content=content, conversation_id=conversation_id, identity=identity
+            user=user, content=content, conversation_id=conversation_id, identity=identity, **(rewrite or {})
         )
         try:
             knowledge_empty: bool | None = self.knowledge.is_empty()

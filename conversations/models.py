@@ -50,12 +50,37 @@ class Message(TimestampedModel):
     feedback = models.SmallIntegerField(null=True, blank=True)
     state = models.CharField(max_length=16, choices=MessageState.choices, default=MessageState.COMPLETE)
     withheld_hint = models.JSONField(null=True, blank=True)
+    # The thread is a tree: a question's parent is the answer it follows (NULL: the thread's first
+    # question), an answer's the question it answers. Regenerating an answer or editing a question
+    # adds a sibling beside it; the versions stay and the reader flips between them.
+    parent = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        related_name="+",
+        db_index=False,  # messages_parent (partial, built concurrently: migration 0007) serves it
+        help_text="the message it follows",
+    )
+    # When the reader last flipped to this version: among siblings the latest of created_at and
+    # chosen_at is the one shown (conversations.branches), so a new version is shown at once.
+    chosen_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "messages"
         ordering = ["id"]
-        indexes = [models.Index(fields=["conversation", "id"], name="messages_conversation_order")]
+        indexes = [
+            models.Index(fields=["conversation", "id"], name="messages_conversation_order"),
+            models.Index(fields=["parent"], name="messages_parent", condition=Q(parent__isnull=False)),
+        ]
         constraints = [
+            # The rest of the tree's rules (the parent in the same thread, questions and answers
+            # alternating) need the parent's row: the trigger of migration 0006 holds them.
+            models.CheckConstraint(
+                condition=Q(parent__isnull=True) | ~Q(parent=models.F("id")),
+                name="conversations_message_parent_not_self",
+                violation_error_message="A message cannot follow itself.",
+            ),
             models.CheckConstraint(
                 condition=Q(role__in=["user", "assistant"]),
                 name="conversations_message_role_valid",
@@ -93,6 +118,18 @@ class Message(TimestampedModel):
 
     def __str__(self) -> str:
         return f"{self.role}: {self.content[:60]}"
+
+    def save(self, *args, root: bool = False, **kwargs) -> None:
+        """A message added without a parent follows the thread's last message (the thread as a line,
+        as before it was a tree); ``root=True`` keeps it a root (an edit of the first question)."""
+        if self._state.adding and self.parent_id is None and not root:
+            self.parent_id = (
+                Message.objects.filter(conversation_id=self.conversation_id)
+                .order_by("-id")
+                .values_list("id", flat=True)
+                .first()
+            )
+        super().save(*args, **kwargs)
 
 
 class RetrievalTrace(TimestampedModel):
@@ -156,5 +193,24 @@ class Citation(TimestampedModel):
                 fields=["message", "record_id"],
                 condition=Q(record_id__isnull=False),
                 name="conversations_citation_record_once",
+            ),
+        ]
+
+
+class ConversationShare(TimestampedModel):
+    """A colleague who may read a thread, read-only; the cited sources stay under the reader's own access."""
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.DO_NOTHING, related_name="shares")
+    reader = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.DO_NOTHING, related_name="+")
+
+    class Meta:
+        db_table = "conversation_shares"
+        ordering = ["conversation_id", "id"]
+        indexes = [models.Index(fields=["reader", "-created_at"], name="conversation_shares_reader")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["conversation", "reader"],
+                name="conversations_share_once",
+                violation_error_message="The thread is already shared with this colleague.",
             ),
         ]

@@ -80,6 +80,8 @@ async def prepare_turn(
     identity: Identity | None = None,
     deps: EngineDeps | None = None,
     clock: Clock = OFF,
+    regenerate_of: int | None = None,
+    edit_of: int | None = None,
 ) -> Turn:
     """Validate and start a turn (raises ApplicationError: 404 foreign thread, 422 bad input).
 
@@ -88,20 +90,27 @@ async def prepare_turn(
     whose session was checked already, and tests pass ``lambda: user``.
     ``identity`` defaults to that user's; it is never taken from anything the model says.
     ``clock`` (bench only, ``conversations.spans``) charges the turn's CPU to its phases.
+    ``regenerate_of`` (an answer's id) answers its question again beside it; ``edit_of`` (a
+    question's id) asks ``content`` as a new version of that question (``services.turn_start``).
     """
+    rewrite = {
+        name: value for name, value in (("regenerate_of", regenerate_of), ("edit_of", edit_of)) if value is not None
+    }
     prepared_from = time.monotonic()
     deps = deps or engine_deps()
     # Shielded: the start step stores the user's message; a client leaving meanwhile must not leave
     # that message unanswered (the step finishes in its thread whatever happens to this task).
     starting = asyncio.ensure_future(
-        deps.start(admit=admit, content=content, conversation_id=conversation_id, identity=identity)
+        deps.start(
+            admit=admit, content=content, conversation_id=conversation_id, identity=identity, rewrite=rewrite or None
+        )
     )
     try:
         start, identity, knowledge_empty = await asyncio.shield(starting)
     except asyncio.CancelledError:
         await asyncio.shield(_close_abandoned_start(starting, content, deps))
         raise
-    turn = Turn(start=start, identity=identity, content=content.strip(), deps=deps)
+    turn = Turn(start=start, identity=identity, content=(start.content or content).strip(), deps=deps)
     turn.knowledge_empty = knowledge_empty
     turn.clock = clock
     turn.timings["prepare_ms"] = _ms(prepared_from)
@@ -115,7 +124,7 @@ async def _close_abandoned_start(starting: asyncio.Future, content: str, deps: E
         start, identity, _ = await starting
     except Exception:  # the start failed (404, 422, …): it stored nothing
         return
-    await Turn(start=start, identity=identity, content=content.strip(), deps=deps).close_unstarted()
+    await Turn(start=start, identity=identity, content=(start.content or content).strip(), deps=deps).close_unstarted()
 
 
 @dataclass
@@ -502,6 +511,7 @@ class Turn:
             "citations": outcome.citations,
             "trace": trace,
             "withheld_hint": outcome.hint,
+            "question_id": self.start.user_message_id,
         }
 
     async def _finalize(

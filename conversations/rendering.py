@@ -75,7 +75,7 @@ def _code_class(tag: str, name: str, value: str) -> str | None:
     return value
 
 
-def _link_markers(safe_html: str, message_id: int | None, markers: set[int] | None) -> str:
+def _link_markers(safe_html: str, message_id: int | str | None, markers: set[int] | None) -> str:
     """``[N]`` in text (not in code) → a link to source card N; other brackets stay text."""
     out, in_code = [], 0
     for part in _TAG.split(safe_html):
@@ -101,7 +101,7 @@ def _link_markers(safe_html: str, message_id: int | None, markers: set[int] | No
     return "".join(out)
 
 
-def markdown_render(text: str, *, message_id: int | None = None, markers: set[int] | None = None) -> str:
+def markdown_render(text: str, *, message_id: int | str | None = None, markers: set[int] | None = None) -> str:
     """Safe HTML for an answer's Markdown; ``markers`` limits which ``[N]`` become source links."""
     rendered = _MD.render(text or "")
     clean = nh3.clean(

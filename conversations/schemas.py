@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Literal
 
 from ninja import Schema
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from achilles.names import name_clean
 from achilles.pagination import Page
@@ -15,10 +15,23 @@ from conversations.services import MAX_CONTENT_LENGTH
 
 
 class ChatIn(Schema):
-    content: str = Field(min_length=1, max_length=MAX_CONTENT_LENGTH)
+    # the question; may be left out only with regenerate_of (the stored question is asked again)
+    content: str = Field(default="", max_length=MAX_CONTENT_LENGTH)
     conversation_id: uuid.UUID | None = None
+    # an answer of the thread: answer its question again, the new answer beside the old one (‹ 2/2 ›)
+    regenerate_of: int | None = Field(default=None, ge=1)
+    # a question of the thread: ``content`` is its new version, asked beside it (the old branch stays)
+    edit_of: int | None = Field(default=None, ge=1)
 
     model_config = {"extra": "forbid"}
+
+    @model_validator(mode="after")
+    def _content_given(self) -> ChatIn:
+        if not self.content and self.regenerate_of is None:
+            raise ValueError("content is required (it may be left out only with regenerate_of)")
+        if self.regenerate_of is not None and self.edit_of is not None:
+            raise ValueError("regenerate_of or edit_of, not both")
+        return self
 
     @field_validator("content")
     @classmethod
@@ -67,6 +80,11 @@ class MessageOut(Schema):
     withheld_hint: dict | None
     created_at: datetime
     citations: list[CitationOut]
+    # The thread is a tree of versions; these say where the message stands among its own (‹ 2/3 ›).
+    parent_id: int | None = Field(default=None, description="The message it follows (null: the thread's first).")
+    sibling_index: int = Field(default=1, description="1-based place among its versions (regenerated or edited).")
+    sibling_count: int = Field(default=1, description="How many versions there are (1: none besides it).")
+    siblings: list[int] = Field(default_factory=list, description="The versions' ids, oldest first.")
 
 
 class ConversationOut(Schema):
@@ -112,6 +130,10 @@ class AccessRequestIn(Schema):
     source_system: str = Field(min_length=1, max_length=64)
     contact_id: int = Field(description="the contact's user_id in the hint")
 
+
+class ShareIn(Schema):
+    username: str = Field(min_length=1, max_length=150, description="The colleague's login.")
+
     model_config = {"extra": "forbid"}
 
 
@@ -119,3 +141,20 @@ class AccessRequestOut(Schema):
     contact_name: str
     source_label: str
     detail: str
+
+
+class ShareOut(Schema):
+    id: int
+    reader_id: int
+    username: str
+    name: str
+    created_at: datetime
+
+
+class SharedConversationOut(ConversationOut):
+    owner: str = Field(description="Who shared it (login).")
+    owner_name: str
+
+
+class SharedConversationDetailOut(SharedConversationOut):
+    messages: Page[MessageOut]

@@ -12,7 +12,8 @@ from django.db.models import Prefetch, Q
 from achilles.errors import NotFound, ValidationFailed
 from achilles.models import User
 from achilles.pagination import DEFAULT_LIMIT, Window, keyset_page
-from conversations.models import Citation, Conversation, Message
+from conversations.branches import Branch, Node, active_branch
+from conversations.models import Citation, Conversation, ConversationShare, Message
 
 
 def _as_uuid(value: object) -> uuid.UUID:
@@ -77,13 +78,26 @@ def conversation_list_for_user(
     )
 
 
+def conversation_branch(*, conversation: Conversation) -> Branch:
+    """The branch of versions the thread shows (``conversations.branches``), with each message's siblings."""
+    rows = Message.objects.filter(conversation=conversation).values_list("id", "parent_id", "created_at", "chosen_at")
+    return active_branch(Node(*row) for row in rows)
+
+
 def conversation_messages(
-    *, conversation: Conversation, cursor: str | None = None, limit: int = DEFAULT_LIMIT, order: str = "asc"
+    *,
+    conversation: Conversation,
+    cursor: str | None = None,
+    limit: int = DEFAULT_LIMIT,
+    order: str = "asc",
+    branch: Branch | None = None,
 ) -> Window[Message]:
-    """Messages of a thread with their citations: two queries whatever the thread's length."""
+    """The messages of the thread's shown branch with their citations: three queries whatever the
+    thread's length (the branch, the page, the citations)."""
     if order not in ("asc", "desc"):
         raise ValidationFailed("order is asc or desc", field="order")
-    qs = Message.objects.filter(conversation=conversation).prefetch_related(
+    branch = branch if branch is not None else conversation_branch(conversation=conversation)
+    qs = Message.objects.filter(conversation=conversation, id__in=branch.ids).prefetch_related(
         Prefetch("citations", queryset=Citation.objects.order_by("rank"))
     )
     # The order is part of the list: an ascending walk's cursor is refused on a descending one.
@@ -104,3 +118,44 @@ def withheld_contact_emails(*, messages: Iterable[Message]) -> dict[int, str]:
         return {}
     users = get_user_model().objects.filter(pk__in=ids, is_active=True).exclude(email="")
     return dict(users.values_list("pk", "email"))
+
+
+# --- shared threads -------------------------------------------------------------------------
+
+
+def conversation_get_shared(*, reader: User, conversation_id: uuid.UUID | str) -> Conversation:
+    """A thread shared with ``reader`` (404 otherwise: unknown, not shared, or the share revoked)."""
+    conversation = (
+        Conversation.objects.filter(pk=_as_uuid(conversation_id), shares__reader=reader)
+        .select_related("user", "selected_model")
+        .first()
+    )
+    if conversation is None:
+        raise NotFound("conversation not found")
+    return conversation
+
+
+def conversation_shares(
+    *, conversation: Conversation, cursor: str | None = None, limit: int = DEFAULT_LIMIT
+) -> Window[ConversationShare]:
+    """Who may read the thread, in the order it was shared with them."""
+    return keyset_page(
+        ConversationShare.objects.filter(conversation=conversation).select_related("reader"),
+        scope=f"shares:{conversation.pk}",
+        keys=("id",),
+        cursor=cursor,
+        limit=limit,
+    )
+
+
+def conversations_shared_with(
+    *, reader: User, cursor: str | None = None, limit: int = DEFAULT_LIMIT
+) -> Window[Conversation]:
+    """The threads colleagues shared with ``reader``, most recently active first."""
+    return keyset_page(
+        Conversation.objects.filter(shares__reader=reader).select_related("user", "selected_model"),
+        scope="conversations:shared",
+        keys=("-updated_at", "-id"),
+        cursor=cursor,
+        limit=limit,
+    )

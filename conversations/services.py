@@ -15,6 +15,7 @@ from typing import Any
 from django.core.cache import cache
 from django.db import connection, models, transaction
 from django.db.models import OuterRef, Subquery
+from django.db.models.functions import Now
 from django.utils import timezone
 from psycopg.types.json import Jsonb
 
@@ -26,10 +27,11 @@ from achilles.names import name_clean
 from achilles.platform import platform_settings
 from achilles.rawsql import column, column_name, concrete_field, row_model, table
 from achilles.selectors import allowed_model_get, default_model
+from conversations.branches import Node, active_branch, path_to
 from conversations.choices import MessageState, Role
 from conversations.citations import CitationOut
 from conversations.grounding import Contact, WithheldHint
-from conversations.models import Citation, Conversation, Message, RetrievalTrace
+from conversations.models import Citation, Conversation, ConversationShare, Message, RetrievalTrace
 from conversations.rules import effective_model, feedback_update
 from conversations.selectors import conversation_get_for_user, message_get_for_user
 from conversations.trace import TraceDraft
@@ -57,6 +59,8 @@ class TurnStart:
     history: tuple[LLMMessage, ...]
     model: ModelSpec
     settings: TurnSettings
+    # The question the turn answers as stored, when it is not the text sent (a regenerated answer).
+    content: str | None = None
 
 
 def turn_settings() -> TurnSettings:
@@ -79,13 +83,32 @@ def conversation_model(conversation: Conversation | None) -> AllowedModel:
     return effective_model(None, default_model(kind="chat"))
 
 
-def turn_start(*, user: User, content: str, conversation_id: uuid.UUID | str | None = None) -> TurnStart:
-    """Resolve (or lazily create) the thread, store the user's message, load the history."""
+def turn_start(
+    *,
+    user: User,
+    content: str,
+    conversation_id: uuid.UUID | str | None = None,
+    regenerate_of: int | None = None,
+    edit_of: int | None = None,
+) -> TurnStart:
+    """Resolve (or lazily create) the thread, store the user's message, load the history.
+
+    ``regenerate_of`` (an answer's id): answer its question again, the new answer beside the old one;
+    ``edit_of`` (a question's id): ``content`` is a new version of that question, beside it."""
     content = content.strip()
-    if not content:
+    if regenerate_of is not None or edit_of is not None:
+        if conversation_id is None:
+            raise ValidationFailed(
+                "a regenerated answer or an edited question needs its thread", field="conversation_id"
+            )
+        if regenerate_of is not None and edit_of is not None:
+            raise ValidationFailed("regenerate_of or edit_of, not both", field="edit_of")
+    if not content and regenerate_of is None:
         raise ValidationFailed("content must not be empty", field="content")
     if conversation_id is not None:
-        return _turn_continue(user=user, content=content, conversation_id=conversation_id)
+        return _turn_continue(
+            user=user, content=content, conversation_id=conversation_id, regenerate_of=regenerate_of, edit_of=edit_of
+        )
     thread_id = uuid.uuid4()
     sql, model_fields = _thread_start_sql()
     with connection.cursor() as cursor:
@@ -130,20 +153,44 @@ SELECT question.{message_id}, model.* FROM model, question"""
     return sql, model_fields
 
 
+@dataclass(frozen=True)
+class _Said:
+    """A message of the thread as the turn's start reads it."""
+
+    id: int
+    parent_id: int | None
+    role: str
+    content: str
+    created_at: datetime
+    chosen_at: datetime | None
+
+    def node(self) -> Node:
+        return Node(self.id, self.parent_id, self.created_at, self.chosen_at)
+
+
 @transaction.atomic
-def _turn_continue(*, user: User, content: str, conversation_id: uuid.UUID | str) -> TurnStart:
+def _turn_continue(
+    *,
+    user: User,
+    content: str,
+    conversation_id: uuid.UUID | str,
+    regenerate_of: int | None = None,
+    edit_of: int | None = None,
+) -> TurnStart:
     # Locked: one turn at a time, and a delete racing the question is a clean 404.
     conversation = conversation_get_for_user(
         user=user, conversation_id=conversation_id, with_model=True, for_update=True
     )
     model = conversation_model(conversation)
-    previous = list(
-        Message.objects.filter(conversation=conversation)
-        .order_by("-id")
-        .values_list("role", "content", "created_at", "id")[:HISTORY_LIMIT]
-    )
-    if previous and previous[0][0] == Role.USER:
-        if previous[0][2] > timezone.now() - _answer_window(model) and not _turn_abandoned(previous[0][3]):
+    said = {
+        row[0]: _Said(*row)
+        for row in Message.objects.filter(conversation=conversation).values_list(
+            "id", "parent_id", "role", "content", "created_at", "chosen_at"
+        )
+    }
+    latest = said[max(said)] if said else None
+    if latest is not None and latest.role == Role.USER:
+        if latest.created_at > timezone.now() - _answer_window(model) and not _turn_abandoned(latest.id):
             # The thread's last question has no reply row yet: its answer is being written right now
             # (every turn ends with one, even an interrupted or failed one). One turn at a time.
             raise Conflict(
@@ -153,24 +200,62 @@ def _turn_continue(*, user: User, content: str, conversation_id: uuid.UUID | str
         # Past its window the turn is dead (its process was killed mid-turn), or it said it ended
         # without storing its answer (the database was away): close it with an empty failed answer,
         # so no question stays without an answer row.
-        Message.objects.create(
-            conversation=conversation, role=Role.ASSISTANT, content="", tokens_used=0, state=MessageState.FAILED
+        closing = Message.objects.create(
+            conversation=conversation,
+            role=Role.ASSISTANT,
+            content="",
+            tokens_used=0,
+            state=MessageState.FAILED,
+            parent_id=latest.id,
         )
+        said[closing.pk] = _Said(closing.pk, latest.id, Role.ASSISTANT, "", closing.created_at, None)
+    nodes = [m.node() for m in said.values()]
+    question: Message | None = None
+    if regenerate_of is not None:  # the same question again: the path above it is the history
+        answer = said.get(regenerate_of)
+        if answer is None or answer.role != Role.ASSISTANT or answer.parent_id not in said:
+            raise NotFound("message not found")
+        above = path_to(nodes, answer.parent_id)[:-1]
+        asked = said[answer.parent_id]
+        question_id, content = asked.id, asked.content
+    else:
+        if edit_of is not None:  # a new version of a question, beside it under the same parent
+            edited = said.get(edit_of)
+            if edited is None or edited.role != Role.USER:
+                raise NotFound("message not found")
+            above = path_to(nodes, edited.parent_id) if edited.parent_id is not None else ()
+        else:  # the next question follows the branch the reader sees
+            above = active_branch(nodes).ids
+            if above and said[above[-1]].role == Role.USER:  # an old branch's question left unanswered
+                closing = Message.objects.create(
+                    conversation=conversation,
+                    role=Role.ASSISTANT,
+                    content="",
+                    tokens_used=0,
+                    state=MessageState.FAILED,
+                    parent_id=above[-1],
+                )
+                above = (*above, closing.pk)
+        question = Message(
+            conversation=conversation, role=Role.USER, content=content, parent_id=above[-1] if above else None
+        )
+        question.save(root=not above)
+        question_id = question.pk
     # Failed turns with no text (and empty interrupted ones) carry nothing for the model.
     # (only these two roles exist: conversations_message_role_valid)
     history = tuple(
-        LLMMessage("user" if role == Role.USER else "assistant", text)
-        for role, text, _, _ in reversed(previous)
-        if text
+        LLMMessage("user" if said[i].role == Role.USER else "assistant", said[i].content)
+        for i in above[-HISTORY_LIMIT:]
+        if i in said and said[i].content
     )
-    message = Message.objects.create(conversation=conversation, role=Role.USER, content=content)
     return TurnStart(
         conversation_id=str(conversation.pk),
         created=False,
-        user_message_id=message.pk,
+        user_message_id=question_id,
         history=history,
         model=model.spec(),
         settings=turn_settings(),
+        content=content if regenerate_of is not None else None,
     )
 
 
@@ -232,12 +317,16 @@ def unanswered_questions_close(*, now: datetime | None = None) -> int:
             )
             if last != Role.USER:
                 continue
+            last_id = (
+                Message.objects.filter(conversation_id=conversation_id).order_by("-id").values_list("id", flat=True)[0]
+            )
             Message.objects.create(
                 conversation_id=conversation_id,
                 role=Role.ASSISTANT,
                 content="",
                 tokens_used=0,
                 state=MessageState.FAILED,
+                parent_id=last_id,
             )
             closed += 1
     return closed
@@ -293,6 +382,7 @@ def _finalize_sql() -> _FinalizeSql:
             "output_tokens",
             "state",
             "withheld_hint",
+            "parent",
         )
     )
     stamps = f"{message_id}, {column(Message, 'created_at')}, {column(Message, 'updated_at')}"
@@ -303,7 +393,7 @@ WITH thread AS (
 ), answer AS (
     INSERT INTO {table(Message)} ({message_columns})
     SELECT {thread_id}, '{Role.ASSISTANT.value}', %(content)s, %(model)s, %(tokens_used)s,
-        %(input_tokens)s, %(output_tokens)s, %(state)s, %(withheld_hint)s
+        %(input_tokens)s, %(output_tokens)s, %(state)s, %(withheld_hint)s, %(question_id)s
     FROM thread
     RETURNING {stamps}
 )"""
@@ -346,6 +436,7 @@ def message_finalize(
     trace: TraceDraft | None = None,
     withheld_hint: WithheldHint | None = None,
     tokens_split: tuple[int, int] | None = None,
+    question_id: int | None = None,
 ) -> Message:
     """Write the assistant message, its citations and its trace in one statement (never half-written).
 
@@ -370,6 +461,7 @@ def message_finalize(
         "output_tokens": split[1] if split else None,
         "state": state,
         "withheld_hint": Jsonb(hint) if hint is not None else None,
+        "question_id": question_id,  # the answer's parent: the question it answers
     }
     parts = _finalize_sql()
     sql = parts.answer
@@ -417,6 +509,7 @@ def message_finalize(
         output_tokens=split[1] if split else None,
         state=state,
         withheld_hint=hint,
+        parent_id=question_id,
         created_at=row[1],
         updated_at=row[2],
     )
@@ -483,3 +576,39 @@ def citation_for_click(*, user: User, message_id: int, record_id: int) -> Citati
     if citation is None:
         raise NotFound("citation not found")
     return citation
+
+
+@transaction.atomic
+def message_choose(*, user: User, message_id: int) -> Message:
+    """Flip the thread to this version of a message (a regenerated answer, an edited question): the
+    branch through it is shown until a newer version comes (``conversations.branches``)."""
+    message = message_get_for_user(user=user, message_id=message_id, for_update=True)
+    Message.objects.filter(pk=message.pk).update(chosen_at=Now())
+    message.refresh_from_db()
+    return message
+
+
+# --- sharing: a thread read-only for chosen colleagues ------------------------------------------
+
+
+@transaction.atomic
+def conversation_share_add(*, user: User, conversation_id: uuid.UUID | str, username: str) -> ConversationShare:
+    """Share the user's thread with a colleague (an active account other than the owner); sharing
+    again with the same colleague keeps the first share (idempotent)."""
+    conversation = conversation_get_for_user(user=user, conversation_id=conversation_id, for_update=True)
+    reader = User.objects.filter(username=username.strip(), is_active=True).first()
+    if reader is None:
+        raise NotFound("no active colleague with this login", code="user_not_found")
+    if reader.pk == user.pk:
+        raise ValidationFailed("the thread is yours already", field="username", code="share_with_owner")
+    share, _ = ConversationShare.objects.get_or_create(conversation=conversation, reader=reader)
+    return share
+
+
+@transaction.atomic
+def conversation_share_remove(*, user: User, conversation_id: uuid.UUID | str, reader_id: int) -> None:
+    """Revoke a colleague's reading of the user's thread (404 when it was not shared with them)."""
+    conversation = conversation_get_for_user(user=user, conversation_id=conversation_id)
+    deleted, _ = ConversationShare.objects.filter(conversation=conversation, reader_id=reader_id).delete()
+    if not deleted:
+        raise NotFound("share not found")

@@ -104,6 +104,8 @@ async def _chat_sse(request):
             content=body.content if body is not None else "",
             conversation_id=body.conversation_id if body is not None else None,
             clock=clock,
+            regenerate_of=body.regenerate_of if body is not None else None,
+            edit_of=body.edit_of if body is not None else None,
         )
     except Exception as exc:  # the turn could not start (nothing was stored): 4xx, or PostgreSQL away a 503, in JSON
         return _error(exc, request)

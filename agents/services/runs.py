@@ -111,6 +111,7 @@ def _finish(
     error: str = "",
     tokens: int = 0,
     input_tokens: int | None = None,
+    sources: list[dict] | None = None,
 ) -> bool:
     # Only a run still ``running`` may finish: a zombie that was reaped keeps its ``stale`` verdict.
     # The split is stored when the rounds reported it and it fits the total (the rest is output).
@@ -120,6 +121,7 @@ def _finish(
             state=state,
             reason=reason,
             output=output,
+            sources=sources or None,
             error=error[:4000],
             tokens_used=tokens,
             input_tokens=input_tokens if split else None,
@@ -269,6 +271,7 @@ def run_execute(run_id: int, *, worker: str = "") -> str | None:
         output=result.output,
         tokens=result.tokens_used,
         input_tokens=result.input_tokens,
+        sources=tools.cited(result.output),
     )
     return RunState.SUCCEEDED
 

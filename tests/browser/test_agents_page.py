@@ -139,3 +139,40 @@ def test_subscribe_an_agent_to_jira_events_and_see_the_event_on_its_run(live_url
     # and unsubscribe
     box.locator(".subscription button").click()
     expect(box.locator(".subscription")).to_have_count(0)
+
+
+def test_a_runs_output_is_shown_like_a_chat_answer_with_its_sources(
+    live_url, page, celery_worker_process, user_factory, model_factory
+):
+    """Issue 26: the run history showed raw «[1] [2]» markers and no sources; now the output is
+    rendered like a chat answer with its cited sources as cards, as the real worker produced it."""
+    from agents.models import Agent, AgentRun
+    from knowledge.services import record_upsert
+
+    model = model_factory(name="builtin-extractive", provider="builtin", is_default=True)
+    owner = user_factory(username="browser-run-sources")
+    record_upsert(
+        source_system="files",
+        external_id="vacation",
+        title="Политика отпусков",
+        text="Ежегодный оплачиваемый отпуск сотрудника составляет 28 календарных дней.",
+        acl=["everyone"],
+        url="https://wiki.example.com/vacation",
+    )
+    Agent.objects.create(owner=owner, name="Отпуска", instructions="Сколько дней отпуска положено?", model=model)
+    sign_in(page, live_url, owner.username)
+    page.goto(live_url + "/agents/")
+    box = page.locator(".agent").filter(has_text="Отпуска")
+    box.locator(".run-now").click()
+    for _ in range(60):
+        if AgentRun.objects.filter(state="succeeded").exists():
+            break
+        page.wait_for_timeout(500)
+    run = AgentRun.objects.get()
+    assert run.state == "succeeded" and "[1]" in run.output, (run.state, run.output, run.error)
+    page.reload()
+    output = page.locator(".agent .run .output").first
+    # the marker is a link to its card, the card names the source
+    expect(output.locator("a.cite").first).to_have_attribute("href", f"#src-run{run.pk}-1")
+    expect(output.locator(".source").first).to_contain_text("Политика отпусков")
+    expect(output.locator(".source a.title").first).to_have_attribute("href", "https://wiki.example.com/vacation")

@@ -214,12 +214,14 @@ def test_stop_and_regenerate(live_url, page, model, user_factory):
     assert "Ответ прерван" in page.locator(".msg.assistant").last.text_content()
     stored = Message.objects.get(role="assistant")
     assert stored.state == "interrupted" and 0 < len(stored.content) < len(slow)
-    # regenerate: the same question again, a complete answer
+    # regenerate: the same question answered again, in the old answer's place (kept as version 1/2)
     page.locator(".msg.assistant").last.get_by_role("button", name="повторить ответ").click()
-    wait_answers(page, 2)
+    expect(page.locator(".msg.assistant .version-count")).to_have_text("2/2", timeout=30_000)
+    expect(page.locator(".msg.assistant")).to_have_count(1)
     assert "Перенос отпуска возможен" in page.locator(".msg.assistant .text").last.text_content()
     questions = list(Message.objects.filter(role="user").values_list("content", flat=True))
-    assert questions == ["Расскажи про отпуск", "Расскажи про отпуск"]
+    assert questions == ["Расскажи про отпуск"]
+    assert Message.objects.filter(role="assistant").count() == 2
 
 
 def test_rename_delete_and_search_conversations(live_url, page, user_factory):

@@ -212,8 +212,8 @@ def engine(stub_ks, fake_cache, chat_model):
         def script(self, *rounds):
             return chat_model.script(*rounds)
 
-        def turn(self, user, content, conversation_id=None, identity=None):
-            return run_turn(user, content, conversation_id=conversation_id, identity=identity)
+        def turn(self, user, content, conversation_id=None, identity=None, **rewrite):
+            return run_turn(user, content, conversation_id=conversation_id, identity=identity, **rewrite)
 
     yield Engine()
     pipeline.set_engine_deps(None)
@@ -241,12 +241,13 @@ class TurnOutcome:
         return next((e for e in self.events if e.name == "error"), None)
 
 
-def run_turn(user, content, *, conversation_id=None, identity=None) -> TurnOutcome:
+def run_turn(user, content, *, conversation_id=None, identity=None, **rewrite) -> TurnOutcome:
+    """One turn to its end; ``rewrite``: ``regenerate_of`` or ``edit_of`` (a new version in the thread)."""
     from conversations.pipeline import prepare_turn
 
     async def go():
         turn = await prepare_turn(
-            admit=lambda: user, content=content, conversation_id=conversation_id, identity=identity
+            admit=lambda: user, content=content, conversation_id=conversation_id, identity=identity, **rewrite
         )
         return TurnOutcome(events=[e async for e in turn.events()], conversation_id=turn.conversation_id)
 
@@ -326,7 +327,8 @@ class MemoryTurnStore:
                 cache_ttl_seconds=300,
             )
 
-    def start(self, *, user, content, conversation_id, identity=None):
+    def start(self, *, user, content, conversation_id, identity=None, regenerate_of=None, edit_of=None):
+        assert regenerate_of is None and edit_of is None, "versions of a thread are the database store's"
         identity = identity or Identity(
             principals=frozenset({f"user:{user.id}", "everyone", "public"}), user_id=user.id
         )

@@ -108,6 +108,31 @@ document.addEventListener("DOMContentLoaded", () => {
     box.append(form);
   }
 
+  // A run's output like a chat answer: the server's rendering (Markdown sanitised, [N] linked) and
+  // the cited sources as cards; a source closed to you is «источник недоступен», nothing more.
+  function runOutput(run) {
+    const cell = el("td", "output");
+    if (!run.output_html) { cell.textContent = run.output || run.error || ""; return cell; }
+    const text = el("div", "text"); text.innerHTML = run.output_html;  // rendered and sanitised by the server
+    text.querySelectorAll("a:not(.cite)").forEach(a => { a.target = "_blank"; a.rel = "noopener noreferrer"; });
+    cell.append(text);
+    if (!(run.sources || []).length) return cell;
+    const wrap = el("div", "sources"); wrap.setAttribute("aria-label", gettext("Источники"));
+    run.sources.forEach(s => {
+      const card = el("div", "source" + (s.available ? "" : " unavailable")); card.id = `src-run${run.id}-${s.marker}`;
+      const head = el("div", "head"); head.append(el("span", "num", `[${s.marker}]`));
+      if (!s.available) { head.append(el("span", "title", gettext("источник недоступен"))); card.append(head); wrap.append(card); return; }
+      const safe = /^https?:\/\//i.test(s.url || "");
+      const title = el(safe ? "a" : "span", "title", s.title || gettext("Без названия"));
+      if (safe) { title.href = s.url; title.target = "_blank"; title.rel = "noopener noreferrer"; }
+      head.append(title); card.append(head, el("div", "system", s.source_system));
+      if (s.chunk_text) card.append(el("div", "passage", s.chunk_text));
+      wrap.append(card);
+    });
+    cell.append(wrap);
+    return cell;
+  }
+
   async function runs(agent, box) {
     const r = await api(`/agents/${agent.id}/runs?limit=10`); if (!r.ok) return;
     const list = (await r.json()).items; box.textContent = "";
@@ -119,7 +144,7 @@ document.addEventListener("DOMContentLoaded", () => {
       tr.append(el("td", null, zoneDate(run.finished_at || run.started_at || run.created_at, agent.timezone)),
                 el("td", null, TRIGGERS[run.trigger] || run.trigger),
                 el("td", "state-" + run.state, state), el("td", null, plural(run.tokens_used || 0, gettext("токен"), gettext("токена"), gettext("токенов"))),
-                el("td", "output", run.output || run.error || ""));
+                runOutput(run));
       table.append(tr);
       (run.events || []).forEach(ev => {
         const what = Object.entries(ev.changes || {}).map(([f, [a, b]]) => `${f}: ${a || "—"} → ${b || "—"}`).join("; ");

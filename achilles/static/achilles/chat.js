@@ -24,6 +24,7 @@
     conversationId: new URLSearchParams(location.search).get("c"),
     ws: null, retries: 0, queue: [], busy: false, current: null, lastSent: null, sentAt: 0,
     resume: false, stopping: false, threads: [], found: null, models: [], pendingModel: null, conversation: null,
+    editing: null, lastExtra: {},
   };
 
   // ------------------------------------------------------------------ status, banner, errors
@@ -80,17 +81,41 @@
     b.onclick = onclick; return b;
   }
 
-  function addUser(m, {queued = false, last = false} = {}) {
+  function addUser(m, {queued = false} = {}) {
     clearEmpty();
     const box = el("div", "msg user" + (queued ? " queued" : "")); box.append(el("span", "text", m.content));
+    if (m.id) box.dataset.id = m.id;
     if (queued) box.append(el("div", "meta", gettext("ждёт соединения…")));
-    if (last) {
+    if (m.id) {  // a stored question: edit it (a new version beside it), flip between its versions
       const meta = el("div", "meta");
-      meta.append(iconButton("edit", gettext("изменить"), () => { input.value = m.content; input.focus(); }));
+      meta.append(iconButton("edit", gettext("изменить"), () => startEdit(m)));
+      if (m.sibling_count > 1) meta.append(versions(m));
       box.append(meta);
     }
     log.append(box); scrollDown(); return box;
   }
+
+  // ‹ 2/3 ›: the versions of a message (regenerated answers, edited questions), as LibreChat shows them.
+  function versions(m) {
+    const nav = el("span", "versions"); nav.setAttribute("role", "group"); nav.setAttribute("aria-label", gettext("Версии"));
+    const go = step => async () => {
+      const target = m.siblings[m.sibling_index - 1 + step];
+      if (!target || st.busy) return;
+      const r = await api(`/messages/${target}/choose`, {method: "POST"});
+      if (r.ok) open(st.conversationId); else showError(gettext("Не удалось переключить версию."), null);
+    };
+    const prev = el("button", "version-prev", "‹"); prev.type = "button"; prev.setAttribute("aria-label", gettext("предыдущая версия"));
+    const next = el("button", "version-next", "›"); next.type = "button"; next.setAttribute("aria-label", gettext("следующая версия"));
+    prev.disabled = m.sibling_index <= 1; next.disabled = m.sibling_index >= m.sibling_count;
+    prev.onclick = go(-1); next.onclick = go(1);
+    nav.append(prev, el("span", "version-count", `${m.sibling_index}/${m.sibling_count}`), next);
+    return nav;
+  }
+  function startEdit(m) {
+    st.editing = m.id; input.value = m.content; input.focus();
+    setStatus(gettext("Правка вопроса: новый вариант встанет рядом с прежним. Esc — отменить."));
+  }
+  function cancelEdit() { if (st.editing !== null) { st.editing = null; input.value = ""; setStatus(""); } }
 
   function sourceCards(m) {
     const wrap = el("div", "sources"); wrap.setAttribute("aria-label", gettext("Источники"));
@@ -196,7 +221,8 @@
       }, () => showError(gettext("Не удалось скопировать: браузер не дал доступа к буферу обмена."), null)));
       meta.append(copy);
     }
-    if (last) meta.append(iconButton("regen", gettext("повторить ответ"), regenerate));
+    if (m.sibling_count > 1) meta.append(versions(m));
+    if (last) meta.append(iconButton("regen", gettext("повторить ответ"), () => regenerate(m)));
     const info = [m.model, m.state !== "failed" && m.tokens_used ? plural(m.tokens_used, gettext("токен"), gettext("токена"), gettext("токенов")) : null,
                   m.created_at ? formatDate(m.created_at) : null].filter(Boolean).join(" · ");
     if (info) meta.append(el("span", "info", info));
@@ -207,10 +233,9 @@
   function renderThread(messages) {
     log.querySelectorAll(".msg").forEach(n => n.remove());
     const empty = $("empty"); if (empty) empty.hidden = messages.length > 0;
-    const lastUser = messages.map(m => m.role).lastIndexOf("user");
     const lastAssistant = messages.map(m => m.role).lastIndexOf("assistant");
     messages.forEach((m, i) => {
-      if (m.role === "user") addUser(m, {last: i === lastUser});
+      if (m.role === "user") addUser(m);
       else { const box = el("div"); log.append(renderAssistant(box, m, {last: i === lastAssistant})); }
     });
     scrollDown();
@@ -219,7 +244,24 @@
   // ------------------------------------------------------------------ threads
   async function loadThreads() {
     const r = await api("/conversations?limit=100"); if (!r.ok) return;
-    st.threads = (await r.json()).items; drawThreads();
+    st.threads = (await r.json()).items; drawThreads(); loadShared();
+  }
+  // Threads colleagues shared with me (read-only, a page of their own).
+  async function loadShared() {
+    const r = await api("/shared?limit=50"); if (!r.ok) return;
+    const items = (await r.json()).items;
+    let box = $("shared-threads");
+    if (!items.length) { box?.remove(); return; }
+    if (!box) {
+      box = el("nav", "threads shared-threads"); box.id = "shared-threads"; box.setAttribute("aria-label", gettext("Поделились со мной"));
+      $("threads-body").append(box);
+    }
+    box.textContent = ""; box.append(el("h2", "shared-head", gettext("Поделились со мной")));
+    items.forEach(c => {
+      const row = el("div", "thread"); const a = el("a"); a.href = `/chat/shared/${c.id}/`;
+      a.append(el("span", "title", c.title || gettext("Без названия")), el("span", "date", `${c.owner} · ${formatDate(c.updated_at)}`));
+      row.append(a); box.append(row);
+    });
   }
   // The search asks the server: titles and what was said in the threads (PostgreSQL full text).
   let searchTimer = null, searchSeq = 0;
@@ -287,7 +329,7 @@
   async function open(id) {
     st.conversationId = id; st.conversation = null;
     history.replaceState(null, "", id ? "?c=" + id : location.pathname);
-    $("thread-title").textContent = gettext("Новый чат");
+    $("thread-title").textContent = gettext("Новый чат"); showThreadActions(id);
     if (!id) { renderThread([]); selectModel(st.pendingModel); loadThreads(); return null; }
     const r = await api(`/conversations/${id}?limit=200`);
     if (r.status === 401) return null;  // on the way to the sign-in form
@@ -354,19 +396,23 @@
     if (st.busy || !st.queue.length) return;
     if (!socketOpen() && !st.fallback) return;
     const item = st.queue.shift();
-    item.box.classList.remove("queued"); item.box.querySelector(".meta")?.remove();
-    if (socketOpen()) startTurn(item.content); else startTurnOverSse(item.content);
+    item.box?.classList.remove("queued"); item.box?.querySelector(".meta")?.remove();
+    if (socketOpen()) startTurn(item.content, item.extra); else startTurnOverSse(item.content, item.extra);
   }
 
-  function beginAnswer(content) {
-    st.current = el("div", "msg assistant"); st.current.append(el("div", "text streaming")); log.append(st.current); scrollDown();
-    st.lastSent = content; st.sentAt = Date.now(); setBusy(true); setStatus(gettext("отвечаю…"));
+  function beginAnswer(content, extra = {}) {
+    st.current = el("div", "msg assistant"); st.current.append(el("div", "text streaming"));
+    // a regenerated answer streams in the old one's place; the old one stays a version to flip back to
+    const replaced = extra.regenerate_of && log.querySelector(`.msg.assistant[data-id="${extra.regenerate_of}"]`);
+    if (replaced) replaced.replaceWith(st.current); else log.append(st.current);
+    scrollDown();
+    st.lastSent = content; st.lastExtra = extra; st.sentAt = Date.now(); setBusy(true); setStatus(gettext("отвечаю…"));
   }
 
   // The same turn over Server-Sent Events, for when the websocket cannot be had.
-  async function startTurnOverSse(content) {
-    beginAnswer(content); st.transport = "sse"; st.sse = new AbortController();
-    const frame = {content}; if (st.conversationId) frame.conversation_id = st.conversationId;
+  async function startTurnOverSse(content, extra = {}) {
+    beginAnswer(content, extra); st.transport = "sse"; st.sse = new AbortController();
+    const frame = {content, ...extra}; if (st.conversationId) frame.conversation_id = st.conversationId;
     try {
       const r = await api("/chat", {method: "POST", body: JSON.stringify(frame), signal: st.sse.signal});
       if (!r.ok) { const body = await r.json().catch(() => ({detail: r.statusText, code: "internal_error"})); onFrame({event: "error", ...body}); return; }
@@ -388,17 +434,24 @@
     } finally { st.transport = null; st.sse = null; }
   }
 
-  function startTurn(content) {
-    beginAnswer(content); st.transport = "ws";
-    const frame = {content}; if (st.conversationId) frame.conversation_id = st.conversationId;
+  function startTurn(content, extra = {}) {
+    beginAnswer(content, extra); st.transport = "ws";
+    const frame = {content, ...extra}; if (st.conversationId) frame.conversation_id = st.conversationId;
     st.ws.send(JSON.stringify(frame));
   }
 
-  function ask(content) {
+  // ``extra``: {regenerate_of: answer id} (no new question) or {edit_of: question id} (the edited
+  // question and what followed it leave the page; the new version takes their place).
+  function ask(content, extra = {}) {
     hideError(); clearEmpty();
-    if (socketOpen() && !st.busy) { addUser({content}); startTurn(content); return; }
-    if (st.fallback && !st.busy) { addUser({content}); startTurnOverSse(content); return; }
-    st.queue.push({content, box: addUser({content}, {queued: true})});
+    if (extra.edit_of) {
+      const edited = log.querySelector(`.msg.user[data-id="${extra.edit_of}"]`);
+      if (edited) { let node = edited; while (node) { const next = node.nextElementSibling; if (node.classList.contains("msg")) node.remove(); node = next; } }
+    }
+    const show = queued => extra.regenerate_of ? null : addUser({content}, {queued});
+    if (socketOpen() && !st.busy) { show(false); startTurn(content, extra); return; }
+    if (st.fallback && !st.busy) { show(false); startTurnOverSse(content, extra); return; }
+    st.queue.push({content, extra, box: show(true)});
     if (!socketOpen()) setTimeout(() => { if (!socketOpen()) { st.fallback = true; flushQueue(); } }, SSE_FALLBACK_MS);
   }
 
@@ -446,7 +499,8 @@
       if (f.conversation_id) st.conversationId = f.conversation_id;
       setBusy(false);
       const after = () => {
-        showError(describe(f), retry ? () => ask(question) : null);
+        const extra = st.lastExtra;
+        showError(describe(f), retry ? () => ask(question, extra.regenerate_of ? extra : {}) : null);
         flushQueue();
       };
       if (st.conversationId) open(st.conversationId).then(after);
@@ -461,23 +515,64 @@
     // Closing the socket is the stop: the server ends the turn and stores it as interrupted.
     st.stopping = true; st.resume = true; setStatus(gettext("останавливаю…")); st.ws.close(1000, "stop");
   }
-  function regenerate() {
-    const users = st.conversation ? st.conversation.messages.filter(m => m.role === "user") : [];
+  // The answer again, in its place: the earlier one stays as a version (‹ 1/2 ›).
+  function regenerate(m) {
+    if (st.busy) return;
+    if (m && m.id) { ask("", {regenerate_of: m.id}); return; }
+    const users = st.conversation ? st.conversation.messages.filter(x => x.role === "user") : [];
     const question = users.length ? users[users.length - 1].content : st.lastSent;
     if (question) ask(question);
   }
+
+  // ------------------------------------------------------------------ share and export
+  function showThreadActions(id) {
+    $("thread-actions").hidden = !id;
+    if (!id) return;
+    $("export-md").href = `/api/conversations/${id}/export?format=markdown`;
+    $("export-pdf").href = `/api/conversations/${id}/export?format=pdf`;
+    $("export-md").setAttribute("aria-label", gettext("Скачать беседу в Markdown"));
+    $("export-pdf").setAttribute("aria-label", gettext("Скачать беседу в PDF"));
+  }
+  const SHARE_ERRORS = {user_not_found: gettext("Нет активного сотрудника с таким логином."), share_with_owner: gettext("Это ваша беседа.")};
+  async function drawReaders() {
+    const list = $("share-readers"); list.textContent = "";
+    const readers = await apiAll(`/conversations/${st.conversationId}/shares`) || [];
+    if (!readers.length) list.append(el("li", "muted", gettext("Пока ни с кем не поделились.")));
+    readers.forEach(r => {
+      const row = el("li"); row.append(el("span", null, r.name ? `${r.name} (${r.username})` : r.username));
+      const revoke = el("button", "secondary", gettext("Отозвать")); revoke.type = "button";
+      revoke.setAttribute("aria-label", interpolate(gettext("Отозвать доступ у %(x)s"), {x: r.username}, true));
+      revoke.onclick = async () => { const x = await api(`/conversations/${st.conversationId}/shares/${r.reader_id}`, {method: "DELETE"}); if (x.ok || x.status === 404) drawReaders(); };
+      row.append(revoke); list.append(row);
+    });
+  }
+  $("share-open").onclick = () => { $("share-error").hidden = true; $("share").showModal(); drawReaders(); $("share-username").focus(); };
+  $("share-close").onclick = () => $("share").close();
+  $("share-form").onsubmit = async e => {
+    e.preventDefault();
+    const username = $("share-username").value.trim(); if (!username) return;
+    const r = await api(`/conversations/${st.conversationId}/shares`, {method: "POST", body: JSON.stringify({username})});
+    if (r.ok) { $("share-username").value = ""; $("share-error").hidden = true; drawReaders(); return; }
+    const body = await r.json().catch(() => ({}));
+    $("share-error").textContent = SHARE_ERRORS[body.code] || gettext("Не удалось поделиться беседой."); $("share-error").hidden = false;
+  };
+  document.querySelectorAll("button.example").forEach(b => { b.onclick = () => ask(b.dataset.question); });
 
   // ------------------------------------------------------------------ input
   $("ask").onsubmit = e => {
     e.preventDefault(); const content = input.value.trim();
     if (!content) return;
-    input.value = ""; ask(content);
+    const editing = st.editing; st.editing = null; setStatus("");
+    input.value = ""; ask(content, editing ? {edit_of: editing} : {});
   };
   $("stop").onclick = stop;
   input.addEventListener("keydown", e => {
     if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); $("ask").requestSubmit(); }
   });
-  document.addEventListener("keydown", e => { if (e.key === "Escape" && st.busy) { e.preventDefault(); stop(); } });
+  document.addEventListener("keydown", e => {
+    if (e.key === "Escape" && st.busy) { e.preventDefault(); stop(); }
+    else if (e.key === "Escape" && st.editing !== null && !$("share").open) { e.preventDefault(); cancelEdit(); }
+  });
   $("new").onclick = () => { hideError(); open(null); input.focus(); };
 
   window.achillesChat = {state: st, answerAsText};  // for the browser tests and debugging

@@ -187,15 +187,63 @@ def _seed_messages(order: str) -> Callable[[], Seeded]:
         rows = Message.objects.bulk_create(
             [Message(conversation=thread, role=roles[i % 2], content=f"m{i}") for i in range(N)]
         )
+        # a line: each message follows the one before it (the branch the thread shows)
+        for previous, message in zip(rows, rows[1:], strict=False):
+            message.parent = previous
+        Message.objects.bulk_update(rows[1:], ["parent"])
         return Seeded(
             actor=user,
             url=f"/api/conversations/{thread.pk}/messages",
             created=[m.pk for m in rows],
             params={"order": order},
-            insert=lambda: Message.objects.create(conversation=thread, role="user", content="late").pk,
+            insert=lambda: Message.objects.create(conversation=thread, role=roles[N % 2], content="late").pk,
         )
 
     return seed
+
+
+def _seed_shares() -> Seeded:
+    from conversations.models import Conversation, ConversationShare
+
+    owner = _user("lister")
+    thread = Conversation.objects.create(user=owner, title="shared")
+    readers = [_user(f"reader-{i:03}") for i in range(N + 1)]
+    rows = [ConversationShare.objects.create(conversation=thread, reader=r) for r in readers[:N]]
+    return Seeded(
+        actor=owner,
+        url=f"/api/conversations/{thread.pk}/shares",
+        created=[s.pk for s in rows],
+        insert=lambda: ConversationShare.objects.create(conversation=thread, reader=readers[N]).pk,
+    )
+
+
+def _seed_shared_with_me() -> Seeded:
+    from conversations.models import Conversation, ConversationShare
+
+    owner, reader = _user("owner"), _user("lister")
+    # one statement: every thread has the same updated_at — the id breaks the ties
+    threads = Conversation.objects.bulk_create([Conversation(user=owner, title=f"shared {i}") for i in range(N)])
+    ConversationShare.objects.bulk_create([ConversationShare(conversation=t, reader=reader) for t in threads])
+
+    def share() -> str:
+        thread = Conversation.objects.create(user=owner, title="late")
+        ConversationShare.objects.create(conversation=thread, reader=reader)
+        return str(thread.pk)
+
+    return Seeded(actor=reader, url="/api/shared", created=[str(t.pk) for t in threads], insert=share)
+
+
+def _seed_shared_messages() -> Seeded:
+    from conversations.models import ConversationShare
+
+    seeded = _seed_messages("asc")()
+    owner = seeded.actor
+    reader = _user("reader")
+    thread_id = seeded.url.split("/")[3]
+    ConversationShare.objects.create(conversation_id=thread_id, reader=reader)
+    seeded.actor, seeded.url = reader, f"/api/shared/{thread_id}/messages"
+    assert owner != reader
+    return seeded
 
 
 def _seed_issues() -> Seeded:
@@ -363,6 +411,11 @@ ROUTES = [
         order=(("id", True, int),),
         id="messages-desc",
     ),
+    ListRoute("/api/conversations/{conversation_id}/shares", _seed_shares, key="id", order=(("id", False, int),)),
+    ListRoute(
+        "/api/shared", _seed_shared_with_me, key="id", order=(("updated_at", True, _ts), ("id", True, uuid.UUID))
+    ),
+    ListRoute("/api/shared/{conversation_id}/messages", _seed_shared_messages, key="id", order=(("id", False, int),)),
     ListRoute("/api/hub/issues", _seed_issues, key="key", order=(("updated", True, _ts), ("key", False, str))),
     ListRoute("/api/hub/batches", _seed_batches, key="id", order=(("id", True, int),)),
     ListRoute("/api/hub/sync-log", _seed_sync_log, key="id", order=(("id", True, int),)),

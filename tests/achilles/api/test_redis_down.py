@@ -59,6 +59,12 @@ def world(db, user_factory, model_factory):
     conversation = Conversation.objects.create(user=admin, title="t")
     Message.objects.create(conversation=conversation, role="user", content="q")
     reply = Message.objects.create(conversation=conversation, role="assistant", content="a [1]")
+    from conversations.models import ConversationShare
+
+    colleague = user_factory(username="colleague")
+    theirs = Conversation.objects.create(user=colleague, title="их")
+    Message.objects.create(conversation=theirs, role="user", content="q")
+    ConversationShare.objects.create(conversation=theirs, reader=admin)
     record_id = facade.upsert_record(
         source_system="files", external_id="otpusk", title="Отпуск", text="Отпуск 28 дней.", acl=["everyone"]
     )
@@ -79,6 +85,8 @@ def world(db, user_factory, model_factory):
         "connector_id": connector.pk,
         "agent_id": agent.pk,
         "conversation_id": str(conversation.pk),
+        "shared_id": str(theirs.pk),
+        "colleague_id": colleague.pk,
         "message_id": reply.pk,
         "record_id": record_id,
         "document_id": document.pk,
@@ -137,6 +145,17 @@ def _calls(world, token_id):
         ("GET", "/api/conversations/{conversation_id}/messages"): (f"/api/conversations/{conversation}/messages", None),
         ("PATCH", "/api/conversations/{conversation_id}"): (f"/api/conversations/{conversation}", {"title": "новое"}),
         ("PUT", "/api/messages/{message_id}/feedback"): (f"/api/messages/{message}/feedback", {"value": 1}),
+        ("POST", "/api/messages/{message_id}/choose"): (f"/api/messages/{message}/choose", None),
+        ("GET", "/api/conversations/{conversation_id}/export"): (f"/api/conversations/{conversation}/export", None),
+        ("POST", "/api/conversations/{conversation_id}/shares"): (
+            f"/api/conversations/{conversation}/shares",
+            {"username": "colleague"},
+        ),
+        ("GET", "/api/conversations/{conversation_id}/shares"): (f"/api/conversations/{conversation}/shares", None),
+        ("GET", "/api/shared"): None,
+        ("GET", "/api/shared/{conversation_id}"): (f"/api/shared/{world['shared_id']}", None),
+        ("GET", "/api/shared/{conversation_id}/messages"): (f"/api/shared/{world['shared_id']}/messages", None),
+        ("GET", "/api/shared/{conversation_id}/export"): (f"/api/shared/{world['shared_id']}/export?format=pdf", None),
         ("POST", "/api/messages/{message_id}/citations/{record_id}/click"): (
             f"/api/messages/{message}/citations/{world['record_id']}/click",
             None,
@@ -200,6 +219,10 @@ def _calls(world, token_id):
         ("DELETE", "/api/knowledge/records"): ("/api/knowledge/records?source_system=files&external_id=new", None),
         ("DELETE", "/api/knowledge/connectors/{connector_id}"): (f"/api/knowledge/connectors/{connector}", None),
         ("DELETE", "/api/agents/{agent_id}"): (f"/api/agents/{agent}", None),
+        ("DELETE", "/api/conversations/{conversation_id}/shares/{reader_id}"): (
+            f"/api/conversations/{conversation}/shares/{world['colleague_id']}",
+            None,
+        ),
         ("DELETE", "/api/conversations/{conversation_id}"): (f"/api/conversations/{conversation}", None),
     }
 

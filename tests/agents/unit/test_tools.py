@@ -127,3 +127,17 @@ def test_search_results_are_numbered_sources_the_builtin_model_can_quote():
         cap=3,
     )
     assert "28 дней" in builtin.output and "[1]" in builtin.output
+
+
+def test_sources_are_numbered_on_across_searches_and_the_output_keeps_the_ones_it_cites():
+    ks = FakeKnowledgeStore()
+    tools = KnowledgeTools(OWNER_IDENTITY, ks=ks)
+    first = tools.call(ToolCall(id="1", name="search", arguments={"query": "отпуск"}))
+    count = len(tools.sources)
+    second = tools.call(ToolCall(id="2", name="search", arguments={"query": "больничный"}))
+
+    # the second search's sources go on from the first's, so an [N] names one source
+    assert "[1]" in first and f"[{count + 1}]" in second and "[1]" not in second
+    cited = tools.cited(f"Отпуск [1]. Больничный [{count + 1}]. Пример: `[2]` и [99].")
+    assert [s["marker"] for s in cited] == [1, count + 1]
+    assert cited[0]["record_id"] == tools.sources[1]["record_id"]

@@ -161,9 +161,10 @@ def test_reading_a_thread_costs_constant_queries(
         _cite(message, message.pk)
     client = asgi_client(user)
 
-    # the token, its user and the reader's groups (auth: one statement, was two), the conversation, its
-    # messages, their citations and which cited records they may still see — whatever the length.
-    with django_assert_num_queries(6):
+    # the token, its user and the reader's groups (auth: one statement, was two), the conversation, the
+    # branch it shows (its messages' ids and parents), its messages, their citations and which cited
+    # records they may still see — whatever the length.
+    with django_assert_num_queries(7):
         response = client.get(f"/api/conversations/{thread.pk}", params={"limit": 200})
 
     assert len(response.json()["messages"]["items"]) == length

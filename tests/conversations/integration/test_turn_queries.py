@@ -63,7 +63,7 @@ def test_a_grounding_turn_runs_three_statements(engine, user):
     assert len(same_thread) == 6, same_thread
     assert same_thread[-1] == "WITH thread AS"
     assert same_thread[1].startswith('SELECT "conversations"')
-    assert same_thread[3].startswith('SELECT "messages"."role"')
+    assert same_thread[3].startswith('SELECT "messages"."id"')  # the thread's tree: the history is its branch
 
 
 def test_a_conversation_turn_writes_no_trace_nor_citations(engine, user):
