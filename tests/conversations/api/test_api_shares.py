@@ -90,6 +90,7 @@ def test_a_reader_without_a_cited_source_sees_it_as_unavailable(asgi_client, cit
         "chunk_text": "",
         "rank": 2,
         "markers": [2],
+        "passages": [],
         "available": False,
     }
     assert "424242" not in response.text and "Оклады" not in response.text
