@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
+from django.utils.translation import gettext_noop
 from django.views.decorators.csrf import ensure_csrf_cookie
 
 
@@ -13,16 +14,20 @@ from django.views.decorators.csrf import ensure_csrf_cookie
 class ExampleQuestion:
     """A first question for an empty chat, answered by an open document of the demo corpus."""
 
-    text: str
+    text: str  # in the catalog: an English page asks it in English (the embedder reads both)
     source: str  # the demo corpus document that answers it (knowledge/demo_corpus/…)
     fact: str  # the words of that document the answer rests on (checked by a unit test)
 
 
 EXAMPLE_QUESTIONS = (
-    ExampleQuestion("Сколько дней отпуска положено в год?", "hr/otpusk.md", "28 календарных дней"),
-    ExampleQuestion("Сколько дней в неделю можно работать из дома?", "hr/udalyonka.md", "до 3 дней в неделю"),
+    ExampleQuestion(gettext_noop("Сколько дней отпуска положено в год?"), "hr/otpusk.md", "28 календарных дней"),
     ExampleQuestion(
-        "За сколько дней подавать заявку на командировку?", "hr/komandirovki.md", "за 5 рабочих дней до поездки"
+        gettext_noop("Сколько дней в неделю можно работать из дома?"), "hr/udalyonka.md", "до 3 дней в неделю"
+    ),
+    ExampleQuestion(
+        gettext_noop("За сколько дней подавать заявку на командировку?"),
+        "hr/komandirovki.md",
+        "за 5 рабочих дней до поездки",
     ),
 )
 
