@@ -22,6 +22,7 @@ from achilles.services import api_token_create
 from agents.models import AgentRun
 from agents.services import agent_create
 from conversations.models import Citation, Conversation, Message
+from conversations.services import conversation_share_add
 from hub import services as hub_services
 from tests.browser.conftest import sign_in
 from tests.browser.pagecheck import CHAT_AT_LATEST_JS, axe_violations, layout_problems
@@ -112,8 +113,9 @@ def _agents(user: User) -> None:
     )
 
 
-def _content() -> dict[str, tuple[str, int]]:
-    """The demo data, and per demo account: its long thread's id and its batch's id."""
+def _content() -> dict[str, tuple[str, int, str | None]]:
+    """The demo data, and per demo account: its long thread's id, its batch's id and the id of a
+    thread shared with it (admin's with demo)."""
     call_command("demo_data", stdout=io.StringIO())
     author = User.objects.create(username="hr-author", email="hr@example.com", first_name="Анна")
     threads, batches = {}, {}
@@ -129,13 +131,18 @@ def _content() -> dict[str, tuple[str, int]]:
             title="Комментарий к сверке платежей",
             commands=[{"type": "ensure_comment", "key": "AURORA-9001", "body": "Проверено на стенде."}],
         ).id
-    return {username: (threads[username], batches[username]) for username in threads}
+    # admin's long thread shared with demo: demo's pages include the read-only page of a shared thread
+    conversation_share_add(user=User.objects.get(username="admin"), conversation_id=threads["admin"], username="demo")
+    shared = {"demo": str(threads["admin"])}
+    return {username: (threads[username], batches[username], shared.get(username)) for username in threads}
 
 
-def _pages(username: str, content: tuple[str, int]) -> list[str]:
-    thread, batch = content
+def _pages(username: str, content: tuple[str, int, str | None]) -> list[str]:
+    thread, batch, shared = content
     pages = ["/", f"/chat/?c={thread}", "/chat/", "/knowledge/", "/agents/", f"/hub/?issue=AURORA-9001&batch={batch}"]
     pages += ["/tokens/", "/usage/me/", "/settings/"]
+    if shared:
+        pages.append(f"/chat/shared/{shared}/")
     if username == "admin":
         pages += ["/usage/", "/admin/", "/admin/agents/agent/"]
     return pages
