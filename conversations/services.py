@@ -168,6 +168,18 @@ class _Said:
         return Node(self.id, self.parent_id, self.created_at, self.chosen_at)
 
 
+def _close_unanswered(conversation: Conversation, question_id: int) -> Message:
+    """An empty failed answer under a question left without one (a dead turn, an old branch's)."""
+    return Message.objects.create(
+        conversation=conversation,
+        role=Role.ASSISTANT,
+        content="",
+        tokens_used=0,
+        state=MessageState.FAILED,
+        parent_id=question_id,
+    )
+
+
 @transaction.atomic
 def _turn_continue(
     *,
@@ -200,14 +212,7 @@ def _turn_continue(
         # Past its window the turn is dead (its process was killed mid-turn), or it said it ended
         # without storing its answer (the database was away): close it with an empty failed answer,
         # so no question stays without an answer row.
-        closing = Message.objects.create(
-            conversation=conversation,
-            role=Role.ASSISTANT,
-            content="",
-            tokens_used=0,
-            state=MessageState.FAILED,
-            parent_id=latest.id,
-        )
+        closing = _close_unanswered(conversation, latest.id)
         said[closing.pk] = _Said(closing.pk, latest.id, Role.ASSISTANT, "", closing.created_at, None)
     nodes = [m.node() for m in said.values()]
     question: Message | None = None
@@ -227,15 +232,7 @@ def _turn_continue(
         else:  # the next question follows the branch the reader sees
             above = active_branch(nodes).ids
             if above and said[above[-1]].role == Role.USER:  # an old branch's question left unanswered
-                closing = Message.objects.create(
-                    conversation=conversation,
-                    role=Role.ASSISTANT,
-                    content="",
-                    tokens_used=0,
-                    state=MessageState.FAILED,
-                    parent_id=above[-1],
-                )
-                above = (*above, closing.pk)
+                above = (*above, _close_unanswered(conversation, above[-1]).pk)
         question = Message(
             conversation=conversation, role=Role.USER, content=content, parent_id=above[-1] if above else None
         )
