@@ -120,11 +120,14 @@ class Message(TimestampedModel):
         return f"{self.role}: {self.content[:60]}"
 
     def save(self, *args, root: bool = False, **kwargs) -> None:
-        """A message added without a parent follows the thread's last message (the thread as a line,
-        as before it was a tree); ``root=True`` keeps it a root (an edit of the first question)."""
+        """A message added without a parent follows the thread's last message of the other role (the
+        thread as a line, as before it was a tree; a second answer in a row becomes a version of the
+        first, a message with none of the other role before it a root); ``root=True`` keeps it a root
+        (an edit of the first question)."""
         if self._state.adding and self.parent_id is None and not root:
             self.parent_id = (
                 Message.objects.filter(conversation_id=self.conversation_id)
+                .exclude(role=self.role)
                 .order_by("-id")
                 .values_list("id", flat=True)
                 .first()

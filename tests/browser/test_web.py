@@ -109,6 +109,9 @@ def test_an_api_call_after_the_session_ended_goes_to_sign_in_and_back(live_url, 
     sign_in(page, live_url, user.username)
     page.goto(live_url + "/chat/")
     page.wait_for_selector("#threads a")
+    # the page's own calls done (the thread list, the shared list, the models): a call still in flight
+    # when the session ends would meet the 401 first and take the page to sign-in before the click
+    page.wait_for_load_state("networkidle")
     # when the session ends on the server (signed out elsewhere) and the user opens a thread
     with connection.cursor() as cursor:
         cursor.execute("DELETE FROM django_session")

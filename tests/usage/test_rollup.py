@@ -177,10 +177,14 @@ def test_rollup_equals_the_raw_sums_after_any_writes(people, ops):
             elif kind == "run":
                 _, who, model, tokens, split, hours = op
                 live = [a for a in agents if Agent.objects.filter(pk=a.pk).exists()]
-                if live:
+                agent = live[who % len(live)] if live else None
+                # one active run per agent (a partial UNIQUE): a second unfinished one is not written
+                if agent is not None and not (
+                    hours < 0 and AgentRun.objects.filter(agent=agent, state__in=["queued", "running"]).exists()
+                ):
                     finished = BASE + timedelta(hours=hours) if hours >= 0 else None
                     _run(
-                        live[who % len(live)],
+                        agent,
                         tokens,
                         model=MODELS[model],
                         split=split,
