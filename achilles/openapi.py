@@ -50,7 +50,9 @@ def document_errors(schema: dict[str, Any]) -> dict[str, Any]:
         for method, operation in item.items():
             if method not in METHODS:
                 continue
-            responses = operation.setdefault("responses", {})
+            # django-ninja keys the declared answers by int; JSON keys are strings, and a declared 404
+            # beside the added "404" would be served twice
+            responses = operation["responses"] = {str(k): v for k, v in operation.get("responses", {}).items()}
             for status, description in ERRORS.items():
                 if status == "401" and not operation.get("security"):
                     continue  # auth=None: never asks who you are

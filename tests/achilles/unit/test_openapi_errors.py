@@ -21,3 +21,17 @@ def test_a_route_without_auth_does_not_promise_a_401():
     schema = api.get_openapi_schema()
     public = [op for item in schema["paths"].values() for op in item.values() if not op.get("security")]
     assert all("401" not in op["responses"] for op in public)
+
+
+def test_every_status_key_is_a_string_once():
+    """A route declaring its own 404 (an int key from django-ninja) must not gain a second «404»: the
+    served JSON would hold the key twice and a client keeps either one."""
+    import json
+
+    schema = api.get_openapi_schema()
+    json.dumps(schema, sort_keys=True)  # mixed int/str keys cannot be sorted
+    for item in schema["paths"].values():
+        for operation in item.values():
+            keys = list(operation["responses"])
+            assert all(isinstance(key, str) for key in keys), keys
+            assert len(keys) == len(set(keys))
