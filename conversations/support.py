@@ -583,7 +583,9 @@ def _spans(marker: int, text: str) -> tuple[_Span, ...]:
     for piece in split_sentences(text):
         toks = _tokens(piece)
         if toks:
-            out.append(_Span(marker, piece.strip(), toks, frozenset(t.stem for t in toks), _negated(toks), _hedged(toks)))
+            out.append(
+                _Span(marker, piece.strip(), toks, frozenset(t.stem for t in toks), _negated(toks), _hedged(toks))
+            )
     return tuple(out)
 
 
