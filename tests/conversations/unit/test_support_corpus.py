@@ -26,9 +26,11 @@ def load_corpus() -> list[tuple[dict[int, str], str, str | None]]:
     return rows
 
 
-def measure(rows) -> dict:
-    passed_good = [s for src, s, kind in rows if kind is None and check_sentence(s, src).supported]
-    leaked = [(kind, s) for src, s, kind in rows if kind is not None and check_sentence(s, src).supported]
+def measure(rows, *, meaning=None) -> dict:
+    passed_good = [s for src, s, kind in rows if kind is None and check_sentence(s, src, meaning=meaning).supported]
+    leaked = [
+        (kind, s) for src, s, kind in rows if kind is not None and check_sentence(s, src, meaning=meaning).supported
+    ]
     good = sum(1 for *_, kind in rows if kind is None)
     bad = len(rows) - good
     blocked = bad - len(leaked)
@@ -41,6 +43,7 @@ def measure(rows) -> dict:
         # Precision of "blocked": of the blocked sentences, how many were unsupported.
         "block_precision": blocked / (blocked + good - len(passed_good)),
         "leaked": leaked,
+        "passed": passed_good,
     }
 
 

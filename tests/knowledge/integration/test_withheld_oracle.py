@@ -103,6 +103,25 @@ def test_the_seed_case_still_hints_the_topic(hr_corpus):
     )
 
 
+def test_a_question_worded_with_the_adjective_of_a_topic_hints_it(hr_corpus, make_record):
+    """«Какая зарплатная вилка у грейда G4?» gave no hint: «зарплатная» (lexeme «зарплатн») is in
+    the closed record only, while «зарплата» is in four. An adjective of a common noun counts with
+    its noun's family; a rare word stays rare, and the hint still names only the source and author."""
+    outsider = hr_corpus["outsider"]
+    make_record(
+        "hr/grades.md",
+        "# Грейды и зарплатные вилки\n\nG4 (старший специалист) — 210 000–290 000 ₽.",
+        acl=["group:hr"],
+        source_system="hr",
+        author=f"user:{hr_corpus['hr'].pk}",
+    )
+    hinted = (Withheld("hr", f"user:{hr_corpus['hr'].pk}"),)
+    assert _withheld("Какая зарплатная вилка у грейда G4?", outsider) == hinted
+    assert _withheld("зарплатная вилка G5", outsider) == _withheld("зарплатная вилка G4", outsider) == hinted
+    # a word whose root is in no open record does not become a topic by its suffix
+    assert _withheld("плутониевый", outsider) == _withheld("урановый", outsider) == ()
+
+
 def test_a_record_that_opts_out_is_never_hinted(hr_corpus):
     from knowledge.models import Record
     from knowledge.services import record_never_hint_set
