@@ -1,7 +1,8 @@
 """bench/acl_change: a read restriction reaching a third of a 100k-chunk store, timed (issue 29).
 
-The store is bench/knowledge's dataset (``BENCH_KS_CHUNKS``, 100k chunks in records of five,
-kept in the database ``bench_knowledge``). The change is the one a Confluence permission sync
+The store is bench/knowledge's dataset (``BENCH_KS_CHUNKS``, 100k chunks in records of five),
+kept in a database of its own, ``bench_acl_change`` (built on the first run; bench/knowledge's
+other sizes do not replace it). The change is the one a Confluence permission sync
 writes when a space's home page gains a view restriction: ``knowledge.facade.records_access_set``
 gives ``BENCH_ACL_CHANGE_RECORDS`` (6 670: ≈ 33k chunks, the 10 000-page sync's figure) records
 readable by ``everyone`` a clause (``group:finance``), in one transaction, then takes it away again.
@@ -78,12 +79,15 @@ def _write(cursor, access: dict[str, tuple[list[str], list[list[str]]]]) -> dict
     }
 
 
+DB_NAME = "bench_acl_change"
+
+
 def main() -> None:
-    from bench.knowledge import _setup_database
-
     from achilles.llm.builtin import HashEmbeddingProvider
+    from bench import knowledge
 
-    connection, old_name = _setup_database(HashEmbeddingProvider(dim=384))
+    knowledge.DB_NAME = DB_NAME
+    connection, old_name = knowledge._setup_database(HashEmbeddingProvider(dim=384))
     try:
         result = _run(connection)
     finally:
@@ -125,9 +129,7 @@ def _run(connection) -> dict:
         lift = _write(cursor, {eid: (["everyone"], []) for _, eid in picked})
         back = {"outside": _visible(cursor, ids, OUTSIDE), "inside": _visible(cursor, ids, INSIDE)}
     follows = (
-        before == {"outside": chunks, "inside": chunks}
-        and after == {"outside": 0, "inside": chunks}
-        and back == before
+        before == {"outside": chunks, "inside": chunks} and after == {"outside": 0, "inside": chunks} and back == before
     )
     for name, row in (("restrict", restrict), ("lift", lift)):
         print(

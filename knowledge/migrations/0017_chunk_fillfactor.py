@@ -10,18 +10,30 @@ the HNSW graph (m = 32, ef_construction = 128), the text-search GIN (≈ 100 ent
 ACL GIN, the btrees — ≈ 7.5 ms of CPU per chunk: 535 s for 33 288 chunks (docs/benchmarks/
 ingest.md). No index covers ``acl_also`` (nor ``user_writable``'s partial one changes then), so
 with room on the page PostgreSQL writes a heap-only tuple: no index entry at all (bench/acl_change
-measures both). Half a page leaves that room for a chunk row up to ≈ 4 KB (the generated pages'
+measures both). Half a page leaves that room for a chunk row up to ≈ 4 KB (bench/knowledge's
 chunks average 3.7 KB: text, tsvector and the 384-dim embedding inline, migration 0003); a later
 change finds it again once the earlier change's old versions are pruned (any reader of the page
 does that). The cost: the heap takes about twice the pages.
 
-``VACUUM FULL`` rewrites the existing rows at the new fillfactor (and rebuilds the table's
-indexes): a lock on the table for the rewrite's duration, so the migration runs outside a
-transaction. An any-of change (``acl`` itself) still writes index entries: ``acl`` is indexed (its
-GIN, the public HNSW's predicate).
+``VACUUM FULL`` rewrites the existing rows at the new fillfactor and rebuilds the table's indexes,
+holding a lock on the table for the whole rewrite (100k chunks: ≈ 6 min on the loaded 2-core
+machine, most of it the HNSW build). The migration does it for a store of up to 200 000 chunks; a
+larger one keeps its full pages until an operator runs ``VACUUM FULL knowledge_chunks`` in a
+maintenance window (docs/operations.md) — until then a chunk's first access change moves it, once,
+to a page with room. Outside a transaction (VACUUM cannot run in one). A change to ``acl`` itself
+still writes index entries: ``acl`` is indexed (its GIN, the public HNSW index's predicate).
 """
 
 from django.db import migrations
+
+REWRITE_UP_TO = 200_000
+
+
+def rewrite(apps, schema_editor):
+    with schema_editor.connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM knowledge_chunks")
+        if cursor.fetchone()[0] <= REWRITE_UP_TO:
+            cursor.execute("VACUUM FULL knowledge_chunks")
 
 
 class Migration(migrations.Migration):
@@ -34,5 +46,5 @@ class Migration(migrations.Migration):
             "ALTER TABLE knowledge_chunks SET (fillfactor = 50)",
             reverse_sql="ALTER TABLE knowledge_chunks RESET (fillfactor)",
         ),
-        migrations.RunSQL("VACUUM FULL knowledge_chunks", reverse_sql="VACUUM FULL knowledge_chunks"),
+        migrations.RunPython(rewrite, rewrite),
     ]

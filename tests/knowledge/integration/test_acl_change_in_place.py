@@ -69,7 +69,9 @@ def test_a_clause_reaches_every_chunk_in_place(make_record):
     assert _sql("SELECT DISTINCT acl_also::text FROM knowledge_chunks WHERE record_id = %s", [rid]) == [
         ('[["group:finance"]]',)
     ]
-    visible = "SELECT count(*) FROM knowledge_chunks c WHERE record_id = %s AND knowledge_acl_allows(c.acl, c.acl_also, %s)"
+    visible = (
+        "SELECT count(*) FROM knowledge_chunks c WHERE record_id = %s AND knowledge_acl_allows(c.acl, c.acl_also, %s)"
+    )
     assert _sql(visible, [rid, ["everyone"]]) == [(0,)]
     assert _sql(visible, [rid, ["everyone", "group:finance"]]) == [(CHUNKS,)]
 
