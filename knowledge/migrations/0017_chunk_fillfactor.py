@@ -16,8 +16,8 @@ change finds it again once the earlier change's old versions are pruned (any rea
 does that). The cost: the heap takes about twice the pages.
 
 ``VACUUM FULL`` rewrites the existing rows at the new fillfactor and rebuilds the table's indexes,
-holding a lock on the table for the whole rewrite (100k chunks: ≈ 6 min on the loaded 2-core
-machine, most of it the HNSW build). The migration does it for a store of up to 200 000 chunks; a
+holding a lock on the table for the whole rewrite (100k chunks: ≈ 10 min on the 2-core
+machine at load 12–15, most of it the HNSW build). The migration does it for a store of up to 200 000 chunks; a
 larger one keeps its full pages until an operator runs ``VACUUM FULL knowledge_chunks`` in a
 maintenance window (docs/operations.md) — until then a chunk's first access change moves it, once,
 to a page with room. Outside a transaction (VACUUM cannot run in one). A change to ``acl`` itself
