@@ -11,9 +11,10 @@ ACL GIN, the btrees — ≈ 7.5 ms of CPU per chunk: 535 s for 33 288 chunks (do
 ingest.md). No index covers ``acl_also`` (nor ``user_writable``'s partial one changes then), so
 with room on the page PostgreSQL writes a heap-only tuple: no index entry at all (bench/acl_change
 measures both). Half a page leaves that room for a chunk row up to ≈ 4 KB (bench/knowledge's
-chunks average 3.7 KB: text, tsvector and the 384-dim embedding inline, migration 0003); a later
-change finds it again once the earlier change's old versions are pruned (any reader of the page
-does that). The cost: the heap takes about twice the pages.
+chunks average 3.7 KB: text, tsvector and the 384-dim embedding inline, migration 0003; 83 % of
+its rows stayed in place, the larger ones still move); a later change finds the room again once the
+earlier change's old versions are gone (autovacuum, or any reader of the page once no transaction
+older than the change is running). The cost: the heap takes about twice the pages.
 
 ``VACUUM FULL`` rewrites the existing rows at the new fillfactor and rebuilds the table's indexes,
 holding a lock on the table for the whole rewrite (100k chunks: ≈ 10 min on the 2-core
