@@ -18,7 +18,7 @@ older than the change is running). The cost: the heap takes about twice the page
 
 ``VACUUM FULL`` rewrites the existing rows at the new fillfactor and rebuilds the table's indexes,
 holding a lock on the table for the whole rewrite (100k chunks: ≈ 10 min on the 2-core
-machine at load 12–15, most of it the HNSW build). The migration does it for a store of up to 200 000 chunks; a
+machine at load 12–15, most of it the HNSW build). The migration does it for a store of up to 50 000 chunks; a
 larger one keeps its full pages until an operator runs ``VACUUM FULL knowledge_chunks`` in a
 maintenance window (docs/operations.md) — until then a chunk's first access change moves it, once,
 to a page with room. Outside a transaction (VACUUM cannot run in one). A change to ``acl`` itself
@@ -27,7 +27,7 @@ still writes index entries: ``acl`` is indexed (its GIN, the public HNSW index's
 
 from django.db import migrations
 
-REWRITE_UP_TO = 200_000
+REWRITE_UP_TO = 50_000  # a few minutes of lock at most; larger stores: the operator's window
 
 
 def rewrite(apps, schema_editor):
