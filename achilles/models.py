@@ -39,10 +39,10 @@ class User(AbstractUser):
     """A person of the organisation; ``timezone`` NULL means the organisation's default."""
 
     class Source(models.TextChoices):
-        LOCAL = "local", "local account"
+        LOCAL = "local", _("локальная учётная запись")
         LDAP = "ldap", "LDAP / Active Directory"
         OIDC = "oidc", "OpenID Connect"
-        SCIM = "scim", "SCIM provisioning"
+        SCIM = "scim", _("SCIM-провизионинг")
 
     timezone = models.CharField(_("часовой пояс"), max_length=64, null=True, blank=True, validators=[validate_timezone])
     # Where the account comes from: a directory-sourced account's groups (those the mirror filter
@@ -120,7 +120,7 @@ class PlatformSettings(TimestampedModel):
         _("адрес поиска в интернете"), blank=True, default="", help_text=_("Адрес, совместимый с SearxNG.")
     )
     answer_reserve_tokens = models.PositiveIntegerField(_("резерв токенов на ответ"), default=1024)
-    retrieval_top_k = models.PositiveSmallIntegerField(_("фрагментов в поиске (top k)"), default=8)
+    retrieval_top_k = models.PositiveSmallIntegerField(_("фрагментов в поиске"), default=8)
     cache_ttl_seconds = models.PositiveIntegerField(_("время жизни кэша, с"), default=300)
     currency = models.CharField(
         _("валюта"),
@@ -157,8 +157,8 @@ class PlatformSettings(TimestampedModel):
 
 
 class ModelKind(models.TextChoices):
-    CHAT = "chat", "chat"
-    EMBEDDING = "embedding", "embedding"
+    CHAT = "chat", _("чат")
+    EMBEDDING = "embedding", _("эмбеддинги")
 
 
 class AllowedModel(TimestampedModel):
@@ -166,7 +166,9 @@ class AllowedModel(TimestampedModel):
 
     name = models.CharField(_("название"), max_length=100, unique=True)
     provider = models.CharField(
-        _("провайдер"), max_length=32, help_text=_("openai | builtin | hash | зарегистрированный провайдер")
+        _("провайдер"),
+        max_length=32,
+        help_text=_("<code>openai</code>, <code>builtin</code>, <code>hash</code> или зарегистрированный провайдер"),
     )
     kind = models.CharField(_("вид"), max_length=16, choices=ModelKind.choices, default=ModelKind.CHAT)
     context_window = models.PositiveIntegerField(_("контекстное окно"), default=8192)
@@ -175,7 +177,9 @@ class AllowedModel(TimestampedModel):
         _("параметры"),
         default=dict,
         blank=True,
-        help_text=_('например, {"base_url": "...", "model": "...", "api_key_env": "LLM_API_KEY", "timeout": 60}'),
+        help_text=_(
+            'например, <code>{"base_url": "...", "model": "...", "api_key_env": "LLM_API_KEY", "timeout": 60}</code>'
+        ),
     )
     # Prices per million tokens in the platform currency; empty = no cost shown for this model.
     input_price_per_mtok = models.DecimalField(
@@ -268,14 +272,17 @@ class AuditEvent(models.Model):
 
     created_at = models.DateTimeField(_("создано"), db_default=Now(), editable=False, db_index=True)
     actor_id = models.BigIntegerField(
-        _("ID автора действия"), null=True, blank=True, help_text=_("users.id на тот момент (без внешнего ключа).")
+        _("ID автора действия"),
+        null=True,
+        blank=True,
+        help_text=_("<code>users.id</code> на тот момент (без внешнего ключа)."),
     )
     actor = models.CharField(
         _("автор действия"),
         max_length=150,
         blank=True,
         default="",
-        help_text=_("Имя пользователя на тот момент, или «system» / «anonymous»."),
+        help_text=_("Имя пользователя на тот момент, или <code>system</code> / <code>anonymous</code>."),
     )
     action = models.CharField(_("действие"), max_length=64)
     target = models.CharField(_("объект"), max_length=500, blank=True, default="")

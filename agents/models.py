@@ -42,11 +42,11 @@ class Agent(TimestampedModel):
         null=True,
         blank=True,
         help_text=_(
-            'null | {"type": "interval", "every_minutes": N} | {"type": "calendar", "weekday": 0-6, "time": "HH:MM"}'
+            'Пусто — только вручную; <code>{"type": "interval", "every_minutes": N}</code> или <code>{"type": "calendar", "weekday": 0-6, "time": "HH:MM"}</code>.'
         ),
     )
     next_run_at = models.DateTimeField(
-        _("следующий запуск"), null=True, blank=True, help_text=_("UTC; NULL — планировщик агента не рассматривает.")
+        _("следующий запуск"), null=True, blank=True, help_text=_("UTC; пусто — планировщик агента не рассматривает.")
     )
     enabled = models.BooleanField(_("включён владельцем"), default=True, help_text=_("Выключатель владельца."))
     admin_paused = models.BooleanField(

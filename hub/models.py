@@ -45,7 +45,9 @@ class MirrorIssue(models.Model):
     fields = models.JSONField(
         _("поля Jira"), default=dict, blank=True, help_text=_("Поля Jira как есть, как их выгрузили.")
     )
-    updated = models.DateTimeField(_("изменена в Jira"), help_text=_("Поле Jira `updated` выгруженной версии."))
+    updated = models.DateTimeField(
+        _("изменена в Jira"), help_text=_("Поле Jira <code>updated</code> выгруженной версии.")
+    )
     content_sha256 = models.CharField(
         _("хеш содержимого (SHA-256)"),
         max_length=64,
@@ -159,7 +161,9 @@ class Batch(models.Model):
     """A titled group of commands created at once (HUB-6); finished when every command is final."""
 
     title = models.CharField(_("заголовок"), max_length=300)
-    author = models.CharField(_("автор"), max_length=64, help_text=_("`claude` — из MCP, `api` — из REST без автора."))
+    author = models.CharField(
+        _("автор"), max_length=64, help_text=_("<code>claude</code> — из MCP, <code>api</code> — из REST без автора.")
+    )
     # Who created it (REST, MCP, admin): ON DELETE SET NULL in the database (migration 0002) — deleting
     # a person keeps their batches (and the audit trail keeps their name); an ownerless batch is then
     # visible only to staff and holders of hub.view_batch / hub.manage_any_batch.
@@ -211,7 +215,7 @@ class Command(models.Model):
 
     batch = models.ForeignKey(Batch, verbose_name=_("пакет"), on_delete=models.DO_NOTHING, related_name="commands")
     seq = models.PositiveIntegerField(
-        _("номер в пакете"), help_text=_("Номер в пакете с 1; `$N` ссылается на команду с номером N.")
+        _("номер в пакете"), help_text=_("Номер в пакете с 1; <code>$N</code> ссылается на команду с номером N.")
     )
     type = models.CharField(_("тип"), max_length=32)
     payload = models.JSONField(_("содержимое команды"), help_text=_("Команда после проверки (в форме контракта)."))
@@ -220,14 +224,16 @@ class Command(models.Model):
         verbose_name=_("ключи задач"),
         default=list,
         blank=True,
-        help_text=_("Ключи задач, которых касается команда (`$N`, пока не известны)."),
+        help_text=_("Ключи задач, которых касается команда (<code>$N</code>, пока не известны)."),
     )
     depends_on = ArrayField(
         models.PositiveIntegerField(),
         verbose_name=_("зависит от"),
         default=list,
         blank=True,
-        help_text=_("Номера более ранних команд ensure_issue, на которые эта ссылается как `$N`."),
+        help_text=_(
+            "Номера более ранних команд <code>ensure_issue</code>, на которые эта ссылается как <code>$N</code>."
+        ),
     )
     waits_for_batch = models.BooleanField(
         _("ждёт весь пакет"),
@@ -364,7 +370,7 @@ class SyncAgentContact(models.Model):
     last_claim_at = models.DateTimeField(_("последний запрос команд"))
     version = models.PositiveIntegerField(_("версия"))
     launcher_version = models.PositiveIntegerField(
-        _("версия загрузчика"), null=True, blank=True, help_text=_("NULL — работает без загрузчика.")
+        _("версия загрузчика"), null=True, blank=True, help_text=_("Пусто — работает без загрузчика.")
     )
     settings_version = models.PositiveIntegerField(_("версия настроек"), null=True, blank=True)
     update_state = models.CharField(_("состояние обновления"), max_length=16, null=True, blank=True)

@@ -52,7 +52,9 @@ class Record(TimestampedModel):
         models.TextField(),
         verbose_name=_("доступ (ACL)"),
         default=list,
-        help_text=_("Кто может читать запись: user:<id>, group:<имя>, everyone, public."),
+        help_text=_(
+            "Кто может читать запись: <code>user:&lt;id&gt;</code>, <code>group:&lt;имя&gt;</code>, <code>everyone</code>, <code>public</code>."
+        ),
     )
     # «all of» access (migration 0013): further any-of lists; a reader matches ``acl`` and each one
     acl_also = models.JSONField(
@@ -61,7 +63,7 @@ class Record(TimestampedModel):
         blank=True,
         default=None,
         help_text=_(
-            "Дополнительные списки принципалов (условия «любой из»): читатель должен подходить под ACL и под каждое условие. NULL — условий нет."
+            "Дополнительные списки принципалов (условия «любой из»): читатель должен подходить под ACL и под каждое условие. Пусто — условий нет."
         ),
     )
     trust_score = models.FloatField(_("доверие"), default=1.0)
@@ -70,7 +72,9 @@ class Record(TimestampedModel):
         max_length=600,
         blank=True,
         default="",
-        help_text=_("Кто записал: ingest:<папка> или api; --prune трогает только своё."),
+        help_text=_(
+            "Кто записал: <code>ingest:&lt;папка&gt;</code> или <code>api</code>; <code>--prune</code> трогает только своё."
+        ),
     )
     content_hash = models.CharField(_("хеш содержимого"), max_length=64, blank=True, default="")
     embedding_model = models.CharField(
@@ -78,7 +82,7 @@ class Record(TimestampedModel):
         max_length=100,
         null=True,
         blank=True,
-        help_text=_("Модель, которой получены эмбеддинги фрагментов (NULL — только лексический поиск)."),
+        help_text=_("Модель, которой получены эмбеддинги фрагментов (пусто — только лексический поиск)."),
     )
     content_changed_at = models.DateTimeField(_("содержимое изменено"), db_default=Now())
     last_accessed_at = models.DateTimeField(_("последнее обращение"), null=True, blank=True)
