@@ -104,9 +104,11 @@ deploy-test: install
 # The interface's English (docs/web-ui.md § Languages): locale/en/LC_MESSAGES/{django,djangojs}.po
 # updated from the templates, the code and the pages' scripts (a new or changed text arrives with an
 # empty msgstr: translate it in the .po), then compiled to the committed .mo. Needs GNU gettext (make gettext-deps).
+# (templates/admin/ holds copies of Django's admin templates: their texts are Django's, in Django's catalogs)
 MESSAGES_SCAN := --no-location --ignore='.venv/*' --ignore='var/*' --ignore='tests/*' --ignore='bench/*' \
 	--ignore='evaluation/*' --ignore='deploy/*' --ignore='docs/*' --ignore='emulators/*' --ignore='scripts/*' \
-	--ignore='syncagent/*' --ignore='knowledge/demo_corpus/*' --ignore='staticfiles/*'
+	--ignore='syncagent/*' --ignore='knowledge/demo_corpus/*' --ignore='staticfiles/*' \
+	--ignore='templates/admin/*'
 messages: install
 	$(BIN)/python manage.py makemessages -l en $(MESSAGES_SCAN)
 	$(BIN)/python manage.py makemessages -d djangojs -l en $(MESSAGES_SCAN)

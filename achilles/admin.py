@@ -82,7 +82,7 @@ class AgentModelForm(forms.ModelForm):
         try:
             return name_clean(self.cleaned_data["name"])
         except ValueError as exc:
-            raise forms.ValidationError(f"The name {exc}.") from exc
+            raise forms.ValidationError(gettext("Название %(problem)s.") % {"problem": exc}) from exc
 
 
 @admin.register(AllowedModel)
@@ -142,11 +142,11 @@ class ApiTokenAdmin(admin.ModelAdmin):
 class IdentityEventFilter(admin.SimpleListFilter):
     """«Identity events»: sign-ins, source and group changes by every sync, (de)activations."""
 
-    title = "kind"
+    title = _("вид события")
     parameter_name = "kind"
 
     def lookups(self, request, model_admin):
-        return (("identity", "identity events"),)
+        return (("identity", _("события учётных записей")),)
 
     def queryset(self, request, queryset):
         if self.value() == "identity":

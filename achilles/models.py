@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Now
-from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy as _
 
 
 def validate_timezone(value: str) -> None:
@@ -28,8 +28,8 @@ class TimestampedModel(models.Model):
     raw SQL included; each concrete table attaches it with ``AttachUpdatedAtTrigger``.
     """
 
-    created_at = models.DateTimeField(db_default=Now(), editable=False)
-    updated_at = models.DateTimeField(db_default=Now(), editable=False)
+    created_at = models.DateTimeField(_("создано"), db_default=Now(), editable=False)
+    updated_at = models.DateTimeField(_("изменено"), db_default=Now(), editable=False)
 
     class Meta:
         abstract = True
@@ -39,23 +39,31 @@ class User(AbstractUser):
     """A person of the organisation; ``timezone`` NULL means the organisation's default."""
 
     class Source(models.TextChoices):
-        LOCAL = "local", "local account"
+        LOCAL = "local", _("локальная учётная запись")
         LDAP = "ldap", "LDAP / Active Directory"
         OIDC = "oidc", "OpenID Connect"
-        SCIM = "scim", "SCIM provisioning"
+        SCIM = "scim", _("SCIM-провизионинг")
 
-    timezone = models.CharField(max_length=64, null=True, blank=True, validators=[validate_timezone])
+    timezone = models.CharField(_("часовой пояс"), max_length=64, null=True, blank=True, validators=[validate_timezone])
     # Where the account comes from: a directory-sourced account's groups (those the mirror filter
     # matches) and its active state follow the directory (achilles.directory).
-    source = models.CharField(max_length=16, choices=Source.choices, default=Source.LOCAL, db_default=Source.LOCAL)
+    source = models.CharField(
+        _("источник учётной записи"),
+        max_length=16,
+        choices=Source.choices,
+        default=Source.LOCAL,
+        db_default=Source.LOCAL,
+    )
     # Set when the directory (not an administrator) switched the account off: only such an account
     # is switched back on when the directory shows the person again.
-    directory_deactivated_at = models.DateTimeField(null=True, blank=True, editable=False)
+    directory_deactivated_at = models.DateTimeField(_("выключена каталогом"), null=True, blank=True, editable=False)
     # The person asked for their notices by e-mail too (settings page, PATCH /api/me); sent only
     # when mail is configured (EMAIL_URL or EMAIL_HOST).
-    notify_by_email = models.BooleanField(default=False, db_default=False)
+    notify_by_email = models.BooleanField(_("уведомлять по почте"), default=False, db_default=False)
     # The interface language the person chose (settings page, PATCH /api/me); empty: the browser's.
-    language = models.CharField(max_length=8, blank=True, default="", db_default="", choices=LANGUAGE_CHOICES)
+    language = models.CharField(
+        _("язык интерфейса"), max_length=8, blank=True, default="", db_default="", choices=LANGUAGE_CHOICES
+    )
 
     class Meta:
         db_table = "users"
@@ -87,28 +95,40 @@ class User(AbstractUser):
 class PlatformSettings(TimestampedModel):
     """The singleton row of organisation-wide settings (PLAT-4); read via ``platform_settings()``."""
 
-    id = models.PositiveSmallIntegerField(primary_key=True, default=1, editable=False)
-    timezone = models.CharField(max_length=64, default="Europe/Moscow", validators=[validate_timezone])
-    weekly_token_budget = models.PositiveIntegerField(default=200_000, help_text="Per agent owner, per week.")
-    agent_iteration_cap = models.PositiveSmallIntegerField(default=8)
+    id = models.PositiveSmallIntegerField(_("ID"), primary_key=True, default=1, editable=False)
+    timezone = models.CharField(
+        _("часовой пояс"), max_length=64, default="Europe/Moscow", validators=[validate_timezone]
+    )
+    weekly_token_budget = models.PositiveIntegerField(
+        _("недельный бюджет токенов"), default=200_000, help_text=_("На владельца агентов, на неделю.")
+    )
+    agent_iteration_cap = models.PositiveSmallIntegerField(_("предел шагов агента"), default=8)
     agent_run_token_cap = models.PositiveIntegerField(
+        _("предел токенов на запуск агента"),
         default=20_000,
         db_default=20_000,
-        help_text="Most tokens one agent run may spend; a start reserves this much of the weekly budget.",
+        help_text=_(
+            "Больше всего токенов, которое может потратить один запуск агента; запуск резервирует столько из недельного бюджета."
+        ),
     )
-    agent_stale_after_seconds = models.PositiveIntegerField(default=300)
-    platform_prompt = models.TextField(blank=True, default="", help_text="Empty → the built-in default prompt.")
-    web_search_enabled = models.BooleanField(default=False)
-    web_search_url = models.URLField(blank=True, default="", help_text="SearxNG-compatible endpoint.")
-    answer_reserve_tokens = models.PositiveIntegerField(default=1024)
-    retrieval_top_k = models.PositiveSmallIntegerField(default=8)
-    cache_ttl_seconds = models.PositiveIntegerField(default=300)
+    agent_stale_after_seconds = models.PositiveIntegerField(_("запуск агента завис через, с"), default=300)
+    platform_prompt = models.TextField(
+        _("системный промпт платформы"), blank=True, default="", help_text=_("Пусто → встроенный промпт по умолчанию.")
+    )
+    web_search_enabled = models.BooleanField(_("поиск в интернете включён"), default=False)
+    web_search_url = models.URLField(
+        _("адрес поиска в интернете"), blank=True, default="", help_text=_("Адрес, совместимый с SearxNG.")
+    )
+    answer_reserve_tokens = models.PositiveIntegerField(_("резерв токенов на ответ"), default=1024)
+    retrieval_top_k = models.PositiveSmallIntegerField(_("фрагментов в поиске"), default=8)
+    cache_ttl_seconds = models.PositiveIntegerField(_("время жизни кэша, с"), default=300)
     currency = models.CharField(
+        _("валюта"),
         max_length=8,
         blank=True,
         default="USD",
         db_default="USD",
-        help_text="The currency of the allow-list's prices («Расходы AI» shows money in it).",
+        help_text=_("Валюта цен в списке разрешённых моделей (в ней «Расходы AI» показывают деньги)."),
     )
 
     class Meta:
@@ -137,29 +157,46 @@ class PlatformSettings(TimestampedModel):
 
 
 class ModelKind(models.TextChoices):
-    CHAT = "chat", "chat"
-    EMBEDDING = "embedding", "embedding"
+    CHAT = "chat", _("чат")
+    EMBEDDING = "embedding", _("эмбеддинги")
 
 
 class AllowedModel(TimestampedModel):
     """A model on the allow-list (PLAT-5): what agents and conversations may use."""
 
-    name = models.CharField(max_length=100, unique=True)
-    provider = models.CharField(max_length=32, help_text="openai | builtin | hash | a registered provider")
-    kind = models.CharField(max_length=16, choices=ModelKind.choices, default=ModelKind.CHAT)
-    context_window = models.PositiveIntegerField(default=8192)
-    is_default = models.BooleanField(default=False)
+    name = models.CharField(_("название"), max_length=100, unique=True)
+    provider = models.CharField(
+        _("провайдер"),
+        max_length=32,
+        help_text=_("<code>openai</code>, <code>builtin</code>, <code>hash</code> или зарегистрированный провайдер"),
+    )
+    kind = models.CharField(_("вид"), max_length=16, choices=ModelKind.choices, default=ModelKind.CHAT)
+    context_window = models.PositiveIntegerField(_("контекстное окно"), default=8192)
+    is_default = models.BooleanField(_("по умолчанию"), default=False)
     options = models.JSONField(
+        _("параметры"),
         default=dict,
         blank=True,
-        help_text='e.g. {"base_url": "...", "model": "...", "api_key_env": "LLM_API_KEY", "timeout": 60}',
+        help_text=_(
+            'например, <code>{"base_url": "...", "model": "...", "api_key_env": "LLM_API_KEY", "timeout": 60}</code>'
+        ),
     )
     # Prices per million tokens in the platform currency; empty = no cost shown for this model.
     input_price_per_mtok = models.DecimalField(
-        max_digits=12, decimal_places=4, null=True, blank=True, help_text="Per million input tokens; empty = no cost."
+        _("цена за 1 млн входных токенов"),
+        max_digits=12,
+        decimal_places=4,
+        null=True,
+        blank=True,
+        help_text=_("За миллион входных токенов; пусто — стоимость не считается."),
     )
     output_price_per_mtok = models.DecimalField(
-        max_digits=12, decimal_places=4, null=True, blank=True, help_text="Per million output tokens; empty = no cost."
+        _("цена за 1 млн выходных токенов"),
+        max_digits=12,
+        decimal_places=4,
+        null=True,
+        blank=True,
+        help_text=_("За миллион выходных токенов; пусто — стоимость не считается."),
     )
 
     class Meta:
@@ -206,12 +243,14 @@ class AllowedModel(TimestampedModel):
 class ApiToken(TimestampedModel):
     """A personal API token (Bearer). Only a SHA-256 of the secret is stored."""
 
-    user = models.ForeignKey(User, on_delete=models.DO_NOTHING, related_name="api_tokens")
-    name = models.CharField(max_length=100, default="token")
-    prefix = models.CharField(max_length=16, db_index=True)
-    key_hash = models.CharField(max_length=64, unique=True)
-    last_used_at = models.DateTimeField(null=True, blank=True)
-    revoked_at = models.DateTimeField(null=True, blank=True)
+    user = models.ForeignKey(
+        User, verbose_name=_("пользователь"), on_delete=models.DO_NOTHING, related_name="api_tokens"
+    )
+    name = models.CharField(_("название"), max_length=100, default="token")
+    prefix = models.CharField(_("префикс"), max_length=16, db_index=True)
+    key_hash = models.CharField(_("хеш ключа"), max_length=64, unique=True)
+    last_used_at = models.DateTimeField(_("последнее использование"), null=True, blank=True)
+    revoked_at = models.DateTimeField(_("отозван"), null=True, blank=True)
 
     class Meta:
         db_table = "api_tokens"
@@ -231,15 +270,24 @@ class AuditEvent(models.Model):
     the trail when a user is deleted.
     """
 
-    created_at = models.DateTimeField(db_default=Now(), editable=False, db_index=True)
-    actor_id = models.BigIntegerField(null=True, blank=True, help_text="users.id at the time (no FK).")
-    actor = models.CharField(
-        max_length=150, blank=True, default="", help_text="The username at the time, or «system» / «anonymous»."
+    created_at = models.DateTimeField(_("создано"), db_default=Now(), editable=False, db_index=True)
+    actor_id = models.BigIntegerField(
+        _("ID автора действия"),
+        null=True,
+        blank=True,
+        help_text=_("<code>users.id</code> на тот момент (без внешнего ключа)."),
     )
-    action = models.CharField(max_length=64)
-    target = models.CharField(max_length=500, blank=True, default="")
-    details = models.JSONField(default=dict, blank=True)
-    request_id = models.CharField(max_length=100, blank=True, default="")
+    actor = models.CharField(
+        _("автор действия"),
+        max_length=150,
+        blank=True,
+        default="",
+        help_text=_("Имя пользователя на тот момент, или <code>system</code> / <code>anonymous</code>."),
+    )
+    action = models.CharField(_("действие"), max_length=64)
+    target = models.CharField(_("объект"), max_length=500, blank=True, default="")
+    details = models.JSONField(_("подробности"), default=dict, blank=True)
+    request_id = models.CharField(_("ID запроса"), max_length=100, blank=True, default="")
 
     class Meta:
         db_table = "audit_events"
@@ -259,11 +307,11 @@ class ScimToken(TimestampedModel):
     Not a person's API token: it authenticates no user and opens nothing under ``/api/``. Only a
     SHA-256 of the secret is stored (``achilles.tokens``); the secret is shown once."""
 
-    name = models.CharField(max_length=100)
-    prefix = models.CharField(max_length=16, db_index=True)
-    key_hash = models.CharField(max_length=64, unique=True)
-    last_used_at = models.DateTimeField(null=True, blank=True)
-    revoked_at = models.DateTimeField(null=True, blank=True)
+    name = models.CharField(_("название"), max_length=100)
+    prefix = models.CharField(_("префикс"), max_length=16, db_index=True)
+    key_hash = models.CharField(_("хеш ключа"), max_length=64, unique=True)
+    last_used_at = models.DateTimeField(_("последнее использование"), null=True, blank=True)
+    revoked_at = models.DateTimeField(_("отозван"), null=True, blank=True)
 
     class Meta:
         db_table = "scim_tokens"

@@ -40,7 +40,9 @@ class AgentChangelistForm(forms.ModelForm):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["admin_paused"].widget.attrs["aria-label"] = f"Приостановить агента «{self.instance.name}»"
+        self.fields["admin_paused"].widget.attrs["aria-label"] = gettext("Приостановить агента «%(name)s»") % {
+            "name": self.instance.name
+        }
 
 
 @admin.register(Agent)

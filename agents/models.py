@@ -11,6 +11,7 @@ from __future__ import annotations
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
 
 from achilles.models import AllowedModel, TimestampedModel, User
 from agents.choices import AgentStatus, JiraEventKind, RunReason, RunState, RunTrigger
@@ -20,23 +21,39 @@ class Agent(TimestampedModel):
     """An employee's agent: instructions run on a schedule or on demand, within the owner's budget."""
 
     # db_index=False: agents_agent_owner_idx below is the owner index (a second one cost every write).
-    owner = models.ForeignKey(User, on_delete=models.DO_NOTHING, related_name="agents", db_index=False)
-    name = models.CharField(max_length=200)
-    instructions = models.TextField(blank=True, default="")
+    owner = models.ForeignKey(
+        User, verbose_name=_("владелец"), on_delete=models.DO_NOTHING, related_name="agents", db_index=False
+    )
+    name = models.CharField(_("название"), max_length=200)
+    instructions = models.TextField(_("инструкции"), blank=True, default="")
     # db_index=False: the tick's every slot move wrote into it (migration 0009); its one reader, the
     # database's ON DELETE SET NULL when a model leaves the allow-list, reads the table instead.
     model = models.ForeignKey(
-        AllowedModel, on_delete=models.DO_NOTHING, null=True, blank=True, related_name="agents", db_index=False
-    )
-    schedule = models.JSONField(
+        AllowedModel,
+        verbose_name=_("модель"),
+        on_delete=models.DO_NOTHING,
         null=True,
         blank=True,
-        help_text='null | {"type": "interval", "every_minutes": N} | '
-        '{"type": "calendar", "weekday": 0-6, "time": "HH:MM"}',
+        related_name="agents",
+        db_index=False,
     )
-    next_run_at = models.DateTimeField(null=True, blank=True, help_text="UTC; NULL = not in the scheduler's scan.")
-    enabled = models.BooleanField(default=True, help_text="The owner's switch.")
-    admin_paused = models.BooleanField(default=False, help_text="The platform admin's sticky lock.")
+    schedule = models.JSONField(
+        _("расписание"),
+        null=True,
+        blank=True,
+        help_text=_(
+            'Пусто — только вручную; <code>{"type": "interval", "every_minutes": N}</code> или <code>{"type": "calendar", "weekday": 0-6, "time": "HH:MM"}</code>.'
+        ),
+    )
+    next_run_at = models.DateTimeField(
+        _("следующий запуск"), null=True, blank=True, help_text=_("UTC; пусто — планировщик агента не рассматривает.")
+    )
+    enabled = models.BooleanField(_("включён владельцем"), default=True, help_text=_("Выключатель владельца."))
+    admin_paused = models.BooleanField(
+        _("приостановлен администратором"),
+        default=False,
+        help_text=_("Блокировка администратора платформы: держится, пока её не снимут."),
+    )
 
     class Meta:
         db_table = "agents"
@@ -85,32 +102,41 @@ class AgentRun(TimestampedModel):
     """One run of an agent: queued → running → succeeded | failed, or skipped (never started)."""
 
     # db_index=False: agents_agentrun_agent_idx (agent, -id) leads with it (a second one cost every write).
-    agent = models.ForeignKey(Agent, on_delete=models.DO_NOTHING, related_name="runs", db_index=False)
-    trigger = models.CharField(max_length=16, choices=RunTrigger.choices)
-    state = models.CharField(max_length=16, choices=RunState.choices, default=RunState.QUEUED)
-    reason = models.CharField(max_length=32, choices=RunReason.choices, blank=True, default="")
-    output = models.TextField(blank=True, default="")
+    agent = models.ForeignKey(
+        Agent, verbose_name=_("агент"), on_delete=models.DO_NOTHING, related_name="runs", db_index=False
+    )
+    trigger = models.CharField(_("повод"), max_length=16, choices=RunTrigger.choices)
+    state = models.CharField(_("состояние"), max_length=16, choices=RunState.choices, default=RunState.QUEUED)
+    reason = models.CharField(_("причина"), max_length=32, choices=RunReason.choices, blank=True, default="")
+    output = models.TextField(_("результат"), blank=True, default="")
     # What the output's [N] markers cite: {marker, record_id, title, url, source_system, chunk_text},
     # copies as the run's search showed them (their record's access is checked again when read).
-    sources = models.JSONField(null=True, blank=True)  # NULL: none (the scheduler INSERTs runs by SQL)
-    error = models.TextField(blank=True, default="")
-    tokens_used = models.PositiveIntegerField(default=0)
+    sources = models.JSONField(_("источники"), null=True, blank=True)  # NULL: none (the scheduler INSERTs runs by SQL)
+    error = models.TextField(_("ошибка"), blank=True, default="")
+    tokens_used = models.PositiveIntegerField(_("токенов израсходовано"), default=0)
     # The split of tokens_used (since «Расходы AI»; older runs carry the total only) and the model
     # that actually ran (the agent's model may change or leave the allow-list later).
-    input_tokens = models.PositiveIntegerField(null=True, blank=True)
-    output_tokens = models.PositiveIntegerField(null=True, blank=True)
-    model = models.CharField(max_length=100, null=True, blank=True, help_text="Fact: the model the run called.")
-    scheduled_for = models.DateTimeField(null=True, blank=True, help_text="The slot a scheduled run was due at.")
-    enqueued_at = models.DateTimeField(null=True, blank=True, help_text="When the task reached the broker.")
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    input_tokens = models.PositiveIntegerField(_("входных токенов"), null=True, blank=True)
+    output_tokens = models.PositiveIntegerField(_("выходных токенов"), null=True, blank=True)
+    model = models.CharField(
+        _("модель"), max_length=100, null=True, blank=True, help_text=_("Факт: модель, к которой обращался запуск.")
+    )
+    scheduled_for = models.DateTimeField(
+        _("запланирован на"), null=True, blank=True, help_text=_("Время по расписанию, на которое приходился запуск.")
+    )
+    enqueued_at = models.DateTimeField(
+        _("поставлен в очередь"), null=True, blank=True, help_text=_("Когда задача попала в брокер.")
+    )
+    started_at = models.DateTimeField(_("начат"), null=True, blank=True)
+    finished_at = models.DateTimeField(_("закончен"), null=True, blank=True)
+    heartbeat_at = models.DateTimeField(_("последний сигнал"), null=True, blank=True)
     worker = models.CharField(
+        _("исполнитель"),
         max_length=255,
         blank=True,
         default="",
         db_default="",
-        help_text="The Celery worker (hostname) that claimed the run; the reaper asks if it lives.",
+        help_text=_("Исполнитель Celery (имя хоста), взявший запуск; сборщик зависших спрашивает, жив ли он."),
     )
 
     class Meta:

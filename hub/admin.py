@@ -8,6 +8,7 @@ import json
 from django import forms
 from django.contrib import admin, messages
 from django.utils import timezone
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from achilles.errors import ApplicationError
@@ -64,7 +65,7 @@ class MirrorIssueAdmin(ReadOnlyMixin, admin.ModelAdmin):
     exclude = ("fields",)
     readonly_fields = ("raw_fields",)
 
-    @admin.display(description="raw Jira fields")
+    @admin.display(description=_("поля Jira как есть"))
     def raw_fields(self, obj: MirrorIssue) -> str:
         return json.dumps(obj.fields, ensure_ascii=False, indent=1)[:20000]
 
@@ -103,12 +104,14 @@ class BatchAdmin(ReadOnlyMixin, admin.ModelAdmin):
             try:
                 result = services.batch_cancel(user=request.user, batch_id=batch.pk)
             except ApplicationError as exc:
-                errors.append(f"batch {batch.pk}: {exc.detail}")
+                errors.append(gettext("пакет %(batch)s: %(error)s") % {"batch": batch.pk, "error": exc.detail})
                 continue
-            done.append(f"batch {batch.pk}: {len(result.cancelled)} cancelled")
+            done.append(
+                gettext("пакет %(batch)s: отменено команд: %(n)s") % {"batch": batch.pk, "n": len(result.cancelled)}
+            )
             for command_id in result.claimed:
                 messages.warning(request, claimed_command_line(command_id))
-        _report(request, "Cancel", done, errors)
+        _report(request, gettext("Отмена"), done, errors)
 
 
 @admin.register(Command)
@@ -124,13 +127,16 @@ class CommandAdmin(ReadOnlyMixin, admin.ModelAdmin):
             try:
                 done.append(call(command))
             except ApplicationError as exc:
-                errors.append(f"command {command.pk}: {exc.detail}")
+                errors.append(gettext("команда %(command)s: %(error)s") % {"command": command.pk, "error": exc.detail})
         _report(request, action, done, errors)
 
     @admin.action(description=_("Отменить (только в очереди)"))
     def cancel_commands(self, request, queryset):
         self._each(
-            request, queryset, "Cancel", lambda c: f"#{services.command_cancel(user=request.user, command_id=c.pk).id}"
+            request,
+            queryset,
+            gettext("Отмена"),
+            lambda c: f"#{services.command_cancel(user=request.user, command_id=c.pk).id}",
         )
 
     @admin.action(description=_("Отменить принудительно (и взятые агентом: он узнает при следующем запросе)"))
@@ -138,7 +144,7 @@ class CommandAdmin(ReadOnlyMixin, admin.ModelAdmin):
         self._each(
             request,
             queryset,
-            "Force-cancel",
+            gettext("Принудительная отмена"),
             lambda c: f"#{services.command_cancel(user=request.user, command_id=c.pk, force=True).id}",
         )
 
@@ -147,8 +153,12 @@ class CommandAdmin(ReadOnlyMixin, admin.ModelAdmin):
         self._each(
             request,
             queryset,
-            "Retry",
-            lambda c: f"#{c.pk} → batch {services.command_retry(user=request.user, command_id=c.pk, default_author='admin').id}",
+            gettext("Повтор"),
+            lambda c: gettext("#%(command)s → пакет %(batch)s")
+            % {
+                "command": c.pk,
+                "batch": services.command_retry(user=request.user, command_id=c.pk, default_author="admin").id,
+            },
         )
 
 
@@ -173,13 +183,19 @@ class SyncAgentAdmin(admin.ModelAdmin):
         agent, raw = protocol.sync_agent_create(name=form.cleaned_data["name"])
         obj.pk = agent.pk
         obj.__dict__.update(SyncAgent.objects.filter(pk=agent.pk).values().first())
-        messages.warning(request, f"Token of sync agent {agent.name} (shown once, copy it now): {raw}")
+        messages.warning(
+            request,
+            gettext("Токен агента синхронизации %(name)s (показывается один раз, скопируйте его сейчас): %(token)s")
+            % {"name": agent.name, "token": raw},
+        )
 
     @admin.action(description=_("Заменить токен (новый показывается один раз)"))
     def rotate_tokens(self, request, queryset):
         for agent in queryset:
             messages.warning(
-                request, f"New token of {agent.name} (shown once): {protocol.sync_agent_rotate(sync_agent=agent)}"
+                request,
+                gettext("Новый токен %(name)s (показывается один раз): %(token)s")
+                % {"name": agent.name, "token": protocol.sync_agent_rotate(sync_agent=agent)},
             )
 
     @admin.action(description=_("Отозвать токен"))
@@ -213,7 +229,10 @@ class SyncRunAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
 
 class PublicationForm(forms.ModelForm):
-    artifact_file = forms.FileField(help_text="The sync agent's .tar.gz (its root holds syncagent/).")
+    artifact_file = forms.FileField(
+        label=_("архив"),
+        help_text=_("Архив <code>.tar.gz</code> агента синхронизации (в его корне — каталог <code>syncagent/</code>)."),
+    )
 
     class Meta:
         model = Publication
@@ -223,7 +242,9 @@ class PublicationForm(forms.ModelForm):
         data = super().clean()
         latest = Publication.objects.order_by("-version").values_list("version", flat=True).first()
         if data.get("version") is not None and latest is not None and data["version"] <= latest:
-            raise forms.ValidationError(f"version must be newer than the published v{latest}")
+            raise forms.ValidationError(
+                gettext("версия должна быть новее опубликованной v%(latest)s") % {"latest": latest}
+            )
         return data
 
 
@@ -236,6 +257,11 @@ class PublicationAdmin(admin.ModelAdmin):
     def has_change_permission(self, request, obj=None):
         return obj is None and super().has_change_permission(request, obj)
 
+    def get_fields(self, request, obj=None):
+        if obj is not None:  # a published version is only read: the upload field belongs to the add form
+            return ("version", "notes", "sha256", "size", "published_at", "published_by")
+        return super().get_fields(request, obj)
+
     def has_add_permission(self, request):
         return request.user.is_staff and super().has_add_permission(request)
 
@@ -247,12 +273,38 @@ class PublicationAdmin(admin.ModelAdmin):
             user=request.user,
         )
         obj.pk = publication.pk
-        messages.success(request, f"Published v{publication.version}, sha256 {publication.sha256}")
+        messages.success(
+            request,
+            gettext("Опубликована v%(version)s, sha256 %(sha256)s")
+            % {"version": publication.version, "sha256": publication.sha256},
+        )
+
+
+# The settings' descriptions as the admin's chooser shows them (hub.hub_settings.SPECS keeps the English ones
+# the API and MCP tell).
+SETTING_TEXTS = {
+    "base_label": _("метка каждой созданной хабом задачи; по ней выбирает базовый JQL"),
+    "poll_interval_seconds": _("как часто агент синхронизации запрашивает команды"),
+    "lease_seconds": _("аренда взятой команды"),
+    "full_sync_cron": _("когда агент синхронизации делает полную синхронизацию (расписание из 5 полей, UTC)"),
+    "projects": _("отражаемые проекты"),
+    "project_acl": _("проект → кто может читать его задачи в хабе и в хранилище знаний (нет — все)"),
+    "sync_overlap_minutes": _("окно перечитывания при частичной синхронизации"),
+    "page_size": _("задач на страницу выгрузки"),
+}
 
 
 class HubSettingForm(forms.ModelForm):
-    key = forms.ChoiceField(choices=[(k, f"{k} — {spec[2]}") for k, spec in SPECS.items()])
-    value = forms.JSONField(help_text='JSON: 10, "AWPCA", ["AURORA"], {"AURORA": ["group:it"]}')
+    # described in the reader's language: the choices are made per form, not once at import
+    key = forms.ChoiceField(
+        label=_("ключ"), choices=lambda: [(k, str(SETTING_TEXTS.get(k, spec[2]))) for k, spec in SPECS.items()]
+    )
+    value = forms.JSONField(
+        label=_("значение"),
+        help_text=_(
+            'Значение в JSON, например: <code>10</code>, <code>"AWPCA"</code>, <code>["AURORA"]</code>, <code>{"AURORA": ["group:it"]}</code>'
+        ),
+    )
 
     class Meta:
         model = HubSetting
@@ -280,4 +332,6 @@ class HubSettingAdmin(admin.ModelAdmin):
         version = services.settings_set(
             user=request.user, key=form.cleaned_data["key"], value=form.cleaned_data["value"]
         )
-        messages.success(request, f"settings_version is now {version}")
+        messages.success(
+            request, gettext("Версия настроек (settings_version) теперь %(version)s") % {"version": version}
+        )

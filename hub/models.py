@@ -14,6 +14,7 @@ from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Now, Upper
+from django.utils.translation import gettext_lazy as _
 
 from achilles.models import User
 from syncagent.command_types import COMMAND_TYPES
@@ -30,21 +31,29 @@ LINK_DIRECTIONS = ("outward", "inward")
 class MirrorIssue(models.Model):
     """A Jira issue as the sync agent last uploaded it (HUB-1); written only by uploads."""
 
-    key = models.CharField(max_length=64, unique=True)
-    project = models.CharField(max_length=32)
-    summary = models.TextField(default="", blank=True)
-    status = models.CharField(max_length=100, default="", blank=True)
-    issue_type = models.CharField(max_length=100, default="", blank=True)
-    priority = models.CharField(max_length=100, default="", blank=True)
-    assignee = models.CharField(max_length=200, default="", blank=True)
-    duedate = models.DateField(null=True, blank=True)
-    sprint = models.CharField(max_length=200, default="", blank=True)
-    labels = ArrayField(models.CharField(max_length=255), default=list, blank=True)
-    description = models.TextField(default="", blank=True)
-    fields = models.JSONField(default=dict, blank=True, help_text="Raw Jira fields as uploaded.")
-    updated = models.DateTimeField(help_text="Jira's `updated` of the uploaded version.")
-    content_sha256 = models.CharField(max_length=64, help_text="Digest of the uploaded page entry: equal → unchanged.")
-    mirrored_at = models.DateTimeField(db_default=Now())
+    key = models.CharField(_("ключ"), max_length=64, unique=True)
+    project = models.CharField(_("проект"), max_length=32)
+    summary = models.TextField(_("тема"), default="", blank=True)
+    status = models.CharField(_("статус"), max_length=100, default="", blank=True)
+    issue_type = models.CharField(_("тип задачи"), max_length=100, default="", blank=True)
+    priority = models.CharField(_("приоритет"), max_length=100, default="", blank=True)
+    assignee = models.CharField(_("исполнитель задачи"), max_length=200, default="", blank=True)
+    duedate = models.DateField(_("срок"), null=True, blank=True)
+    sprint = models.CharField(_("спринт"), max_length=200, default="", blank=True)
+    labels = ArrayField(models.CharField(max_length=255), verbose_name=_("метки"), default=list, blank=True)
+    description = models.TextField(_("описание"), default="", blank=True)
+    fields = models.JSONField(
+        _("поля Jira"), default=dict, blank=True, help_text=_("Поля Jira как есть, как их выгрузили.")
+    )
+    updated = models.DateTimeField(
+        _("изменена в Jira"), help_text=_("Поле Jira <code>updated</code> выгруженной версии.")
+    )
+    content_sha256 = models.CharField(
+        _("хеш содержимого (SHA-256)"),
+        max_length=64,
+        help_text=_("Хеш выгруженной записи страницы: совпал — без изменений."),
+    )
+    mirrored_at = models.DateTimeField(_("отражена"), db_default=Now())
 
     class Meta:
         db_table = "hub_issues"
@@ -81,10 +90,10 @@ class MirrorIssue(models.Model):
 class MirrorLink(models.Model):
     """An issue link as Jira shows it on ``issue`` (HUB-1); replaced with every upload of the issue."""
 
-    issue = models.ForeignKey(MirrorIssue, on_delete=models.DO_NOTHING, related_name="links")
-    link_type = models.CharField(max_length=100)
-    direction = models.CharField(max_length=8)
-    other_key = models.CharField(max_length=64)
+    issue = models.ForeignKey(MirrorIssue, verbose_name=_("задача"), on_delete=models.DO_NOTHING, related_name="links")
+    link_type = models.CharField(_("тип связи"), max_length=100)
+    direction = models.CharField(_("направление"), max_length=8)
+    other_key = models.CharField(_("другая задача"), max_length=64)
 
     class Meta:
         db_table = "hub_issue_links"
@@ -105,11 +114,13 @@ class MirrorLink(models.Model):
 class MirrorComment(models.Model):
     """A Jira comment of a mirrored issue (HUB-1); replaced with every upload of the issue."""
 
-    issue = models.ForeignKey(MirrorIssue, on_delete=models.DO_NOTHING, related_name="comments")
-    jira_id = models.CharField(max_length=64)
-    author = models.CharField(max_length=200, default="", blank=True)
-    created = models.DateTimeField(null=True, blank=True)
-    body = models.TextField(default="", blank=True)
+    issue = models.ForeignKey(
+        MirrorIssue, verbose_name=_("задача"), on_delete=models.DO_NOTHING, related_name="comments"
+    )
+    jira_id = models.CharField(_("ID в Jira"), max_length=64)
+    author = models.CharField(_("автор"), max_length=200, default="", blank=True)
+    created = models.DateTimeField(_("создан"), null=True, blank=True)
+    body = models.TextField(_("текст"), default="", blank=True)
 
     class Meta:
         db_table = "hub_issue_comments"
@@ -126,13 +137,17 @@ class MirrorComment(models.Model):
 class IssueNote(models.Model):
     """Hub-local notes of an issue (HUB-2), never sent to Jira."""
 
-    issue = models.OneToOneField(MirrorIssue, on_delete=models.DO_NOTHING, related_name="notes")
-    fact_status = models.CharField(max_length=200, default="", blank=True)
-    note = models.TextField(default="", blank=True)
-    next_step = models.TextField(default="", blank=True)
-    owner = models.CharField(max_length=200, default="", blank=True)
-    updated_by = models.ForeignKey(User, on_delete=models.DO_NOTHING, null=True, blank=True, related_name="+")
-    updated_at = models.DateTimeField(db_default=Now())
+    issue = models.OneToOneField(
+        MirrorIssue, verbose_name=_("задача"), on_delete=models.DO_NOTHING, related_name="notes"
+    )
+    fact_status = models.CharField(_("фактический статус"), max_length=200, default="", blank=True)
+    note = models.TextField(_("заметка"), default="", blank=True)
+    next_step = models.TextField(_("следующий шаг"), default="", blank=True)
+    owner = models.CharField(_("владелец"), max_length=200, default="", blank=True)
+    updated_by = models.ForeignKey(
+        User, verbose_name=_("кем изменено"), on_delete=models.DO_NOTHING, null=True, blank=True, related_name="+"
+    )
+    updated_at = models.DateTimeField(_("изменено"), db_default=Now())
 
     class Meta:
         db_table = "hub_notes"
@@ -145,22 +160,32 @@ class IssueNote(models.Model):
 class Batch(models.Model):
     """A titled group of commands created at once (HUB-6); finished when every command is final."""
 
-    title = models.CharField(max_length=300)
-    author = models.CharField(max_length=64, help_text="`claude` from MCP, `api` from REST without author.")
+    title = models.CharField(_("заголовок"), max_length=300)
+    author = models.CharField(
+        _("автор"), max_length=64, help_text=_("<code>claude</code> — из MCP, <code>api</code> — из REST без автора.")
+    )
     # Who created it (REST, MCP, admin): ON DELETE SET NULL in the database (migration 0002) — deleting
     # a person keeps their batches (and the audit trail keeps their name); an ownerless batch is then
     # visible only to staff and holders of hub.view_batch / hub.manage_any_batch.
     created_by = models.ForeignKey(
         User,
+        verbose_name=_("кем создан"),
         on_delete=models.DO_NOTHING,
         null=True,
         blank=True,
         related_name="hub_batches",
-        help_text="The person who created the batch; empty once that user is deleted.",
+        help_text=_("Кто создал пакет; пусто, если этого пользователя удалили."),
     )
-    created_at = models.DateTimeField(db_default=Now())
-    finished_at = models.DateTimeField(null=True, blank=True)
-    retry_of = models.ForeignKey("Command", on_delete=models.DO_NOTHING, null=True, blank=True, related_name="retries")
+    created_at = models.DateTimeField(_("создано"), db_default=Now())
+    finished_at = models.DateTimeField(_("закончен"), null=True, blank=True)
+    retry_of = models.ForeignKey(
+        "Command",
+        verbose_name=_("повтор команды"),
+        on_delete=models.DO_NOTHING,
+        null=True,
+        blank=True,
+        related_name="retries",
+    )
 
     class Meta:
         db_table = "hub_batches"
@@ -188,43 +213,56 @@ class Command(models.Model):
     """One idempotent command of a batch (HUB-5/7): queued → claimed (lease) → done | failed,
     queued | claimed (forced) → cancelled."""
 
-    batch = models.ForeignKey(Batch, on_delete=models.DO_NOTHING, related_name="commands")
-    seq = models.PositiveIntegerField(help_text="1-based position in the batch; `$N` names seq N.")
-    type = models.CharField(max_length=32)
-    payload = models.JSONField(help_text="The command as validated (the contract's shape).")
+    batch = models.ForeignKey(Batch, verbose_name=_("пакет"), on_delete=models.DO_NOTHING, related_name="commands")
+    seq = models.PositiveIntegerField(
+        _("номер в пакете"), help_text=_("Номер в пакете с 1; <code>$N</code> ссылается на команду с номером N.")
+    )
+    type = models.CharField(_("тип"), max_length=32)
+    payload = models.JSONField(_("содержимое команды"), help_text=_("Команда после проверки (в форме контракта)."))
     keys = ArrayField(
         models.CharField(max_length=64),
+        verbose_name=_("ключи задач"),
         default=list,
         blank=True,
-        help_text="Issue keys the command touches (`$N` until resolved).",
+        help_text=_("Ключи задач, которых касается команда (<code>$N</code>, пока не известны)."),
     )
     depends_on = ArrayField(
         models.PositiveIntegerField(),
+        verbose_name=_("зависит от"),
         default=list,
         blank=True,
-        help_text="Seqs of earlier ensure_issue commands this one names as `$N`.",
+        help_text=_(
+            "Номера более ранних команд <code>ensure_issue</code>, на которые эта ссылается как <code>$N</code>."
+        ),
     )
-    waits_for_batch = models.BooleanField(default=False, help_text="Issued only after every other command is final.")
-    state = models.CharField(max_length=16, default="queued")
-    claims = models.PositiveIntegerField(default=0)
-    lease_token = models.CharField(max_length=64, null=True, blank=True)
+    waits_for_batch = models.BooleanField(
+        _("ждёт весь пакет"),
+        default=False,
+        help_text=_("Выдаётся только после того, как все остальные команды завершены."),
+    )
+    state = models.CharField(_("состояние"), max_length=16, default="queued")
+    claims = models.PositiveIntegerField(_("взята раз"), default=0)
+    lease_token = models.CharField(_("токен аренды"), max_length=64, null=True, blank=True)
     lease_tokens = ArrayField(
         models.CharField(max_length=64),
+        verbose_name=_("токены аренды"),
         default=list,
         blank=True,
-        help_text="Every lease ever issued for this command, oldest first.",
+        help_text=_("Все когда-либо выданные аренды этой команды, от старых к новым."),
     )
-    lease_expires_at = models.DateTimeField(null=True, blank=True)
-    claimed_at = models.DateTimeField(null=True, blank=True)
-    claimed_by = models.ForeignKey("SyncAgent", on_delete=models.DO_NOTHING, null=True, blank=True, related_name="+")
-    finished_at = models.DateTimeField(null=True, blank=True)
-    finished_lease_token = models.CharField(max_length=64, null=True, blank=True)
-    result = models.JSONField(null=True, blank=True)
-    error = models.TextField(default="", blank=True)
-    created_key = models.CharField(max_length=64, default="", blank=True)
-    force_cancelled = models.BooleanField(default=False)
-    cancel_notified_at = models.DateTimeField(null=True, blank=True)
-    created_at = models.DateTimeField(db_default=Now())
+    lease_expires_at = models.DateTimeField(_("аренда истекает"), null=True, blank=True)
+    claimed_at = models.DateTimeField(_("взята"), null=True, blank=True)
+    claimed_by = models.ForeignKey(
+        "SyncAgent", verbose_name=_("кем взята"), on_delete=models.DO_NOTHING, null=True, blank=True, related_name="+"
+    )
+    finished_at = models.DateTimeField(_("закончен"), null=True, blank=True)
+    finished_lease_token = models.CharField(_("токен завершившей аренды"), max_length=64, null=True, blank=True)
+    result = models.JSONField(_("итог"), null=True, blank=True)
+    error = models.TextField(_("ошибка"), default="", blank=True)
+    created_key = models.CharField(_("созданная задача"), max_length=64, default="", blank=True)
+    force_cancelled = models.BooleanField(_("отменена принудительно"), default=False)
+    cancel_notified_at = models.DateTimeField(_("агент узнал об отмене"), null=True, blank=True)
+    created_at = models.DateTimeField(_("создано"), db_default=Now())
 
     class Meta:
         db_table = "hub_commands"
@@ -296,11 +334,11 @@ class Command(models.Model):
 class SyncAgent(models.Model):
     """An on-prem sync agent: its own token scope (``achsync_…``), usable only on the protocol routes."""
 
-    name = models.CharField(max_length=100, unique=True)
-    token_prefix = models.CharField(max_length=16)
-    token_hash = models.CharField(max_length=64, unique=True)
-    created_at = models.DateTimeField(db_default=Now())
-    revoked_at = models.DateTimeField(null=True, blank=True)
+    name = models.CharField(_("название"), max_length=100, unique=True)
+    token_prefix = models.CharField(_("префикс токена"), max_length=16)
+    token_hash = models.CharField(_("хеш токена"), max_length=64, unique=True)
+    created_at = models.DateTimeField(_("создано"), db_default=Now())
+    revoked_at = models.DateTimeField(_("отозван"), null=True, blank=True)
 
     class Meta:
         db_table = "hub_sync_agents"
@@ -321,16 +359,24 @@ class SyncAgent(models.Model):
 class SyncAgentContact(models.Model):
     """What a sync agent said on its latest claim (HUB-11/12): versions, update state, contact times."""
 
-    sync_agent = models.OneToOneField(SyncAgent, on_delete=models.DO_NOTHING, primary_key=True, related_name="contact")
-    last_contact_at = models.DateTimeField()
-    last_claim_at = models.DateTimeField()
-    version = models.PositiveIntegerField()
-    launcher_version = models.PositiveIntegerField(null=True, blank=True, help_text="NULL: runs without the launcher.")
-    settings_version = models.PositiveIntegerField(null=True, blank=True)
-    update_state = models.CharField(max_length=16, null=True, blank=True)
-    update_from = models.PositiveIntegerField(null=True, blank=True)
-    update_to = models.PositiveIntegerField(null=True, blank=True)
-    update_error = models.TextField(default="", blank=True)
+    sync_agent = models.OneToOneField(
+        SyncAgent,
+        verbose_name=_("агент синхронизации"),
+        on_delete=models.DO_NOTHING,
+        primary_key=True,
+        related_name="contact",
+    )
+    last_contact_at = models.DateTimeField(_("последняя связь"))
+    last_claim_at = models.DateTimeField(_("последний запрос команд"))
+    version = models.PositiveIntegerField(_("версия"))
+    launcher_version = models.PositiveIntegerField(
+        _("версия загрузчика"), null=True, blank=True, help_text=_("Пусто — работает без загрузчика.")
+    )
+    settings_version = models.PositiveIntegerField(_("версия настроек"), null=True, blank=True)
+    update_state = models.CharField(_("состояние обновления"), max_length=16, null=True, blank=True)
+    update_from = models.PositiveIntegerField(_("обновление с версии"), null=True, blank=True)
+    update_to = models.PositiveIntegerField(_("обновление до версии"), null=True, blank=True)
+    update_error = models.TextField(_("ошибка обновления"), default="", blank=True)
 
     class Meta:
         db_table = "hub_sync_agent_contacts"
@@ -357,10 +403,12 @@ class SyncAgentContact(models.Model):
 class RateLimitEvent(models.Model):
     """A 429 Jira answered the sync agent (HUB-12 «429 за сутки»)."""
 
-    sync_agent = models.ForeignKey(SyncAgent, on_delete=models.DO_NOTHING, related_name="+")
-    at = models.DateTimeField()
-    retry_after_seconds = models.FloatField(default=0)
-    path = models.CharField(max_length=500, default="", blank=True)
+    sync_agent = models.ForeignKey(
+        SyncAgent, verbose_name=_("агент синхронизации"), on_delete=models.DO_NOTHING, related_name="+"
+    )
+    at = models.DateTimeField(_("когда"))
+    retry_after_seconds = models.FloatField(_("повтор через, с"), default=0)
+    path = models.CharField(_("путь"), max_length=500, default="", blank=True)
 
     class Meta:
         db_table = "hub_rate_limit_events"
@@ -379,13 +427,20 @@ class RateLimitEvent(models.Model):
 class SyncRun(models.Model):
     """One mirror sync the sync agent ran (HUB-14)."""
 
-    sync_agent = models.ForeignKey(SyncAgent, on_delete=models.DO_NOTHING, null=True, blank=True, related_name="+")
-    kind = models.CharField(max_length=16)
-    status = models.CharField(max_length=16, default="running")
-    started_at = models.DateTimeField(db_default=Now())
-    finished_at = models.DateTimeField(null=True, blank=True)
-    counts = models.JSONField(default=dict, blank=True)
-    errors = models.JSONField(default=list, blank=True)
+    sync_agent = models.ForeignKey(
+        SyncAgent,
+        verbose_name=_("агент синхронизации"),
+        on_delete=models.DO_NOTHING,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    kind = models.CharField(_("вид"), max_length=16)
+    status = models.CharField(_("статус"), max_length=16, default="running")
+    started_at = models.DateTimeField(_("начат"), db_default=Now())
+    finished_at = models.DateTimeField(_("закончен"), null=True, blank=True)
+    counts = models.JSONField(_("счётчики"), default=dict, blank=True)
+    errors = models.JSONField(_("ошибки"), default=list, blank=True)
 
     class Meta:
         db_table = "hub_sync_runs"
@@ -409,13 +464,15 @@ class SyncRun(models.Model):
 class Publication(models.Model):
     """A published sync-agent version (HUB-13): the artifact's bytes and their sha256."""
 
-    version = models.PositiveIntegerField(unique=True)
-    artifact = models.BinaryField()
-    sha256 = models.CharField(max_length=64)
-    size = models.PositiveIntegerField()
-    notes = models.TextField(default="", blank=True)
-    published_at = models.DateTimeField(db_default=Now())
-    published_by = models.ForeignKey(User, on_delete=models.DO_NOTHING, null=True, blank=True, related_name="+")
+    version = models.PositiveIntegerField(_("версия"), unique=True)
+    artifact = models.BinaryField(_("архив"))
+    sha256 = models.CharField(_("SHA-256"), max_length=64)
+    size = models.PositiveIntegerField(_("размер"))
+    notes = models.TextField(_("примечания"), default="", blank=True)
+    published_at = models.DateTimeField(_("опубликована"), db_default=Now())
+    published_by = models.ForeignKey(
+        User, verbose_name=_("кем опубликована"), on_delete=models.DO_NOTHING, null=True, blank=True, related_name="+"
+    )
 
     class Meta:
         db_table = "hub_publications"
@@ -431,10 +488,12 @@ class Publication(models.Model):
 class HubSetting(models.Model):
     """One hub setting (HUB-15); validated per key by ``hub.settings_schema``."""
 
-    key = models.CharField(max_length=64, primary_key=True)
-    value = models.JSONField()
-    updated_at = models.DateTimeField(db_default=Now())
-    updated_by = models.ForeignKey(User, on_delete=models.DO_NOTHING, null=True, blank=True, related_name="+")
+    key = models.CharField(_("ключ"), max_length=64, primary_key=True)
+    value = models.JSONField(_("значение"))
+    updated_at = models.DateTimeField(_("изменено"), db_default=Now())
+    updated_by = models.ForeignKey(
+        User, verbose_name=_("кем изменено"), on_delete=models.DO_NOTHING, null=True, blank=True, related_name="+"
+    )
 
     class Meta:
         db_table = "hub_settings"

@@ -46,7 +46,7 @@ class ChunkInline(admin.TabularInline):
     can_delete = False
     show_change_link = True
 
-    @admin.display(boolean=True, description="embedded")
+    @admin.display(boolean=True, description=_("с эмбеддингом"))
     def has_embedding(self, obj):
         return obj.embedding is not None
 
@@ -57,11 +57,16 @@ class ChunkInline(admin.TabularInline):
 class LinkInline(admin.TabularInline):
     model = RecordLink
     fk_name = "from_record"
-    fields = ("to_record", "link_type", "created_at")
-    readonly_fields = ("created_at",)
+    fields = ("to_record", "link_type", "created")
+    readonly_fields = ("created",)
     raw_id_fields = ("to_record",)
     extra = 0
-    verbose_name = "outgoing link"
+    verbose_name = _("исходящая связь")
+    verbose_name_plural = _("исходящие связи")
+
+    @admin.display(description=_("создано"))
+    def created(self, obj):
+        return obj.created_at if obj.pk else ""  # a row not yet saved has no date (not a database default)
 
 
 class RecordForm(forms.ModelForm):
@@ -122,7 +127,7 @@ class RecordAdmin(admin.ModelAdmin):
     def acl_display(self, obj):
         return ", ".join(obj.acl)
 
-    @admin.display(description="chunks", ordering="_chunks")
+    @admin.display(description=_("фрагментов"), ordering="_chunks")
     def chunk_count(self, obj):
         return getattr(obj, "_chunks", None)
 
@@ -173,7 +178,7 @@ class RecordAdmin(admin.ModelAdmin):
         _search_mode_message(request)
         context = {
             **self.admin_site.each_context(request),
-            "title": "Search preview",
+            "title": _("Проверка поиска"),
             "form": form,
             "result": result,
             "elapsed": elapsed,
@@ -203,7 +208,7 @@ class ChunkAdmin(admin.ModelAdmin):
     readonly_fields = ("record", "ordinal", "heading", "text", "acl")
     exclude = ("embedding",)
 
-    @admin.display(description="text")
+    @admin.display(description=_("текст"))
     def short_text(self, obj):
         return obj.text[:120]
 
@@ -289,9 +294,10 @@ class ConnectorForm(forms.ModelForm):
     token = forms.CharField(
         required=False,
         widget=forms.PasswordInput(render_value=False),
-        help_text="Leave empty to keep the stored token.",
+        label=_("токен"),
+        help_text=_("Оставьте пустым, чтобы сохранить прежний токен."),
     )
-    spaces = forms.CharField(help_text="Space keys, comma-separated.")
+    spaces = forms.CharField(label=_("пространства"), help_text=_("Ключи пространств через запятую."))
 
     class Meta:
         model = Connector
@@ -345,7 +351,7 @@ class ConnectorAdmin(admin.ModelAdmin):
                 )
             else:
                 if not form.cleaned_data.get("token"):
-                    raise connector_services.ValidationFailed("a token is required", field="token")
+                    raise connector_services.ValidationFailed(gettext("нужен токен"), field="token")
                 saved = connector_services.connector_create(actor=request.user, fields=form.fields_for_service())
         except ApplicationError as exc:
             messages.error(request, str(exc))
@@ -376,6 +382,10 @@ class ConnectorAdmin(admin.ModelAdmin):
         for run in active.select_related("connector"):
             try:
                 connector_services.run_cancel(connector_id=run.connector_id, run_id=run.pk, actor=request.user)
-                messages.info(request, f"{run.connector.name}: {run.kind} run {run.pk} cancelled")
+                messages.info(
+                    request,
+                    gettext("%(connector)s: синхронизация %(run)s (%(kind)s) отменена")
+                    % {"connector": run.connector.name, "run": run.pk, "kind": run.get_kind_display()},
+                )
             except ApplicationError as exc:
                 messages.warning(request, f"{run.connector.name}: {exc}")

@@ -16,6 +16,7 @@ from django.db import models
 from django.db.models import F, Func, Q
 from django.db.models.functions import Now
 from django.urls import reverse
+from django.utils.translation import gettext_lazy as _
 from pgvector.django import HnswIndex, VectorField
 
 from achilles.models import TimestampedModel
@@ -42,51 +43,65 @@ ACL_ALSO_VALID = Q(acl_also__isnull=True) | Q(
 class Record(TimestampedModel):
     """A source document (a file, a Confluence page, a Jira issue) under one ACL."""
 
-    source_system = models.CharField(max_length=64)
-    external_id = models.CharField(max_length=512)
-    title = models.CharField(max_length=500)
-    url = models.CharField(max_length=2000, blank=True, default="")
-    author_principal_id = models.CharField(max_length=200, null=True, blank=True)
+    source_system = models.CharField(_("система-источник"), max_length=64)
+    external_id = models.CharField(_("внешний ID"), max_length=512)
+    title = models.CharField(_("заголовок"), max_length=500)
+    url = models.CharField(_("адрес"), max_length=2000, blank=True, default="")
+    author_principal_id = models.CharField(_("автор (принципал)"), max_length=200, null=True, blank=True)
     acl = ArrayField(
         models.TextField(),
+        verbose_name=_("доступ (ACL)"),
         default=list,
-        help_text="Principals that may read the record: user:<id>, group:<name>, everyone, public.",
+        help_text=_(
+            "Кто может читать запись: <code>user:&lt;id&gt;</code>, <code>group:&lt;имя&gt;</code>, <code>everyone</code>, <code>public</code>."
+        ),
     )
     # «all of» access (migration 0013): further any-of lists; a reader matches ``acl`` and each one
     acl_also = models.JSONField(
+        _("дополнительные условия доступа"),
         null=True,
         blank=True,
         default=None,
-        help_text="Further any-of lists of principals (clauses): a reader must match the acl and every clause. "
-        "NULL: no clause.",
+        help_text=_(
+            "Дополнительные списки принципалов (условия «любой из»): читатель должен подходить под ACL и под каждое условие. Пусто — условий нет."
+        ),
     )
-    trust_score = models.FloatField(default=1.0)
+    trust_score = models.FloatField(_("доверие"), default=1.0)
     origin = models.CharField(
+        _("откуда"),
         max_length=600,
         blank=True,
         default="",
-        help_text="Who wrote it: ingest:<folder> or api; --prune only touches its own origin.",
+        help_text=_(
+            "Кто записал: <code>ingest:&lt;папка&gt;</code> или <code>api</code>; <code>--prune</code> трогает только своё."
+        ),
     )
-    content_hash = models.CharField(max_length=64, blank=True, default="")
+    content_hash = models.CharField(_("хеш содержимого"), max_length=64, blank=True, default="")
     embedding_model = models.CharField(
+        _("модель эмбеддингов"),
         max_length=100,
         null=True,
         blank=True,
-        help_text="The embedding model the chunks were embedded with (NULL: lexical only).",
+        help_text=_("Модель, которой получены эмбеддинги фрагментов (пусто — только лексический поиск)."),
     )
-    content_changed_at = models.DateTimeField(db_default=Now())
-    last_accessed_at = models.DateTimeField(null=True, blank=True)
+    content_changed_at = models.DateTimeField(_("содержимое изменено"), db_default=Now())
+    last_accessed_at = models.DateTimeField(_("последнее обращение"), null=True, blank=True)
     never_hint = models.BooleanField(
-        default=False, db_default=False, help_text="Never mention this record in a withheld hint, however relevant."
+        _("никогда не упоминать в подсказках"),
+        default=False,
+        db_default=False,
+        help_text=_("Никогда не упоминать запись в подсказке о скрытом, как бы она ни подходила."),
     )
     # Withheld decides on words common in records people could not have planted (README § Withheld
     # policy): a Jira issue, an upload, a wiki page anyone edits never count. True unless the writer
     # says otherwise (the safe side): only an admin's folder ingest and the staff REST upsert do.
     user_writable = models.BooleanField(
+        _("пишут не только администраторы"),
         default=True,
         db_default=True,
-        help_text="People other than admins can write this content (a Jira issue, an upload, an open wiki "
-        "space): it never counts as evidence that a word is common when withheld hints are decided.",
+        help_text=_(
+            "Это содержимое пишут не только администраторы (задача Jira, загруженный файл, открытое пространство вики): при решении о подсказках о скрытом оно не считается свидетельством того, что слово общеупотребительное."
+        ),
     )
 
     class Meta:
@@ -126,18 +141,22 @@ class Record(TimestampedModel):
 class SourcePolicy(TimestampedModel):
     """How the store treats one source system; ``never_hint``: its records are never withheld hints."""
 
-    source_system = models.CharField(max_length=64, unique=True)
+    source_system = models.CharField(_("система-источник"), max_length=64, unique=True)
     never_hint = models.BooleanField(
-        default=False, db_default=False, help_text="Sensitive source: never mention it in a withheld hint."
+        _("никогда не упоминать в подсказках"),
+        default=False,
+        db_default=False,
+        help_text=_("Закрытый источник: никогда не упоминать его в подсказке о скрытом."),
     )
     display_label = models.CharField(
-        "название для людей",
+        _("название для людей"),
         max_length=100,
         blank=True,
         default="",
         db_default="",
-        help_text="Как источник называется в подсказках и на страницах («Файлы», «Confluence», «Jira»); "
-        "пусто — название по умолчанию.",
+        help_text=_(
+            "Как источник называется в подсказках и на страницах («Файлы», «Confluence», «Jira»); пусто — название по умолчанию."
+        ),
     )
 
     class Meta:
@@ -161,15 +180,19 @@ class Chunk(models.Model):
     no index covers) updates each row in place, without a new entry in the HNSW or GIN indexes.
     """
 
-    record = models.ForeignKey(Record, on_delete=models.DO_NOTHING, related_name="chunks")
-    ordinal = models.PositiveIntegerField()
-    heading = models.CharField(max_length=1000, blank=True, default="")
-    text = models.TextField()
-    acl = ArrayField(models.TextField(), default=list, editable=False)
-    acl_also = models.JSONField(null=True, blank=True, default=None, editable=False)
+    record = models.ForeignKey(Record, verbose_name=_("запись"), on_delete=models.DO_NOTHING, related_name="chunks")
+    ordinal = models.PositiveIntegerField(_("номер"))
+    heading = models.CharField(_("раздел"), max_length=1000, blank=True, default="")
+    text = models.TextField(_("текст"))
+    acl = ArrayField(models.TextField(), verbose_name=_("доступ (ACL)"), default=list, editable=False)
+    acl_also = models.JSONField(
+        _("дополнительные условия доступа"), null=True, blank=True, default=None, editable=False
+    )
     # the record's flag, copied by the same trigger as ``acl``: the partial index below serves the
     # word counts that decide withheld (knowledge.search.withheld), which read curated chunks only
-    user_writable = models.BooleanField(default=True, db_default=True, editable=False)
+    user_writable = models.BooleanField(
+        _("пишут не только администраторы"), default=True, db_default=True, editable=False
+    )
     tsv = models.GeneratedField(
         expression=SearchVector("heading", config=TEXT_SEARCH_CONFIG, weight="A")
         + SearchVector("text", config=TEXT_SEARCH_CONFIG, weight="B"),
@@ -177,7 +200,7 @@ class Chunk(models.Model):
         db_persist=True,
     )
     embedding = VectorField(dimensions=EMBEDDING_DIM, null=True, blank=True)
-    created_at = models.DateTimeField(db_default=Now(), editable=False)
+    created_at = models.DateTimeField(_("создано"), db_default=Now(), editable=False)
 
     class Meta:
         db_table = "knowledge_chunks"
@@ -215,9 +238,13 @@ class Chunk(models.Model):
 class RecordLink(TimestampedModel):
     """A directed, typed link between two records (explicit links now, Jira links later)."""
 
-    from_record = models.ForeignKey(Record, on_delete=models.DO_NOTHING, related_name="links_out")
-    to_record = models.ForeignKey(Record, on_delete=models.DO_NOTHING, related_name="links_in")
-    link_type = models.CharField(max_length=64, default="relates")
+    from_record = models.ForeignKey(
+        Record, verbose_name=_("из записи"), on_delete=models.DO_NOTHING, related_name="links_out"
+    )
+    to_record = models.ForeignKey(
+        Record, verbose_name=_("в запись"), on_delete=models.DO_NOTHING, related_name="links_in"
+    )
+    link_type = models.CharField(_("тип связи"), max_length=64, default="relates")
 
     class Meta:
         db_table = "knowledge_record_links"
@@ -271,11 +298,15 @@ ACCESS_KIND_LABELS: dict[str, str] = {"answer": "cited in an answer", "click": "
 class AccessSignal(models.Model):
     """One use of a record (KS-8): cited in an answer or clicked; feeds the trust decay job."""
 
-    record = models.ForeignKey(Record, on_delete=models.DO_NOTHING, related_name="access_signals")
-    kind = models.CharField(max_length=16, choices=[(kind, ACCESS_KIND_LABELS[kind]) for kind in ACCESS_KINDS])
-    principal = models.CharField(max_length=200, null=True, blank=True)
-    message_id = models.CharField(max_length=64, null=True, blank=True)
-    created_at = models.DateTimeField(db_default=Now(), editable=False)
+    record = models.ForeignKey(
+        Record, verbose_name=_("запись"), on_delete=models.DO_NOTHING, related_name="access_signals"
+    )
+    kind = models.CharField(
+        _("вид"), max_length=16, choices=[(kind, ACCESS_KIND_LABELS[kind]) for kind in ACCESS_KINDS]
+    )
+    principal = models.CharField(_("принципал"), max_length=200, null=True, blank=True)
+    message_id = models.CharField(_("ID сообщения"), max_length=64, null=True, blank=True)
+    created_at = models.DateTimeField(_("создано"), db_default=Now(), editable=False)
 
     class Meta:
         db_table = "knowledge_access_signals"
@@ -303,30 +334,48 @@ class Document(TimestampedModel):
     another machine needs no shared volume. Lists never read the column (``.defer("content")``).
     """
 
-    owner = models.ForeignKey("achilles.User", on_delete=models.PROTECT, related_name="documents")
-    filename = models.CharField(max_length=255)
-    format = models.CharField(max_length=16, help_text="The parser chosen by the file's extension (pdf, docx, …).")
-    size = models.PositiveBigIntegerField()
-    sha256 = models.CharField(max_length=64)
-    content = models.BinaryField()
-    acl = ArrayField(models.TextField(), help_text="Who may read the resulting record, chosen at upload.")
-    state = models.CharField(max_length=16, choices=DocumentState.choices, default=DocumentState.QUEUED)
-    error = models.TextField(blank=True, default="", help_text="Why the document failed or needs OCR.")
-    error_code = models.CharField(max_length=32, blank=True, default="")
-    title = models.CharField(max_length=500, blank=True, default="")
-    chunks = models.PositiveIntegerField(default=0)
+    owner = models.ForeignKey(
+        "achilles.User", verbose_name=_("владелец"), on_delete=models.PROTECT, related_name="documents"
+    )
+    filename = models.CharField(_("имя файла"), max_length=255)
+    format = models.CharField(
+        _("формат"), max_length=16, help_text=_("Разборщик, выбранный по расширению файла (pdf, docx, …).")
+    )
+    size = models.PositiveBigIntegerField(_("размер"))
+    sha256 = models.CharField(_("SHA-256"), max_length=64)
+    content = models.BinaryField(_("содержимое"))
+    acl = ArrayField(
+        models.TextField(),
+        verbose_name=_("доступ (ACL)"),
+        help_text=_("Кто может читать получившуюся запись, выбрано при загрузке."),
+    )
+    state = models.CharField(_("состояние"), max_length=16, choices=DocumentState.choices, default=DocumentState.QUEUED)
+    error = models.TextField(
+        _("ошибка"),
+        blank=True,
+        default="",
+        help_text=_("Почему документ не разобран или нуждается в распознавании (OCR)."),
+    )
+    error_code = models.CharField(_("код ошибки"), max_length=32, blank=True, default="")
+    title = models.CharField(_("заголовок"), max_length=500, blank=True, default="")
+    chunks = models.PositiveIntegerField(_("фрагментов"), default=0)
     attempts = models.PositiveSmallIntegerField(
-        default=0, help_text="Parse runs started: a file that kills its worker every time fails after a few."
+        _("попыток"),
+        default=0,
+        help_text=_(
+            "Начатые разборы: файл, который каждый раз роняет исполнителя, после нескольких попыток считается ошибочным."
+        ),
     )
     record = models.ForeignKey(
         Record,
+        verbose_name=_("запись"),
         on_delete=models.DO_NOTHING,  # ON DELETE CASCADE in the database (migration 0012)
         null=True,
         blank=True,
         related_name="+",
-        help_text="The record the document became (set exactly while it is indexed).",
+        help_text=_("Запись, которой стал документ (есть ровно пока он проиндексирован)."),
     )
-    parsed_at = models.DateTimeField(null=True, blank=True)
+    parsed_at = models.DateTimeField(_("разобран"), null=True, blank=True)
 
     class Meta:
         db_table = "knowledge_documents"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
 
 from achilles.models import TimestampedModel
 
@@ -39,19 +40,28 @@ TERMINAL_RUN_STATES = (RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED)
 class Connector(TimestampedModel):
     """A source the store pulls from: kind, address, encrypted credentials, scope and schedules."""
 
-    kind = models.CharField(max_length=32, choices=ConnectorKind.choices)
-    name = models.CharField(max_length=100, unique=True)
-    base_url = models.CharField(max_length=2000)
+    kind = models.CharField(_("вид"), max_length=32, choices=ConnectorKind.choices)
+    name = models.CharField(_("название"), max_length=100, unique=True)
+    base_url = models.CharField(_("адрес сервера"), max_length=2000)
     # Fernet token of the credentials (knowledge.connectors.secrets); never returned after saving.
     credentials_encrypted = models.TextField(blank=True, default="", editable=False)
-    scope = models.JSONField(default=dict, blank=True, help_text='What to sync, e.g. {"spaces": ["ENG", "HR"]}.')
-    schedule_minutes = models.PositiveIntegerField(default=60, help_text="A content sync every this many minutes.")
-    permission_sync_minutes = models.PositiveIntegerField(
-        default=15, help_text="Space permissions and page restrictions re-read every this many minutes."
+    scope = models.JSONField(
+        _("что синхронизировать"),
+        default=dict,
+        blank=True,
+        help_text=_('Что синхронизировать, например {"spaces": ["ENG", "HR"]}.'),
     )
-    enabled = models.BooleanField(default=True)
-    last_content_sync_at = models.DateTimeField(null=True, blank=True)
-    last_permission_sync_at = models.DateTimeField(null=True, blank=True)
+    schedule_minutes = models.PositiveIntegerField(
+        _("синхронизация содержимого, мин"), default=60, help_text=_("Синхронизация содержимого каждые столько минут.")
+    )
+    permission_sync_minutes = models.PositiveIntegerField(
+        _("синхронизация прав, мин"),
+        default=15,
+        help_text=_("Права пространств и ограничения страниц перечитываются каждые столько минут."),
+    )
+    enabled = models.BooleanField(_("включён"), default=True)
+    last_content_sync_at = models.DateTimeField(_("последняя синхронизация содержимого"), null=True, blank=True)
+    last_permission_sync_at = models.DateTimeField(_("последняя синхронизация прав"), null=True, blank=True)
 
     class Meta:
         db_table = "knowledge_connectors"
@@ -93,21 +103,25 @@ class Connector(TimestampedModel):
 class ConnectorRun(TimestampedModel):
     """One sync of a connector: its state, counters, and the checkpoint committed with each batch."""
 
-    connector = models.ForeignKey(Connector, on_delete=models.CASCADE, related_name="runs")
-    kind = models.CharField(max_length=16, choices=RunKind.choices, default=RunKind.CONTENT)
-    state = models.CharField(max_length=16, choices=RunState.choices, default=RunState.QUEUED)
-    seen = models.PositiveIntegerField(default=0)
-    changed = models.PositiveIntegerField(default=0)
-    deleted = models.PositiveIntegerField(default=0)
-    failed = models.PositiveIntegerField(default=0)
-    total = models.PositiveIntegerField(null=True, blank=True, help_text="Documents the source reported to go.")
+    connector = models.ForeignKey(Connector, verbose_name=_("коннектор"), on_delete=models.CASCADE, related_name="runs")
+    kind = models.CharField(_("вид"), max_length=16, choices=RunKind.choices, default=RunKind.CONTENT)
+    state = models.CharField(_("состояние"), max_length=16, choices=RunState.choices, default=RunState.QUEUED)
+    seen = models.PositiveIntegerField(_("просмотрено"), default=0)
+    changed = models.PositiveIntegerField(_("изменено документов"), default=0)
+    deleted = models.PositiveIntegerField(_("удалено"), default=0)
+    failed = models.PositiveIntegerField(_("с ошибкой"), default=0)
+    total = models.PositiveIntegerField(
+        _("всего"), null=True, blank=True, help_text=_("Сколько документов источник назвал к обработке.")
+    )
     # {"watermark": "<ISO lastmodified>", "start": <page cursor>, "phase": "pages"|"reconcile"}
-    checkpoint = models.JSONField(default=dict, blank=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-    error = models.TextField(blank=True, default="")
-    attempts = models.PositiveIntegerField(default=0, help_text="Times a worker took the run up (resumes count).")
+    checkpoint = models.JSONField(_("точка продолжения"), default=dict, blank=True)
+    started_at = models.DateTimeField(_("начат"), null=True, blank=True)
+    heartbeat_at = models.DateTimeField(_("последний сигнал"), null=True, blank=True)
+    finished_at = models.DateTimeField(_("закончен"), null=True, blank=True)
+    error = models.TextField(_("ошибка"), blank=True, default="")
+    attempts = models.PositiveIntegerField(
+        _("попыток"), default=0, help_text=_("Сколько раз исполнитель брался за синхронизацию (продолжения считаются).")
+    )
 
     class Meta:
         db_table = "knowledge_connector_runs"

@@ -61,7 +61,9 @@ def _files(pattern: str):
 
 def _template_texts() -> set[str]:
     texts = set()
-    paths = list((ROOT / "templates").rglob("*.html")) + list(_files("*.html"))
+    # templates/admin/: copies of Django's admin templates, whose texts are Django's (in Django's catalogs)
+    own = [p for p in (ROOT / "templates").rglob("*.html") if "admin" not in p.relative_to(ROOT / "templates").parts]
+    paths = own + list(_files("*.html"))
     for path in paths:
         source = path.read_text(encoding="utf-8")
         texts |= set(re.findall(r'{% translate "([^"]+)" %}', source))

@@ -49,7 +49,7 @@ def test_every_hub_admin_page_renders(admin_client, mirror):
 def test_a_sync_agent_added_in_the_admin_shows_its_token_once(admin_client):
     response = admin_client.post("/admin/hub/syncagent/add/", {"name": "dc-agent"}, follow=True)
     assert response.status_code == 200
-    token = next(m for m in _messages(response) if "shown once" in m).rsplit(" ", 1)[-1]
+    token = next(m for m in _messages(response) if "показывается один раз" in m).rsplit(" ", 1)[-1]
     assert token.startswith("achsync_") and protocol.sync_agent_authenticate(token).name == "dc-agent"
     assert SyncAgent.objects.get(name="dc-agent").token_hash == hashlib.sha256(token.encode()).hexdigest()
 
@@ -65,7 +65,7 @@ def test_publication_upload_stores_bytes_and_digest(admin_client):
     assert publication.sha256 == hashlib.sha256(b"\x1f\x8bpayload").hexdigest()
     older = SimpleUploadedFile("a.tar.gz", b"x")
     again = admin_client.post("/admin/hub/publication/add/", {"version": 6, "notes": "", "artifact_file": older})
-    assert again.status_code == 200 and "newer than the published v7" in again.content.decode()
+    assert again.status_code == 200 and "новее опубликованной v7" in again.content.decode()
     assert Publication.objects.count() == 1
 
 
