@@ -9,7 +9,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("knowledge", "0016_pending_links"),
+        ("knowledge", "0017_chunk_fillfactor"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
