@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import zoneinfo
 from typing import Literal
-from urllib.parse import quote
 
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
@@ -90,38 +89,17 @@ def _citation_out(c, visible: frozenset[int], *, shared: bool = False) -> dict:
     }
 
 
-def _hint_out(hint: dict | None, emails: dict[int, str], labels: dict[str, str] | None = None) -> dict | None:
-    """The stored hint in people's words (each source once, by its label: ``hint_for_people``), each
-    named author with a ``request_access_url`` (a mailto) when the platform knows their address: the
-    one request-access path it can really deliver."""
+def _hint_out(hint: dict | None, labels: dict[str, str] | None = None) -> dict | None:
+    """The stored hint in people's words (each source once, by its label: ``hint_for_people``). Access
+    is asked for through ``POST /messages/{id}/access-requests``; no contact's address is handed out."""
     if not hint:
         return hint
-    hint = hint_for_people(hint, labels or {})
-    sources = []
-    for source in hint.get("sources", []):
-        contact = source.get("contact")
-        email = emails.get(contact.get("user_id")) if isinstance(contact, dict) else None
-        if email:
-            subject = quote(f"Запрос доступа к материалам «{source.get('label') or source.get('source_system', '')}»")
-            body = quote(
-                "Здравствуйте! Поиск Achilles нашёл по моему вопросу материалы, закрытые для меня. "
-                "Можно ли получить к ним доступ?"
-            )
-            source = {
-                **source,
-                "contact": {
-                    **contact,
-                    "request_access_url": f"mailto:{quote(email, safe='@')}?subject={subject}&body={body}",
-                },
-            }
-        sources.append(source)
-    return {**hint, "sources": sources}
+    return hint_for_people(hint, labels or {})
 
 
 def _message_out(
     message,
     visible: frozenset[int],
-    emails: dict[int, str] | None = None,
     labels: dict[str, str] | None = None,
     branch: Branch | None = None,
     shared: bool = False,
@@ -150,7 +128,7 @@ def _message_out(
         feedback=message.feedback,
         state=message.state,
         # The hint speaks of what the asker could not read: a shared reader is owed nothing of it.
-        withheld_hint=None if shared else _hint_out(message.withheld_hint, emails or {}, labels),
+        withheld_hint=None if shared else _hint_out(message.withheld_hint, labels),
         created_at=message.created_at,
         citations=citations,
         parent_id=message.parent_id,
@@ -201,9 +179,8 @@ def _messages_page(
         conversation=conversation, cursor=cursor, limit=limit, order=order, branch=branch
     )
     visible = _visible_cited_records(request.auth, page.items)
-    emails = {} if shared else selectors.withheld_contact_emails(messages=page.items)
     labels = {} if shared else _hint_source_labels(page.items)
-    return page.map(lambda m: _message_out(m, visible, emails, labels, branch=branch, shared=shared))
+    return page.map(lambda m: _message_out(m, visible, labels, branch=branch, shared=shared))
 
 
 def _hint_source_labels(messages) -> dict[str, str]:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
 
-from django.contrib.auth import get_user_model
 from django.contrib.postgres.search import SearchQuery, SearchVector
 from django.db.models import Prefetch, Q
 
@@ -104,20 +102,6 @@ def conversation_messages(
     return keyset_page(
         qs, scope=f"messages:{order}", keys=("id",) if order == "asc" else ("-id",), cursor=cursor, limit=limit
     )
-
-
-def withheld_contact_emails(*, messages: Iterable[Message]) -> dict[int, str]:
-    """E-mail addresses of the authors named in the messages' withheld hints (active users with one)."""
-    ids = {
-        source["contact"]["user_id"]
-        for m in messages
-        for source in (m.withheld_hint or {}).get("sources", [])
-        if isinstance(source.get("contact"), dict) and isinstance(source["contact"].get("user_id"), int)
-    }
-    if not ids:
-        return {}
-    users = get_user_model().objects.filter(pk__in=ids, is_active=True).exclude(email="")
-    return dict(users.values_list("pk", "email"))
 
 
 # --- shared threads -------------------------------------------------------------------------
