@@ -12,18 +12,21 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.core.cache import cache
 from django.db import connection, models, transaction
 from django.db.models import OuterRef, Subquery
 from django.db.models.functions import Now
-from django.utils import timezone
+from django.utils import timezone, translation
+from django.utils.translation import gettext as _
 from psycopg.types.json import Jsonb
 
 from achilles.errors import Conflict, NotFound, ValidationFailed
 from achilles.llm import Message as LLMMessage
 from achilles.llm import ModelSpec, Timeouts
-from achilles.models import AllowedModel, ModelKind, User
+from achilles.models import AllowedModel, ModelKind, Notification, User
 from achilles.names import name_clean
+from achilles.notifications import notify_on_commit
 from achilles.platform import platform_settings
 from achilles.rawsql import column, column_name, concrete_field, row_model, table
 from achilles.selectors import allowed_model_get, default_model
@@ -598,8 +601,29 @@ def conversation_share_add(*, user: User, conversation_id: uuid.UUID | str, user
         raise NotFound("no active colleague with this login", code="user_not_found")
     if reader.pk == user.pk:
         raise ValidationFailed("the thread is yours already", field="username", code="share_with_owner")
-    share, _ = ConversationShare.objects.get_or_create(conversation=conversation, reader=reader)
+    share, created = ConversationShare.objects.get_or_create(conversation=conversation, reader=reader)
+    if created:
+        _notify_reader_of_share(conversation=conversation, owner=user, reader=reader)
     return share
+
+
+def _notify_reader_of_share(*, conversation: Conversation, owner: User, reader: User) -> None:
+    """The colleague's notice that a thread was shared with them (the bell, e-mail when they opted in),
+    in their own interface language; written after commit, so a rolled-back share leaves none."""
+    owner_name = owner.get_full_name() or owner.username
+    with translation.override(reader.language or settings.LANGUAGE_CODE):
+        title = _("%(owner)s открывает вам тред «%(title)s»") % {
+            "owner": owner_name,
+            "title": conversation.title or _("Без названия"),
+        }
+        body = _("Тред открыт вам только для чтения; источники вы увидите по своим правам доступа.")
+    notify_on_commit(
+        user_id=reader.pk,
+        kind=Notification.Kind.THREAD_SHARED,
+        title=title,
+        body=body,
+        link=f"/chat/shared/{conversation.pk}/",
+    )
 
 
 @transaction.atomic
