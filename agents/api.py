@@ -174,6 +174,8 @@ def _runs_with_sources(runs, reader) -> None:
     reader's access now (one query for the page): a record closed to them since keeps its place only."""
     cited = sorted({s["record_id"] for r in runs for s in r.sources or [] if isinstance(s.get("record_id"), int)})
     visible = facade.visible_records(cited, Identity.for_user(reader)) if cited else frozenset()
+    systems = sorted({str(s.get("source_system", "")) for r in runs for s in r.sources or []})
+    labels = facade.source_labels(systems) if systems else {}
     for run in runs:
         checked = []
         for source in run.sources or []:
@@ -185,6 +187,7 @@ def _runs_with_sources(runs, reader) -> None:
                     "title": source.get("title", "") if available else "",
                     "url": source.get("url", "") if available else "",
                     "source_system": source.get("source_system", "") if available else "",
+                    "source_label": labels.get(source.get("source_system", ""), "") if available else "",
                     "chunk_text": source.get("chunk_text", "") if available else "",
                     "available": available,
                 }

@@ -69,7 +69,7 @@ def _conversation_out(conversation) -> ConversationOut:
     )
 
 
-def _citation_out(c, visible: frozenset[int], *, shared: bool = False) -> dict:
+def _citation_out(c, visible: frozenset[int], labels: dict[str, str], *, shared: bool = False) -> dict:
     # Web results (no record) stay; a record the reader may no longer see keeps only its place.
     available = c.record_id is None or c.record_id in visible
     # A colleague reading a shared thread learns nothing of a source closed to them: not even
@@ -81,6 +81,7 @@ def _citation_out(c, visible: frozenset[int], *, shared: bool = False) -> dict:
         "title": c.title if available else "",
         "url": c.url if available else "",
         "source_system": "" if hidden else c.source_system,
+        "source_label": "" if hidden else labels.get(c.source_system, c.source_system),
         "chunk_text": c.chunk_text if available else "",
         "rank": c.rank,
         "markers": list(c.markers),
@@ -104,7 +105,7 @@ def _message_out(
     branch: Branch | None = None,
     shared: bool = False,
 ) -> MessageOut:
-    citations = [_citation_out(c, visible, shared=shared) for c in message.citations.all()]
+    citations = [_citation_out(c, visible, labels or {}, shared=shared) for c in message.citations.all()]
     content_html = None
     if message.role == "assistant":
         text = message.content
@@ -179,18 +180,21 @@ def _messages_page(
         conversation=conversation, cursor=cursor, limit=limit, order=order, branch=branch
     )
     visible = _visible_cited_records(request.auth, page.items)
-    labels = {} if shared else _hint_source_labels(page.items)
+    labels = _source_labels(page.items, hints=not shared)
     return page.map(lambda m: _message_out(m, visible, labels, branch=branch, shared=shared))
 
 
-def _hint_source_labels(messages) -> dict[str, str]:
-    """The labels of the sources the messages' withheld hints name (one query, none without hints)."""
-    systems = {
-        str(source.get("source_system", ""))
-        for m in messages
-        for source in (m.withheld_hint or {}).get("sources", [])
-        if isinstance(source, dict)
-    }
+def _source_labels(messages, *, hints: bool) -> dict[str, str]:
+    """The labels of the sources the messages cite and (``hints``) their withheld hints name (one
+    query, none when nothing names a source)."""
+    systems = {c.source_system for m in messages for c in m.citations.all()}
+    if hints:
+        systems |= {
+            str(source.get("source_system", ""))
+            for m in messages
+            for source in (m.withheld_hint or {}).get("sources", [])
+            if isinstance(source, dict)
+        }
     return source_labels(sorted(systems)) if systems else {}
 
 

@@ -163,9 +163,9 @@ def test_reading_a_thread_costs_constant_queries(
     client = asgi_client(user)
 
     # the token, its user and the reader's groups (auth: one statement, was two), the conversation, the
-    # branch it shows (its messages' ids and parents), its messages, their citations and which cited
-    # records they may still see — whatever the length.
-    with django_assert_num_queries(7):
+    # branch it shows (its messages' ids and parents), its messages, their citations, which cited
+    # records they may still see and the labels of the cited sources — whatever the length.
+    with django_assert_num_queries(8):
         response = client.get(f"/api/conversations/{thread.pk}", params={"limit": 200})
 
     assert len(response.json()["messages"]["items"]) == length

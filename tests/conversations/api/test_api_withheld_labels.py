@@ -48,3 +48,23 @@ def test_an_admins_label_for_a_source_is_the_one_shown(user, asgi_client, conver
     )
     item = asgi_client(user).get(f"/api/conversations/{conversation.pk}").json()["messages"]["items"][1]
     assert item["withheld_hint"]["text"].endswith(": Вики продаж.")
+
+
+def test_a_citation_names_its_source_by_label_beside_its_key(user, asgi_client, conversation_factory):
+    # given: an answer citing a Confluence connector's page and an uploaded file
+    SourcePolicy.objects.create(source_system="confluence:1", display_label="Вики продаж")
+    conversation = conversation_factory(user, [("user", "Какой план продаж?")])
+    answer = Message.objects.create(
+        conversation=conversation, role="assistant", model="fake-chat", content="План [1], бюджет [2]."
+    )
+    for rank, system in enumerate(["confluence:1", "files"], start=1):
+        answer.citations.create(
+            record_id=None, chunk_id=None, title=f"Док {rank}", url="", source_system=system, rank=rank, markers=[rank]
+        )
+    # when
+    item = asgi_client(user).get(f"/api/conversations/{conversation.pk}").json()["messages"]["items"][1]
+    # then: the label people know (an admin's own, else the kind's), the internal key kept beside it
+    assert [(c["source_system"], c["source_label"]) for c in item["citations"]] == [
+        ("confluence:1", "Вики продаж"),
+        ("files", "Файлы"),
+    ]
