@@ -12,6 +12,7 @@ from typing import Literal
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.utils.text import slugify
+from django.utils.translation import gettext as _
 from ninja import Query, Router, Schema, Status
 from pydantic import Field
 
@@ -263,7 +264,7 @@ def messages_access_request(request: HttpRequest, message_id: int, payload: Acce
         AccessRequestOut(
             contact_name=sent.contact_name,
             source_label=sent.source_label,
-            detail=f"Запрос отправлен: {sent.contact_name} получит уведомление.",
+            detail=_("Запрос отправлен: %(name)s получит уведомление.") % {"name": sent.contact_name},
         ),
     )
 
@@ -274,7 +275,7 @@ def citations_click(request: HttpRequest, message_id: int, record_id: int):
     identity = Identity.for_user(request.auth)
     knowledge = engine_deps().knowledge
     if citation.record_id not in knowledge.visible_records([citation.record_id], identity):
-        raise NotFound("citation not found")  # deleted or closed to the reader since it was cited
+        raise NotFound(_("Источник не найден."))  # deleted or closed to the reader since it was cited
     # A click is its own «обращение» for that record (QE-11), under the clicker's identity.
     knowledge.register_access(citation.record_id, identity, "click", str(message_id))
     return Status(204, None)

@@ -6,6 +6,7 @@ import uuid
 
 from django.contrib.postgres.search import SearchQuery, SearchVector
 from django.db.models import Prefetch, Q
+from django.utils.translation import gettext as _
 
 from achilles.errors import NotFound, ValidationFailed
 from achilles.models import User
@@ -18,7 +19,7 @@ def _as_uuid(value: object) -> uuid.UUID:
     try:
         return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
     except (ValueError, TypeError, AttributeError):
-        raise NotFound("conversation not found") from None
+        raise NotFound(_("Беседа не найдена.")) from None
 
 
 def conversation_get_for_user(
@@ -31,7 +32,7 @@ def conversation_get_for_user(
         qs = qs.select_for_update(of=("self",))
     conversation = (qs.select_related("selected_model") if with_model else qs).first()
     if conversation is None:
-        raise NotFound("conversation not found")
+        raise NotFound(_("Беседа не найдена."))
     return conversation
 
 
@@ -39,7 +40,7 @@ def message_get_for_user(*, user: User, message_id: int, for_update: bool = Fals
     qs = Message.objects.filter(pk=message_id, conversation__user=user)
     message = (qs.select_for_update(of=("self",)) if for_update else qs).first()
     if message is None:
-        raise NotFound("message not found")
+        raise NotFound(_("Сообщение не найдено."))
     return message
 
 
@@ -115,7 +116,7 @@ def conversation_get_shared(*, reader: User, conversation_id: uuid.UUID | str) -
         .first()
     )
     if conversation is None:
-        raise NotFound("conversation not found")
+        raise NotFound(_("Беседа не найдена."))
     return conversation
 
 

@@ -209,7 +209,7 @@ def _turn_continue(
             # The thread's last question has no reply row yet: its answer is being written right now
             # (every turn ends with one, even an interrupted or failed one). One turn at a time.
             raise Conflict(
-                "An answer is still being written in this conversation; wait for it or stop it.",
+                _("В этой беседе ещё пишется ответ: дождитесь его или остановите."),
                 code="turn_in_progress",
             )
         # Past its window the turn is dead (its process was killed mid-turn), or it said it ended
@@ -222,7 +222,7 @@ def _turn_continue(
     if regenerate_of is not None:  # the same question again: the path above it is the history
         answer = said.get(regenerate_of)
         if answer is None or answer.role != Role.ASSISTANT or answer.parent_id not in said:
-            raise NotFound("message not found")
+            raise NotFound(_("Сообщение не найдено."))
         above = path_to(nodes, answer.parent_id)[:-1]
         asked = said[answer.parent_id]
         question_id, content = asked.id, asked.content
@@ -230,7 +230,7 @@ def _turn_continue(
         if edit_of is not None:  # a new version of a question, beside it under the same parent
             edited = said.get(edit_of)
             if edited is None or edited.role != Role.USER:
-                raise NotFound("message not found")
+                raise NotFound(_("Сообщение не найдено."))
             above = path_to(nodes, edited.parent_id) if edited.parent_id is not None else ()
         else:  # the next question follows the branch the reader sees
             above = active_branch(nodes).ids
@@ -497,7 +497,7 @@ def message_finalize(
         cursor.execute(sql + parts.returning, params)
         row = cursor.fetchone()
     if row is None:
-        raise NotFound("The conversation was deleted while its answer was being written.", code="conversation_deleted")
+        raise NotFound(_("Беседу удалили, пока писался ответ."), code="conversation_deleted")
     message = Message(
         id=row[0],
         conversation_id=conversation_id,
@@ -574,7 +574,7 @@ def citation_for_click(*, user: User, message_id: int, record_id: int) -> Citati
     message = message_get_for_user(user=user, message_id=message_id)
     citation = Citation.objects.filter(message=message, record_id=record_id).first()
     if citation is None:
-        raise NotFound("citation not found")
+        raise NotFound(_("Источник не найден."))
     return citation
 
 
@@ -598,9 +598,9 @@ def conversation_share_add(*, user: User, conversation_id: uuid.UUID | str, user
     conversation = conversation_get_for_user(user=user, conversation_id=conversation_id, for_update=True)
     reader = User.objects.filter(username=username.strip(), is_active=True).first()
     if reader is None:
-        raise NotFound("no active colleague with this login", code="user_not_found")
+        raise NotFound(_("Нет активного сотрудника с таким логином."), code="user_not_found")
     if reader.pk == user.pk:
-        raise ValidationFailed("the thread is yours already", field="username", code="share_with_owner")
+        raise ValidationFailed(_("Это ваша беседа."), field="username", code="share_with_owner")
     share, created = ConversationShare.objects.get_or_create(conversation=conversation, reader=reader)
     if created:
         _notify_reader_of_share(conversation=conversation, owner=user, reader=reader)
@@ -630,6 +630,6 @@ def _notify_reader_of_share(*, conversation: Conversation, owner: User, reader: 
 def conversation_share_remove(*, user: User, conversation_id: uuid.UUID | str, reader_id: int) -> None:
     """Revoke a colleague's reading of the user's thread (404 when it was not shared with them)."""
     conversation = conversation_get_for_user(user=user, conversation_id=conversation_id)
-    deleted, _ = ConversationShare.objects.filter(conversation=conversation, reader_id=reader_id).delete()
+    deleted, _kinds = ConversationShare.objects.filter(conversation=conversation, reader_id=reader_id).delete()
     if not deleted:
-        raise NotFound("share not found")
+        raise NotFound(_("Этому сотруднику беседа не открыта."))
