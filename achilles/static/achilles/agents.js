@@ -115,6 +115,7 @@ document.addEventListener("DOMContentLoaded", () => {
     if (!run.output_html) { cell.textContent = run.output || run.error || ""; return cell; }
     const text = el("div", "text"); text.innerHTML = run.output_html;  // rendered and sanitised by the server
     text.querySelectorAll("a:not(.cite)").forEach(a => { a.target = "_blank"; a.rel = "noopener noreferrer"; });
+    text.querySelectorAll("pre").forEach(pre => { pre.tabIndex = 0; });  // scrolls sideways on a phone: keyboard too
     cell.append(text);
     if (!(run.sources || []).length) return cell;
     const wrap = window.achilles.sourceCards(run.sources.map(s => ({...s, markers: [s.marker]})), {prefix: `run${run.id}`});

@@ -14,6 +14,8 @@
     if (m.content_html) text.innerHTML = m.content_html;  // rendered and sanitised by the server
     else text.textContent = m.content;
     text.querySelectorAll("a:not(.cite)").forEach(a => { a.target = "_blank"; a.rel = "noopener noreferrer"; });
+    // a code block wider than a phone scrolls sideways: the keyboard must reach it too
+    text.querySelectorAll("pre").forEach(pre => { pre.tabIndex = 0; });
     box.append(text);
     if (m.citations && m.citations.length) box.append(sourceCards(m.citations, {prefix: m.id}));
     if (m.created_at) box.append(el("div", "meta", formatDate(m.created_at)));
