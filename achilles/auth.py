@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.utils import translation
 from ninja.security import HttpBearer, SessionAuth
 
 from achilles.services import api_token_authenticate
@@ -24,8 +25,17 @@ class BearerTokenAuth(HttpBearer):
     def authenticate(self, request, token):
         user = api_token_authenticate(token)
         if user is not None:
-            request.user = user
+            token_person_set(request, user)
         return user
+
+
+def token_person_set(request, user) -> None:
+    """The person behind a token is the request's user. The language middleware ran before the token
+    was read: the account's own language (settings page) wins over the client's Accept-Language here too."""
+    request.user = user
+    if user.language:
+        translation.activate(user.language)
+        request.LANGUAGE_CODE = translation.get_language()
 
 
 def authenticate_request(request):

@@ -394,7 +394,8 @@ class ScimGroup(models.Model):
 
 class Notification(models.Model):
     """A notice for one person: an agent run of theirs ended, a batch of theirs finished, a reader asks
-    them for access to a source they are the named contact of (the bell).
+    them for access to a source they are the named contact of, a colleague shared a thread with them
+    (the bell).
 
     Written only through ``achilles.notifications.notification_create``; the user FK is ON DELETE
     CASCADE in the database (migration 0013): a person's notices go with them.
@@ -404,6 +405,7 @@ class Notification(models.Model):
         AGENT_RUN = "agent_run", "agent run"
         HUB_BATCH = "hub_batch", "hub batch"
         ACCESS_REQUEST = "access_request", "access request"
+        THREAD_SHARED = "thread_shared", "thread shared"
 
     user = models.ForeignKey(User, on_delete=models.DO_NOTHING, related_name="notifications", db_index=False)
     kind = models.CharField(max_length=32, choices=Kind.choices)
@@ -419,7 +421,7 @@ class Notification(models.Model):
         ordering = ["-id"]
         constraints = [
             models.CheckConstraint(
-                condition=Q(kind__in=["agent_run", "hub_batch", "access_request"]),
+                condition=Q(kind__in=["agent_run", "hub_batch", "access_request", "thread_shared"]),
                 name="achilles_notification_kind_known",
                 violation_error_message="a notice is of a known kind",
             ),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.http import HttpRequest
 from django.utils import timezone
+from django.utils.translation import gettext as _
 from ninja import Query, Router, Schema, Status
 
 from achilles.errors import NotFound, PermissionDenied, ValidationFailed
@@ -80,18 +81,20 @@ def _fresh(agent: Agent) -> Agent:
     try:
         agent.refresh_from_db()
     except Agent.DoesNotExist:  # deleted by a concurrent request right after this one's write
-        raise NotFound("agent not found", code="agent_not_found") from None
+        raise NotFound(_("Агент не найден."), code="agent_not_found") from None
     return agent
 
 
 def _refuse_admin_paused(payload: Schema) -> None:
     if "admin_paused" in payload.model_fields_set:
-        raise PermissionDenied("admin_paused is set by platform admins only", code="admin_only")
+        raise PermissionDenied(
+            _("Остановить агента администратором может только администратор платформы."), code="admin_only"
+        )
 
 
 def _require_staff(request: HttpRequest) -> None:
     if not request.auth.is_staff:
-        raise PermissionDenied("platform admins only", code="admin_only")
+        raise PermissionDenied(_("Только для администраторов платформы."), code="admin_only")
 
 
 @router.get("/agents", response=Page[AgentOut])
@@ -174,6 +177,8 @@ def _runs_with_sources(runs, reader) -> None:
     reader's access now (one query for the page): a record closed to them since keeps its place only."""
     cited = sorted({s["record_id"] for r in runs for s in r.sources or [] if isinstance(s.get("record_id"), int)})
     visible = facade.visible_records(cited, Identity.for_user(reader)) if cited else frozenset()
+    systems = sorted({str(s.get("source_system", "")) for r in runs for s in r.sources or []})
+    labels = facade.source_labels(systems) if systems else {}
     for run in runs:
         checked = []
         for source in run.sources or []:
@@ -185,6 +190,7 @@ def _runs_with_sources(runs, reader) -> None:
                     "title": source.get("title", "") if available else "",
                     "url": source.get("url", "") if available else "",
                     "source_system": source.get("source_system", "") if available else "",
+                    "source_label": labels.get(source.get("source_system", ""), "") if available else "",
                     "chunk_text": source.get("chunk_text", "") if available else "",
                     "available": available,
                 }

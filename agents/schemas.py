@@ -146,6 +146,7 @@ class RunSourceOut(Schema):
     title: str
     url: str
     source_system: str
+    source_label: str = Field(default="", description="The source as people know it («Файлы», «Confluence»).")
     chunk_text: str
     available: bool
 

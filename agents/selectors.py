@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.db.models import Count, Q, QuerySet, Sum
+from django.utils.translation import gettext as _
 
 from achilles.errors import NotFound
 from achilles.models import User
@@ -22,7 +23,7 @@ def agent_get_for_owner(*, agent_id: int, user: User, for_update: bool = False) 
         qs = qs.select_for_update(of=("self",), no_key=True)
     agent = qs.filter(pk=agent_id, owner=user).first()
     if agent is None:
-        raise NotFound("agent not found", code="agent_not_found")
+        raise NotFound(_("Агент не найден."), code="agent_not_found")
     return agent
 
 

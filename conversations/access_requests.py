@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from django.core.cache import cache
 from django.db import transaction
+from django.utils.translation import gettext as _
 
 from achilles.errors import NotFound, TooManyRequests
 from achilles.models import Notification, User
@@ -67,13 +68,13 @@ def _rate_limit(*, user_id: int, contact_id: int, source_system: str) -> None:
     cache.add(per_hour, 0, timeout=3600)
     if cache.incr(per_hour) > REQUESTS_PER_HOUR:
         raise TooManyRequests(
-            f"Запросов доступа не больше {REQUESTS_PER_HOUR} в час; попробуйте позже.",
+            _("Запросов доступа не больше %(n)s в час; попробуйте позже.") % {"n": REQUESTS_PER_HOUR},
             code="too_many_requests",
         )
     # add() is atomic: of two requests at once, one gets through
     if not cache.add(f"access-request:sent:{user_id}:{contact_id}:{source_system}", 1, timeout=REPEAT_SECONDS):
         raise TooManyRequests(
-            "Запрос доступа к этому источнику уже отправлен; повторить можно через сутки.",
+            _("Запрос доступа к этому источнику уже отправлен; повторить можно через сутки."),
             code="access_request_repeated",
         )
 
@@ -89,7 +90,7 @@ def access_request_send(*, user: User, message_id: int, source_system: str, cont
     contact = _named_contact(message, source_system, contact_id)
     author = User.objects.filter(pk=contact_id, is_active=True).first() if contact else None
     if author is None or author.pk == user.pk:
-        raise NotFound("no one to ask for access to this source")
+        raise NotFound(_("Некого просить о доступе к этому источнику."))
     _rate_limit(user_id=user.pk, contact_id=author.pk, source_system=source_system)
     label = source_labels([source_system]).get(source_system) or source_system
     reader = user.get_full_name() or user.username

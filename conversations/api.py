@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import zoneinfo
 from typing import Literal
-from urllib.parse import quote
 
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.utils.text import slugify
+from django.utils.translation import gettext as _
 from ninja import Query, Router, Schema, Status
 from pydantic import Field
 
@@ -70,7 +70,7 @@ def _conversation_out(conversation) -> ConversationOut:
     )
 
 
-def _citation_out(c, visible: frozenset[int], *, shared: bool = False) -> dict:
+def _citation_out(c, visible: frozenset[int], labels: dict[str, str], *, shared: bool = False) -> dict:
     # Web results (no record) stay; a record the reader may no longer see keeps only its place.
     available = c.record_id is None or c.record_id in visible
     # A colleague reading a shared thread learns nothing of a source closed to them: not even
@@ -82,6 +82,7 @@ def _citation_out(c, visible: frozenset[int], *, shared: bool = False) -> dict:
         "title": c.title if available else "",
         "url": c.url if available else "",
         "source_system": "" if hidden else c.source_system,
+        "source_label": "" if hidden else labels.get(c.source_system, c.source_system),
         "chunk_text": c.chunk_text if available else "",
         "rank": c.rank,
         "markers": list(c.markers),
@@ -90,43 +91,22 @@ def _citation_out(c, visible: frozenset[int], *, shared: bool = False) -> dict:
     }
 
 
-def _hint_out(hint: dict | None, emails: dict[int, str], labels: dict[str, str] | None = None) -> dict | None:
-    """The stored hint in people's words (each source once, by its label: ``hint_for_people``), each
-    named author with a ``request_access_url`` (a mailto) when the platform knows their address: the
-    one request-access path it can really deliver."""
+def _hint_out(hint: dict | None, labels: dict[str, str] | None = None) -> dict | None:
+    """The stored hint in people's words (each source once, by its label: ``hint_for_people``). Access
+    is asked for through ``POST /messages/{id}/access-requests``; no contact's address is handed out."""
     if not hint:
         return hint
-    hint = hint_for_people(hint, labels or {})
-    sources = []
-    for source in hint.get("sources", []):
-        contact = source.get("contact")
-        email = emails.get(contact.get("user_id")) if isinstance(contact, dict) else None
-        if email:
-            subject = quote(f"Запрос доступа к материалам «{source.get('label') or source.get('source_system', '')}»")
-            body = quote(
-                "Здравствуйте! Поиск Achilles нашёл по моему вопросу материалы, закрытые для меня. "
-                "Можно ли получить к ним доступ?"
-            )
-            source = {
-                **source,
-                "contact": {
-                    **contact,
-                    "request_access_url": f"mailto:{quote(email, safe='@')}?subject={subject}&body={body}",
-                },
-            }
-        sources.append(source)
-    return {**hint, "sources": sources}
+    return hint_for_people(hint, labels or {})
 
 
 def _message_out(
     message,
     visible: frozenset[int],
-    emails: dict[int, str] | None = None,
     labels: dict[str, str] | None = None,
     branch: Branch | None = None,
     shared: bool = False,
 ) -> MessageOut:
-    citations = [_citation_out(c, visible, shared=shared) for c in message.citations.all()]
+    citations = [_citation_out(c, visible, labels or {}, shared=shared) for c in message.citations.all()]
     content_html = None
     if message.role == "assistant":
         text = message.content
@@ -150,7 +130,7 @@ def _message_out(
         feedback=message.feedback,
         state=message.state,
         # The hint speaks of what the asker could not read: a shared reader is owed nothing of it.
-        withheld_hint=None if shared else _hint_out(message.withheld_hint, emails or {}, labels),
+        withheld_hint=None if shared else _hint_out(message.withheld_hint, labels),
         created_at=message.created_at,
         citations=citations,
         parent_id=message.parent_id,
@@ -201,19 +181,21 @@ def _messages_page(
         conversation=conversation, cursor=cursor, limit=limit, order=order, branch=branch
     )
     visible = _visible_cited_records(request.auth, page.items)
-    emails = {} if shared else selectors.withheld_contact_emails(messages=page.items)
-    labels = {} if shared else _hint_source_labels(page.items)
-    return page.map(lambda m: _message_out(m, visible, emails, labels, branch=branch, shared=shared))
+    labels = _source_labels(page.items, hints=not shared)
+    return page.map(lambda m: _message_out(m, visible, labels, branch=branch, shared=shared))
 
 
-def _hint_source_labels(messages) -> dict[str, str]:
-    """The labels of the sources the messages' withheld hints name (one query, none without hints)."""
-    systems = {
-        str(source.get("source_system", ""))
-        for m in messages
-        for source in (m.withheld_hint or {}).get("sources", [])
-        if isinstance(source, dict)
-    }
+def _source_labels(messages, *, hints: bool) -> dict[str, str]:
+    """The labels of the sources the messages cite and (``hints``) their withheld hints name (one
+    query, none when nothing names a source)."""
+    systems = {c.source_system for m in messages for c in m.citations.all()}
+    if hints:
+        systems |= {
+            str(source.get("source_system", ""))
+            for m in messages
+            for source in (m.withheld_hint or {}).get("sources", [])
+            if isinstance(source, dict)
+        }
     return source_labels(sorted(systems)) if systems else {}
 
 
@@ -282,7 +264,7 @@ def messages_access_request(request: HttpRequest, message_id: int, payload: Acce
         AccessRequestOut(
             contact_name=sent.contact_name,
             source_label=sent.source_label,
-            detail=f"Запрос отправлен: {sent.contact_name} получит уведомление.",
+            detail=_("Запрос отправлен: %(name)s получит уведомление.") % {"name": sent.contact_name},
         ),
     )
 
@@ -293,7 +275,7 @@ def citations_click(request: HttpRequest, message_id: int, record_id: int):
     identity = Identity.for_user(request.auth)
     knowledge = engine_deps().knowledge
     if citation.record_id not in knowledge.visible_records([citation.record_id], identity):
-        raise NotFound("citation not found")  # deleted or closed to the reader since it was cited
+        raise NotFound(_("Источник не найден."))  # deleted or closed to the reader since it was cited
     # A click is its own «обращение» for that record (QE-11), under the clicker's identity.
     knowledge.register_access(citation.record_id, identity, "click", str(message_id))
     return Status(204, None)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -24,7 +24,7 @@ from conversations.knowledge_client import FacadeKnowledgeClient, KnowledgeClien
 from conversations.support import MeaningSignal, meaning_signal
 from conversations.trace import TraceDraft
 from conversations.websearch import SearxngWebSearch, WebSearchProvider
-from knowledge.facade import Identity, SearchResult
+from knowledge.facade import Identity, SearchResult, source_labels
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +40,8 @@ def default_web_search(settings: services.TurnSettings) -> WebSearchProvider | N
 class Finalized:
     id: int
     tokens_used: int
+    # the label people read for each cited source system («Файлы», an admin's own): the done event's
+    source_labels: Mapping[str, str] = field(default_factory=dict)
 
 
 class TurnStore(Protocol):
@@ -92,7 +94,12 @@ class DatabaseTurnStore:
 
     def finalize(self, **fields) -> Finalized:
         message = services.message_finalize(**fields)
-        return Finalized(id=message.pk, tokens_used=message.tokens_used or 0)
+        systems = sorted({c.source_system for c in fields.get("citations") or ()})
+        return Finalized(
+            id=message.pk,
+            tokens_used=message.tokens_used or 0,
+            source_labels=source_labels(systems) if systems else {},
+        )
 
     def contacts(self, user_ids: set[int]) -> dict:
         return services.contacts_for(user_ids)

@@ -275,7 +275,10 @@ class Turn:
             yield DoneEvent(
                 message_id=message.id,
                 conversation_id=self.conversation_id,
-                citations=[c.as_dict() for c in outcome.citations],
+                citations=[
+                    {**c.as_dict(), "source_label": message.source_labels.get(c.source_system, c.source_system)}
+                    for c in outcome.citations
+                ],
                 withheld_hint=hint,
                 tokens_used=message.tokens_used,
                 model=spec.name,

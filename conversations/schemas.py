@@ -53,7 +53,11 @@ class CitationOut(Schema):
     chunk_id: int | None
     title: str
     url: str
+    # the internal key (``confluence:1``), kept for clients that branch on it; people read ``source_label``
     source_system: str
+    source_label: str = Field(
+        default="", description="The source as people know it: «Файлы», «Confluence», an admin's own label."
+    )
     chunk_text: str
     rank: int
     markers: list[int] = []

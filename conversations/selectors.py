@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
 
-from django.contrib.auth import get_user_model
 from django.contrib.postgres.search import SearchQuery, SearchVector
 from django.db.models import Prefetch, Q
+from django.utils.translation import gettext as _
 
 from achilles.errors import NotFound, ValidationFailed
 from achilles.models import User
@@ -20,7 +19,7 @@ def _as_uuid(value: object) -> uuid.UUID:
     try:
         return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
     except (ValueError, TypeError, AttributeError):
-        raise NotFound("conversation not found") from None
+        raise NotFound(_("Беседа не найдена.")) from None
 
 
 def conversation_get_for_user(
@@ -33,7 +32,7 @@ def conversation_get_for_user(
         qs = qs.select_for_update(of=("self",))
     conversation = (qs.select_related("selected_model") if with_model else qs).first()
     if conversation is None:
-        raise NotFound("conversation not found")
+        raise NotFound(_("Беседа не найдена."))
     return conversation
 
 
@@ -41,7 +40,7 @@ def message_get_for_user(*, user: User, message_id: int, for_update: bool = Fals
     qs = Message.objects.filter(pk=message_id, conversation__user=user)
     message = (qs.select_for_update(of=("self",)) if for_update else qs).first()
     if message is None:
-        raise NotFound("message not found")
+        raise NotFound(_("Сообщение не найдено."))
     return message
 
 
@@ -106,20 +105,6 @@ def conversation_messages(
     )
 
 
-def withheld_contact_emails(*, messages: Iterable[Message]) -> dict[int, str]:
-    """E-mail addresses of the authors named in the messages' withheld hints (active users with one)."""
-    ids = {
-        source["contact"]["user_id"]
-        for m in messages
-        for source in (m.withheld_hint or {}).get("sources", [])
-        if isinstance(source.get("contact"), dict) and isinstance(source["contact"].get("user_id"), int)
-    }
-    if not ids:
-        return {}
-    users = get_user_model().objects.filter(pk__in=ids, is_active=True).exclude(email="")
-    return dict(users.values_list("pk", "email"))
-
-
 # --- shared threads -------------------------------------------------------------------------
 
 
@@ -131,7 +116,7 @@ def conversation_get_shared(*, reader: User, conversation_id: uuid.UUID | str) -
         .first()
     )
     if conversation is None:
-        raise NotFound("conversation not found")
+        raise NotFound(_("Беседа не найдена."))
     return conversation
 
 

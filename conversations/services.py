@@ -12,18 +12,21 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.core.cache import cache
 from django.db import connection, models, transaction
 from django.db.models import OuterRef, Subquery
 from django.db.models.functions import Now
-from django.utils import timezone
+from django.utils import timezone, translation
+from django.utils.translation import gettext as _
 from psycopg.types.json import Jsonb
 
 from achilles.errors import Conflict, NotFound, ValidationFailed
 from achilles.llm import Message as LLMMessage
 from achilles.llm import ModelSpec, Timeouts
-from achilles.models import AllowedModel, ModelKind, User
+from achilles.models import AllowedModel, ModelKind, Notification, User
 from achilles.names import name_clean
+from achilles.notifications import notify_on_commit
 from achilles.platform import platform_settings
 from achilles.rawsql import column, column_name, concrete_field, row_model, table
 from achilles.selectors import allowed_model_get, default_model
@@ -206,7 +209,7 @@ def _turn_continue(
             # The thread's last question has no reply row yet: its answer is being written right now
             # (every turn ends with one, even an interrupted or failed one). One turn at a time.
             raise Conflict(
-                "An answer is still being written in this conversation; wait for it or stop it.",
+                _("В этой беседе ещё пишется ответ: дождитесь его или остановите."),
                 code="turn_in_progress",
             )
         # Past its window the turn is dead (its process was killed mid-turn), or it said it ended
@@ -219,7 +222,7 @@ def _turn_continue(
     if regenerate_of is not None:  # the same question again: the path above it is the history
         answer = said.get(regenerate_of)
         if answer is None or answer.role != Role.ASSISTANT or answer.parent_id not in said:
-            raise NotFound("message not found")
+            raise NotFound(_("Сообщение не найдено."))
         above = path_to(nodes, answer.parent_id)[:-1]
         asked = said[answer.parent_id]
         question_id, content = asked.id, asked.content
@@ -227,7 +230,7 @@ def _turn_continue(
         if edit_of is not None:  # a new version of a question, beside it under the same parent
             edited = said.get(edit_of)
             if edited is None or edited.role != Role.USER:
-                raise NotFound("message not found")
+                raise NotFound(_("Сообщение не найдено."))
             above = path_to(nodes, edited.parent_id) if edited.parent_id is not None else ()
         else:  # the next question follows the branch the reader sees
             above = active_branch(nodes).ids
@@ -494,7 +497,7 @@ def message_finalize(
         cursor.execute(sql + parts.returning, params)
         row = cursor.fetchone()
     if row is None:
-        raise NotFound("The conversation was deleted while its answer was being written.", code="conversation_deleted")
+        raise NotFound(_("Беседу удалили, пока писался ответ."), code="conversation_deleted")
     message = Message(
         id=row[0],
         conversation_id=conversation_id,
@@ -571,7 +574,7 @@ def citation_for_click(*, user: User, message_id: int, record_id: int) -> Citati
     message = message_get_for_user(user=user, message_id=message_id)
     citation = Citation.objects.filter(message=message, record_id=record_id).first()
     if citation is None:
-        raise NotFound("citation not found")
+        raise NotFound(_("Источник не найден."))
     return citation
 
 
@@ -595,17 +598,38 @@ def conversation_share_add(*, user: User, conversation_id: uuid.UUID | str, user
     conversation = conversation_get_for_user(user=user, conversation_id=conversation_id, for_update=True)
     reader = User.objects.filter(username=username.strip(), is_active=True).first()
     if reader is None:
-        raise NotFound("no active colleague with this login", code="user_not_found")
+        raise NotFound(_("Нет активного сотрудника с таким логином."), code="user_not_found")
     if reader.pk == user.pk:
-        raise ValidationFailed("the thread is yours already", field="username", code="share_with_owner")
-    share, _ = ConversationShare.objects.get_or_create(conversation=conversation, reader=reader)
+        raise ValidationFailed(_("Это ваша беседа."), field="username", code="share_with_owner")
+    share, created = ConversationShare.objects.get_or_create(conversation=conversation, reader=reader)
+    if created:
+        _notify_reader_of_share(conversation=conversation, owner=user, reader=reader)
     return share
+
+
+def _notify_reader_of_share(*, conversation: Conversation, owner: User, reader: User) -> None:
+    """The colleague's notice that a thread was shared with them (the bell, e-mail when they opted in),
+    in their own interface language; written after commit, so a rolled-back share leaves none."""
+    owner_name = owner.get_full_name() or owner.username
+    with translation.override(reader.language or settings.LANGUAGE_CODE):
+        title = _("%(owner)s открывает вам тред «%(title)s»") % {
+            "owner": owner_name,
+            "title": conversation.title or _("Без названия"),
+        }
+        body = _("Тред открыт вам только для чтения; источники вы увидите по своим правам доступа.")
+    notify_on_commit(
+        user_id=reader.pk,
+        kind=Notification.Kind.THREAD_SHARED,
+        title=title,
+        body=body,
+        link=f"/chat/shared/{conversation.pk}/",
+    )
 
 
 @transaction.atomic
 def conversation_share_remove(*, user: User, conversation_id: uuid.UUID | str, reader_id: int) -> None:
     """Revoke a colleague's reading of the user's thread (404 when it was not shared with them)."""
     conversation = conversation_get_for_user(user=user, conversation_id=conversation_id)
-    deleted, _ = ConversationShare.objects.filter(conversation=conversation, reader_id=reader_id).delete()
+    deleted, _kinds = ConversationShare.objects.filter(conversation=conversation, reader_id=reader_id).delete()
     if not deleted:
-        raise NotFound("share not found")
+        raise NotFound(_("Этому сотруднику беседа не открыта."))

@@ -13,7 +13,7 @@ from ninja.errors import AuthorizationError
 from ninja.security import HttpBearer
 from pydantic import Field
 
-from achilles.auth import SessionCookieAuth
+from achilles.auth import SessionCookieAuth, token_person_set
 from achilles.datetimes import ApiDate, ApiDateTime
 from achilles.pagination import ListParams, Page
 from achilles.services import api_token_authenticate
@@ -70,7 +70,7 @@ class HubPersonBearer(HttpBearer):
             return None
         user = api_token_authenticate(token)
         if user is not None:
-            request.user = user
+            token_person_set(request, user)
             hub_access_check(user)
         return user
 

@@ -12,6 +12,7 @@ import redis
 from asgiref.sync import sync_to_async
 from django.db import connection, transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from achilles import audit
 from achilles.errors import Conflict, NotFound, ValidationFailed
@@ -87,7 +88,7 @@ def notes_set(*, user: HubCaller, key: str, fields: dict[str, Any]) -> NotesView
             raise ValidationFailed(problem, field=name)
         clean[name] = value
     issue = access.issue_readable_get(user=user, key=key)
-    note, _ = IssueNote.objects.select_for_update().get_or_create(issue=issue)
+    note, _created = IssueNote.objects.select_for_update().get_or_create(issue=issue)
     for name, value in clean.items():
         setattr(note, name, value)
     note.updated_by = user
@@ -143,7 +144,7 @@ def _command_for_user(*, user: User, command_id: int, what: str) -> Command:
     unless visible to the caller, then a 403 unless the caller may manage anyone's."""
     command = _command_for_update(command_id)
     if not batch_visible(user, created_by_id=command.batch.created_by_id):
-        raise NotFound(f"command {command_id} not found")
+        raise NotFound(_("Команда %(id)s не найдена.") % {"id": command_id})
     batch_manage_check(user, created_by_id=command.batch.created_by_id, what=f"{what} {command_id}")
     return command
 
@@ -362,7 +363,7 @@ def batches_settle(batch_ids: list[int]) -> list[int]:
 def _command_for_update(command_id: int) -> Command:
     command = Command.objects.select_for_update().select_related("batch").filter(pk=command_id).first()
     if command is None:
-        raise NotFound(f"command {command_id} not found")
+        raise NotFound(_("Команда %(id)s не найдена.") % {"id": command_id})
     return command
 
 
@@ -406,7 +407,10 @@ def command_cancel(*, user: HubCaller, command_id: int, force: bool = False) -> 
     user = hub_access_check(user)
     command = _command_for_user(user=user, command_id=command_id, what="command")
     if command.state in (CANCELLED, FAILED, "done"):
-        raise Conflict(f"command {command_id} is already {command.state}", code="command_final")
+        raise Conflict(
+            _("Команда %(id)s уже завершена (%(state)s).") % {"id": command_id, "state": command.state},
+            code="command_final",
+        )
     if command.state == CLAIMED and not force:
         raise Conflict(claimed_command_line(command_id), code="command_claimed")
     was_claimed = command.state == CLAIMED
@@ -447,7 +451,11 @@ def command_retry(
     author = _author_check(user, author, default_author)
     command = _command_for_user(user=user, command_id=command_id, what="command")
     if command.state in (QUEUED, CLAIMED):
-        raise Conflict(f"command {command_id} is still {command.state}; cancel it first or wait", code="command_open")
+        raise Conflict(
+            _("Команда %(id)s ещё не завершена (%(state)s): отмените её или дождитесь.")
+            % {"id": command_id, "state": command.state},
+            code="command_open",
+        )
     payload = dict(command.payload)
     # `$N` of the old batch: substitute the key its command created, if any.
     for field in ("key", "other_key"):
@@ -471,7 +479,8 @@ def command_retry(
                 resolved.append(key)
         if not resolved:
             raise Conflict(
-                f"command {command_id} refreshes only issues its batch never created", code="nothing_to_retry"
+                _("Команда %(id)s обновляет только задачи, которые её пакет не создал.") % {"id": command_id},
+                code="nothing_to_retry",
             )
         payload["keys"] = resolved
     parsed = commands_parse([payload], base_label=_base_label())
@@ -510,7 +519,8 @@ def _created_key(*, batch_id: int, seq: int, command_id: int) -> str:
     created = Command.objects.filter(batch_id=batch_id, seq=seq).values_list("created_key", flat=True).first()
     if not created or not REAL_KEY_RE.match(created):
         raise Conflict(
-            f"command {command_id} names ${seq}, which created no issue; retry command {seq} first",
+            _("Команда %(id)s ссылается на $%(seq)s, которая не создала задачу: сначала повторите команду %(seq)s.")
+            % {"id": command_id, "seq": seq},
             code="dependency_not_created",
         )
     return created

@@ -9,6 +9,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from achilles import audit
 from achilles.audit import Actor
@@ -81,7 +82,9 @@ def agent_update(*, agent: Agent, changes: dict[str, Any], now: datetime | None 
     """
     if "admin_paused" in changes:
         # The admin's lock is sticky: an owner's attempt is refused and changes nothing.
-        raise PermissionDenied("admin_paused is set by platform admins only", code="admin_only")
+        raise PermissionDenied(
+            _("Остановить агента администратором может только администратор платформы."), code="admin_only"
+        )
     unknown = set(changes) - {"name", "instructions", "model", "schedule", "enabled"}
     if unknown:
         raise ValidationFailed(f"not editable: {', '.join(sorted(unknown))}", code="not_editable")
@@ -95,7 +98,7 @@ def agent_update(*, agent: Agent, changes: dict[str, Any], now: datetime | None 
         .first()
     )
     if locked is None:
-        raise NotFound("agent not found", code="agent_not_found")
+        raise NotFound(_("Агент не найден."), code="agent_not_found")
     agent = locked
     was_open, old_schedule = agent.gates_open, agent.schedule
     if "name" in changes:
@@ -134,7 +137,7 @@ def agent_set_admin_paused(*, agent_id: int, paused: bool, now: datetime | None 
         .first()
     )
     if agent is None:
-        raise NotFound("agent not found", code="agent_not_found")
+        raise NotFound(_("Агент не найден."), code="agent_not_found")
     if agent.admin_paused != paused:
         agent.admin_paused = paused
         agent.next_run_at = _compute_next_run(agent, now)

@@ -23,6 +23,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from achilles import hooks
 from achilles.errors import Conflict, NotFound
@@ -55,7 +56,8 @@ def agent_subscription_create(
         Agent.objects.select_for_update(no_key=True).filter(pk=agent.pk).exists()
         if AgentSubscription.objects.filter(agent=agent).count() >= MAX_SUBSCRIPTIONS_PER_AGENT:
             raise Conflict(
-                f"an agent has at most {MAX_SUBSCRIPTIONS_PER_AGENT} subscriptions", code="subscription_limit"
+                _("У агента может быть не больше %(n)s подписок.") % {"n": MAX_SUBSCRIPTIONS_PER_AGENT},
+                code="subscription_limit",
             )
         return _subscription_create(
             agent=agent,
@@ -83,9 +85,9 @@ def _subscription_create(
 
 
 def agent_subscription_delete(*, agent: Agent, subscription_id: int) -> None:
-    deleted, _ = AgentSubscription.objects.filter(agent=agent, pk=subscription_id).delete()
+    deleted, _kinds = AgentSubscription.objects.filter(agent=agent, pk=subscription_id).delete()
     if not deleted:
-        raise NotFound(f"subscription {subscription_id} not found", code="subscription_not_found")
+        raise NotFound(_("Подписка не найдена."), code="subscription_not_found")
 
 
 def _matches(sub: AgentSubscription, change: hooks.JiraIssueChange) -> bool:

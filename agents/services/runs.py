@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from achilles.errors import Conflict, NotFound
 from achilles.health import worker_known_dead
@@ -61,19 +62,19 @@ def agent_run_request(*, agent: Agent, now: datetime | None = None) -> AgentRun:
             # read the agent is seen here (404) instead of by the trigger copying the owner (a NULL,
             # NotNullViolation, a 500); one still running waits for this run and cascades to it.
             if not _agent_key_share(agent.pk):
-                raise NotFound("agent not found", code="agent_not_found")
+                raise NotFound(_("Агент не найден."), code="agent_not_found")
             # Check and reserve as one step per owner: concurrent starts queue on the lock, and
             # each sees the runs the others queued (a reservation of one run's cap each).
             owner_budget_lock(owner_ids=[agent.owner_id])
             if owner_over_budget(owner=agent.owner, now=now):
-                raise Conflict("the owner's weekly token budget is spent", code="budget_exceeded")
+                raise Conflict(_("Недельный бюджет токенов владельца исчерпан."), code="budget_exceeded")
             run = AgentRun.objects.create(agent=agent, trigger=RunTrigger.MANUAL, state=RunState.QUEUED)
             dispatch.dispatch_on_commit([run.pk])
     except IntegrityError as exc:
         if ACTIVE_CONSTRAINT in str(exc):
-            raise Conflict("the agent already has a queued or running run", code="already_running") from exc
+            raise Conflict(_("У агента уже есть запуск в очереди или в работе."), code="already_running") from exc
         if "agent_runs_agent_id_fk" in str(exc) or "foreign key" in str(exc).lower():
-            raise NotFound("agent not found", code="agent_not_found") from exc
+            raise NotFound(_("Агент не найден."), code="agent_not_found") from exc
         raise
     return run
 

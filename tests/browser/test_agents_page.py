@@ -176,3 +176,4 @@ def test_a_runs_output_is_shown_like_a_chat_answer_with_its_sources(
     expect(output.locator("a.cite").first).to_have_attribute("href", f"#src-run{run.pk}-1")
     expect(output.locator(".source").first).to_contain_text("Политика отпусков")
     expect(output.locator(".source a.title").first).to_have_attribute("href", "https://wiki.example.com/vacation")
+    expect(output.locator(".source .system").first).to_have_text("Файлы")  # the label, not «files»

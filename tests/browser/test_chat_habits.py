@@ -159,6 +159,7 @@ def test_a_shared_thread_shows_a_source_the_reader_lacks_as_unavailable_and_revo
         cards = reading.locator(".source")
         expect(cards).to_have_count(2)
         expect(cards.nth(0)).to_contain_text("Политика отпусков")
+        expect(cards.nth(0).locator(".system")).to_have_text("Файлы")  # the label, not «files»
         expect(cards.nth(1)).to_have_text("[2]источник недоступен")
         body = reading.content()
         assert "Оклады" not in body and "424242" not in body and "hr.example.com" not in body

@@ -381,3 +381,5 @@ def test_each_marker_has_its_own_card_with_the_passage_it_points_to(live_url, pa
     assert cards.nth(0).locator(".num").text_content() == "[1]"
     assert first_sentence in cards.nth(0).locator(".passage").text_content()
     assert first_sentence not in cards.nth(1).locator(".passage").text_content()
+    # the source by the label people know it by, not the store's key «files»
+    expect(cards.nth(0).locator(".system")).to_have_text("Файлы")

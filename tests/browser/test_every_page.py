@@ -3,7 +3,8 @@ with sources and a withheld hint, agents with a run history, a batch, a token, a
 
 - at 375 px nothing is wider than the screen, no page is taller than its content needs, no form
   field is hidden, and the chat opens at the latest message with the message field in view;
-- axe-core finds no violation of serious or critical impact, in the light theme and the dark one.
+- axe-core finds no violation of serious or critical impact, in the light theme and the dark one,
+  at 1366 px and at 375 px, and with the bell's panel open (a notice in it).
 """
 
 from __future__ import annotations
@@ -210,27 +211,49 @@ def test_the_chat_opens_at_the_latest_message_with_the_input_in_view(live_url, p
     assert state["logAtEnd"] and state["inputInView"], state
 
 
-def _axe_both_themes(page, url: str, where: str) -> dict[str, list[str]]:
+DESKTOP, PHONE = {"width": 1366, "height": 900}, {"width": 375, "height": 812}
+
+
+def _bell_open(page) -> bool:
+    """Open the bell's panel and wait for its notices (False on a page without the bell: the admin)."""
+    button = page.locator("#bell-button")
+    if not button.count():
+        return False
+    button.click()
+    expect(page.locator("#bell-list li").first).to_be_visible()
+    return True
+
+
+def _axe_everywhere(page, url: str, where: str) -> dict[str, list[str]]:
     """axe-core on the page opened in the light theme, then opened in the dark one (as people load it:
-    switched live, the admin's stylesheet keeps light colours on parts of a dark page until a reload)."""
+    switched live, the admin's stylesheet keeps light colours on parts of a dark page until a reload);
+    each load is checked at 1366 px, then resized live to 375 px with the bell's panel opened over it
+    (axe reads the whole page, under the panel too: one run covers the phone layout and the panel;
+    one load per theme, one sign-in per account)."""
     found = {}
     for scheme in ("light", "dark"):
         page.emulate_media(color_scheme=scheme)
+        page.set_viewport_size(DESKTOP)
         _open(page, url)
         violations = axe_violations(page)
         if violations:
-            found[f"{where} {scheme}"] = violations
+            found[f"{where} {scheme} 1366"] = violations
+        page.set_viewport_size(PHONE)
+        bell = _bell_open(page)
+        violations = axe_violations(page)
+        if violations:
+            found[f"{where} {scheme} 375{' bell open' if bell else ''}"] = violations
     return found
 
 
-def test_axe_finds_nothing_serious_on_any_page_light_and_dark(live_url, page):
+@pytest.mark.timeout(600)  # 44 loads and 88 axe runs: 2.5 min on a busy machine, the live server first
+def test_axe_finds_nothing_serious_on_any_page_light_and_dark_wide_narrow_and_with_the_bell_open(live_url, page):
     content = _content()
-    page.set_viewport_size({"width": 1366, "height": 900})
     violations = {}
     for username in ("demo", "admin"):
         _sign_in_as(page, live_url, username)
         for path in _pages(username, content[username]):
-            violations.update(_axe_both_themes(page, live_url + path, f"{username} {path}"))
+            violations.update(_axe_everywhere(page, live_url + path, f"{username} {path}"))
     page.context.clear_cookies()
-    violations.update(_axe_both_themes(page, live_url + "/accounts/login/", "signed out /accounts/login/"))
+    violations.update(_axe_everywhere(page, live_url + "/accounts/login/", "signed out /accounts/login/"))
     assert not violations, _listed(violations)

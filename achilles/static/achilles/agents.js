@@ -115,20 +115,10 @@ document.addEventListener("DOMContentLoaded", () => {
     if (!run.output_html) { cell.textContent = run.output || run.error || ""; return cell; }
     const text = el("div", "text"); text.innerHTML = run.output_html;  // rendered and sanitised by the server
     text.querySelectorAll("a:not(.cite)").forEach(a => { a.target = "_blank"; a.rel = "noopener noreferrer"; });
+    text.querySelectorAll("pre").forEach(pre => { pre.tabIndex = 0; });  // scrolls sideways on a phone: keyboard too
     cell.append(text);
     if (!(run.sources || []).length) return cell;
-    const wrap = el("div", "sources"); wrap.setAttribute("aria-label", gettext("Источники"));
-    run.sources.forEach(s => {
-      const card = el("div", "source" + (s.available ? "" : " unavailable")); card.id = `src-run${run.id}-${s.marker}`;
-      const head = el("div", "head"); head.append(el("span", "num", `[${s.marker}]`));
-      if (!s.available) { head.append(el("span", "title", gettext("источник недоступен"))); card.append(head); wrap.append(card); return; }
-      const safe = /^https?:\/\//i.test(s.url || "");
-      const title = el(safe ? "a" : "span", "title", s.title || gettext("Без названия"));
-      if (safe) { title.href = s.url; title.target = "_blank"; title.rel = "noopener noreferrer"; }
-      head.append(title); card.append(head, el("div", "system", s.source_system));
-      if (s.chunk_text) card.append(el("div", "passage", s.chunk_text));
-      wrap.append(card);
-    });
+    const wrap = window.achilles.sourceCards(run.sources.map(s => ({...s, markers: [s.marker]})), {prefix: `run${run.id}`});
     cell.append(wrap);
     return cell;
   }

@@ -67,7 +67,47 @@ window.achilles = (() => {
     const path = document.createElementNS("http://www.w3.org/2000/svg", "path"); path.setAttribute("d", ICONS[name]);
     svg.append(path); return svg;
   };
-  return {api, apiAll, el, signIn, formatDate, plural, icon, timeZone, language, locale};
+  // The cited sources as cards, one renderer for the chat, a shared thread and an agent's run:
+  // one card per marker, each with the passage its marker points to (``passages``; a citation stored
+  // before passages were kept shows its best chunk under all its markers), ``id`` = `src-<prefix>-<N>`
+  // as the server's rendering links [N]; the source by its label («Файлы», «Confluence»), never its
+  // internal key. A source closed to the reader shows ``unavailable`` and nothing of it.
+  // ``onOpen(c)``: called when the reader follows the source's link; ``openLink``: an «открыть» link too.
+  const sourceCards = (citations, {prefix, unavailable = gettext("источник недоступен"), onOpen = null, openLink = false} = {}) => {
+    const wrap = el("div", "sources"); wrap.setAttribute("aria-label", gettext("Источники"));
+    const perMarker = [];
+    (citations || []).forEach(c => {
+      if (c.available !== false && c.passages && c.passages.length) c.passages.forEach(p => perMarker.push({...c, markers: [p.marker], chunk_text: p.text}));
+      else perMarker.push(c);
+    });
+    if (perMarker.every(c => c.markers && c.markers.length)) perMarker.sort((a, b) => a.markers[0] - b.markers[0]);
+    perMarker.forEach(c => {
+      const numbers = (c.markers && c.markers.length) ? c.markers : [c.rank];
+      const card = el("div", "source" + (c.available === false ? " unavailable" : ""));
+      card.id = `src-${prefix}-${numbers[0]}`;
+      numbers.slice(1).forEach(n => { const alias = el("span"); alias.id = `src-${prefix}-${n}`; card.append(alias); });
+      const head = el("div", "head"); head.append(el("span", "num", numbers.map(n => `[${n}]`).join("")));
+      if (c.available === false) { head.append(el("span", "title", unavailable)); card.append(head); wrap.append(card); return; }
+      const safe = /^https?:\/\//i.test(c.url || "");
+      const title = el(safe ? "a" : "span", "title", c.title || gettext("Без названия"));
+      if (safe) {
+        title.href = c.url; title.target = "_blank"; title.rel = "noopener noreferrer";
+        if (onOpen) title.onclick = () => onOpen(c);
+      }
+      head.append(title); card.append(head);
+      const label = c.source_label || c.source_system;
+      if (label) card.append(el("div", "system", label));
+      if (c.chunk_text) card.append(el("div", "passage", c.chunk_text));
+      if (safe && openLink) {
+        const open = el("a", null, gettext("открыть")); open.href = c.url; open.target = "_blank"; open.rel = "noopener noreferrer";
+        if (onOpen) open.onclick = () => onOpen(c);
+        card.append(open);
+      }
+      wrap.append(card);
+    });
+    return wrap;
+  };
+  return {api, apiAll, el, signIn, formatDate, plural, icon, sourceCards, timeZone, language, locale};
 })();
 document.addEventListener("DOMContentLoaded", () => {
   // the current page's link in the header

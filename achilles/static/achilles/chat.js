@@ -118,40 +118,10 @@
   function cancelEdit() { if (st.editing !== null) { st.editing = null; input.value = ""; setStatus(""); } }
 
   function sourceCards(m) {
-    const wrap = el("div", "sources"); wrap.setAttribute("aria-label", gettext("Источники"));
-    // One card per marker, each showing the passage its marker points to (``passages``); a
-    // citation stored before passages were kept shows its best chunk under all its markers.
-    const perMarker = [];
-    (m.citations || []).forEach(c => {
-      if (c.passages && c.passages.length) c.passages.forEach(p => perMarker.push({...c, markers: [p.marker], chunk_text: p.text}));
-      else perMarker.push(c);
+    return window.achilles.sourceCards(m.citations, {
+      prefix: m.id, unavailable: gettext("источник больше недоступен"), openLink: true,
+      onOpen: c => { if (c.record_id) api(`/messages/${m.id}/citations/${c.record_id}/click`, {method: "POST"}); },
     });
-    if (perMarker.every(c => c.markers && c.markers.length)) perMarker.sort((a, b) => a.markers[0] - b.markers[0]);
-    perMarker.forEach(c => {
-      const numbers = (c.markers && c.markers.length) ? c.markers : [c.rank];
-      const card = el("div", "source" + (c.available === false ? " unavailable" : ""));
-      card.id = `src-${m.id}-${numbers[0]}`;
-      numbers.slice(1).forEach(n => { const alias = el("span"); alias.id = `src-${m.id}-${n}`; card.append(alias); });
-      const head = el("div", "head"); head.append(el("span", "num", numbers.map(n => `[${n}]`).join("")));
-      if (c.available === false) {  // deleted or closed to you since the answer was given
-        head.append(el("span", "title", gettext("источник больше недоступен"))); card.append(head); wrap.append(card); return;
-      }
-      const safe = /^https?:\/\//i.test(c.url || "");
-      const title = el(safe ? "a" : "span", "title", c.title || gettext("Без названия"));
-      if (safe) {
-        title.href = c.url; title.target = "_blank"; title.rel = "noopener noreferrer";
-        title.onclick = () => { if (c.record_id) api(`/messages/${m.id}/citations/${c.record_id}/click`, {method: "POST"}); };
-      }
-      head.append(title); card.append(head);
-      card.append(el("div", "system", c.source_system));
-      if (c.chunk_text) card.append(el("div", "passage", c.chunk_text));
-      if (safe) {
-        const open = el("a", null, gettext("открыть")); open.href = c.url; open.target = "_blank"; open.rel = "noopener noreferrer";
-        open.onclick = title.onclick; card.append(open);
-      }
-      wrap.append(card);
-    });
-    return wrap;
   }
 
   // «Запросить доступ»: a request to the named author (a notice in their bell; the server sends only

@@ -2,30 +2,11 @@
 // them, and each cited source only when the reader may read it — «источник недоступен» otherwise
 // (the API sends no title, text, link or system for it).
 (() => {
-  const {api, apiAll, el, formatDate} = window.achilles;
+  const {api, apiAll, el, formatDate, sourceCards} = window.achilles;
   const root = document.getElementById("shared"), log = document.getElementById("log");
   const id = root.dataset.conversation;
   document.getElementById("export-md").href = `/api/shared/${id}/export?format=markdown`;
   document.getElementById("export-pdf").href = `/api/shared/${id}/export?format=pdf`;
-
-  function sources(m) {
-    const wrap = el("div", "sources"); wrap.setAttribute("aria-label", gettext("Источники"));
-    m.citations.forEach(c => {
-      const numbers = c.markers.length ? c.markers : [c.rank];
-      const card = el("div", "source" + (c.available ? "" : " unavailable"));
-      card.id = `src-${m.id}-${numbers[0]}`;
-      numbers.slice(1).forEach(n => { const alias = el("span"); alias.id = `src-${m.id}-${n}`; card.append(alias); });
-      const head = el("div", "head"); head.append(el("span", "num", numbers.map(n => `[${n}]`).join("")));
-      if (!c.available) { head.append(el("span", "title", gettext("источник недоступен"))); card.append(head); wrap.append(card); return; }
-      const safe = /^https?:\/\//i.test(c.url || "");
-      const title = el(safe ? "a" : "span", "title", c.title || gettext("Без названия"));
-      if (safe) { title.href = c.url; title.target = "_blank"; title.rel = "noopener noreferrer"; }
-      head.append(title); card.append(head, el("div", "system", c.source_system));
-      if (c.chunk_text) card.append(el("div", "passage", c.chunk_text));
-      wrap.append(card);
-    });
-    return wrap;
-  }
 
   function message(m) {
     const box = el("div", `msg ${m.role} ${m.state || ""}`); box.dataset.id = m.id;
@@ -33,8 +14,10 @@
     if (m.content_html) text.innerHTML = m.content_html;  // rendered and sanitised by the server
     else text.textContent = m.content;
     text.querySelectorAll("a:not(.cite)").forEach(a => { a.target = "_blank"; a.rel = "noopener noreferrer"; });
+    // a code block wider than a phone scrolls sideways: the keyboard must reach it too
+    text.querySelectorAll("pre").forEach(pre => { pre.tabIndex = 0; });
     box.append(text);
-    if (m.citations && m.citations.length) box.append(sources(m));
+    if (m.citations && m.citations.length) box.append(sourceCards(m.citations, {prefix: m.id}));
     if (m.created_at) box.append(el("div", "meta", formatDate(m.created_at)));
     return box;
   }

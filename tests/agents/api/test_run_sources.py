@@ -72,4 +72,6 @@ def test_a_runs_output_comes_rendered_with_its_sources_and_a_closed_one_is_unava
         (2, False, ""),
     ]
     assert out["sources"][1]["chunk_text"] == "" and out["sources"][1]["url"] == ""
+    # the source by the label people know it by; nothing of the closed one
+    assert [(s["source_system"], s["source_label"]) for s in out["sources"]] == [("files", "Файлы"), ("", "")]
     assert "424242" not in str(out["sources"])

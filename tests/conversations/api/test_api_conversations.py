@@ -3,6 +3,7 @@ of the conversations API (QE-17): list, rename / switch model, delete, feedback,
 the 401 of /api/chat. The API is called through the ASGI application (``asgi_client``: httpx);
 only the chat page's HTML is fetched with Django's client."""
 
+import json
 import re
 import uuid
 
@@ -162,9 +163,9 @@ def test_reading_a_thread_costs_constant_queries(
     client = asgi_client(user)
 
     # the token, its user and the reader's groups (auth: one statement, was two), the conversation, the
-    # branch it shows (its messages' ids and parents), its messages, their citations and which cited
-    # records they may still see — whatever the length.
-    with django_assert_num_queries(7):
+    # branch it shows (its messages' ids and parents), its messages, their citations, which cited
+    # records they may still see and the labels of the cited sources — whatever the length.
+    with django_assert_num_queries(8):
         response = client.get(f"/api/conversations/{thread.pk}", params={"limit": 200})
 
     assert len(response.json()["messages"]["items"]) == length
@@ -353,11 +354,10 @@ def test_an_answer_comes_with_its_markdown_rendered_and_sanitised(user, asgi_cli
     assert reply["withheld_hint"]["sources"] == [{"source_system": "hr", "label": "hr"}]
 
 
-def test_a_withheld_hint_offers_request_access_by_mail_when_the_author_has_an_address(
+def test_a_withheld_hint_names_its_contacts_without_handing_out_their_addresses(
     user, user_factory, asgi_client, conversation_factory
 ):
-    from urllib.parse import unquote
-
+    """Access is asked for through POST /messages/{id}/access-requests: the hint carries no mailto."""
     from conversations.models import Message
 
     anna = user_factory(username="anna", email="anna@example.com", first_name="Анна")
@@ -383,6 +383,7 @@ def test_a_withheld_hint_offers_request_access_by_mail_when_the_author_has_an_ad
         .get(f"/api/conversations/{conversation.pk}")
         .json()["messages"]["items"][1]["withheld_hint"]["sources"]
     )
-    url = sources[0]["contact"]["request_access_url"]
-    assert url.startswith("mailto:anna@example.com?subject=") and "«hr»" in unquote(url)
-    assert "request_access_url" not in sources[1]["contact"] and "contact" not in sources[2]
+    assert sources[0]["contact"] == {"user_id": anna.pk, "username": "anna", "name": "Анна"}
+    assert sources[1]["contact"] == {"user_id": boris.pk, "username": "boris", "name": ""}
+    assert "contact" not in sources[2]
+    assert "anna@example.com" not in json.dumps(sources)

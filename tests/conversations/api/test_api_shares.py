@@ -80,13 +80,14 @@ def test_a_reader_without_a_cited_source_sees_it_as_unavailable(asgi_client, cit
     assert body["owner"] == "hr-lead" and body["title"] == "Отпуск и оклад"
     answer = body["messages"]["items"][1]
     open_, closed = answer["citations"]
-    assert (open_["available"], open_["title"]) == (True, "Политика отпусков")
+    assert (open_["available"], open_["title"], open_["source_label"]) == (True, "Политика отпусков", "Файлы")
     assert closed == {
         "record_id": None,
         "chunk_id": None,
         "title": "",
         "url": "",
         "source_system": "",
+        "source_label": "",
         "chunk_text": "",
         "rank": 2,
         "markers": [2],

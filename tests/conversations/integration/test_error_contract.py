@@ -33,7 +33,7 @@ def test_a_foreign_conversation_is_the_same_404_body_on_every_transport(engine, 
         ws = first_frame(session_headers(user), {"content": "А ещё?", "conversation_id": conversation_id})
 
         assert rest.status_code == sse.status_code == 404
-        expected = {"detail": "conversation not found", "code": "not_found"}
+        expected = {"detail": "Беседа не найдена.", "code": "not_found"}
         assert rest.json() == expected
         assert sse.json() == expected
         assert ws == {"event": "error", **expected}

@@ -11,6 +11,7 @@ import pytest
 
 from achilles.llm import TextDelta, Usage
 from conversations.models import Message
+from knowledge.models import SourcePolicy
 from tests.conversations.conftest import candidate, result
 from tests.conversations.http import bearer, chat
 from tests.llm_fake import Delay, answer, call_tool
@@ -110,7 +111,8 @@ def test_synchronous_without_a_queue(engine, user, monkeypatch):
 
 def test_citations_at_the_tail(engine, user):
     """цитаты в хвосте потока: источники — завершающим событием после тела, привязаны к тому же сообщению."""
-    engine.ks.default = result(candidate(7, "Отпуск 28 дней.", title="Политика отпусков"))
+    engine.ks.default = result(candidate(7, "Отпуск 28 дней.", title="Политика отпусков", source_system="confluence:1"))
+    SourcePolicy.objects.create(source_system="confluence:1", display_label="Вики отдела кадров")
     engine.script(call_tool("search_knowledge", query="отпуск"), answer("Отпуск 28 дней [1]."))
 
     status, _, events = chat(bearer(user), {"content": "Сколько дней отпуска?"})
@@ -121,6 +123,9 @@ def test_citations_at_the_tail(engine, user):
     assert done["citations"][0]["record_id"] == 7
     assert done["citations"][0]["title"] == "Политика отпусков"
     assert {"record_id", "title", "url", "source_system", "chunk_text", "rank"} <= set(done["citations"][0])
+    # the source as people know it (an admin's label), its internal key beside it
+    assert done["citations"][0]["source_label"] == "Вики отдела кадров"
+    assert done["citations"][0]["source_system"] == "confluence:1"
     message = Message.objects.get(pk=done["message_id"])
     assert message.role == "assistant"
     assert list(message.citations.values_list("record_id", flat=True)) == [7]

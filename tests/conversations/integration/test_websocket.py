@@ -85,6 +85,7 @@ def test_websocket_streams_tokens_then_done(engine, user):
     assert [f["text"] for f in frames[:-1]] == ["Отпуск 28 дней [1].", " Заявка через портал HR [1]."]
     done = frames[-1]
     assert done["event"] == "done" and done["citations"][0]["record_id"] == 3
+    assert done["citations"][0]["source_label"] == "Файлы"  # «files» is what the store calls it
     assert Message.objects.get(pk=done["message_id"]).content == "Отпуск 28 дней [1]. Заявка через портал HR [1]."
     assert more[-1]["conversation_id"] == done["conversation_id"]
 
