@@ -102,7 +102,7 @@ def copy_test_database(connection, lock_path: Path) -> str:
         if not ready:
             _build_template(connection, name)
         with connection.creation._nodb_cursor() as cursor:
-            _end_sessions(cursor, test_name)
+            # a database of that name in use (another run on it) is not taken from it: the DROP fails
             cursor.execute(f'DROP DATABASE IF EXISTS "{test_name}"')
             cursor.execute(f'CREATE DATABASE "{test_name}" TEMPLATE "{name}"')
     return test_name
