@@ -224,7 +224,13 @@ CACHES = {
 }
 
 
-def channel_layer_config(redis_url: str) -> dict:
+# How long a channel-layer connection may sit idle before it is PINGed on its next use. Only the
+# browser tests change it (with daphne's keepalive) to see a chat socket outlast every idle limit in
+# seconds instead of a minute (docs/tests.md).
+CHANNEL_LAYER_HEALTH_CHECK_SECONDS = _read("CHANNEL_LAYER_HEALTH_CHECK_SECONDS", env.int, 30)
+
+
+def channel_layer_config(redis_url: str, health_check_seconds: int = 30) -> dict:
     """The Channels layer over ``redis_url`` (unix socket or TCP alike).
 
     Every websocket consumer waits in the layer's ``receive``: a ``BZPOPMIN`` that blocks up to
@@ -243,14 +249,14 @@ def channel_layer_config(redis_url: str) -> dict:
                     "socket_timeout": RedisChannelLayer.brpop_timeout + 10,
                     "socket_connect_timeout": 5,
                     # a connection idle this long is PINGed before use (a restarted Redis is seen at once)
-                    "health_check_interval": 30,
+                    "health_check_interval": health_check_seconds,
                 }
             ]
         },
     }
 
 
-CHANNEL_LAYERS = {"default": channel_layer_config(REDIS_URL)}
+CHANNEL_LAYERS = {"default": channel_layer_config(REDIS_URL, CHANNEL_LAYER_HEALTH_CHECK_SECONDS)}
 
 # ---------------------------------------------------------------- celery
 from kombu import Queue  # noqa: E402

@@ -240,15 +240,43 @@ def asgi_client(db):
 
 
 @pytest.fixture(scope="session")
-def django_db_setup(django_db_setup, django_db_blocker):
-    """Before the test database is dropped: end the sessions that subprocesses (daphne, Celery
+def django_db_setup(
+    request,
+    django_test_environment,
+    django_db_blocker,
+    django_db_use_migrations,
+    django_db_keepdb,
+    django_db_createdb,
+    django_db_modify_db_settings,
+):
+    """pytest-django's test database, copied from the migrated template (``tests/template_db.py``)
+    instead of migrated anew; ``--reuse-db`` and ``--nomigrations`` work as pytest-django says.
+    Before the test database is dropped: end the sessions that subprocesses (daphne, Celery
     workers) may still be closing, and close this process's pools, so no session keeps the
     database busy and leaves it behind."""
+    from django.conf import settings
+    from django.db import connection as default_connection
+    from django.db import connections
+    from django.test.utils import setup_databases, teardown_databases
+
+    from tests.template_db import copy_test_database
+
+    verbosity = request.config.option.verbose
+    kept = django_db_keepdb and not django_db_createdb  # --reuse-db
+    copied = not kept and django_db_use_migrations
+    if not django_db_use_migrations:
+        from pytest_django.fixtures import _disable_migrations
+
+        _disable_migrations()
+    with django_db_blocker.unblock():
+        if copied:
+            copy_test_database(default_connection, settings.VAR_DIR / "test-template.lock")
+        # the copy is "kept" for Django: it migrates it (nothing to apply; post_migrate runs)
+        db_cfg = setup_databases(
+            verbosity=verbosity, interactive=False, aliases=set(connections), keepdb=kept or copied
+        )
     yield
     with django_db_blocker.unblock():
-        from django.db import connection as default_connection
-        from django.db import connections
-
         with default_connection.cursor() as cursor:
             cursor.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
@@ -258,6 +286,8 @@ def django_db_setup(django_db_setup, django_db_blocker):
             close_pool = getattr(connection, "close_pool", None)
             if close_pool is not None:
                 close_pool()
+        if not kept:
+            teardown_databases(db_cfg, verbosity=verbosity, keepdb=False)
 
 
 # Tests that share a server started once for a package or a module stay together under

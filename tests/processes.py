@@ -68,8 +68,11 @@ def start_celery_beat(log: Path, schedule_file: Path) -> subprocess.Popen:
     return _spawn(["celery", "-A", "achilles.celery_app", "beat", "--loglevel=WARNING", "-s", str(schedule_file)], log)
 
 
-def start_daphne(log: Path, port: int) -> subprocess.Popen:
-    return _spawn(["daphne", "-b", "127.0.0.1", "-p", str(port), "achilles.asgi:application"], log)
+def start_daphne(
+    log: Path, port: int, *, extra: tuple[str, ...] = (), env: dict[str, str] | None = None
+) -> subprocess.Popen:
+    """daphne as `make run` starts it; ``extra``: more of its options, ``env``: settings of its own."""
+    return _spawn(["daphne", "-b", "127.0.0.1", "-p", str(port), *extra, "achilles.asgi:application"], log, env)
 
 
 def wait_database_idle(timeout: float = 15) -> None:

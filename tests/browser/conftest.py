@@ -35,6 +35,15 @@ CHROMIUM_ARGS = [
 ]
 
 
+# The chat socket's idle limits, lowered for the package's daphne so that the idle-socket test
+# (test_chat_page.py) sees a socket outlast every one of them in seconds instead of a minute:
+# daphne's keepalive ping (its defaults, which production keeps: every 20 s, 30 s for the pong) and
+# the channel layer's health check (30 s). The layer's blocking pop stays channels_redis's 5 s.
+PING_INTERVAL_SECONDS = 2
+PING_TIMEOUT_SECONDS = 5
+LAYER_HEALTH_CHECK_SECONDS = 6
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if "/browser/" in str(item.path):
@@ -79,7 +88,12 @@ class Daphne:
         if self.proc is not None:
             stop(self.proc)
         port = _free_port()
-        self.proc = start_daphne(self.log, port)
+        self.proc = start_daphne(
+            self.log,
+            port,
+            extra=("--ping-interval", str(PING_INTERVAL_SECONDS), "--ping-timeout", str(PING_TIMEOUT_SECONDS)),
+            env={"CHANNEL_LAYER_HEALTH_CHECK_SECONDS": str(LAYER_HEALTH_CHECK_SECONDS)},
+        )
         self.url = f"http://127.0.0.1:{port}"
         # The first request imports the URLconf (the API's schemas; SCIM's models wait for the first SCIM
         # request: achilles/urls.py): ~1.4 s at load 7, 5.4 s with SCIM's models in it

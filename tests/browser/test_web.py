@@ -90,6 +90,9 @@ def test_an_ended_session_sends_the_chat_page_to_sign_in(live_url, page, user_fa
     # the socket's handshake reads the session too: deactivated before it is open, the page would
     # go to sign in on its own before the user asks (a race under load, not the case here)
     page.wait_for_selector("body[data-socket=open]", state="attached")
+    # and the page's own calls done (the thread list, the bell's count): one still in flight when the
+    # account is deactivated meets the 401 and takes the page to sign-in before the user asks
+    page.wait_for_load_state("networkidle")
     # when the account is deactivated while the page is open, and the user asks
     with connection.cursor() as cursor:
         cursor.execute("UPDATE users SET is_active = false WHERE id = %s", [user.pk])
