@@ -45,6 +45,10 @@ ROUTES = ("/api/me", "/api/conversations")
 TARGET = 1.5
 BENCH_DB = "achilles_bench_http"
 TICKS = os.sysconf("SC_CLK_TCK")
+# BENCH_HTTP_PROFILE=1: py-spy (``pip install py-spy``) samples our server over each measured window
+# of one web process; the collapsed stacks land in var/bench-http-profile-<route>.txt and the
+# breakdown by layer (bench/_stacks.py) is printed after the table.
+PROFILE = os.environ.get("BENCH_HTTP_PROFILE") == "1"
 
 
 def _free_port() -> int:
@@ -154,6 +158,19 @@ def _load_process(ports: list[int], route: str, token: str, clients: int, second
     return {"latencies": latencies, "errors": errors}
 
 
+def _profile_path(route: str, clients: int) -> Path:
+    return ROOT / "var" / f"bench-http-profile{route.replace('/', '-')}-{clients}.txt"
+
+
+def _profiler(pid: int, route: str, clients: int) -> subprocess.Popen:
+    """py-spy over the measured window, sampling only the thread holding the GIL (Python's own CPU)."""
+    command = [str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(pid), "--rate", "200"]
+    command += ["--format", "raw", "--gil", "--nonblocking", "--output", str(_profile_path(route, clients))]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)
+    return process
+
+
 def _start(side: str, port: int, plan_path: str, log) -> subprocess.Popen:
     bin_dir = Path(sys.executable).parent
     if side == "ours":
@@ -176,9 +193,13 @@ def _measure(side: str, processes: int, plan: dict, plan_path: str) -> list[dict
         for clients in CLIENTS:
             for route in ROUTES:
                 _load_process(ports, route, plan["token"], clients, WARMUP_S)
+                profiler = _profiler(servers[0].pid, route, clients) if PROFILE and side == "ours" else None
                 before = _cpu_seconds([s.pid for s in servers])
                 load = _load_process(ports, route, plan["token"], clients, DURATION_S)
                 cpu = _cpu_seconds([s.pid for s in servers]) - before
+                if profiler is not None:
+                    profiler.send_signal(signal.SIGINT)
+                    profiler.wait(timeout=30)
                 latencies = sorted(load["latencies"])
                 count = len(latencies)
                 rows.append(
