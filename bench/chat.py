@@ -8,9 +8,10 @@ a fixed 300 ms time to first token and a steady token rate; a request offering t
 corpus (database ``bench_knowledge``, built on first use) → round 2, released sentence by sentence.
 The peer: the same two model rounds streamed directly by the same client.
 
-1. CPU (``/proc`` utime+stime of the server) before/after N turns at 1 stream for answers of
-   several lengths, after a warm-up that is not counted, the lengths interleaved in rounds
-   (``BENCH_CHAT_CPU_ROUNDS``) → fixed + per-token CPU by least squares; then N more turns each with the
+1. CPU of the server per turn (its threads' run time from ``/proc``) over N turns at 1 stream for
+   answers of several lengths, after a warm-up that is not counted, the lengths interleaved in rounds
+   (``BENCH_CHAT_CPU_ROUNDS``); the median turn of each length → fixed + per-token CPU by least
+   squares; then N more turns each with the
    breakdown by phase the server writes while the ``ACHILLES_CHAT_SPANS`` file exists
    (``conversations.spans``; the clock's reads cost CPU too, so the fit is read with it off); the
    same fit at 10 streams.
@@ -433,6 +434,15 @@ def _server_command(web_port: int, processes: int) -> list[str]:
     return [str(bin_dir / "daphne"), "-b", "127.0.0.1", "-p", str(web_port), "achilles.asgi:application"]
 
 
+def _threads_cpu_ns(pid: int) -> dict[int, int]:
+    """Run time of each thread of a process, ns (``/proc/PID/task/TID/schedstat``'s first field)."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):  # the thread ended meanwhile
+            out[int(task.name)] = int((task / "schedstat").read_text().split()[0])
+    return out
+
+
 def _profiler(pid: int) -> subprocess.Popen:
     """py-spy (``pip install py-spy``) sampling the server during the longest answers, in the
     collapsed-stack format (``BENCH_CHAT_PROFILE=1``; the profile lands in var/)."""
@@ -600,9 +610,9 @@ def main() -> None:
 
         # ---- 1 stream: CPU of the web process per turn, by answer length → fixed + per token
         print(
-            f"CPU of the web process per grounding turn (1 stream, {CPU_TURNS} turns per answer length in "
-            f"{CPU_ROUNDS} interleaved rounds after an uncounted warm-up; /proc utime+stime of the server "
-            "and its children)"
+            f"CPU of the web process per grounding turn (1 stream, the median of {CPU_TURNS} turns per answer "
+            f"length in {CPU_ROUNDS} interleaved rounds after an uncounted warm-up; each turn's run time of the "
+            "server's threads from /proc/PID/task/*/schedstat)"
         )
         print(
             f"{'tokens':>7} {'CPU/turn':>9}  "
@@ -610,36 +620,39 @@ def main() -> None:
             + f"  {'CPU/turn, clock on':>9}"
         )
 
-        def turns_cpu_ms(length: int, turns: int) -> float:
-            """CPU ms of the web process over ``turns`` sequential turns of ``length`` tokens."""
-            before = _cpu_seconds(daphne.pid)
-            asyncio.run(run_level(1, turns, lambda client, i: ours(client, i, prefix=f"T{length} ")))
-            return (_cpu_seconds(daphne.pid) - before) * 1000
+        def turns_cpu_ms(length: int, turns: int) -> list[float]:
+            """CPU ms of the web process in each of ``turns`` sequential turns of ``length`` tokens
+            (its threads' run time from /proc, to the nanosecond)."""
+            out = []
+            for _ in range(turns):
+                before = _threads_cpu_ns(daphne.pid)
+                asyncio.run(run_level(1, 1, lambda client, i: ours(client, i, prefix=f"T{length} ")))
+                after = _threads_cpu_ns(daphne.pid)
+                out.append(sum(ns - before.get(tid, 0) for tid, ns in after.items()) / 1e6)
+            return out
 
         # Warm-up of every length, not counted (the first long answers of a process cost more).
         for length in LENGTHS:
             turns_cpu_ms(length, 2)
         # The CPU per turn, with the phase clock off (its own clock reads cost CPU too: the server
-        # measures a turn only while the spans file exists), the lengths interleaved round by round.
+        # measures a turn only while the spans file exists), the lengths interleaved round by round;
+        # per length the median turn, which a burst of the machine's other work does not move.
         SPANS_FILE.unlink(missing_ok=True)
         rounds = max(1, min(CPU_ROUNDS, CPU_TURNS))
-        cpu_ms = dict.fromkeys(LENGTHS, 0.0)
-        turns_done = dict.fromkeys(LENGTHS, 0)
+        per_length: dict[int, list[float]] = {length: [] for length in LENGTHS}
         profiler = _profiler(daphne.pid) if PROFILE else None
         for n in range(rounds):
             for length in LENGTHS if n % 2 == 0 else tuple(reversed(LENGTHS)):
-                turns = CPU_TURNS // rounds + (1 if n < CPU_TURNS % rounds else 0)
-                cpu_ms[length] += turns_cpu_ms(length, turns)
-                turns_done[length] += turns
+                per_length[length] += turns_cpu_ms(length, CPU_TURNS // rounds + (1 if n < CPU_TURNS % rounds else 0))
         if profiler is not None:
             profiler.send_signal(signal.SIGINT)
             profiler.wait(timeout=30)
         cpu_rows = []
         for length in LENGTHS:
-            per_turn = cpu_ms[length] / turns_done[length]
+            per_turn = statistics.median(per_length[length])
             # the same turns again with the clock on, for the breakdown by phase
             SPANS_FILE.write_text("")
-            clock_on = turns_cpu_ms(length, CPU_TURNS) / CPU_TURNS
+            clock_on = statistics.mean(turns_cpu_ms(length, CPU_TURNS))
             spans = _read_spans()
             SPANS_FILE.unlink(missing_ok=True)
             phases = {
@@ -651,7 +664,9 @@ def main() -> None:
             print(
                 f"{length:>7} {per_turn:>7.1f}ms  "
                 + " ".join(f"{phases[p]:>8.2f}ms" for p in PHASES)
-                + f" {outside:>8.2f}ms  {clock_on:>7.1f}ms",
+                + f" {outside:>8.2f}ms  {clock_on:>7.1f}ms"
+                + f"   (turns: mean {statistics.mean(per_length[length]):.1f}, "
+                f"p10–p90 {pct(per_length[length], 0.1):.1f}–{pct(per_length[length], 0.9):.1f} ms)",
                 flush=True,
             )
         fixed, per_token = _fit([(length, cpu) for length, cpu, _ in cpu_rows])
