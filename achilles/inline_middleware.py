@@ -9,7 +9,14 @@ configuration, before the apps are loaded, and these import Django's auth, sessi
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+import asyncio
+import contextlib
+import contextvars
+import functools
+import logging
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
 from asgiref.sync import ThreadSensitiveContext, iscoroutinefunction, sync_to_async
 from django.conf import settings
@@ -18,11 +25,14 @@ from django.contrib.messages import get_messages
 from django.contrib.messages import middleware as django_messages_middleware
 from django.contrib.messages.storage.base import BaseStorage
 from django.contrib.sessions import middleware as django_session_middleware
-from django.core.asgi import ASGIHandler
+from django.core import signals
+from django.core.exceptions import RequestAborted
+from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.middleware import clickjacking as django_clickjacking
 from django.middleware import common as django_common
 from django.middleware import csrf as django_csrf
 from django.middleware import security as django_security
+from django.urls import set_script_prefix
 
 from achilles import compat
 
@@ -140,6 +150,42 @@ INLINE = {
 # Request threads kept idle for the next requests (more are made while more requests run at once).
 IDLE_REQUEST_THREADS_MAX = 64
 
+logger = logging.getLogger(__name__)
+
+
+class RequestExecutor(ThreadPoolExecutor):
+    """One request's thread at a time (one worker, reused by the next requests), which runs the
+    request's ``request_started`` receivers in the same hop as its first sync work."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=1, thread_name_prefix="django-request")
+        self._first: Callable[[], Any] | None = None
+
+    def run_first(self, call: Callable[[], Any]) -> None:
+        """``call`` runs on this thread before anything submitted after it (one pending at a time)."""
+        self._first = call
+
+    def submit(self, fn, /, *args, **kwargs):
+        first, self._first = self._first, None
+        if first is not None:
+            inner = fn
+
+            def fn(*args, **kwargs):
+                first()
+                return inner(*args, **kwargs)
+
+        return super().submit(fn, *args, **kwargs)
+
+    def run_last(self, call: Callable[[], Any]) -> None:
+        """``call`` after the request's work on its thread, not waited for; a failure is logged."""
+        self.submit(contextvars.copy_context().run, call).add_done_callback(_log_failure)
+
+
+def _log_failure(future: Future) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        exc = future.exception()
+        logger.error("the end of a request failed", exc_info=(type(exc), exc, exc.__traceback__))
+
 
 class InlineHooksASGIHandler(ASGIHandler):
     """Django's ASGI handler, its middleware chain built with the ``INLINE`` subclasses, and its
@@ -152,11 +198,18 @@ class InlineHooksASGIHandler(ASGIHandler):
     threads: still one request at a time per thread, and Django's ``request_started`` /
     ``request_finished`` still bracket every request in it (``close_old_connections`` there: with
     ``CONN_MAX_AGE = 0`` the thread's connections go back to the pool at the end of each request).
+
+    Django's own ``handle`` crosses to that thread three times for a sync view: for the
+    ``request_started`` receivers, for the view, and for ``response.close()`` (``request_finished``).
+    Here (``_handle``) the first two are one hop — the receivers run on the thread just before the
+    request's first sync work — and the close is queued on the thread after the response is sent,
+    not waited for: the thread runs one thing at a time in order, so the next request given it
+    still finds the connection back in the pool (bench/http: CPU per request; docs/benchmarks/http.md).
     """
 
     def __init__(self):
         super().__init__()
-        self._idle_executors: list[ThreadPoolExecutor] = []
+        self._idle_executors: list[RequestExecutor] = []
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":  # as Django's own
@@ -168,15 +221,63 @@ class InlineHooksASGIHandler(ASGIHandler):
                 await self.handle(scope, receive, send)
             return
         idle = self._idle_executors
-        executor = idle.pop() if idle else ThreadPoolExecutor(max_workers=1, thread_name_prefix="django-request")
+        executor = idle.pop() if idle else RequestExecutor()
         try:
             async with ThreadSensitiveContext(executor=executor):
-                await self.handle(scope, receive, send)
+                await self._handle(scope, receive, send, executor)
         finally:
             if len(idle) < IDLE_REQUEST_THREADS_MAX:
                 idle.append(executor)
             else:
                 executor.shutdown(wait=False)
+
+    async def _handle(self, scope, receive, send, executor: RequestExecutor) -> None:
+        """Django 5.2's ``ASGIHandler.handle`` (pinned), its two signal hops folded as the class says."""
+        try:
+            body_file = await self.read_body(receive)
+        except RequestAborted:
+            return
+        set_script_prefix(get_script_prefix(scope))
+        executor.run_first(functools.partial(signals.request_started.send, sender=self.__class__, scope=scope))
+        request, error_response = self.create_request(scope, body_file)
+        if request is None:
+            body_file.close()
+            await self.send_response(error_response, send)
+            executor.run_last(error_response.close)
+            return
+
+        async def process_request(request, send):
+            response = await self.run_get_response(request)
+            with contextlib.suppress(asyncio.CancelledError):  # the client went away while it was sent
+                await self.send_response(response, send)
+            return response
+
+        # As Django's: a disconnect while the response is made cancels the view.
+        tasks = [
+            asyncio.create_task(self.listen_for_disconnect(receive)),
+            asyncio.create_task(process_request(request, send)),
+        ]
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in tasks:
+            if task.done():
+                try:
+                    task.result()
+                except RequestAborted:
+                    pass
+                except AssertionError:
+                    body_file.close()
+                    raise
+            else:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        try:
+            response = tasks[1].result()
+        except asyncio.CancelledError:
+            executor.run_last(functools.partial(signals.request_finished.send, sender=self.__class__))
+        else:
+            executor.run_last(response.close)
+        body_file.close()
 
     def load_middleware(self, is_async=False):
         # The chain is built once, when the application is created.

@@ -377,6 +377,8 @@ class UserTimeZoneMiddleware(HybridMiddleware):
         if request.path.startswith(API_PREFIX) or not hasattr(request, "auser"):
             return await self.get_response(request)
         user = await request.auser()
+        if not user.is_authenticated:  # nobody's zone to read: no thread hop
+            return await self.get_response(request)
         # the organisation's zone may be a cache or database read: off the event loop
         zone = await sync_to_async(self._zone)(user)
         if zone is None:

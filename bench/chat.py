@@ -8,14 +8,18 @@ a fixed 300 ms time to first token and a steady token rate; a request offering t
 corpus (database ``bench_knowledge``, built on first use) → round 2, released sentence by sentence.
 The peer: the same two model rounds streamed directly by the same client.
 
-1. CPU (``/proc`` utime+stime of the server) before/after N turns at 1 stream for answers of
-   several lengths → fixed + per-token CPU by least squares; then N more turns each with the
+1. CPU of the server per turn (its threads' run time from ``/proc``) over N turns at 1 stream for
+   answers of several lengths, after a warm-up that is not counted, the lengths interleaved in rounds
+   (``BENCH_CHAT_CPU_ROUNDS``); the median turn of each length → fixed + per-token CPU by least
+   squares; then N more turns each with the
    breakdown by phase the server writes while the ``ACHILLES_CHAT_SPANS`` file exists
    (``conversations.spans``; the clock's reads cost CPU too, so the fit is read with it off); the
    same fit at 10 streams.
 2. At 1, 10 and 20 streams: our first token (= the first released sentence) against the peer's
    first token and the moment its first sentence is known complete (the added TTFT), server CPU
    per turn and turns per CPU-second, and where the added TTFT goes (from the traces).
+   Then turns per CPU-second at 20 streams for 1 and 2 web processes (``BENCH_CHAT_THROUGHPUT_PROCESSES``;
+   2: uvicorn with two workers, the CPU of both read from ``/proc``).
 3. 200 streams dropped mid-answer: every upstream generation cancelled, every message finalized
    ``interrupted``, database connections back to baseline within 2 s.
 
@@ -56,7 +60,14 @@ LEVELS = tuple(int(x) for x in os.environ.get("BENCH_CHAT_LEVELS", "1,10,20").sp
 REQUESTS = {1: 20, 10: 30, 20: 60}
 # Answer lengths (model tokens) of the CPU fit, and turns per length.
 LENGTHS = tuple(int(x) for x in os.environ.get("BENCH_CHAT_LENGTHS", "13,40,160").split(","))
-CPU_TURNS = int(os.environ.get("BENCH_CHAT_CPU_TURNS", "10"))
+CPU_TURNS = int(os.environ.get("BENCH_CHAT_CPU_TURNS", "20"))
+# The turns of each length are run in this many rounds, the lengths taking turns within a round, so a
+# change in the machine's load over the minutes of the fit falls on every length alike (a fit's slope
+# moved by ±0.03 ms per token when all the long answers ran in one block and the short ones in another).
+CPU_ROUNDS = int(os.environ.get("BENCH_CHAT_CPU_ROUNDS", "4"))
+# turns per CPU-second at 20 streams, for these numbers of web processes (1: daphne; N: uvicorn --workers N)
+THROUGHPUT_PROCESSES = tuple(int(x) for x in os.environ.get("BENCH_CHAT_THROUGHPUT_PROCESSES", "1,2").split(",") if x)
+THROUGHPUT_STREAMS = 20
 # The pause before each search of the "KS search alone" line's second pass: about one turn at 1 stream.
 ALONE_PAUSE_S = float(os.environ.get("BENCH_CHAT_ALONE_PAUSE_S", "1.6"))
 # The same fit under concurrent streams (no phase breakdown there: the phases are process-wide).
@@ -182,7 +193,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _wait_port(port: int, timeout: float = 40) -> None:
+def _wait_port(port: int, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -406,6 +417,32 @@ def _cpu_seconds(pid: int) -> float:
     return total
 
 
+def _server_command(web_port: int, processes: int) -> list[str]:
+    bin_dir = Path(sys.executable).parent
+    if processes > 1:  # daphne has no multi-process mode; uvicorn shares one socket
+        return [
+            str(bin_dir / "uvicorn"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(web_port),
+            "--no-access-log",
+            "--workers",
+            str(processes),
+            "achilles.asgi:application",
+        ]
+    return [str(bin_dir / "daphne"), "-b", "127.0.0.1", "-p", str(web_port), "achilles.asgi:application"]
+
+
+def _threads_cpu_ns(pid: int) -> dict[int, int]:
+    """Run time of each thread of a process, ns (``/proc/PID/task/TID/schedstat``'s first field)."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):  # the thread ended meanwhile
+            out[int(task.name)] = int((task / "schedstat").read_text().split()[0])
+    return out
+
+
 def _profiler(pid: int) -> subprocess.Popen:
     """py-spy (``pip install py-spy``) sampling the server during the longest answers, in the
     collapsed-stack format (``BENCH_CHAT_PROFILE=1``; the profile lands in var/)."""
@@ -464,6 +501,58 @@ def _db_connections(connection) -> int:
         return cursor.fetchone()[0]
 
 
+def _throughput_by_processes(server, web_port: int, env: dict, token: str, qs: list[str], counter) -> dict[str, float]:
+    """Turns per CPU-second of the web processes at 20 streams, for each of THROUGHPUT_PROCESSES:
+    the running server for its own count, a server started alongside for the others."""
+    if not THROUGHPUT_PROCESSES:
+        return {}
+    turns = 3 * THROUGHPUT_STREAMS
+    print(
+        f"\n{THROUGHPUT_STREAMS} streams ({turns} turns of {ANSWER_TOKENS} tokens): turns per CPU-second of the web "
+        "processes (/proc utime+stime, the server and its worker processes)"
+    )
+    out: dict[str, float] = {}
+    for processes in THROUGHPUT_PROCESSES:
+        other = None
+        pid, port = server.pid, web_port
+        if processes != SERVER_PROCESSES:
+            port = _free_port()
+            log = open(ROOT / "var" / f"bench-chat-server-{processes}.log", "w")  # noqa: SIM115 (the server's log)
+            other = subprocess.Popen(
+                _server_command(port, processes), cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log
+            )
+            pid = other.pid
+        try:
+            _wait_port(port)
+            url = f"http://127.0.0.1:{port}/api/chat"
+
+            def call(client, i, url=url):
+                return ours_once(client, url, token, qs[next(counter) % len(qs)])
+
+            asyncio.run(run_level(4, 8 * processes, call))  # warm-up of every worker, not counted
+            before = _cpu_seconds(pid)
+            started = time.monotonic()
+            asyncio.run(run_level(THROUGHPUT_STREAMS, turns, call))
+            cpu_s = _cpu_seconds(pid) - before
+            wall = time.monotonic() - started
+            out[str(processes)] = round(turns / cpu_s, 1)
+            print(
+                f"  {processes} web process{'es' if processes > 1 else ''} "
+                f"({'uvicorn' if processes > 1 else 'daphne'}): {turns / cpu_s:6.1f} turns per CPU-second "
+                f"({cpu_s * 1000 / turns:5.1f} ms CPU per turn; {turns / wall:5.1f} turns/s wall; "
+                f"load average {os.getloadavg()[0]:.1f})",
+                flush=True,
+            )
+        finally:
+            if other is not None:
+                other.terminate()
+                try:
+                    other.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    other.kill()
+    return out
+
+
 def main() -> None:
     import httpx
 
@@ -489,21 +578,7 @@ def main() -> None:
         }
         server_log = ROOT / "var" / "bench-chat-daphne.log"
         server_log.parent.mkdir(exist_ok=True)
-        bin_dir = Path(sys.executable).parent
-        if SERVER_PROCESSES > 1:  # daphne has no multi-process mode; uvicorn shares one socket
-            command = [
-                str(bin_dir / "uvicorn"),
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(web_port),
-                "--no-access-log",
-                "--workers",
-                str(SERVER_PROCESSES),
-                "achilles.asgi:application",
-            ]
-        else:
-            command = [str(bin_dir / "daphne"), "-b", "127.0.0.1", "-p", str(web_port), "achilles.asgi:application"]
+        command = _server_command(web_port, SERVER_PROCESSES)
         daphne = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=open(server_log, "w"))  # noqa: SIM115 (the server's log, open for its life)
         _wait_port(web_port)
         url = f"http://127.0.0.1:{web_port}/api/chat"
@@ -535,46 +610,63 @@ def main() -> None:
 
         # ---- 1 stream: CPU of the web process per turn, by answer length → fixed + per token
         print(
-            f"CPU of the web process per grounding turn (1 stream, {CPU_TURNS} turns per answer length; "
-            "/proc utime+stime of the server and its children)"
+            f"CPU of the web process per grounding turn (1 stream, the median of {CPU_TURNS} turns per answer "
+            f"length in {CPU_ROUNDS} interleaved rounds after an uncounted warm-up; each turn's run time of the "
+            "server's threads from /proc/PID/task/*/schedstat)"
         )
         print(
             f"{'tokens':>7} {'CPU/turn':>9}  "
             + " ".join(f"{p:>10}" for p in (*PHASES, "outside"))
             + f"  {'CPU/turn, clock on':>9}"
         )
+
+        def turns_cpu_ms(length: int, turns: int) -> list[float]:
+            """CPU ms of the web process in each of ``turns`` sequential turns of ``length`` tokens
+            (its threads' run time from /proc, to the nanosecond)."""
+            out = []
+            for _ in range(turns):
+                before = _threads_cpu_ns(daphne.pid)
+                asyncio.run(run_level(1, 1, lambda client, i: ours(client, i, prefix=f"T{length} ")))
+                after = _threads_cpu_ns(daphne.pid)
+                out.append(sum(ns - before.get(tid, 0) for tid, ns in after.items()) / 1e6)
+            return out
+
+        # Warm-up of every length, not counted (the first long answers of a process cost more).
+        for length in LENGTHS:
+            turns_cpu_ms(length, 2)
+        # The CPU per turn, with the phase clock off (its own clock reads cost CPU too: the server
+        # measures a turn only while the spans file exists), the lengths interleaved round by round;
+        # per length the median turn, which a burst of the machine's other work does not move.
+        SPANS_FILE.unlink(missing_ok=True)
+        rounds = max(1, min(CPU_ROUNDS, CPU_TURNS))
+        per_length: dict[int, list[float]] = {length: [] for length in LENGTHS}
+        profiler = _profiler(daphne.pid) if PROFILE else None
+        for n in range(rounds):
+            for length in LENGTHS if n % 2 == 0 else tuple(reversed(LENGTHS)):
+                per_length[length] += turns_cpu_ms(length, CPU_TURNS // rounds + (1 if n < CPU_TURNS % rounds else 0))
+        if profiler is not None:
+            profiler.send_signal(signal.SIGINT)
+            profiler.wait(timeout=30)
         cpu_rows = []
         for length in LENGTHS:
-            # The CPU per turn is read with the phase clock off (its own clock reads cost CPU too:
-            # the server measures a turn only while the spans file exists), then the same turns
-            # again with it on, for the breakdown.
-            per_turn = {}
-            for measured in (False, True):
-                if measured:
-                    SPANS_FILE.write_text("")
-                else:
-                    SPANS_FILE.unlink(missing_ok=True)
-                profiler = _profiler(daphne.pid) if PROFILE and not measured and length == max(LENGTHS) else None
-                before = _cpu_seconds(daphne.pid)
-                asyncio.run(
-                    run_level(1, CPU_TURNS, lambda client, i, length=length: ours(client, i, prefix=f"T{length} "))
-                )
-                per_turn[measured] = (_cpu_seconds(daphne.pid) - before) * 1000 / CPU_TURNS
-                if profiler is not None:
-                    profiler.send_signal(signal.SIGINT)
-                    profiler.wait(timeout=30)
+            per_turn = statistics.median(per_length[length])
+            # the same turns again with the clock on, for the breakdown by phase
+            SPANS_FILE.write_text("")
+            clock_on = statistics.mean(turns_cpu_ms(length, CPU_TURNS))
             spans = _read_spans()
             SPANS_FILE.unlink(missing_ok=True)
             phases = {
                 p: statistics.mean(row["cpu_ms"].get(p, 0.0) for row in spans) if spans else float("nan")
                 for p in PHASES
             }
-            outside = per_turn[True] - sum(phases.values())
-            cpu_rows.append((length, per_turn[False], phases))
+            outside = clock_on - sum(phases.values())
+            cpu_rows.append((length, per_turn, phases))
             print(
-                f"{length:>7} {per_turn[False]:>7.1f}ms  "
+                f"{length:>7} {per_turn:>7.1f}ms  "
                 + " ".join(f"{phases[p]:>8.2f}ms" for p in PHASES)
-                + f" {outside:>8.2f}ms  {per_turn[True]:>7.1f}ms",
+                + f" {outside:>8.2f}ms  {clock_on:>7.1f}ms"
+                + f"   (turns: mean {statistics.mean(per_length[length]):.1f}, "
+                f"p10–p90 {pct(per_length[length], 0.1):.1f}–{pct(per_length[length], 0.9):.1f} ms)",
                 flush=True,
             )
         fixed, per_token = _fit([(length, cpu) for length, cpu, _ in cpu_rows])
@@ -695,6 +787,7 @@ def main() -> None:
                     f"the turns p50 {pct(paced, 0.5):5.1f} ms p95 {pct(paced, 0.95):5.1f} ms "
                     f"(load average {os.getloadavg()[0]:.1f})"
                 )
+        throughput = _throughput_by_processes(daphne, web_port, env, token, qs, counter)
         result = {
             "bench": "chat",
             "cpu_ms_fixed": round(fixed, 2),
@@ -702,6 +795,7 @@ def main() -> None:
             "added_ttft_p50_ms": round(added_one[0], 1),
             "added_ttft_p95_ms": round(added_one[1], 1),
             "server_processes": SERVER_PROCESSES,
+            "turns_per_cpu_s_20_streams": throughput,
         }
 
         # ---- 200 mid-stream disconnects

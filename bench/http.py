@@ -45,6 +45,10 @@ ROUTES = ("/api/me", "/api/conversations")
 TARGET = 1.5
 BENCH_DB = "achilles_bench_http"
 TICKS = os.sysconf("SC_CLK_TCK")
+# BENCH_HTTP_PROFILE=1: py-spy (``pip install py-spy``) samples each side's (first) web process over
+# each measured window; the collapsed stacks land in var/bench-http-profile-<side>-<route>-<clients>.txt
+# and the breakdown by layer (bench/_stacks.py) is printed after the table.
+PROFILE = os.environ.get("BENCH_HTTP_PROFILE") == "1"
 
 
 def _free_port() -> int:
@@ -154,6 +158,19 @@ def _load_process(ports: list[int], route: str, token: str, clients: int, second
     return {"latencies": latencies, "errors": errors}
 
 
+def _profile_path(side: str, route: str, clients: int) -> Path:
+    return ROOT / "var" / f"bench-http-profile-{side}{route.replace('/', '-')}-{clients}.txt"
+
+
+def _profiler(pid: int, path: Path) -> subprocess.Popen:
+    """py-spy over the measured window, sampling only the thread holding the GIL (Python's own CPU)."""
+    command = [str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(pid), "--rate", "200"]
+    command += ["--format", "raw", "--gil", "--nonblocking", "--output", str(path)]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)
+    return process
+
+
 def _start(side: str, port: int, plan_path: str, log) -> subprocess.Popen:
     bin_dir = Path(sys.executable).parent
     if side == "ours":
@@ -176,9 +193,14 @@ def _measure(side: str, processes: int, plan: dict, plan_path: str) -> list[dict
         for clients in CLIENTS:
             for route in ROUTES:
                 _load_process(ports, route, plan["token"], clients, WARMUP_S)
+                profile = _profile_path(side, route, clients)
+                profiler = _profiler(servers[0].pid, profile) if PROFILE and processes == PROCESSES[0] else None
                 before = _cpu_seconds([s.pid for s in servers])
                 load = _load_process(ports, route, plan["token"], clients, DURATION_S)
                 cpu = _cpu_seconds([s.pid for s in servers]) - before
+                if profiler is not None:
+                    profiler.send_signal(signal.SIGINT)
+                    profiler.wait(timeout=30)
                 latencies = sorted(load["latencies"])
                 count = len(latencies)
                 rows.append(
@@ -192,6 +214,7 @@ def _measure(side: str, processes: int, plan: dict, plan_path: str) -> list[dict
                         "p95_ms": latencies[max(0, int(count * 0.95) - 1)],
                         "cpu_ms_per_request": cpu * 1000 / count,
                         "errors": load["errors"],
+                        "profile": str(profile) if profiler is not None else None,
                     }
                 )
     finally:
@@ -258,6 +281,14 @@ def _child() -> None:
                     f"  {ours['p95_ms']:>9.1f}{peer['p95_ms']:>8.1f}"
                     + (f"  errors {ours['errors']}/{peer['errors']}" if ours["errors"] or peer["errors"] else "")
                 )
+    if PROFILE:
+        from bench._stacks import report
+
+        print("\nwhere each side's CPU per request goes (py-spy, the first web process; bench/_stacks.py)")
+        for row in rows:
+            if row["profile"] and Path(row["profile"]).exists():
+                print(f"{row['side']} {row['route']}, {row['clients']} clients, {row['cpu_ms_per_request']:.2f} ms:")
+                print(report(Path(row["profile"]), row["cpu_ms_per_request"]))
     worst = max(c["ratio"] for c in cells)
     print(f"worst CPU ratio ours/peer: {worst:.2f}× (target ≤ {TARGET}×: {'met' if worst <= TARGET else 'NOT met'})")
     result = {

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 
 import pytest
 from django.db import connection
@@ -48,6 +49,10 @@ def test_sequential_requests_reuse_one_thread_and_find_no_connection_left_open()
         return [json.loads((await _call(app, "GET", "/probe"))[2]) for _ in range(5)]
 
     answers = asyncio.run(requests())
+    # The last request's end (its request_finished) is queued on its thread, not waited for: what
+    # was queued there before this no-op has run once it has.
+    for executor in app._idle_executors:
+        executor.submit(lambda: None).result(timeout=10)
 
     assert len({a["thread"] for a in answers}) == 1  # one thread, reused (Django's own made five)
     assert not any(a["found_open"] for a in answers)  # each request's connection went back at its end
@@ -86,3 +91,59 @@ def test_the_idle_threads_are_bounded(monkeypatch):
 
     asyncio.run(requests())
     assert len(app._idle_executors) == 1
+
+
+def test_a_sync_view_crosses_to_its_thread_once_with_the_request_signals_around_it(monkeypatch):
+    from asgiref import sync as asgiref_sync
+    from django.core.asgi import ASGIHandler
+    from django.core.signals import request_finished, request_started
+
+    hops = 0
+    call = asgiref_sync.SyncToAsync.__call__
+
+    async def counted(self, *args, **kwargs):
+        nonlocal hops
+        hops += 1
+        return await call(self, *args, **kwargs)
+
+    monkeypatch.setattr(asgiref_sync.SyncToAsync, "__call__", counted)
+    seen: list[tuple[str, int]] = []
+
+    def started(**kwargs):
+        seen.append(("started", threading.get_ident()))
+
+    def finished(**kwargs):
+        seen.append(("finished", threading.get_ident()))
+
+    request_started.connect(started)
+    request_finished.connect(finished)
+    try:
+
+        def drained(app) -> None:
+            for executor in getattr(app, "_idle_executors", []):
+                executor.submit(lambda: None).result(timeout=10)  # what was queued there has run
+
+        def one(app) -> tuple[int, dict]:
+            nonlocal hops
+            asyncio.run(_call(app, "GET", "/probe"))  # warm
+            drained(app)
+            hops = 0
+            seen.clear()
+            answer = json.loads(asyncio.run(_call(app, "GET", "/probe"))[2])
+            drained(app)
+            return hops, answer
+
+        ours_hops, ours = one(InlineHooksASGIHandler())
+        ours_seen = list(seen)
+        _, theirs = one(ASGIHandler())
+        theirs_seen = list(seen)
+    finally:
+        request_started.disconnect(started)
+        request_finished.disconnect(finished)
+
+    # Django's own crosses three times (request_started, the view, response.close) besides its
+    # middleware's hops; ours once, the view's, with request_started's receivers first in it
+    assert ours_hops == 1
+    assert ours_seen == [("started", ours["thread"]), ("finished", ours["thread"])]
+    assert theirs_seen == [("started", theirs["thread"]), ("finished", theirs["thread"])]
+    assert not ours["found_open"]
