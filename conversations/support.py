@@ -803,6 +803,11 @@ class SentenceSplitter:
             self.buffer = self.buffer[cut:]
             self._armed = bool(_CUT_CHAR.search(self.buffer))
 
+    @property
+    def armed(self) -> bool:
+        """May the next delta end a sentence already (the buffer holds a possible end)?"""
+        return self._armed
+
     def flush(self) -> list[str]:
         rest, self.buffer, self._armed = self.buffer, "", False
         return [rest] if rest.strip() else []
@@ -877,7 +882,7 @@ class GroundingGate:
     def embeds(self, text: str) -> bool:
         """May feeding ``text`` consult the embedder? Only with one, and only when a sentence may
         end (most deltas are words inside one)."""
-        return self.meaning is not None and (self._splitter._armed or bool(_CUT_CHAR.search(text)))
+        return self.meaning is not None and (self._splitter.armed or bool(_CUT_CHAR.search(text)))
 
     def flush(self) -> list[str]:
         out = self._judge(self._splitter.flush())
