@@ -13,6 +13,7 @@ class KnowledgeConfig(AppConfig):
 
     def ready(self) -> None:
         from achilles import hooks
+        from knowledge import source_labels  # noqa: F401  (drops the cached labels when a policy changes)
         from knowledge.connectors import secrets  # noqa: F401  (registers the credentials-key check)
 
         # A changed model list reaches this process's search at once (the memo is dropped).

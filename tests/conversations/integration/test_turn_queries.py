@@ -3,7 +3,8 @@
 Pinned so that a change adding a round trip to every turn shows up here, not in production. The
 Knowledge Store is the stub (its own statements are the facade's business, bench/knowledge);
 savepoints are the test transaction's, not the turn's; the platform settings row comes from the
-Redis cache (a miss reads it once a minute), so its SELECT is left out.
+Redis cache (a miss reads it once a minute), so its SELECT is left out; so do the admins' source
+labels (``knowledge_source_policies``, cached until a policy changes: test_source_labels_cache).
 """
 
 import pytest
@@ -24,7 +25,9 @@ def _turn_statements(user, content, conversation_id=None):
     statements = [
         q["sql"]
         for q in captured.captured_queries
-        if "SAVEPOINT" not in q["sql"] and '"platform_settings"' not in q["sql"]
+        if "SAVEPOINT" not in q["sql"]
+        and '"platform_settings"' not in q["sql"]
+        and '"knowledge_source_policies"' not in q["sql"]
     ]
     _SQL[:] = statements
     return outcome, [" ".join(sql.split()[:2]) + " " + sql.split()[2].split(".")[0] for sql in statements]
