@@ -390,6 +390,15 @@ class UserTimeZoneMiddleware(HybridMiddleware):
             timezone.deactivate()
 
 
+def user_language(request, user) -> str:
+    """The reader's language: the one chosen on the settings page (``users.language``), else the
+    browser's (the language cookie, then ``Accept-Language``, as Django's ``LocaleMiddleware`` reads
+    them), else ``LANGUAGE_CODE``. ``request`` needs only ``COOKIES`` and ``META`` (the chat's
+    websocket passes its handshake's)."""
+    chosen = getattr(user, "language", "") if user is not None and user.is_authenticated else ""
+    return chosen or translation.get_language_from_request(request)
+
+
 class UserLanguageMiddleware(HybridMiddleware):
     """Pages, the admin and the API's texts in the reader's language: the one chosen on the settings
     page (``users.language``), else the browser's (``Accept-Language``, as Django's
@@ -403,8 +412,7 @@ class UserLanguageMiddleware(HybridMiddleware):
 
     @staticmethod
     def _language(request, user) -> str:
-        chosen = getattr(user, "language", "") if user is not None and user.is_authenticated else ""
-        return chosen or translation.get_language_from_request(request)
+        return user_language(request, user)
 
     @staticmethod
     def _answer(request, response, language: str):

@@ -402,10 +402,10 @@ class Notification(models.Model):
     """
 
     class Kind(models.TextChoices):
-        AGENT_RUN = "agent_run", "agent run"
-        HUB_BATCH = "hub_batch", "hub batch"
-        ACCESS_REQUEST = "access_request", "access request"
-        THREAD_SHARED = "thread_shared", "thread shared"
+        AGENT_RUN = "agent_run", _("запуск агента")
+        HUB_BATCH = "hub_batch", _("пакет хаба")
+        ACCESS_REQUEST = "access_request", _("запрос доступа")
+        THREAD_SHARED = "thread_shared", _("поделились беседой")
 
     user = models.ForeignKey(User, on_delete=models.DO_NOTHING, related_name="notifications", db_index=False)
     kind = models.CharField(max_length=32, choices=Kind.choices)

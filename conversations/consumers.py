@@ -24,9 +24,11 @@ from types import SimpleNamespace
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.contrib import auth
+from django.utils import translation
 from pydantic import ValidationError
 
 from achilles import errors
+from achilles.middleware import user_language
 from conversations.dbconn import db_step
 from conversations.pipeline import prepare_turn
 from conversations.schemas import ChatIn
@@ -37,6 +39,13 @@ logger = logging.getLogger(__name__)
 CLOSE_NOT_AUTHENTICATED = 4401
 SESSION_ENDED = "Your session has ended; sign in again."
 NOT_SIGNED_IN = "Sign in to use the chat."
+
+
+def handshake_request(scope) -> SimpleNamespace:
+    """What of the socket's handshake the language choice reads: its cookies and ``Accept-Language``."""
+    headers = dict(scope.get("headers") or [])
+    accept = headers.get(b"accept-language", b"").decode("latin-1")
+    return SimpleNamespace(COOKIES=scope.get("cookies") or {}, META={"HTTP_ACCEPT_LANGUAGE": accept})
 
 
 def session_user(session_key: str | None):
@@ -110,6 +119,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self._send_error(errors.NotAuthenticated(SESSION_ENDED))
             await self.close(code=CLOSE_NOT_AUTHENTICATED)
             return
+        # The turn's texts in the reader's language, as REST and SSE give them (read per turn: a
+        # language chosen on the settings page applies to an open socket's next turn).
+        with translation.override(user_language(handshake_request(self.scope), user)):
+            await self._stream_turn(user, body)
+
+    async def _stream_turn(self, user, body: ChatIn):
         try:
             turn = await prepare_turn(
                 admit=lambda: user,  # the session was checked just above

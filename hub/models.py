@@ -26,6 +26,15 @@ UPDATE_STATES = ("idle", "downloading", "starting", "done", "rolled_back", "fail
 SYNC_RUN_KINDS = ("incremental", "full", "refresh")
 SYNC_RUN_STATUSES = ("running", "ok", "failed")
 LINK_DIRECTIONS = ("outward", "inward")
+COMMAND_STATE_CHOICES = [
+    ("queued", _("в очереди")),
+    ("claimed", _("у агента")),
+    ("done", _("выполнена")),
+    ("failed", _("ошибка")),
+    ("cancelled", _("отменена")),
+]
+SYNC_RUN_KIND_CHOICES = [("incremental", _("инкрементальная")), ("full", _("полная")), ("refresh", _("обновление"))]
+SYNC_RUN_STATUS_CHOICES = [("running", _("выполняется")), ("ok", _("успешно")), ("failed", _("ошибка"))]
 
 
 class MirrorIssue(models.Model):
@@ -240,7 +249,7 @@ class Command(models.Model):
         default=False,
         help_text=_("Выдаётся только после того, как все остальные команды завершены."),
     )
-    state = models.CharField(_("состояние"), max_length=16, default="queued")
+    state = models.CharField(_("состояние"), max_length=16, default="queued", choices=COMMAND_STATE_CHOICES)
     claims = models.PositiveIntegerField(_("взята раз"), default=0)
     lease_token = models.CharField(_("токен аренды"), max_length=64, null=True, blank=True)
     lease_tokens = ArrayField(
@@ -435,8 +444,8 @@ class SyncRun(models.Model):
         blank=True,
         related_name="+",
     )
-    kind = models.CharField(_("вид"), max_length=16)
-    status = models.CharField(_("статус"), max_length=16, default="running")
+    kind = models.CharField(_("вид"), max_length=16, choices=SYNC_RUN_KIND_CHOICES)
+    status = models.CharField(_("статус"), max_length=16, default="running", choices=SYNC_RUN_STATUS_CHOICES)
     started_at = models.DateTimeField(_("начат"), db_default=Now())
     finished_at = models.DateTimeField(_("закончен"), null=True, blank=True)
     counts = models.JSONField(_("счётчики"), default=dict, blank=True)

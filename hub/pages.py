@@ -8,6 +8,7 @@ from django.shortcuts import render
 from django.utils.translation import gettext_lazy as _
 
 from achilles.errors import PermissionDenied
+from hub.models import COMMAND_STATE_CHOICES
 from hub.permissions import hub_access_check
 
 # The page's words for the API's values (one language per page).
@@ -19,13 +20,7 @@ BATCH_STATE_RU = {
     "cancelled": _("отменён"),
     "partial": _("выполнен частично"),
 }
-COMMAND_STATE_RU = {
-    "queued": _("в очереди"),
-    "claimed": _("у агента"),
-    "done": _("выполнена"),
-    "failed": _("ошибка"),
-    "cancelled": _("отменена"),
-}
+COMMAND_STATE_RU = dict(COMMAND_STATE_CHOICES)
 COMMAND_TYPE_RU = {
     "ensure_issue": _("задача"),
     "ensure_fields": _("поля"),

@@ -1,16 +1,17 @@
 """Choices of the Knowledge Store's tables."""
 
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 
 class DocumentState(models.TextChoices):
     """An uploaded document's way: ``queued → parsing → indexed | failed | needs_ocr``."""
 
-    QUEUED = "queued", "queued"
-    PARSING = "parsing", "parsing"
-    INDEXED = "indexed", "indexed"
-    FAILED = "failed", "failed"
-    NEEDS_OCR = "needs_ocr", "needs OCR"
+    QUEUED = "queued", _("в очереди")
+    PARSING = "parsing", _("разбирается")
+    INDEXED = "indexed", _("проиндексирован")
+    FAILED = "failed", _("ошибка")
+    NEEDS_OCR = "needs_ocr", _("нужно распознавание (OCR)")
 
 
 # States whose ``error`` says why (and only those carry one)

@@ -292,7 +292,7 @@ class PendingLink(models.Model):
 
 
 # The kinds themselves are the contract's (knowledge.contracts.ACCESS_KINDS); these are their labels.
-ACCESS_KIND_LABELS: dict[str, str] = {"answer": "cited in an answer", "click": "citation clicked"}
+ACCESS_KIND_LABELS = {"answer": _("цитата в ответе"), "click": _("переход по цитате")}
 
 
 class AccessSignal(models.Model):

@@ -4,17 +4,12 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 from django.utils.translation import gettext_lazy as _
 
+from knowledge.choices import DocumentState
 from knowledge.source_labels import DEFAULT_LABELS, source_label_overrides
 from knowledge.uploads.services import can_upload
 
 # The page's words for the API's values (one language per page).
-STATE_RU = {
-    "queued": _("в очереди"),
-    "parsing": _("разбирается"),
-    "indexed": _("проиндексирован"),
-    "failed": _("ошибка"),
-    "needs_ocr": _("нужно распознавание (OCR)"),
-}
+STATE_RU = dict(DocumentState.choices)
 
 
 @login_required

@@ -21,16 +21,16 @@ class ConnectorKind(models.TextChoices):
 
 
 class RunKind(models.TextChoices):
-    CONTENT = "content", "Content sync"
-    PERMISSIONS = "permissions", "Permission sync"
+    CONTENT = "content", _("синхронизация содержимого")
+    PERMISSIONS = "permissions", _("синхронизация прав")
 
 
 class RunState(models.TextChoices):
-    QUEUED = "queued", "Queued"
-    RUNNING = "running", "Running"
-    SUCCEEDED = "succeeded", "Succeeded"
-    FAILED = "failed", "Failed"
-    CANCELLED = "cancelled", "Cancelled"
+    QUEUED = "queued", _("в очереди")
+    RUNNING = "running", _("выполняется")
+    SUCCEEDED = "succeeded", _("успешно")
+    FAILED = "failed", _("ошибка")
+    CANCELLED = "cancelled", _("отменён")
 
 
 ACTIVE_RUN_STATES = (RunState.QUEUED, RunState.RUNNING)

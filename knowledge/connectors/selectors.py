@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from achilles.errors import NotFound
 from achilles.pagination import Window, keyset_page
@@ -15,7 +16,7 @@ from knowledge.connectors.models import Connector, ConnectorRun
 def connector_get(*, connector_id: int) -> Connector:
     connector = Connector.objects.filter(pk=connector_id).first()
     if connector is None:
-        raise NotFound("connector not found", code="connector_not_found")
+        raise NotFound(_("Коннектор не найден."), code="connector_not_found")
     return connector
 
 
@@ -32,7 +33,7 @@ def run_page(*, connector_id: int, cursor: str | None, limit: int) -> Window:
 def run_get(*, connector_id: int, run_id: int) -> ConnectorRun:
     run = ConnectorRun.objects.filter(connector_id=connector_id, pk=run_id).first()
     if run is None:
-        raise NotFound("run not found", code="run_not_found")
+        raise NotFound(_("Запуск коннектора не найден."), code="run_not_found")
     return run
 
 

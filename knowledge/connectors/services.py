@@ -14,6 +14,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from achilles.audit import audit_record
 from achilles.errors import Conflict, NotFound, ValidationFailed
@@ -98,7 +99,7 @@ def _save(connector: Connector) -> None:
             connector.save()
     except IntegrityError as exc:
         if "name" in str(exc) and "unique" in str(exc).lower() or "knowledge_connectors_name" in str(exc):
-            raise Conflict("a connector with this name exists", code="connector_name_taken") from exc
+            raise Conflict(_("Коннектор с таким именем уже есть."), code="connector_name_taken") from exc
         raise
 
 
@@ -122,7 +123,7 @@ def connector_create(*, actor, fields: ConnectorFields) -> Connector:
 def connector_update(*, actor, connector_id: int, fields: ConnectorFields) -> Connector:
     connector = Connector.objects.select_for_update().filter(pk=connector_id).first()
     if connector is None:
-        raise NotFound("connector not found", code="connector_not_found")
+        raise NotFound(_("Коннектор не найден."), code="connector_not_found")
     if fields.kind is not None and fields.kind != connector.kind:
         raise ValidationFailed("a connector's kind cannot change", code="kind_immutable", field="kind")
     values = _clean(fields)
@@ -140,7 +141,7 @@ def connector_delete(*, actor, connector_id: int) -> None:
     """Delete the connector, its runs and every record it brought into the store."""
     connector = Connector.objects.select_for_update().filter(pk=connector_id).first()
     if connector is None:
-        raise NotFound("connector not found", code="connector_not_found")
+        raise NotFound(_("Коннектор не найден."), code="connector_not_found")
     removed = Record.objects.filter(source_system=connector.source_system).delete()[0]
     name = connector.name
     connector.delete()
@@ -153,7 +154,7 @@ def run_request(*, connector_id: int, kind: str = RunKind.CONTENT, actor=None) -
     with transaction.atomic():
         connector = Connector.objects.filter(pk=connector_id).first()
         if connector is None:
-            raise NotFound("connector not found", code="connector_not_found")
+            raise NotFound(_("Коннектор не найден."), code="connector_not_found")
         try:
             with transaction.atomic():
                 run = ConnectorRun.objects.create(connector=connector, kind=kind, state=RunState.QUEUED)
@@ -186,10 +187,12 @@ def run_cancel(*, connector_id: int, run_id: int, actor=None) -> ConnectorRun:
     ``run_finished`` if it had already ended."""
     run = ConnectorRun.objects.select_related("connector").filter(pk=run_id, connector_id=connector_id).first()
     if run is None:
-        raise NotFound("run not found", code="run_not_found")
+        raise NotFound(_("Запуск коннектора не найден."), code="run_not_found")
     who = getattr(actor, "username", None) or "the system"
     if not run_cancel_mark(run.pk, reason=f"cancelled by {who}"):
-        raise Conflict(f"the run has already finished ({run.state})", code="run_finished")
+        raise Conflict(
+            _("Запуск уже закончился (%(state)s).") % {"state": run.get_state_display()}, code="run_finished"
+        )
     if actor is not None:
         audit_record(
             actor=actor,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.db.models import QuerySet
+from django.utils.translation import gettext as _
 
 from achilles.errors import NotFound
 from achilles.models import User
@@ -26,7 +27,7 @@ def document_get_for_user(*, user: User, document_id: int) -> Document:
     """One document of the uploader's (staff: anyone's); otherwise NotFound."""
     document = _documents_for(user).filter(pk=document_id).first()
     if document is None:
-        raise NotFound("document not found", code="document_not_found")
+        raise NotFound(_("Документ не найден."), code="document_not_found")
     return document
 
 
@@ -35,11 +36,11 @@ def document_file_for_user(*, user: User, document_id: int) -> Document:
     is indexed); otherwise NotFound — a download never tells that a document exists."""
     document = Document.objects.filter(pk=document_id).first()
     if document is None:
-        raise NotFound("document not found", code="document_not_found")
+        raise NotFound(_("Документ не найден."), code="document_not_found")
     if document.record_id is not None:
         # the record's ACL as it is now (an admin may have changed it since the upload)
         if document.record_id in visible_records([document.record_id], Identity.for_user(user)):
             return document
     elif document.owner_id == user.pk:
         return document
-    raise NotFound("document not found", code="document_not_found")
+    raise NotFound(_("Документ не найден."), code="document_not_found")

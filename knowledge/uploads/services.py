@@ -16,6 +16,7 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 import knowledge.tasks
 from achilles.errors import ApplicationError, NotFound, PermissionDenied, ServiceUnavailable, ValidationFailed
@@ -153,12 +154,18 @@ def documents_upload(*, owner: User, files: Sequence[UploadFile], acl: Sequence[
     after commit. A file with an unsupported extension, empty or over the size limit is rejected on
     its own (the others go on); no acceptable file at all → 422 with every reason."""
     if not can_upload(owner):
-        raise PermissionDenied("uploading documents needs the «add document» permission", code="permission_denied")
+        raise PermissionDenied(
+            _("Чтобы загружать документы, нужно право «добавление документа»."), code="permission_denied"
+        )
     if not files:
-        raise ValidationFailed("no file in the upload (send one or more `files` parts)", code="no_files", field="files")
+        raise ValidationFailed(
+            _("В загрузке нет файла (пришлите одну или несколько частей `files`)."), code="no_files", field="files"
+        )
     if len(files) > settings.KNOWLEDGE_UPLOAD_MAX_FILES:
         raise ValidationFailed(
-            f"at most {settings.KNOWLEDGE_UPLOAD_MAX_FILES} files per upload", code="too_many_files", field="files"
+            _("Не больше %(n)s файлов за одну загрузку.") % {"n": settings.KNOWLEDGE_UPLOAD_MAX_FILES},
+            code="too_many_files",
+            field="files",
         )
     resolved_acl = document_acl_resolve(user=owner, acl=acl)
     accepted: list[tuple[str, str, bytes]] = []
@@ -327,7 +334,9 @@ def document_replace(*, actor: User, document_id: int, file: UploadFile, acl: Se
     keeps the document's readers."""
     document = document_get_for_user(user=actor, document_id=document_id)
     if not can_upload(actor):
-        raise PermissionDenied("replacing documents needs the «add document» permission", code="permission_denied")
+        raise PermissionDenied(
+            _("Чтобы заменять документы, нужно право «добавление документа»."), code="permission_denied"
+        )
     try:
         name, fmt, data = _accept(file)
     except _Rejected as exc:
@@ -352,7 +361,7 @@ def document_replace(*, actor: User, document_id: int, file: UploadFile, acl: Se
             parsed_at=None,
         )
         if not updated:
-            raise NotFound("document not found", code="document_not_found")
+            raise NotFound(_("Документ не найден."), code="document_not_found")
         transaction.on_commit(lambda: _send_parse_tasks([document.pk]))
     return Document.objects.defer("content").get(pk=document.pk)
 

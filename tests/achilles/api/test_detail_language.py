@@ -37,6 +37,14 @@ CASES = [
         "Беседа не найдена.",
         "Conversation not found.",
     ),
+    (
+        "get",
+        "/api/knowledge/documents/999999",
+        None,
+        "document_not_found",
+        "Документ не найден.",
+        "Document not found.",
+    ),
 ]
 
 

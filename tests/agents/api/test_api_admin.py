@@ -4,8 +4,9 @@ owner's switch stay separate."""
 from __future__ import annotations
 
 import pytest
+from django.utils import timezone
 
-from agents.models import Agent
+from agents.models import Agent, AgentRun
 from agents.services import agent_create
 
 pytestmark = [pytest.mark.api, pytest.mark.django_db]
@@ -85,8 +86,8 @@ def test_django_admin_registry_shows_owner_status_enabled_readonly_admin_paused_
         "mine",
         "owner",
         "bob",
-        "scheduled",
-        "disabled by owner",
+        "по расписанию",  # the status's label, in the admin's language
+        "выключен",
         "pause_selected",
         "resume_selected",
         "form-0-admin_paused",
@@ -112,3 +113,24 @@ def test_django_admin_registry_shows_owner_status_enabled_readonly_admin_paused_
     assert response.status_code == 302, response.content.decode()[:2000]
     mine.refresh_from_db()
     assert mine.admin_paused is True and mine.next_run_at is None
+
+
+@pytest.mark.p1
+def test_admin_run_list_names_states_triggers_and_reasons_in_the_admins_language_values_unchanged(
+    admin_user, client_for, agents
+):
+    mine, _off = agents
+    run = AgentRun.objects.create(
+        agent=mine, trigger="scheduled", state="failed", reason="model_error", finished_at=timezone.now()
+    )
+    client = client_for(admin_user)
+    html = client.get("/admin/agents/agentrun/").content.decode()
+    for text in ("по расписанию", "ошибка", "модель недоступна", "выполнен"):  # cells and the filter choices
+        assert text in html
+    for text in (">failed<", ">succeeded<", ">scheduled<", "model provider failed"):
+        assert text not in html
+    assert "?state__exact=failed" in html  # the filter still selects by the stored value
+    english = client.get("/admin/agents/agentrun/", HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    assert "the model is unavailable" in english
+    run.refresh_from_db()
+    assert (run.state, run.trigger, run.reason) == ("failed", "scheduled", "model_error")

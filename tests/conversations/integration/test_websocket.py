@@ -217,3 +217,19 @@ def test_a_nul_character_in_a_websocket_message_is_a_validation_error(engine, us
     assert frame["event"] == "error" and frame["code"] == "validation_error"
     assert "NUL" in str(frame["detail"])
     assert engine.model.calls == []
+
+
+def test_websocket_turn_errors_speak_the_users_language_as_rest_and_sse_do(engine, user):
+    """The chosen language first, else the browser's ``Accept-Language``, else Russian."""
+    missing = {"content": "Сколько отпуска?", "conversation_id": "00000000-0000-0000-0000-000000000000"}
+    headers = session_headers(user)
+    assert first_frame(headers, missing) == {"event": "error", "detail": "Беседа не найдена.", "code": "not_found"}
+    english_browser = [*headers, (b"accept-language", b"en-US,en;q=0.9")]
+    assert first_frame(english_browser, missing)["detail"] == "Conversation not found."
+    user.language = "ru"
+    user.save(update_fields=["language"])
+    assert first_frame(english_browser, missing)["detail"] == "Беседа не найдена."  # the chosen one wins
+    user.language = "en"
+    user.save(update_fields=["language"])
+    assert first_frame(headers, missing)["detail"] == "Conversation not found."
+    assert engine.model.calls == []
