@@ -102,8 +102,9 @@ def test_a_calendar_time_like_9_30_is_accepted(live_url, page, user_factory, mod
     page.select_option("#schedule-type", "calendar")
     page.select_option("#weekday", "2")
     page.fill("#time", "9:30")
-    # the note names the zone once /api/me has answered (the page asks for it as it loads)
-    page.wait_for_function("document.getElementById('tz-note').textContent.includes('Europe/Moscow')")
+    # the note names the zone once /api/me has answered (the page asks for it as it loads); a locator
+    # assertion, not wait_for_function: a string predicate is an eval, which the CSP refuses
+    expect(page.locator("#tz-note")).to_contain_text("Europe/Moscow")
     assert "Europe/Moscow" in page.text_content("#tz-note")
     page.click("#save")
     agent = page.locator(".agent").filter(has_text="Утренняя сводка")
