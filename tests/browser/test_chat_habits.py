@@ -177,6 +177,33 @@ def test_a_shared_thread_shows_a_source_the_reader_lacks_as_unavailable_and_revo
         other.close()
 
 
+def test_the_readers_list_drawn_twice_at_once_names_each_reader_once(live_url, page, hr_thread):
+    # The dialog draws its list when it opens and again after a share; on a slow network the first
+    # answer can arrive after the second (held back here until the share is made).
+    owner, _, thread = hr_thread
+    held = []
+
+    def hold_the_first_listing(route):
+        if route.request.method == "GET" and not held:
+            held.append(route)
+        else:
+            route.continue_()
+
+    sign_in(page, live_url, owner.username)
+    page.goto(live_url + f"/chat/?c={thread.pk}")
+    listing = f"/api/conversations/{thread.pk}/shares"
+    page.route(lambda url: url.split("?")[0].endswith(listing), hold_the_first_listing)
+    page.get_by_role("button", name="Поделиться").click()
+    page.fill("#share-username", "outsider")
+    page.get_by_role("button", name="Открыть доступ").click()
+    expect(page.locator("#share-readers")).to_contain_text("outsider")
+    assert len(held) == 1
+    held[0].continue_()  # the opening's listing arrives last
+    page.wait_for_load_state("networkidle")
+    expect(page.get_by_role("button", name="Отозвать доступ у outsider")).to_have_count(1)
+    expect(page.locator("#share-readers li")).to_have_count(1)
+
+
 def test_export_downloads_markdown_and_pdf_with_the_sources_as_footnotes(live_url, page, hr_thread):
     owner, _, thread = hr_thread
     sign_in(page, live_url, owner.username)

@@ -504,9 +504,12 @@
     $("export-pdf").setAttribute("aria-label", gettext("Скачать беседу в PDF"));
   }
   const SHARE_ERRORS = {user_not_found: gettext("Нет активного сотрудника с таким логином."), share_with_owner: gettext("Это ваша беседа.")};
+  let readersDrawn = 0;  // the latest draw: an earlier one answering later draws nothing
   async function drawReaders() {
-    const list = $("share-readers"); list.textContent = "";
+    const turn = ++readersDrawn;
     const readers = await apiAll(`/conversations/${st.conversationId}/shares`) || [];
+    if (turn !== readersDrawn) return;
+    const list = $("share-readers"); list.textContent = "";
     if (!readers.length) list.append(el("li", "muted", gettext("Пока ни с кем не поделились.")));
     readers.forEach(r => {
       const row = el("li"); row.append(el("span", null, r.name ? `${r.name} (${r.username})` : r.username));
