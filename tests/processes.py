@@ -16,6 +16,12 @@ from pathlib import Path
 from django.conf import settings
 from django.db import connection
 
+# How long a test waits for a process it started (a Celery worker, beat, daphne) to be ready or to
+# have done its first work: a fresh Django process's start is ~1.5 s of CPU on the quiet machine,
+# but took 60–130 s with other suites on the two cores (load 13–19). The waits end as soon as the
+# condition holds, so a long deadline costs nothing when the machine is quiet.
+STARTUP_SECONDS = 240
+
 
 def child_env(**extra: str) -> dict[str, str]:
     return {

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_a_malformed_multipart_upload_through_daphne_is_a_json_422(admin_user, tmp_path):
-    from tests.processes import start_daphne, stop
+    from tests.processes import STARTUP_SECONDS, start_daphne, stop
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -23,7 +23,7 @@ def test_a_malformed_multipart_upload_through_daphne_is_a_json_422(admin_user, t
     _, token = api_token_create(user=admin_user)
     proc = start_daphne(tmp_path / "daphne.log", port)
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + STARTUP_SECONDS
         while True:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()

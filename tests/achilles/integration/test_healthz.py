@@ -11,7 +11,7 @@ from django.conf import settings
 from django.test import Client
 
 from achilles.health import heartbeat_write
-from tests.processes import start_celery_beat, start_celery_worker, stop
+from tests.processes import STARTUP_SECONDS, start_celery_beat, start_celery_worker, stop
 
 pytestmark = [pytest.mark.integration]
 ROOT = Path(settings.BASE_DIR)
@@ -71,7 +71,7 @@ def test_a_real_worker_and_beat_make_healthz_green(tmp_path):
     ]
     try:
         # when we poll /healthz
-        deadline, body = time.monotonic() + 60, {}
+        deadline, body = time.monotonic() + STARTUP_SECONDS, {}
         while time.monotonic() < deadline:
             response = Client().get("/healthz")
             body = response.json()
@@ -122,11 +122,11 @@ def test_a_worker_for_agent_runs_only_vouches_for_agent_runs_not_the_platform_qu
     # given a worker consuming only the agent-run queue (no one runs the scheduler tick)
     proc = start_celery_worker(tmp_path / "w.log", "agents-only", queues=[settings.AGENT_RUN_QUEUE])
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + STARTUP_SECONDS
         while "ready." not in (tmp_path / "w.log").read_text() and time.monotonic() < deadline:
             time.sleep(0.2)
         assert "ready." in (tmp_path / "w.log").read_text()
-        deadline, body = time.monotonic() + 20, {}
+        deadline, body = time.monotonic() + STARTUP_SECONDS, {}
         while time.monotonic() < deadline:
             body = Client().get("/healthz").json()
             if body["agents_worker"] == "ok":

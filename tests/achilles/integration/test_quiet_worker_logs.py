@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from tests.processes import start_celery_worker, stop
+from tests.processes import STARTUP_SECONDS, start_celery_worker, stop
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -23,7 +23,7 @@ def test_an_idle_tick_and_heartbeat_are_not_logged_at_info(tmp_path):
             agents_scheduler_tick_task.delay()
             platform_heartbeat_task.delay()
         trust_decay_task.delay()  # a solo worker runs them in order: this one comes last
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + STARTUP_SECONDS
         while (
             "trust_decay_task" not in log.read_text()
             or "succeeded" not in log.read_text().split("trust_decay_task")[-1]

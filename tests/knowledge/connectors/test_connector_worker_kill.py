@@ -19,7 +19,7 @@ from knowledge.connectors.runs import runs_reap
 from knowledge.connectors.services import ConnectorFields, connector_create, run_request
 from knowledge.models import Record
 from tests.confluence_server import running_confluence
-from tests.processes import start_celery_worker
+from tests.processes import STARTUP_SECONDS, start_celery_worker
 
 pytestmark = [pytest.mark.integration]
 
@@ -38,7 +38,7 @@ def _site() -> ConfluenceStore:
     return store
 
 
-def _wait(predicate, timeout: float = 60.0):
+def _wait(predicate, timeout: float = STARTUP_SECONDS):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
@@ -75,7 +75,7 @@ def test_a_worker_killed_mid_run_resumes_from_the_checkpoint(tmp_path):
                 tmp_path / "w2.log", "conn2", queues=queues, extra=("--without-gossip", "--without-mingle")
             )
             assert runs_reap(lease=dt.timedelta(0)) == [run.pk]
-            done = _wait(lambda: (r := ConnectorRun.objects.get(pk=run.pk)).finished_at and r, timeout=90)
+            done = _wait(lambda: (r := ConnectorRun.objects.get(pk=run.pk)).finished_at and r)
         finally:
             for worker in (first, second):
                 if worker is not None and worker.poll() is None:

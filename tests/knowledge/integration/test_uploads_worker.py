@@ -11,7 +11,7 @@ from django.conf import settings
 from knowledge.models import Document, Record
 from knowledge.uploads import services as uploads
 from tests.achilles.factories import UserFactory
-from tests.processes import start_celery_worker
+from tests.processes import STARTUP_SECONDS, start_celery_worker
 
 pytestmark = [pytest.mark.integration]
 
@@ -33,7 +33,7 @@ def test_the_ingest_worker_parses_an_upload(tmp_path):
             acl=["everyone"],
         )
         document_id = outcome.documents[0].pk
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + STARTUP_SECONDS
         while time.monotonic() < deadline:
             document = Document.objects.defer("content").get(pk=document_id)
             if document.state in {"indexed", "failed", "needs_ocr"}:

@@ -15,7 +15,7 @@ from knowledge.models import Document, Record
 from knowledge.uploads import services as uploads
 from tests.achilles.factories import UserFactory
 from tests.knowledge.files import scanned_pdf
-from tests.processes import start_celery_worker, stop
+from tests.processes import STARTUP_SECONDS, start_celery_worker, stop
 
 pytestmark = [pytest.mark.integration]
 
@@ -56,7 +56,7 @@ def test_a_worker_killed_mid_parse_leaves_the_document_indexed_once(tmp_path):
             .documents[0]
             .pk
         )
-        _wait(lambda: _state(document_id).state == "parsing", 60, "the parse to start", first_log)
+        _wait(lambda: _state(document_id).state == "parsing", STARTUP_SECONDS, "the parse to start", first_log)
         os.kill(worker.pid, signal.SIGKILL)  # the solo pool: the worker is this one process
         worker.wait(timeout=10)
         assert _state(document_id).state == "parsing"  # left behind by the dead worker
@@ -66,7 +66,7 @@ def test_a_worker_killed_mid_parse_leaves_the_document_indexed_once(tmp_path):
         )
         document = _wait(
             lambda: (d := _state(document_id)).state in {"indexed", "failed", "needs_ocr"} and d,
-            90,
+            STARTUP_SECONDS,
             "the document to settle after the restart",
             second_log,
         )

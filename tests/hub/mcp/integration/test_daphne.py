@@ -22,7 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from hub.mcp.server import TOOL_NAMES
 from tests.hub.mcp.mcp_client import WAIT_READ_TIMEOUT, text_of
-from tests.processes import child_env, start_daphne, stop
+from tests.processes import STARTUP_SECONDS, child_env, start_daphne, stop
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -48,7 +48,7 @@ def platform(tmp_path):
     log = tmp_path / "daphne.log"
     proc = start_daphne(log, port)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + STARTUP_SECONDS
     while time.monotonic() < deadline:
         try:
             httpx.get(url + "/healthz", timeout=1)

@@ -1,0 +1,67 @@
+"""The test suite's flush (``tests/postgres/base.py``: rows deleted, not every table truncated)
+leaves the database as Django's own ``TRUNCATE`` flush does: the same rows in every table (those
+``post_migrate`` seeds again), guarded tables emptied, and the content generation moved."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+from django.core.management.color import no_style
+from django.db import connection
+from django.db.backends.postgresql.operations import DatabaseOperations as PostgresOperations
+
+from achilles.audit import audit_record
+from knowledge import facade
+from tests.achilles.factories import UserFactory
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+
+def _populate() -> None:
+    user = UserFactory(username="flushed")
+    audit_record(action="flush.probe", actor=user, target="x")  # append-only: a DELETE trigger refuses
+    facade.upsert_record(source_system="uploads", external_id="1", title="t", text="Текст.", acl=["everyone"])
+
+
+def _counts() -> dict[str, int]:
+    tables = connection.introspection.django_table_names(only_existing=True, include_views=False)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            " UNION ALL ".join(f"SELECT '{t}', count(*) FROM {connection.ops.quote_name(t)}" for t in tables)
+        )
+        return dict(cursor.fetchall())
+
+
+def _generation() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT n FROM knowledge_generation")
+        return cursor.fetchone()[0]
+
+
+def test_the_suites_flush_deletes_and_ends_where_djangos_truncate_ends():
+    tables = connection.introspection.django_table_names(only_existing=True, include_views=False)
+    assert connection.ops.sql_flush(no_style(), tables)[0] == "SET LOCAL session_replication_role = replica"
+
+    _populate()
+    before = _generation()
+    call_command("flush", interactive=False, verbosity=0)  # ours
+    ours, ours_generation = _counts(), _generation()
+
+    _populate()
+    call_command("flush", interactive=False, verbosity=0, reset_sequences=True)  # Django's TRUNCATE
+    theirs = _counts()
+
+    assert ours == theirs
+    assert ours["audit_events"] == ours["knowledge_chunks"] == ours["users"] == 0
+    assert ours_generation > before  # as TRUNCATE fires the chunks' statement trigger, the flush fires it
+
+
+def test_the_flush_statements_without_superuser_rights_are_djangos():
+    tables = ["users", "knowledge_chunks"]
+    with connection.cursor() as cursor:
+        cursor.execute("SET ROLE pg_read_all_data")  # any role without superuser
+        try:
+            statements = connection.ops.sql_flush(no_style(), tables)
+        finally:
+            cursor.execute("RESET ROLE")
+    assert statements == PostgresOperations.sql_flush(connection.ops, no_style(), tables)
