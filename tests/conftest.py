@@ -259,6 +259,7 @@ def django_db_setup(
     from django.db import connections
     from django.test.utils import setup_databases, teardown_databases
 
+    from tests.postgres.base import seed_snapshot
     from tests.template_db import copy_test_database
 
     verbosity = request.config.option.verbose
@@ -275,6 +276,7 @@ def django_db_setup(
         db_cfg = setup_databases(
             verbosity=verbosity, interactive=False, aliases=set(connections), keepdb=kept or copied
         )
+        seed_snapshot(default_connection)  # what a transactional test's flush puts back
     yield
     with django_db_blocker.unblock():
         with default_connection.cursor() as cursor:
@@ -291,34 +293,48 @@ def django_db_setup(
 
 
 # Tests that share a server started once for a package or a module stay together under
-# pytest-xdist (`make test`), so the server starts once: a whole folder as one unit, or each module
-# of a folder as one unit. Every other test goes to the workers on its own.
-XDIST_FOLDER_UNITS = ("tests/browser/",)  # one daphne and one Chromium for the package
+# pytest-xdist (`make test`), so the server starts once per unit: each module of a folder as one
+# unit, or the browser package as two (one daphne and one Chromium each, on whichever worker takes
+# the unit: the page walks, and the flows). Every other test goes to the workers on its own.
 XDIST_MODULE_UNITS = ("tests/syncagent/integration/",)  # one hub daphne per module
+BROWSER = "tests/browser/"
+BROWSER_WALKS = frozenset(
+    f"{BROWSER}{module}.py"
+    for module in (
+        "test_every_page",
+        "test_admin_languages",
+        "test_languages",
+        "test_styled_pages",
+        "test_csp",
+        "test_layout",
+    )
+)
 
 
 def xdist_unit(nodeid: str) -> str:
-    for folder in XDIST_FOLDER_UNITS:
-        if nodeid.startswith(folder):
-            return folder
+    module = nodeid.split("::", 1)[0]
+    if nodeid.startswith(BROWSER):
+        return f"{BROWSER}walks" if module in BROWSER_WALKS else f"{BROWSER}flows"
     for folder in XDIST_MODULE_UNITS:
         if nodeid.startswith(folder):
-            return nodeid.split("::", 1)[0]
+            return module
     return nodeid
 
 
 def pytest_xdist_make_scheduler(config, log):
-    """The units above go to the workers whole, in collection order. (``--dist loadgroup`` would do
-    this with ``xdist_group`` marks, but pytest-xdist 3.8 loses the groups under pytest 9.2's node
-    ids.) Playwright's sync API also needs the browser tests back to back: it keeps an event loop
-    running on the thread while it lives, which no other test may see. Collection order, not the
-    largest unit first: pytest-django runs the ``db`` tests before the transactional ones, and some
-    read rows a migration seeded, which a transactional test's flush empties."""
+    """The units above go to the workers whole, the largest first (the browser's two, then the
+    sync agent's modules: started last, they were the run's tail), then every other test in
+    collection order. (``--dist loadgroup`` would do this with ``xdist_group`` marks, but
+    pytest-xdist 3.8 loses the groups under pytest 9.2's node ids.) Playwright's sync API also
+    needs a unit's browser tests back to back: it keeps an event loop running on the thread while it
+    lives, which no other test may see. Any order is safe: a transactional test's flush puts back
+    the rows the database began with (``tests/postgres/base.py``), so a test after it on the same
+    worker finds what a fresh database holds."""
     if config.getoption("dist") != "load":
         return None
     from achilles.compat import xdist_scheduler_by_unit
 
-    config.option.loadscopereorder = False
+    config.option.loadscopereorder = True  # by the number of tests in a unit, stable
     return xdist_scheduler_by_unit(config, log, xdist_unit)
 
 

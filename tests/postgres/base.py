@@ -4,13 +4,16 @@ A transactional test (``transactional_db``, ``live_url``, ``django_db(transactio
 with Django's ``flush``: one ``TRUNCATE`` of every table, which gives each of them and each of their
 indexes a new file — 0.55–0.7 s on the quiet machine for the ~70 tables, 1–3 s under load, whatever
 the test left in them (measured: ``DELETE`` of the same nearly empty tables, 0.05 s). Here the flush
-deletes the rows instead, to the same end: every table empty, sequences untouched (Django's
-``TRUNCATE`` without ``reset_sequences`` leaves them too). As ``TRUNCATE`` does, it skips the
-foreign keys' checks and the tables' row triggers (``session_replication_role = replica``, a
-superuser's setting: the embedded server's role; another role keeps Django's ``TRUNCATE``), and a
-table's own statement-level DELETE triggers fire once afterwards, as its TRUNCATE would fire them
-(the content generation moves: ``knowledge/migrations/0006``). ``reset_sequences`` keeps Django's
-statement."""
+deletes the rows instead, and puts back the rows the test database began with (``seed_snapshot``,
+taken when the run's database is set up: the singletons migrations seed — ``hub_state``,
+``platform_settings`` — and what ``post_migrate`` made), so a test that runs after a transactional
+one finds the database as a fresh one, whatever the order the workers run them in. Sequences are
+untouched (Django's ``TRUNCATE`` without ``reset_sequences`` leaves them too). As ``TRUNCATE`` does,
+the flush skips the foreign keys' checks and the tables' row triggers (``session_replication_role =
+replica``, a superuser's setting: the embedded server's role; another role keeps Django's
+``TRUNCATE``), and a table's own statement-level DELETE triggers fire once afterwards, as its
+TRUNCATE would fire them (the content generation moves: ``knowledge/migrations/0006``).
+``reset_sequences`` keeps Django's statement."""
 
 from __future__ import annotations
 
@@ -18,12 +21,34 @@ from django.db.backends.postgresql.operations import DatabaseOperations as Postg
 
 from achilles.postgres import base
 
+SEED_SCHEMA = "test_seed"
 # pg_trigger.tgtype bits: ROW 1, DELETE 8 (PostgreSQL's include/catalog/pg_trigger.h)
 STATEMENT_DELETE_TRIGGERS_SQL = """
 SELECT DISTINCT c.relname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
 WHERE NOT t.tgisinternal AND t.tgenabled <> 'D' AND t.tgtype & 1 = 0 AND t.tgtype & 8 <> 0
   AND c.relname = ANY(%s)
 """
+SEEDED_SQL = "SELECT table_name FROM information_schema.tables WHERE table_schema = %s"
+
+# the tables of the seed snapshot, as this process took it (``seed_snapshot``)
+_seeded: set[str] = set()
+
+
+def seed_snapshot(connection) -> None:
+    """Keep a copy of every table's rows that has any, in the schema ``test_seed`` of the run's
+    database (the flush puts them back). Called once the test database is set up."""
+    tables = connection.introspection.django_table_names(only_existing=True, include_views=False)
+    quote = connection.ops.quote_name
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP SCHEMA IF EXISTS {SEED_SCHEMA} CASCADE")
+        cursor.execute(f"CREATE SCHEMA {SEED_SCHEMA}")
+        for table in tables:
+            cursor.execute(f"SELECT EXISTS (SELECT FROM {quote(table)})")
+            if cursor.fetchone()[0]:
+                cursor.execute(f"CREATE TABLE {SEED_SCHEMA}.{quote(table)} AS TABLE {quote(table)}")
+        cursor.execute(SEEDED_SQL, [SEED_SCHEMA])
+        _seeded.clear()
+        _seeded.update(row[0] for row in cursor.fetchall())
 
 
 class DatabaseOperations(PostgresOperations):
@@ -37,11 +62,16 @@ class DatabaseOperations(PostgresOperations):
         def delete(table: str) -> str:
             return f"{style.SQL_KEYWORD('DELETE FROM')} {style.SQL_FIELD(self.quote_name(table))}"
 
+        def restore(table: str) -> str:
+            name = self.quote_name(table)
+            return f"INSERT INTO {name} OVERRIDING SYSTEM VALUE SELECT * FROM {SEED_SCHEMA}.{name}"
+
         return [
             "SET LOCAL session_replication_role = replica",
             *(delete(table) for table in tables),
+            *(restore(table) for table in tables if table in _seeded),
             "SET LOCAL session_replication_role = origin",
-            *(delete(table) for table in observed),  # empty now: only their statement triggers fire
+            *(delete(table) for table in observed if table not in _seeded),  # empty: their triggers fire
         ]
 
     def _may_skip_triggers(self) -> bool:

@@ -1,6 +1,6 @@
 """The test suite's flush (``tests/postgres/base.py``: rows deleted, not every table truncated)
-leaves the database as Django's own ``TRUNCATE`` flush does: the same rows in every table (those
-``post_migrate`` seeds again), guarded tables emptied, and the content generation moved."""
+leaves the database as the run's began: what a test wrote is gone (guarded tables too), the rows a
+migration or ``post_migrate`` seeded are back as they were, and the content generation moved."""
 
 from __future__ import annotations
 
@@ -38,22 +38,28 @@ def _generation() -> int:
         return cursor.fetchone()[0]
 
 
-def test_the_suites_flush_deletes_and_ends_where_djangos_truncate_ends():
+def _rows(table: str) -> list[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT * FROM {connection.ops.quote_name(table)} ORDER BY 1")
+        return cursor.fetchall()
+
+
+def test_the_suites_flush_deletes_and_puts_back_what_the_database_began_with():
     tables = connection.introspection.django_table_names(only_existing=True, include_views=False)
     assert connection.ops.sql_flush(no_style(), tables)[0] == "SET LOCAL session_replication_role = replica"
+    began = _counts()
+    seeded = {table: _rows(table) for table in ("hub_state", "platform_settings", "django_content_type")}
+    assert all(seeded.values())  # a migration's singletons, post_migrate's rows
 
     _populate()
-    before = _generation()
-    call_command("flush", interactive=False, verbosity=0)  # ours
-    ours, ours_generation = _counts(), _generation()
+    with connection.cursor() as cursor:  # a test changes a seeded singleton
+        cursor.execute("UPDATE platform_settings SET updated_at = now() - interval '1 day'")
+    generation = _generation()
+    call_command("flush", interactive=False, verbosity=0, reset_sequences=False)  # as TransactionTestCase does
 
-    _populate()
-    call_command("flush", interactive=False, verbosity=0, reset_sequences=True)  # Django's TRUNCATE
-    theirs = _counts()
-
-    assert ours == theirs
-    assert ours["audit_events"] == ours["knowledge_chunks"] == ours["users"] == 0
-    assert ours_generation > before  # as TRUNCATE fires the chunks' statement trigger, the flush fires it
+    assert _counts() == began
+    assert {table: _rows(table) for table in seeded} == seeded
+    assert _generation() > generation  # as TRUNCATE fires the chunks' statement trigger, the flush fires it
 
 
 def test_the_flush_statements_without_superuser_rights_are_djangos():
