@@ -18,6 +18,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
 from django.utils import timezone
 
+from achilles import prepared
 from achilles.middleware import request_id_var
 from achilles.models import AuditEvent
 
@@ -109,19 +110,29 @@ def audit_count(*, action: str, actor_id: int | None, since) -> int:
 # The rate-capped append (one round trip): the advisory lock of the transaction first, then, in a
 # statement of its own (so its snapshot sees every event committed by whoever held the lock
 # before), the count and the insert of either the action or its over-the-limit twin.
+# The twin, when the statement is its own transaction (``over_async``), commits without waiting for
+# the WAL flush (``synchronous_commit`` off for that transaction alone): it records that nothing
+# was released, so a server crash in the next ≈ 0.6 s (3 × wal_writer_delay) losing it loses no
+# trace of a release; the flush is most of the append's time (p50 ≈ 1.5 ms, p95 ≈ 5 ms on the
+# benchmark's disk). Visibility is unchanged: the next caller's count sees it at once. The action
+# itself (a release) always commits durably.
+_CAPPED_LOCK_SQL = "SELECT pg_advisory_xact_lock(%(lock_space)s, %(lock_key)s)"
 _CAPPED_SQL = """
-SELECT pg_advisory_xact_lock(%(lock_space)s, %(lock_key)s);
 WITH a AS (SELECT u.id, left(u.username, 150) AS name FROM (SELECT 1) AS one
            LEFT JOIN users u ON u.id = %(user_id)s),
 -- counting stops at the limit: the answer is the same, the cost bounded however busy the bucket
 used AS (SELECT count(*) AS n FROM (SELECT 1 FROM audit_events e
-         WHERE e.action = %(action)s AND {actor} AND e.created_at >= %(since)s LIMIT %(limit)s) AS upto)
-INSERT INTO audit_events (created_at, actor_id, actor, action, target, details, request_id)
-SELECT now(), a.id, coalesce(a.name, 'anonymous'),
-       CASE WHEN used.n >= %(limit)s THEN %(over_action)s ELSE %(action)s END, %(target)s,
-       CASE WHEN used.n >= %(limit)s THEN %(over_details)s::jsonb ELSE %(details)s::jsonb END, %(request_id)s
-FROM a, used
-RETURNING action
+         WHERE e.action = %(action)s AND {actor} AND e.created_at >= %(since)s LIMIT %(limit)s) AS upto),
+ins AS (INSERT INTO audit_events (created_at, actor_id, actor, action, target, details, request_id)
+        SELECT now(), a.id, coalesce(a.name, 'anonymous'),
+               CASE WHEN used.n >= %(limit)s THEN %(over_action)s ELSE %(action)s END, %(target)s,
+               CASE WHEN used.n >= %(limit)s THEN %(over_details)s::jsonb ELSE %(details)s::jsonb END, %(request_id)s
+        FROM a, used
+        RETURNING action)
+SELECT ins.action,
+       CASE WHEN %(over_async)s AND ins.action = %(over_action)s
+            THEN set_config('synchronous_commit', 'off', true) END
+FROM ins
 """
 
 
@@ -147,9 +158,13 @@ def audit_record_capped(
         return json.dumps(value or {}, cls=DjangoJSONEncoder, default=str)
 
     actor = "e.actor_id IS NULL" if user_id is None else "e.actor_id = %(user_id)s"
+    # inside the caller's transaction the setting would cover the caller's own writes: not there
+    own_transaction = not connection.in_atomic_block and connection.get_autocommit()
     with connection.cursor() as cursor:
-        cursor.execute(
-            _CAPPED_SQL.format(actor=actor),
+        # prepared (parsed and planned once per connection): its rows do not depend on the plan
+        prepared.execute(
+            cursor,
+            [(_CAPPED_LOCK_SQL, True), (_CAPPED_SQL.format(actor=actor), True)],
             {
                 "lock_space": lock[0],
                 "lock_key": lock[1],
@@ -162,6 +177,7 @@ def audit_record_capped(
                 "details": dumped(details),
                 "over_details": dumped(over_details),
                 "request_id": _request_id()[:100],
+                "over_async": own_transaction,
             },
         )
         cursor.nextset()

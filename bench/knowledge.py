@@ -32,6 +32,7 @@ its plan walks the graph. The last line is ``RESULT {json}`` (the table under ``
     make bench            # every benchmark
     python -m bench knowledge
     BENCH_KS_CHUNKS=20000 BENCH_KS_QUERIES=100 python -m bench knowledge   # quicker, smaller
+    BENCH_KS_DB=bench_ks_20000 BENCH_KS_CHUNKS=20000 python -m bench knowledge  # 20k beside the 100k
     BENCH_KS_SCALE=1 BENCH_KS_SCALE_KEEP=1 BENCH_KS_SCALE_SIZES=10000,100000,300000,1000000 \
         python -m bench knowledge                                          # the growth table to 1M
 """
@@ -76,7 +77,9 @@ SCALE_EF_SWEEP = tuple(int(x) for x in os.environ.get("BENCH_KS_SCALE_EF_SWEEP",
 SEED = 20261129
 GROUPS = [f"group:g{i}" for i in range(20)]
 USERS = [f"user:{1000 + i}" for i in range(500)]
-DB_NAME = "bench_knowledge"
+# the dataset's database: another name keeps a second size beside the 100k one (a different
+# BENCH_KS_CHUNKS in the same database rebuilds it)
+DB_NAME = os.environ.get("BENCH_KS_DB", "bench_knowledge")
 ROOT = Path(__file__).resolve().parent.parent
 
 IDENTITIES = {

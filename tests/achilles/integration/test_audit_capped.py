@@ -6,7 +6,7 @@ import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from achilles.audit import audit_record_capped
@@ -98,3 +98,38 @@ def test_concurrent_callers_never_exceed_the_limit(user):
         thread.join()
     assert sorted(outcomes) == [False] * 5 + [True] * 3
     assert AuditEvent.objects.filter(action="withheld_hint", actor_id=user.pk).count() == 3
+
+
+def _wal_writes() -> int:
+    """WAL writes this connection's backend made itself (a commit waiting for its flush makes one)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_force_next_flush()")
+        cursor.execute(
+            "SELECT writes FROM pg_stat_get_backend_io(pg_backend_pid()) WHERE object = 'wal' AND context = 'normal'"
+        )
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_twin_commits_without_waiting_for_the_wal_flush_the_action_waits(user):
+    # given: the limit reached by one hint (a release, durable: its commit writes the WAL itself)
+    before = _wal_writes()
+    assert _capped(user.pk, limit=1) is True
+    released = _wal_writes()
+    # when: the next call is over the limit
+    assert _capped(user.pk, limit=1) is False
+    # then: its twin committed asynchronously (no WAL write of its own), and is there for the count
+    assert released > before
+    assert _wal_writes() == released
+    assert AuditEvent.objects.filter(action="withheld_hint_suppressed", actor_id=user.pk).count() == 1
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW synchronous_commit")
+        assert cursor.fetchone()[0] == "on"  # for that transaction alone
+
+
+@pytest.mark.django_db(transaction=True)
+def test_inside_the_callers_transaction_the_twin_leaves_its_commit_alone(user):
+    with transaction.atomic(), connection.cursor() as cursor:
+        assert [_capped(user.pk, limit=0) for _ in range(2)] == [False, False]
+        cursor.execute("SHOW synchronous_commit")
+        assert cursor.fetchone()[0] == "on"  # the caller's other writes stay durable
