@@ -6,7 +6,7 @@ indexes a new file — 0.55–0.7 s on the quiet machine for the ~70 tables, 1�
 the test left in them (measured: ``DELETE`` of the same nearly empty tables, 0.05 s). Here the flush
 deletes the rows instead, and puts back the rows the test database began with (``seed_snapshot``,
 taken when the run's database is set up: the singletons migrations seed — ``hub_state``,
-``platform_settings`` — and what ``post_migrate`` made), so a test that runs after a transactional
+``platform_settings`` — and what ``post_migrate`` made; 0.02 s), so a test that runs after a transactional
 one finds the database as a fresh one, whatever the order the workers run them in. Sequences are
 untouched (Django's ``TRUNCATE`` without ``reset_sequences`` leaves them too). As ``TRUNCATE`` does,
 the flush skips the foreign keys' checks and the tables' row triggers (``session_replication_role =
@@ -21,34 +21,32 @@ from django.db.backends.postgresql.operations import DatabaseOperations as Postg
 
 from achilles.postgres import base
 
-SEED_SCHEMA = "test_seed"
 # pg_trigger.tgtype bits: ROW 1, DELETE 8 (PostgreSQL's include/catalog/pg_trigger.h)
 STATEMENT_DELETE_TRIGGERS_SQL = """
 SELECT DISTINCT c.relname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
 WHERE NOT t.tgisinternal AND t.tgenabled <> 'D' AND t.tgtype & 1 = 0 AND t.tgtype & 8 <> 0
   AND c.relname = ANY(%s)
 """
-SEEDED_SQL = "SELECT table_name FROM information_schema.tables WHERE table_schema = %s"
+QUOTE = "$test_seed$"  # the rows' JSON travels dollar-quoted in the flush's statements
 
-# the tables of the seed snapshot, as this process took it (``seed_snapshot``)
-_seeded: set[str] = set()
+# table → its rows as JSON, as the run's database began (``seed_snapshot``); kept in this process,
+# not in the database (a schema of its own would be in every backup a test makes)
+_seeded: dict[str, str] = {}
 
 
 def seed_snapshot(connection) -> None:
-    """Keep a copy of every table's rows that has any, in the schema ``test_seed`` of the run's
-    database (the flush puts them back). Called once the test database is set up."""
+    """Keep the rows of every table that has any, as the flush puts them back. Called once the
+    test database is set up."""
     tables = connection.introspection.django_table_names(only_existing=True, include_views=False)
     quote = connection.ops.quote_name
+    _seeded.clear()
     with connection.cursor() as cursor:
-        cursor.execute(f"DROP SCHEMA IF EXISTS {SEED_SCHEMA} CASCADE")
-        cursor.execute(f"CREATE SCHEMA {SEED_SCHEMA}")
         for table in tables:
-            cursor.execute(f"SELECT EXISTS (SELECT FROM {quote(table)})")
-            if cursor.fetchone()[0]:
-                cursor.execute(f"CREATE TABLE {SEED_SCHEMA}.{quote(table)} AS TABLE {quote(table)}")
-        cursor.execute(SEEDED_SQL, [SEED_SCHEMA])
-        _seeded.clear()
-        _seeded.update(row[0] for row in cursor.fetchall())
+            cursor.execute(f"SELECT json_agg(t)::text FROM {quote(table)} AS t")
+            rows = cursor.fetchone()[0]
+            if rows is not None:
+                assert QUOTE not in rows, table
+                _seeded[table] = rows
 
 
 class DatabaseOperations(PostgresOperations):
@@ -64,7 +62,10 @@ class DatabaseOperations(PostgresOperations):
 
         def restore(table: str) -> str:
             name = self.quote_name(table)
-            return f"INSERT INTO {name} OVERRIDING SYSTEM VALUE SELECT * FROM {SEED_SCHEMA}.{name}"
+            return (
+                f"INSERT INTO {name} OVERRIDING SYSTEM VALUE "
+                f"SELECT * FROM json_populate_recordset(NULL::{name}, {QUOTE}{_seeded[table]}{QUOTE})"
+            )
 
         return [
             "SET LOCAL session_replication_role = replica",
