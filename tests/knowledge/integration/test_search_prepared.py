@@ -89,6 +89,9 @@ def test_the_semantic_side_prepared_walks_the_graph_as_a_custom_plan_does(make_r
     LIMIT written in, the planner knows how few rows it returns. (The exact nearest chunks are
     ordered totally: any plan returns the same rows, as the pins above show.)"""
     _build(make_record)
+    with connection.cursor() as cursor:
+        # the statistics of this corpus, whatever earlier tests left behind in the tables (dead rows)
+        cursor.execute("ANALYZE knowledge_chunks, knowledge_records, knowledge_source_policies")
     vec = vector.vector_literal([0.05] * 384)
     sql = vector.semantic_statement(DETAIL_COLUMNS, 8)[0]
     with connection.cursor() as cursor:
