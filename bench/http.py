@@ -59,6 +59,7 @@ def _free_port(n: int) -> int:
     """The n-th port from the base, checked free (a busy port fails here rather than mid-run)."""
     port = PORT_BASE + n
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers: the last run's TIME_WAIT is fine
         s.bind(("127.0.0.1", port))
     return port
 
