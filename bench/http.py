@@ -16,6 +16,7 @@ them (as a proxy would). Target (performance issue): ours ≤ 1.5× the peer's C
 
     python -m bench http
     BENCH_HTTP_SECONDS=10 python -m bench http        # longer windows (default 5 s after a 2 s warm-up)
+    PORT=8700 python -m bench http                    # the servers on PORT+40, +41 (the machine's share)
 
 The last line is ``RESULT {json}``.
 """
