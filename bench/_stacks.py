@@ -53,10 +53,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "prometheus_client/",
         ),
     ),
-    (
-        "Django's handler: request, URL resolving, signals, response",
-        ("django/core/handlers/", "django/urls/", "django/http/", "django/dispatch/", "django/core/signals.py"),
-    ),
+    ("Django's handler: the ASGI request, the chain's glue, signals", ("django/core/handlers/", "django/dispatch/")),
+    ("Django's URL resolution", ("django/urls/",)),
+    ("Django's request and response objects (headers, cookies, body)", ("django/http/", "django/core/signals.py")),
     (
         "thread hops (sync_to_async: executor, wake-ups)",
         ("asgiref/", "concurrent/futures/", "threading.py", "queue.py"),

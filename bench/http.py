@@ -16,6 +16,7 @@ them (as a proxy would). Target (performance issue): ours ≤ 1.5× the peer's C
 
     python -m bench http
     BENCH_HTTP_SECONDS=10 python -m bench http        # longer windows (default 5 s after a 2 s warm-up)
+    PORT=8700 python -m bench http                    # the servers on PORT+40, +41 (the machine's share)
 
 The last line is ``RESULT {json}``.
 """
@@ -51,10 +52,17 @@ TICKS = os.sysconf("SC_CLK_TCK")
 PROFILE = os.environ.get("BENCH_HTTP_PROFILE") == "1"
 
 
-def _free_port() -> int:
+# The servers listen on PORT + 40 … + 43 (the PORT base of the machine's share; 8000 if unset).
+PORT_BASE = int(os.environ.get("PORT") or "8000") + 40
+
+
+def _free_port(n: int) -> int:
+    """The n-th port from the base, checked free (a busy port fails here rather than mid-run)."""
+    port = PORT_BASE + n
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers: the last run's TIME_WAIT is fine
+        s.bind(("127.0.0.1", port))
+    return port
 
 
 def _prepare() -> dict:
@@ -183,7 +191,7 @@ def _start(side: str, port: int, plan_path: str, log) -> subprocess.Popen:
 
 
 def _measure(side: str, processes: int, plan: dict, plan_path: str) -> list[dict]:
-    ports = [_free_port() for _ in range(processes)]
+    ports = [_free_port(n) for n in range(processes)]
     logs = [open(ROOT / "var" / f"bench-http-{side}-{n}.log", "w") for n in range(processes)]  # noqa: SIM115
     servers = [_start(side, port, plan_path, log) for port, log in zip(ports, logs, strict=True)]
     rows = []

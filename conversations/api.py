@@ -161,14 +161,16 @@ def conversations_list(request: HttpRequest, params: Query[ConversationListParam
     page = selectors.conversation_list_for_user(user=request.auth, cursor=params.cursor, limit=params.limit, q=params.q)
     selected = {c.selected_model_id for c in page.items if c.selected_model_id}
     names = allowed_model_names(ids=selected)
+    # Plain dicts: ninja validates the page against Page[ConversationOut] once as it answers;
+    # building the schema here too validated every row twice (≈ 0.2–0.3 ms of 30 rows; bench/http).
     return page.map(
-        lambda c: ConversationOut(
-            id=c.id,
-            title=c.title,
-            selected_model=names.get(c.selected_model_id),
-            created_at=c.created_at,
-            updated_at=c.updated_at,
-        )
+        lambda c: {
+            "id": c.id,
+            "title": c.title,
+            "selected_model": names.get(c.selected_model_id),
+            "created_at": c.created_at,
+            "updated_at": c.updated_at,
+        }
     )
 
 
