@@ -66,7 +66,8 @@ def failure(stream) -> LLMError:
 
 def test_text_streams_in_pieces_and_ends_with_provider_usage(stub):
     # given
-    stub.replies.append(StubReply(text="Ежегодный отпуск — 28 дней.", chunk_chars=5, usage=(40, 9)))
+    # (chunks apart in time: what arrives in one read is handed on as one delta)
+    stub.replies.append(StubReply(text="Ежегодный отпуск — 28 дней.", chunk_chars=5, usage=(40, 9), token_delay=0.01))
     # when
     events = drain(chat(stub).stream(QUESTION, max_tokens=64))
     # then
