@@ -632,32 +632,16 @@ class OpenAIChatProvider:
                         if done or data == "[DONE]":
                             done = True
                             continue
-                        chunk = json.loads(data)
-                        if not isinstance(chunk, dict):
-                            raise ValueError(f"a stream chunk is not an object: {data[:100]!r}")
-                        if chunk.get("error"):
-                            if content:  # what came before the error was streamed: it is the answer's
+                        try:
+                            piece, ended, reported = self._chunk(data, assembler)
+                        except Exception:
+                            if content:  # what came before the failure was streamed: it is the answer's
                                 text.append(content)
                                 yield TextDelta(content)
-                            raise LLMError(
-                                f"model {self.spec.name!r} failed mid-stream: {_error_text(chunk['error'])}",
-                                code=LLM_UNAVAILABLE,
-                            )
-                        reported = chunk.get("usage")
-                        if isinstance(reported, dict):
-                            usage = Usage(
-                                int(reported.get("prompt_tokens") or 0), int(reported.get("completion_tokens") or 0)
-                            )
-                        for choice in chunk.get("choices") or ():
-                            if not isinstance(choice, dict):
-                                continue
-                            finished = finished or bool(choice.get("finish_reason"))
-                            delta = choice.get("delta")
-                            if not isinstance(delta, dict):
-                                continue
-                            content += delta.get("content") or ""
-                            for fragment in delta.get("tool_calls") or ():
-                                assembler.add(fragment)
+                            raise
+                        content += piece
+                        finished = finished or ended
+                        usage = reported or usage
                     # The round's end (usage, [DONE]) follows a finish at once: read it at once.
                     pace.after(content, 0.0 if finished else self.coalesce)
                     if content:
@@ -678,6 +662,35 @@ class OpenAIChatProvider:
             estimate_output_tokens("".join(text), calls),
             estimated=True,
         )
+
+    def _chunk(self, data: str, assembler: ToolCallAssembler) -> tuple[str, bool, Usage | None]:
+        """One stream chunk: (its text, whether a choice finished, the usage it reports); its tool
+        call fragments go to ``assembler``."""
+        chunk = json.loads(data)
+        if not isinstance(chunk, dict):
+            raise ValueError(f"a stream chunk is not an object: {data[:100]!r}")
+        if chunk.get("error"):
+            raise LLMError(
+                f"model {self.spec.name!r} failed mid-stream: {_error_text(chunk['error'])}",
+                code=LLM_UNAVAILABLE,
+            )
+        usage = None
+        reported = chunk.get("usage")
+        if isinstance(reported, dict):
+            usage = Usage(int(reported.get("prompt_tokens") or 0), int(reported.get("completion_tokens") or 0))
+        content = ""
+        finished = False
+        for choice in chunk.get("choices") or ():
+            if not isinstance(choice, dict):
+                continue
+            finished = finished or bool(choice.get("finish_reason"))
+            delta = choice.get("delta")
+            if not isinstance(delta, dict):
+                continue
+            content += delta.get("content") or ""
+            for fragment in delta.get("tool_calls") or ():
+                assembler.add(fragment)
+        return content, finished, usage
 
 
 class OpenAIEmbeddingProvider:
