@@ -91,7 +91,9 @@ STUB_SERVER = r"""
 import asyncio, json, re, sys, time
 TTFT, DELAY, TOKENS = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
 sys.path.insert(0, sys.argv[5])
+from concurrent.futures import ThreadPoolExecutor
 from conversations.support import NEGATORS, check_sentence
+CHOOSER = ThreadPoolExecutor(1)  # one thread: the check's stemmers are not thread-safe
 stats = {"started": 0, "completed": 0, "aborted": 0}
 
 def chunk(delta, finish=None):
@@ -137,7 +139,7 @@ async def serve(head, reader, writer):
     started = time.monotonic()
     # The answer's sentence is chosen within the time to first token (off the event loop: the
     # other streams' tokens go on), so the peer and ours get their first token equally late.
-    words = None if tools else await asyncio.to_thread(_source_words, body["messages"])
+    chosen = None if tools else await asyncio.get_running_loop().run_in_executor(CHOOSER, _source_words, body["messages"])
     await asyncio.sleep(max(0.0, TTFT - (time.monotonic() - started)))
     count = 0
     if tools:
@@ -151,11 +153,12 @@ async def serve(head, reader, writer):
         count = TOKENS * 25 if question.startswith("ДЛИННО") else TOKENS  # a long answer to walk away from
         if question.startswith("T") and question.split(" ", 1)[0][1:].isdigit():  # «T120 …»: that many tokens
             count = int(question.split(" ", 1)[0][1:])
-        # A grounded answer: the first words of source [1], cited, over and over (a sentence the
-        # engine's support check passes), one word per token.
+        # A grounded answer: a sentence of a packed source, cited, over and over (one the engine's
+        # support check passes), one word per token.
+        words, marker = chosen
         pieces = []
         while len(pieces) < count:
-            pieces += [w + " " for w in words[:-1]] + [words[-1] + " [1]. "]
+            pieces += [w + " " for w in words[:-1]] + [words[-1] + f" [{marker}]. "]
         for i in range(count):
             if i:
                 await asyncio.sleep(DELAY)
@@ -171,44 +174,50 @@ async def serve(head, reader, writer):
     await writer.drain()
 
 def _source_words(messages):
+    # (words, marker): the answer's sentence and the packed source it cites
     tool = next((m.get("content") or "" for m in messages if m.get("role") == "tool"), "")
-    lines = tool.split("\n")
-    start = next((i for i, line in enumerate(lines) if line.startswith("[1]")), None)
-    source = []  # source [1]'s text: the lines after its «[1] title» head, up to the blank line
-    for line in lines[start + 1:] if start is not None else ():
-        if not line.strip():
-            break
-        source.append(line.strip())
-    body = " ".join(source)
-    # SENTENCE_WORDS consecutive words of one of its sentences (no inner sentence end, so ours and
-    # the peer's first sentences are equally long) that the platform's support check passes, as a
-    # grounded model's sentence does: a window that drops a «не» of its sentence, say, is refused,
-    # and a turn whose sentences are all refused streams nothing (the engine's own answer); a
-    # window opening in lower case would run every sentence of the answer into one.
-    # Sentences without a negation first (a window of one with «не» mostly drops it), and only
-    # so many tries: the check costs the stub ≈ 0.2 ms a window.
-    sentences = re.split(r"(?<=[.!?…])\s+", body)
-    sentences.sort(key=lambda sentence: bool(NEGATORS & set(sentence.lower().split())))
-    tries = 60
-    for sentence in sentences:
-        words = [w.strip(".!?…;:") for w in sentence.split()]
-        words = [w for w in words if w and not w.startswith("[")]
-        for i in range(len(words) - SENTENCE_WORDS + 1):
-            tries -= 1
-            if tries < 0:
-                break
-            window = words[i:i + SENTENCE_WORDS]
-            # capitalised: a sentence that opens in lower case does not end the one before it
-            window[0] = window[0][:1].upper() + window[0][1:]
-            if check_sentence(" ".join(window) + " [1].", {1: body}).supported:
-                return window
-    words = [w.strip(".!?…;:") for w in body.split()]
+    sources = {}  # marker → text: the lines after a «[N] title» head, up to the blank line
+    marker = None
+    for line in tool.split("\n"):
+        head = re.match(r"\[(\d+)\]", line)
+        if head:
+            marker = int(head.group(1))
+            sources[marker] = []
+        elif not line.strip():
+            marker = None
+        elif marker is not None:
+            sources[marker].append(line)
+    texts = {m: "\n".join(lines) for m, lines in sources.items()}  # as the engine holds them
+    # SENTENCE_WORDS consecutive words of one of a source's sentences (no inner sentence end, so
+    # ours and the peer's first sentences are equally long) that the platform's support check
+    # passes, as a grounded model's sentence does: a window that drops a «не» of its sentence, say,
+    # is refused, and a turn whose sentences are all refused streams nothing (the engine's own
+    # answer); a window opening in lower case would run every sentence of the answer into one.
+    # Sources in order, sentences without a negation first, and only so many tries per source (the
+    # check costs the stub ≈ 0.2 ms a window).
+    for marker, body in sorted(texts.items()):
+        sentences = re.split(r"(?<=[.!?…])\s+|\n", body)
+        sentences.sort(key=lambda sentence: bool(NEGATORS & set(sentence.lower().split())))
+        tries = 40
+        for sentence in sentences:
+            words = [w.strip(".!?…;:") for w in sentence.split()]
+            words = [w for w in words if w and not w.startswith("[")]
+            for i in range(len(words) - SENTENCE_WORDS + 1):
+                tries -= 1
+                if tries < 0:
+                    break
+                window = words[i:i + SENTENCE_WORDS]
+                # capitalised: a sentence that opens in lower case does not end the one before it
+                window[0] = window[0][:1].upper() + window[0][1:]
+                if check_sentence(" ".join(window) + f" [{marker}].", {marker: body}).supported:
+                    return window, marker
+    words = [w.strip(".!?…;:") for w in texts.get(1, "").split()]
     words = [w for w in words if w and not w.startswith("[")][:SENTENCE_WORDS]
     while words and len(words) < SENTENCE_WORDS:
         words += words[:SENTENCE_WORDS - len(words)]
     if words:
         words[0] = words[0][:1].upper() + words[0][1:]
-    return words or ["Данных", "нет"]
+    return (words or ["Данных", "нет"]), 1
 
 SENTENCE_WORDS = 12
 
