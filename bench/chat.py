@@ -19,7 +19,9 @@ The peer: the same two model rounds streamed directly by the same client.
    first token and the moment its first sentence is known complete (the added TTFT), server CPU
    per turn and turns per CPU-second, and where the added TTFT goes (from the traces).
    Then turns per CPU-second at 20 streams for 1 and 2 web processes (``BENCH_CHAT_THROUGHPUT_PROCESSES``;
-   2: uvicorn with two workers, the CPU of both read from ``/proc``).
+   N: N daphne processes as deployed behind nginx, each warmed up on its own port, the turns spread
+   over them, the CPU of each read from ``/proc``; ``BENCH_CHAT_THROUGHPUT_UVICORN=1`` adds uvicorn
+   ``--workers N``).
 3. 200 streams dropped mid-answer: every upstream generation cancelled, every message finalized
    ``interrupted``, database connections back to baseline within 2 s.
 
@@ -31,6 +33,7 @@ Ends with ``RESULT {"bench": "chat", "cpu_ms_fixed", "cpu_ms_per_token", "added_
     BENCH_CHAT_SERVER_PROCESSES=2 python -m bench chat    # uvicorn with two worker processes
     BENCH_CHAT_PROFILE=1 python -m bench chat             # py-spy over the longest answers
     BENCH_CHAT_PROFILE_GIL=1 …                            # … sampling only the thread holding the GIL
+    PORT=8600 …                                           # its servers on PORT+60 … PORT+69
 """
 
 from __future__ import annotations
