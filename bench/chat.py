@@ -19,7 +19,9 @@ The peer: the same two model rounds streamed directly by the same client.
    first token and the moment its first sentence is known complete (the added TTFT), server CPU
    per turn and turns per CPU-second, and where the added TTFT goes (from the traces).
    Then turns per CPU-second at 20 streams for 1 and 2 web processes (``BENCH_CHAT_THROUGHPUT_PROCESSES``;
-   2: uvicorn with two workers, the CPU of both read from ``/proc``).
+   N: N daphne processes as deployed behind nginx, each warmed up on its own port, the turns spread
+   over them, the CPU of each read from ``/proc``; ``BENCH_CHAT_THROUGHPUT_UVICORN=1`` adds uvicorn
+   ``--workers N``).
 3. 200 streams dropped mid-answer: every upstream generation cancelled, every message finalized
    ``interrupted``, database connections back to baseline within 2 s.
 
@@ -31,6 +33,7 @@ Ends with ``RESULT {"bench": "chat", "cpu_ms_fixed", "cpu_ms_per_token", "added_
     BENCH_CHAT_SERVER_PROCESSES=2 python -m bench chat    # uvicorn with two worker processes
     BENCH_CHAT_PROFILE=1 python -m bench chat             # py-spy over the longest answers
     BENCH_CHAT_PROFILE_GIL=1 …                            # … sampling only the thread holding the GIL
+    PORT=8600 …                                           # its servers on PORT+60 … PORT+69
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 SENTENCE_WORDS = 12  # the stub's sentences (see STUB_SERVER)
@@ -65,6 +69,8 @@ CPU_TURNS = int(os.environ.get("BENCH_CHAT_CPU_TURNS", "20"))
 # change in the machine's load over the minutes of the fit falls on every length alike (a fit's slope
 # moved by ±0.03 ms per token when all the long answers ran in one block and the short ones in another).
 CPU_ROUNDS = int(os.environ.get("BENCH_CHAT_CPU_ROUNDS", "4"))
+# Turns per length of the breakdown by phase (the clock on), after the fit's.
+CLOCK_TURNS = int(os.environ.get("BENCH_CHAT_CLOCK_TURNS", str(CPU_TURNS)))
 # turns per CPU-second at 20 streams, for these numbers of web processes (1: daphne; N: uvicorn --workers N)
 THROUGHPUT_PROCESSES = tuple(int(x) for x in os.environ.get("BENCH_CHAT_THROUGHPUT_PROCESSES", "1,2").split(",") if x)
 THROUGHPUT_STREAMS = 20
@@ -85,8 +91,12 @@ COALESCE_MS = os.environ.get("BENCH_CHAT_COALESCE_MS", "")
 # --------------------------------------------------------------------------- the scripted model
 
 STUB_SERVER = r"""
-import asyncio, json, sys, time
+import asyncio, json, re, sys, time
 TTFT, DELAY, TOKENS = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
+sys.path.insert(0, sys.argv[5])
+from concurrent.futures import ThreadPoolExecutor
+from conversations.support import NEGATORS, check_sentence
+CHOOSER = ThreadPoolExecutor(1)  # one thread: the check's stemmers are not thread-safe
 stats = {"started": 0, "completed": 0, "aborted": 0}
 
 def chunk(delta, finish=None):
@@ -129,7 +139,11 @@ async def serve(head, reader, writer):
     tools = body.get("tools") or []
     if not tools:
         stats["started"] += 1
-    await asyncio.sleep(TTFT)
+    started = time.monotonic()
+    # The answer's sentence is chosen within the time to first token (off the event loop: the
+    # other streams' tokens go on), so the peer and ours get their first token equally late.
+    chosen = None if tools else await asyncio.get_running_loop().run_in_executor(CHOOSER, _source_words, body["messages"])
+    await asyncio.sleep(max(0.0, TTFT - (time.monotonic() - started)))
     count = 0
     if tools:
         question = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
@@ -142,12 +156,12 @@ async def serve(head, reader, writer):
         count = TOKENS * 25 if question.startswith("ДЛИННО") else TOKENS  # a long answer to walk away from
         if question.startswith("T") and question.split(" ", 1)[0][1:].isdigit():  # «T120 …»: that many tokens
             count = int(question.split(" ", 1)[0][1:])
-        # A grounded answer: the first words of source [1], cited, over and over (a sentence the
-        # engine's support check passes), one word per token.
-        words = _source_words(body["messages"])
+        # A grounded answer: a sentence of a packed source, cited, over and over (one the engine's
+        # support check passes), one word per token.
+        words, marker = chosen
         pieces = []
         while len(pieces) < count:
-            pieces += [w + " " for w in words[:-1]] + [words[-1] + " [1]. "]
+            pieces += [w + " " for w in words[:-1]] + [words[-1] + f" [{marker}]. "]
         for i in range(count):
             if i:
                 await asyncio.sleep(DELAY)
@@ -163,17 +177,50 @@ async def serve(head, reader, writer):
     await writer.drain()
 
 def _source_words(messages):
+    # (words, marker): the answer's sentence and the packed source it cites
     tool = next((m.get("content") or "" for m in messages if m.get("role") == "tool"), "")
-    lines = tool.split("\n")
-    start = next((i for i, line in enumerate(lines) if line.startswith("[1]")), None)
-    body = " ".join(line.strip() for line in lines[start + 1:start + 6] if line.strip()) if start is not None else ""
-    # Always SENTENCE_WORDS words of the source (no inner sentence end), so ours and the peer's first
-    # sentences are equally long.
-    words = [w.strip(".!?…;:") for w in body.split()]
+    sources = {}  # marker → text: the lines after a «[N] title» head, up to the blank line
+    marker = None
+    for line in tool.split("\n"):
+        head = re.match(r"\[(\d+)\]", line)
+        if head:
+            marker = int(head.group(1))
+            sources[marker] = []
+        elif not line.strip():
+            marker = None
+        elif marker is not None:
+            sources[marker].append(line)
+    texts = {m: "\n".join(lines) for m, lines in sources.items()}  # as the engine holds them
+    # SENTENCE_WORDS consecutive words of one of a source's sentences (no inner sentence end, so
+    # ours and the peer's first sentences are equally long) that the platform's support check
+    # passes, as a grounded model's sentence does: a window that drops a «не» of its sentence, say,
+    # is refused, and a turn whose sentences are all refused streams nothing (the engine's own
+    # answer); a window opening in lower case would run every sentence of the answer into one.
+    # Sources in order, sentences without a negation first, and only so many tries per source (the
+    # check costs the stub ≈ 0.2 ms a window).
+    for marker, body in sorted(texts.items()):
+        sentences = re.split(r"(?<=[.!?…])\s+|\n", body)
+        sentences.sort(key=lambda sentence: bool(NEGATORS & set(sentence.lower().split())))
+        tries = 40
+        for sentence in sentences:
+            words = [w.strip(".!?…;:") for w in sentence.split()]
+            words = [w for w in words if w and not w.startswith("[")]
+            for i in range(len(words) - SENTENCE_WORDS + 1):
+                tries -= 1
+                if tries < 0:
+                    break
+                window = words[i:i + SENTENCE_WORDS]
+                # capitalised: a sentence that opens in lower case does not end the one before it
+                window[0] = window[0][:1].upper() + window[0][1:]
+                if check_sentence(" ".join(window) + f" [{marker}].", {marker: body}).supported:
+                    return window, marker
+    words = [w.strip(".!?…;:") for w in texts.get(1, "").split()]
     words = [w for w in words if w and not w.startswith("[")][:SENTENCE_WORDS]
     while words and len(words) < SENTENCE_WORDS:
         words += words[:SENTENCE_WORDS - len(words)]
-    return words or ["Данных", "нет"]
+    if words:
+        words[0] = words[0][:1].upper() + words[0][1:]
+    return (words or ["Данных", "нет"]), 1
 
 SENTENCE_WORDS = 12
 
@@ -187,7 +234,15 @@ asyncio.run(main())
 """
 
 
+# PORT (as `make run` takes it): the bench's servers listen on PORT+60 … PORT+69, so several
+# checkouts on one machine stay apart; unset, on ports the system picks.
+PORT_BASE = int(os.environ.get("PORT", "0") or 0)
+_next_port = iter(range(PORT_BASE + 60, PORT_BASE + 70))
+
+
 def _free_port() -> int:
+    if PORT_BASE:
+        return next(_next_port)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -417,9 +472,9 @@ def _cpu_seconds(pid: int) -> float:
     return total
 
 
-def _server_command(web_port: int, processes: int) -> list[str]:
+def _server_command(web_port: int, processes: int, *, uvicorn: bool = False) -> list[str]:
     bin_dir = Path(sys.executable).parent
-    if processes > 1:  # daphne has no multi-process mode; uvicorn shares one socket
+    if processes > 1 or uvicorn:  # daphne has no multi-process mode; uvicorn shares one socket
         return [
             str(bin_dir / "uvicorn"),
             "--host",
@@ -434,13 +489,15 @@ def _server_command(web_port: int, processes: int) -> list[str]:
     return [str(bin_dir / "daphne"), "-b", "127.0.0.1", "-p", str(web_port), "achilles.asgi:application"]
 
 
-def _threads_cpu_ns(pid: int) -> dict[int, int]:
-    """Run time of each thread of a process, ns (``/proc/PID/task/TID/schedstat``'s first field)."""
+def _threads_cpu_ns(pid: int, *, total: bool = False) -> Any:
+    """Run time of each thread of a process, ns (``/proc/PID/task/TID/schedstat``'s first field);
+    with ``total`` their sum (the threads that ended since are not in it: a server's threads live
+    on, asgiref's and the request threads being reused)."""
     out = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
         with contextlib.suppress(FileNotFoundError, ProcessLookupError):  # the thread ended meanwhile
             out[int(task.name)] = int((task / "schedstat").read_text().split()[0])
-    return out
+    return sum(out.values()) if total else out
 
 
 def _profiler(pid: int) -> subprocess.Popen:
@@ -501,56 +558,122 @@ def _db_connections(connection) -> int:
         return cursor.fetchone()[0]
 
 
-def _throughput_by_processes(server, web_port: int, env: dict, token: str, qs: list[str], counter) -> dict[str, float]:
-    """Turns per CPU-second of the web processes at 20 streams, for each of THROUGHPUT_PROCESSES:
-    the running server for its own count, a server started alongside for the others."""
+def _throughput_by_processes(env: dict, token: str, qs: list[str], counter) -> dict[str, float]:
+    """Turns per CPU-second of the web processes at 20 streams, for each of THROUGHPUT_PROCESSES.
+
+    N web processes are N daphne processes on their own ports, as deployed (nginx spreads the
+    requests: deploy/nginx/upstream.conf); the client spreads its turns over them alike. Every
+    count starts its servers fresh, and each process is warmed up on its own port before the
+    count: the first turns of a process cost many times a warm one (its lazy imports, its pool,
+    its caches), and a warm-up through a shared socket (uvicorn ``--workers``) can land on one
+    worker only, leaving the other to warm up inside the measurement.
+    ``BENCH_CHAT_THROUGHPUT_UVICORN=1`` adds the same count for uvicorn ``--workers N``
+    (one socket; its workers' CPU read separately, in the warm-up and in the count)."""
     if not THROUGHPUT_PROCESSES:
         return {}
     turns = 3 * THROUGHPUT_STREAMS
     print(
         f"\n{THROUGHPUT_STREAMS} streams ({turns} turns of {ANSWER_TOKENS} tokens): turns per CPU-second of the web "
-        "processes (/proc utime+stime, the server and its worker processes)"
+        "processes (their threads' run time from /proc; each process warmed up first, on its own port)"
     )
     out: dict[str, float] = {}
-    for processes in THROUGHPUT_PROCESSES:
-        other = None
-        pid, port = server.pid, web_port
-        if processes != SERVER_PROCESSES:
-            port = _free_port()
-            log = open(ROOT / "var" / f"bench-chat-server-{processes}.log", "w")  # noqa: SIM115 (the server's log)
-            other = subprocess.Popen(
-                _server_command(port, processes), cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log
-            )
-            pid = other.pid
+    variants = [("daphne", n) for n in THROUGHPUT_PROCESSES]
+    if os.environ.get("BENCH_CHAT_THROUGHPUT_UVICORN") == "1":
+        variants += [("uvicorn", n) for n in THROUGHPUT_PROCESSES]
+    for server, processes in variants:
+        started_servers: list[subprocess.Popen] = []
         try:
-            _wait_port(port)
-            url = f"http://127.0.0.1:{port}/api/chat"
+            if server == "daphne":
+                ports = [_free_port() for _ in range(processes)]
+                for i, port in enumerate(ports):
+                    log = open(ROOT / "var" / f"bench-chat-server-{processes}-{i}.log", "w")  # noqa: SIM115 (the server's log)
+                    started_servers.append(
+                        subprocess.Popen(
+                            _server_command(port, 1), cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log
+                        )
+                    )
+            else:
+                ports = [_free_port()]
+                log = open(ROOT / "var" / f"bench-chat-uvicorn-{processes}.log", "w")  # noqa: SIM115 (the server's log)
+                started_servers.append(
+                    subprocess.Popen(
+                        _server_command(ports[0], processes, uvicorn=True),
+                        cwd=ROOT,
+                        env=env,
+                        stdout=subprocess.DEVNULL,
+                        stderr=log,
+                    )
+                )
+            for port in ports:
+                _wait_port(port)
+            if server == "uvicorn":
+                _wait_children(started_servers[0].pid, processes)
+            urls = [f"http://127.0.0.1:{port}/api/chat" for port in ports]
 
-            def call(client, i, url=url):
-                return ours_once(client, url, token, qs[next(counter) % len(qs)])
+            def call(client, i, urls=urls):
+                return ours_once(client, urls[i % len(urls)], token, qs[next(counter) % len(qs)])
 
-            asyncio.run(run_level(4, 8 * processes, call))  # warm-up of every worker, not counted
-            before = _cpu_seconds(pid)
+            pids = (
+                [p.pid for p in started_servers]
+                if server == "daphne"
+                else [started_servers[0].pid, *_children(started_servers[0].pid)]
+            )
+
+            def cpu_by_pid(pids=pids) -> dict[int, float]:
+                return {pid: _threads_cpu_ns(pid, total=True) / 1e9 for pid in pids}
+
+            warm_before = cpu_by_pid()
+            for url in urls:  # every process's warm-up on its own port, not counted
+                asyncio.run(
+                    run_level(
+                        4, 8, lambda client, i, url=url: ours_once(client, url, token, qs[next(counter) % len(qs)])
+                    )
+                )
+            if server == "uvicorn":  # one socket: the same warm-up, once per worker
+                asyncio.run(run_level(4, 8 * (processes - 1), call))
+            before = cpu_by_pid()
             started = time.monotonic()
             asyncio.run(run_level(THROUGHPUT_STREAMS, turns, call))
-            cpu_s = _cpu_seconds(pid) - before
             wall = time.monotonic() - started
-            out[str(processes)] = round(turns / cpu_s, 1)
+            after = cpu_by_pid()
+            cpu_s = sum(after[pid] - before.get(pid, 0.0) for pid in after)
+            key = str(processes) if server == "daphne" else f"uvicorn-{processes}"
+            out[key] = round(turns / cpu_s, 1)
+            split = ", ".join(
+                f"{(after[pid] - before.get(pid, 0.0)) * 1000:.0f}"
+                + (f" (warm-up {(before[pid] - warm_before.get(pid, 0.0)) * 1000:.0f})" if pid in before else "")
+                for pid in after
+            )
             print(
                 f"  {processes} web process{'es' if processes > 1 else ''} "
-                f"({'uvicorn' if processes > 1 else 'daphne'}): {turns / cpu_s:6.1f} turns per CPU-second "
-                f"({cpu_s * 1000 / turns:5.1f} ms CPU per turn; {turns / wall:5.1f} turns/s wall; "
-                f"load average {os.getloadavg()[0]:.1f})",
+                f"({server if server == 'daphne' else 'uvicorn --workers ' + str(processes)}): "
+                f"{turns / cpu_s:6.1f} turns per CPU-second ({cpu_s * 1000 / turns:5.1f} ms CPU per turn; "
+                f"{turns / wall:5.1f} turns/s wall; load average {os.getloadavg()[0]:.1f}); CPU ms by process: {split}",
                 flush=True,
             )
         finally:
-            if other is not None:
-                other.terminate()
+            for process in started_servers:
+                process.terminate()
                 try:
-                    other.wait(timeout=20)
+                    process.wait(timeout=20)
                 except subprocess.TimeoutExpired:
-                    other.kill()
+                    process.kill()
     return out
+
+
+def _children(pid: int) -> list[int]:
+    children: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(FileNotFoundError):
+            children += [int(child) for child in (task / "children").read_text().split()]
+    return children
+
+
+def _wait_children(pid: int, count: int, timeout: float = 60) -> None:
+    """Until uvicorn's master has its ``count`` workers (plus multiprocessing's helpers, if any)."""
+    deadline = time.monotonic() + timeout
+    while len(_children(pid)) < count and time.monotonic() < deadline:
+        time.sleep(0.2)
 
 
 def main() -> None:
@@ -558,7 +681,16 @@ def main() -> None:
 
     stub_port, web_port = _free_port(), _free_port()
     stub = subprocess.Popen(
-        [sys.executable, "-c", STUB_SERVER, str(TTFT_S), str(TOKEN_DELAY_S), str(ANSWER_TOKENS), str(stub_port)],
+        [
+            sys.executable,
+            "-c",
+            STUB_SERVER,
+            str(TTFT_S),
+            str(TOKEN_DELAY_S),
+            str(ANSWER_TOKENS),
+            str(stub_port),
+            str(ROOT),
+        ],
         stdout=subprocess.PIPE,
     )
     daphne = None
@@ -652,7 +784,7 @@ def main() -> None:
             per_turn = statistics.median(per_length[length])
             # the same turns again with the clock on, for the breakdown by phase
             SPANS_FILE.write_text("")
-            clock_on = statistics.mean(turns_cpu_ms(length, CPU_TURNS))
+            clock_on = statistics.mean(turns_cpu_ms(length, CLOCK_TURNS))
             spans = _read_spans()
             SPANS_FILE.unlink(missing_ok=True)
             phases = {
@@ -787,7 +919,7 @@ def main() -> None:
                     f"the turns p50 {pct(paced, 0.5):5.1f} ms p95 {pct(paced, 0.95):5.1f} ms "
                     f"(load average {os.getloadavg()[0]:.1f})"
                 )
-        throughput = _throughput_by_processes(daphne, web_port, env, token, qs, counter)
+        throughput = _throughput_by_processes(env, token, qs, counter)
         result = {
             "bench": "chat",
             "cpu_ms_fixed": round(fixed, 2),

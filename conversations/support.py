@@ -329,15 +329,22 @@ def proper_names(text: str) -> list[str]:
     names = []
     for i, match in enumerate(_WORD.finditer(body)):
         word = match.group(0)
+        latin_in_russian = russian and len(word) > 1 and bool(_LATIN.search(word)) and not _CYRILLIC.search(word)
+        if word.isalpha() and word.islower():
+            # Most words: letters only, none capital — a name only as a Latin word in Russian text
+            # (this check runs on every sentence of a streamed answer; the general case below is
+            # several times slower per word).
+            if latin_in_russian:
+                names.append(word)
+            continue
         letters = [c for c in word if c.isalpha()]
         if not letters:
             continue
-        opening = i == 0 or _opens_sentence(body, match.start())
         is_name = (
-            (word[0].isupper() and not opening)
+            (word[0].isupper() and not (i == 0 or _opens_sentence(body, match.start())))
             or (len(letters) > 1 and all(c.isupper() for c in letters))
             or any(c.isdigit() for c in word)
-            or (russian and bool(_LATIN.search(word)) and not _CYRILLIC.search(word) and len(word) > 1)
+            or latin_in_russian
         )
         if is_name:
             names.append(word)
@@ -346,8 +353,10 @@ def proper_names(text: str) -> list[str]:
 
 def _opens_sentence(text: str, at: int) -> bool:
     # After a colon, a dash or an opening quote a capital letter is not a name by itself.
-    before = text[:at].rstrip(" *_`")
-    return not before or before[-1] in '.!?…:«"“(—–-\n'
+    # (Scanned back from ``at``: slicing the text before each word made a long sentence quadratic.)
+    while at and text[at - 1] in " *_`":
+        at -= 1
+    return not at or text[at - 1] in '.!?…:«"“(—–-\n'
 
 
 # --- meaning: clauses, polarity, antonyms, hedges, number roles ---------------------------------

@@ -233,21 +233,33 @@ async def sse_payloads(chunks: AsyncIterator[bytes]) -> AsyncIterator[str]:
     """``sse_data`` straight from the body's bytes: the stream is cut into events and only a
     whole event is decoded, instead of decoding text and splitting lines chunk by chunk (that
     stack cost more CPU per streamed token than everything else a turn does per token)."""
+    async for batch in sse_batches(chunks):
+        for data in batch:
+            yield data
+
+
+async def sse_batches(chunks: AsyncIterator[bytes]) -> AsyncIterator[list[str]]:
+    """``sse_payloads`` by read: the events each read of the body completes, in one list (none
+    when a read completes no event). A consumer handles what arrived together at once, instead of
+    passing each token through every layer above it on its own."""
     buffer = b""
     async for chunk in chunks:
         # Only the tail that may complete a separator is searched again.
         searched_from = max(0, len(buffer) - 3)
         buffer += chunk
+        batch: list[str] = []
         while (end := _EVENT_END.search(buffer, searched_from)) is not None:
             data = _event_data(buffer[: end.start()])
             buffer = buffer[end.end() :]
             searched_from = 0
             if data is not None:
-                yield data
+                batch.append(data)
+        if batch:
+            yield batch
     if buffer.strip():
         data = _event_data(buffer)
         if data is not None:
-            yield data
+            yield [data]
 
 
 def _event_data(block: bytes) -> str | None:
@@ -608,38 +620,28 @@ class OpenAIChatProvider:
             pace = _ReadPace()
             async with response:
                 done = False
-                async for data in sse_payloads(_paced_reads(response, pace)):
-                    # Read on to the body's end (it follows [DONE] at once): a response left
-                    # unread cannot give its connection back to the pool, and every round would
-                    # open a new one (TCP, and TLS with a real provider).
-                    if done or data == "[DONE]":
-                        done = True
-                        continue
-                    chunk = json.loads(data)
-                    if not isinstance(chunk, dict):
-                        raise ValueError(f"a stream chunk is not an object: {data[:100]!r}")
-                    if chunk.get("error"):
-                        raise LLMError(
-                            f"model {self.spec.name!r} failed mid-stream: {_error_text(chunk['error'])}",
-                            code=LLM_UNAVAILABLE,
-                        )
-                    reported = chunk.get("usage")
-                    if isinstance(reported, dict):
-                        usage = Usage(
-                            int(reported.get("prompt_tokens") or 0), int(reported.get("completion_tokens") or 0)
-                        )
+                # The events of one read are handled together and their text goes on as one delta
+                # (after the first sentence a read gathers a dozen tokens: see ``_ReadPace``).
+                async for batch in sse_batches(_paced_reads(response, pace)):
                     content = ""
                     finished = False
-                    for choice in chunk.get("choices") or ():
-                        if not isinstance(choice, dict):
+                    for data in batch:
+                        # Read on to the body's end (it follows [DONE] at once): a response left
+                        # unread cannot give its connection back to the pool, and every round would
+                        # open a new one (TCP, and TLS with a real provider).
+                        if done or data == "[DONE]":
+                            done = True
                             continue
-                        finished = finished or bool(choice.get("finish_reason"))
-                        delta = choice.get("delta")
-                        if not isinstance(delta, dict):
-                            continue
-                        content += delta.get("content") or ""
-                        for fragment in delta.get("tool_calls") or ():
-                            assembler.add(fragment)
+                        try:
+                            piece, ended, reported = self._chunk(data, assembler)
+                        except Exception:
+                            if content:  # what came before the failure was streamed: it is the answer's
+                                text.append(content)
+                                yield TextDelta(content)
+                            raise
+                        content += piece
+                        finished = finished or ended
+                        usage = reported or usage
                     # The round's end (usage, [DONE]) follows a finish at once: read it at once.
                     pace.after(content, 0.0 if finished else self.coalesce)
                     if content:
@@ -660,6 +662,35 @@ class OpenAIChatProvider:
             estimate_output_tokens("".join(text), calls),
             estimated=True,
         )
+
+    def _chunk(self, data: str, assembler: ToolCallAssembler) -> tuple[str, bool, Usage | None]:
+        """One stream chunk: (its text, whether a choice finished, the usage it reports); its tool
+        call fragments go to ``assembler``."""
+        chunk = json.loads(data)
+        if not isinstance(chunk, dict):
+            raise ValueError(f"a stream chunk is not an object: {data[:100]!r}")
+        if chunk.get("error"):
+            raise LLMError(
+                f"model {self.spec.name!r} failed mid-stream: {_error_text(chunk['error'])}",
+                code=LLM_UNAVAILABLE,
+            )
+        usage = None
+        reported = chunk.get("usage")
+        if isinstance(reported, dict):
+            usage = Usage(int(reported.get("prompt_tokens") or 0), int(reported.get("completion_tokens") or 0))
+        content = ""
+        finished = False
+        for choice in chunk.get("choices") or ():
+            if not isinstance(choice, dict):
+                continue
+            finished = finished or bool(choice.get("finish_reason"))
+            delta = choice.get("delta")
+            if not isinstance(delta, dict):
+                continue
+            content += delta.get("content") or ""
+            for fragment in delta.get("tool_calls") or ():
+                assembler.add(fragment)
+        return content, finished, usage
 
 
 class OpenAIEmbeddingProvider:

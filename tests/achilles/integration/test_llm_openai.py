@@ -66,7 +66,8 @@ def failure(stream) -> LLMError:
 
 def test_text_streams_in_pieces_and_ends_with_provider_usage(stub):
     # given
-    stub.replies.append(StubReply(text="Ежегодный отпуск — 28 дней.", chunk_chars=5, usage=(40, 9)))
+    # (chunks apart in time: what arrives in one read is handed on as one delta)
+    stub.replies.append(StubReply(text="Ежегодный отпуск — 28 дней.", chunk_chars=5, usage=(40, 9), token_delay=0.01))
     # when
     events = drain(chat(stub).stream(QUESTION, max_tokens=64))
     # then
@@ -179,6 +180,24 @@ def test_an_error_object_in_the_stream_is_unavailable_with_its_message(stub):
     stub.replies.append(StubReply(raw_data=[ok, '{"error": {"message": "overloaded", "type": "server_error"}}']))
     error = failure(chat(stub).stream(QUESTION))
     assert error.code == LLM_UNAVAILABLE and "overloaded" in str(error)
+
+
+@pytest.mark.parametrize("failing", ['{"error": {"message": "overloaded"}}', "{this is not json"])
+def test_text_read_together_with_a_failing_chunk_is_handed_on_before_the_error(stub, failing):
+    # given text and a failing chunk in one read (what one read brings goes on as one delta)
+    ok = '{"choices": [{"index": 0, "delta": {"content": "Начало ответа."}}]}'
+    stub.replies.append(StubReply(raw_data=[ok, ok, failing]))
+    seen: list[str] = []
+
+    async def go() -> None:
+        async for event in chat(stub).stream(QUESTION):
+            if isinstance(event, TextDelta):
+                seen.append(event.text)
+
+    # when / then: the text came first, then the error, as when every chunk was its own delta
+    with pytest.raises(LLMError):
+        asyncio.run(go())
+    assert "".join(seen) == "Начало ответа.Начало ответа."
 
 
 def test_a_chunk_that_is_not_an_object_is_a_bad_response(stub):

@@ -176,6 +176,37 @@ def test_mid_sentence_tokens_after_the_first_sentence_come_in_few_reads(monkeypa
         assert len(reads) >= 10  # every token its own read (a loaded machine may merge a few)
 
 
+def test_tokens_that_arrive_in_one_read_go_on_as_one_delta(monkeypatch):
+    """What one read of the body brings is handed on as one TextDelta: the layers above (the turn,
+    the support check) then work per read, not per token. The text is the same."""
+    from achilles.llm import openai_provider
+
+    reads = []
+    paced = openai_provider._paced_reads
+
+    async def counted(response, pace):
+        async for chunk in paced(response, pace):
+            reads.append(chunk)
+            yield chunk
+
+    monkeypatch.setattr(openai_provider, "_paced_reads", counted)
+
+    async def go():
+        server = await asyncio.start_server(_sentence_server(20), "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        provider = _provider(f"http://127.0.0.1:{port}/v1", stream_coalesce_ms=300)
+        events = [event async for event in provider.stream(QUESTION)]
+        server.close()
+        return events
+
+    # given mid-sentence tokens read in batches; when the answer streams
+    deltas = [e.text for e in asyncio.run(go()) if isinstance(e, TextDelta)]
+    # then the same text, in no more deltas than reads: far fewer than the 22 tokens
+    assert "".join(deltas) == "Первое предложение [1]. " + "слово " * 20 + "конец."
+    assert len(deltas) <= len(reads)
+    assert len(deltas) <= 6 + 3
+
+
 def test_a_proxy_from_the_environment_carries_the_stream(monkeypatch):
     """As the SDK's httpx did (trust_env): HTTP(S)_PROXY is honoured, NO_PROXY too."""
 
