@@ -2,7 +2,7 @@
 
 Two routes a client polls: ``GET /api/me`` (the token, the user and the groups) and
 ``GET /api/conversations`` (the first page of the user's threads). Ours is the platform as deployed:
-``achilles.asgi`` on daphne. The peer (``bench/http_peer.py``) is FastAPI on uvicorn with a psycopg
+``achilles.asgi`` on daphne. The peer (``bench/_http_peer.py``) is FastAPI on uvicorn with a psycopg
 async pool, running **the same SQL statements** on the same database: this bench records the
 statements Django runs for each route (one captured request each) and hands them to the peer, so
 the difference is the framework, middleware and serialisation — not the queries.
@@ -185,7 +185,7 @@ def _start(side: str, port: int, plan_path: str, log) -> subprocess.Popen:
         command = [str(bin_dir / "daphne"), "-b", "127.0.0.1", "-p", str(port), "achilles.asgi:application"]
     else:
         command = [str(bin_dir / "uvicorn"), "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
-        command += ["--no-access-log", "bench.http_peer:app"]
+        command += ["--no-access-log", "bench._http_peer:app"]
     env = {**os.environ, "BENCH_PEER_PLAN": plan_path}
     return subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 

@@ -9,7 +9,7 @@ after a few runs, as Django's own prepared statements do here) and answers JSON 
 rows — what a hand-written FastAPI service over the same schema would do, with no framework of
 ours in between. It is never imported by the platform.
 
-    uvicorn bench.http_peer:app --port N   (with BENCH_PEER_PLAN set)
+    uvicorn bench._http_peer:app --port N   (with BENCH_PEER_PLAN set)
 """
 
 from __future__ import annotations
