@@ -19,14 +19,15 @@ run: install
 	HOST=$(HOST) PORT=$(PORT) bash scripts/run.sh
 
 # Two parts at once: everything but the fault suite on TEST_WORKERS pytest-xdist workers (each with
-# its own test database and namespace; the browser tests stay together on one worker, sharing one
-# daphne and one Chromium), and beside them the fault suite in one process on embedded PostgreSQL
+# its own test database and namespace; the browser tests in two units, each on one worker with one
+# daphne and one Chromium; three workers on two cores: the third runs while others wait on the
+# processes and servers their tests start), and beside them the fault suite in one process on embedded PostgreSQL
 # and Redis of its own (ACHILLES_VAR_DIR=var/faults: it stops and restarts its servers, never the
 # ones the workers use; stopped when it ends). The fault suite waits on restarts and kills most of
 # its 2-3 min, so it costs the run little CPU; its output is printed after the parallel part's.
 # Each part prints its 20 slowest tests. Exit code 5 (nothing selected, e.g. PYTEST_ARGS=tests/browser)
 # is not a failure.
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 3
 FAULTS_VAR_DIR := $(CURDIR)/var/faults
 test: install
 	mkdir -p $(FAULTS_VAR_DIR)
