@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -81,8 +82,16 @@ _LATIN = re.compile(r"[a-z]", re.IGNORECASE)
 _HEADING = re.compile(r"^#{1,6}\s+\S")
 _MARKUP_PREFIX = re.compile(r"^[\s>#*_`~|-]*(?:\d{1,3}[.)]\s+)?[\s*_`~]*")
 
-_RUSSIAN = snowballstemmer.stemmer("russian")
-_ENGLISH = snowballstemmer.stemmer("english")
+# One pair of stemmers per thread: a stemmer keeps the word it stems in the instance, and the check
+# runs on the event loop and on worker threads (a sentence the embedder checks) at once.
+_STEMMERS = threading.local()
+
+
+def _stemmer(cyrillic: bool):
+    pair = getattr(_STEMMERS, "pair", None)
+    if pair is None:
+        pair = _STEMMERS.pair = (snowballstemmer.stemmer("english"), snowballstemmer.stemmer("russian"))
+    return pair[cyrillic]
 
 
 @dataclass(frozen=True)
@@ -119,7 +128,7 @@ def _fold(text: str) -> str:
 def word_stem(word: str) -> str:
     """Snowball stem of one lower-cased word (Russian for Cyrillic, English otherwise)."""
     word = _fold(word)
-    return (_RUSSIAN if _CYRILLIC.search(word) else _ENGLISH).stemWord(word)
+    return _stemmer(bool(_CYRILLIC.search(word))).stemWord(word)
 
 
 def _stems_match(a: str, b: str) -> bool:
