@@ -255,11 +255,12 @@ def django_db_setup(
     workers) may still be closing, and close this process's pools, so no session keeps the
     database busy and leaves it behind."""
     from django.conf import settings
+    from django.core.management.commands import flush as flush_command
     from django.db import connection as default_connection
     from django.db import connections
     from django.test.utils import setup_databases, teardown_databases
 
-    from tests.postgres.base import seed_snapshot
+    from tests.postgres.base import post_migrate_after_flush, seed_snapshot
     from tests.template_db import copy_test_database
 
     verbosity = request.config.option.verbose
@@ -277,6 +278,7 @@ def django_db_setup(
             verbosity=verbosity, interactive=False, aliases=set(connections), keepdb=kept or copied
         )
         seed_snapshot(default_connection)  # what a transactional test's flush puts back
+        flush_command.emit_post_migrate_signal = post_migrate_after_flush(flush_command.emit_post_migrate_signal)
     yield
     with django_db_blocker.unblock():
         with default_connection.cursor() as cursor:
