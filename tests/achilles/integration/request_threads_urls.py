@@ -1,7 +1,6 @@
 """A URLconf for test_request_threads: sync views that report the thread they ran on."""
 
 import threading
-import time
 
 from django.db import connection
 from django.http import JsonResponse
@@ -18,8 +17,13 @@ def probe(request):
     return JsonResponse({"thread": threading.get_ident(), "found_open": found_open, "backend": pid})
 
 
+# The test's three concurrent requests meet here: only requests running side by side can (requests
+# queued behind one another would wait out the timeout, and the broken barrier fails them all).
+MEETING = threading.Barrier(3, timeout=60)
+
+
 def slow(request):
-    time.sleep(0.3)
+    MEETING.wait()
     return JsonResponse({"thread": threading.get_ident()})
 
 
