@@ -271,12 +271,21 @@ def django_db_setup(
 
         _disable_migrations()
     with django_db_blocker.unblock():
+        test_settings = default_connection.settings_dict.setdefault("TEST", {})
+        migrate = test_settings.get("MIGRATE", True)
         if copied:
             copy_test_database(default_connection, settings.VAR_DIR / "test-template.lock")
-        # the copy is "kept" for Django: it migrates it (nothing to apply; post_migrate runs)
-        db_cfg = setup_databases(
-            verbosity=verbosity, interactive=False, aliases=set(connections), keepdb=kept or copied
-        )
+            # The copy is "kept" for Django, and already migrated (the template's name is its
+            # migrations' digest): Django's syncdb path instead of `migrate` — every table exists, so
+            # it creates none, and post_migrate still runs (content types, permissions, the periodic
+            # jobs). 0.3 s of CPU instead of 3.6 s (the migration graph loaded and rendered) a process.
+            test_settings["MIGRATE"] = False
+        try:
+            db_cfg = setup_databases(
+                verbosity=verbosity, interactive=False, aliases=set(connections), keepdb=kept or copied
+            )
+        finally:
+            test_settings["MIGRATE"] = migrate
         seed_snapshot(default_connection)  # what a transactional test's flush puts back
         flush_command.emit_post_migrate_signal = post_migrate_after_flush(flush_command.emit_post_migrate_signal)
     yield

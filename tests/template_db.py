@@ -6,9 +6,11 @@ at once, each for its own database. Now the first test run to need it migrates a
 once (under a file lock in ``var/``, so the other worker waits for it instead of migrating too) and
 every test run — each xdist worker, a later run on the same services — gets its own database as a
 copy, ``CREATE DATABASE … TEMPLATE …`` (a file copy inside PostgreSQL): the first test's setup is
-then 3.8 s at the same load. Django runs ``migrate`` on the copy as on any kept database: nothing
-is left to apply, but its ``post_migrate`` handlers run (content types, permissions, the declared
-periodic jobs), so rows derived from the code rather than from migrations are current.
+then 3.8 s at the same load. Django then takes the copy as a kept database through its syncdb
+path (``TEST["MIGRATE"] = False`` for the setup: ``tests/conftest.py``): every table exists, so it
+creates none, and its ``post_migrate`` handlers run (content types, permissions, the declared
+periodic jobs), so rows derived from the code rather than from migrations are current — 0.3 s of
+CPU, where ``migrate`` with nothing to apply loaded and rendered the migration graph, 3.6 s.
 
 The template's name carries a digest of every installed app's migration files (and Django's
 version): a changed or added migration makes a new template, and the old ones are dropped.
