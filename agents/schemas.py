@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Schema
-from pydantic import ConfigDict, Field, StrictBool, field_validator
+from pydantic import ConfigDict, Field, StrictBool, StrictInt, field_validator
 
 from achilles.names import name_clean
 
@@ -113,7 +113,9 @@ class SubscriptionIn(_Strict):
     issue_type: str = Field("", max_length=100, description="Issue type; empty = any")
     status: str = Field("", max_length=100, description="The status after the change; empty = any")
     label: str = Field("", max_length=255, description="A label the issue carries; empty = any")
-    debounce_seconds: int = Field(60, ge=0, le=3600, description="Changes to one issue within this period: one run")
+    debounce_seconds: StrictInt = Field(
+        60, ge=0, le=3600, description="Changes to one issue within this period: one run"
+    )
 
 
 class SubscriptionOut(Schema):

@@ -94,3 +94,12 @@ def test_an_agent_has_at_most_twenty_subscriptions(api, owner, chat_model):
     # then it is a 409 and the list stays at twenty
     assert refused.status_code == 409 and refused.json()["code"] == "subscription_limit"
     assert len(api("GET", f"/agents/{agent.pk}/subscriptions").json()) == 20
+
+
+@pytest.mark.parametrize("debounce", [False, True, "5", 5.5])
+def test_a_debounce_that_is_not_an_integer_is_422_and_nothing_is_stored(api, owner, chat_model, debounce):
+    # the fuzzer's case: {"debounce_seconds": false} was stored as 0 (a JSON boolean taken for an integer)
+    agent = Agent.objects.create(owner=owner, name="наблюдатель", model=chat_model)
+    answer = api("POST", f"/agents/{agent.pk}/subscriptions", {"events": ["created"], "debounce_seconds": debounce})
+    assert answer.status_code == 422, answer.content
+    assert api("GET", f"/agents/{agent.pk}/subscriptions").json() == []
