@@ -21,12 +21,12 @@ class _Strict(Schema):
 
 class IntervalSchedule(_Strict):
     type: Literal["interval"]
-    every_minutes: int = Field(ge=1, le=60 * 24 * 366)
+    every_minutes: StrictInt = Field(ge=1, le=60 * 24 * 366)
 
 
 class CalendarSchedule(_Strict):
     type: Literal["calendar"]
-    weekday: int = Field(ge=0, le=6, description="Monday = 0 … Sunday = 6")
+    weekday: StrictInt = Field(ge=0, le=6, description="Monday = 0 … Sunday = 6")
     time: str = Field(description="HH:MM in the owner's time zone")
 
     @field_validator("time")
@@ -51,7 +51,7 @@ class AgentIn(_Strict):
     model: str | None = Field(
         default=None, description="A chat model's name from the allow-list; omitted → the default"
     )
-    model_id: int | None = Field(
+    model_id: StrictInt | None = Field(
         default=None,
         description="The same model by its allow-list id (the seed's field); "
         "with ``model`` too, both must name one model",

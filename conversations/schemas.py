@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Literal
 
 from ninja import Schema
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, StrictInt, field_validator, model_validator
 
 from achilles.names import name_clean
 from achilles.pagination import Page
@@ -19,9 +19,9 @@ class ChatIn(Schema):
     content: str = Field(default="", max_length=MAX_CONTENT_LENGTH)
     conversation_id: uuid.UUID | None = None
     # an answer of the thread: answer its question again, the new answer beside the old one (‹ 2/2 ›)
-    regenerate_of: int | None = Field(default=None, ge=1)
+    regenerate_of: StrictInt | None = Field(default=None, ge=1)
     # a question of the thread: ``content`` is its new version, asked beside it (the old branch stays)
-    edit_of: int | None = Field(default=None, ge=1)
+    edit_of: StrictInt | None = Field(default=None, ge=1)
 
     model_config = {"extra": "forbid"}
 
