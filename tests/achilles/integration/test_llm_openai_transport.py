@@ -144,8 +144,8 @@ def _sentence_server(words_after: int):
     return handle
 
 
-@pytest.mark.parametrize(("coalesce_ms", "most_reads"), [(300, 6), (0, None)])
-def test_mid_sentence_tokens_after_the_first_sentence_come_in_few_reads(monkeypatch, coalesce_ms, most_reads):
+def _stream_counting_reads(monkeypatch, coalesce_ms: int) -> tuple[list, list]:
+    """The events of a 20-word answer streamed with ``stream_coalesce_ms``, and the body's reads."""
     from achilles.llm import openai_provider
 
     reads = []
@@ -166,7 +166,12 @@ def test_mid_sentence_tokens_after_the_first_sentence_come_in_few_reads(monkeypa
         server.close()
         return events
 
-    events = asyncio.run(go())
+    return asyncio.run(go()), reads
+
+
+@pytest.mark.parametrize(("coalesce_ms", "most_reads"), [(300, 6), (0, None)])
+def test_mid_sentence_tokens_after_the_first_sentence_come_in_few_reads(monkeypatch, coalesce_ms, most_reads):
+    events, reads = _stream_counting_reads(monkeypatch, coalesce_ms)
     text = "".join(e.text for e in events if isinstance(e, TextDelta))
     assert text == "Первое предложение [1]. " + "слово " * 20 + "конец."
     if most_reads is not None:
@@ -179,28 +184,9 @@ def test_mid_sentence_tokens_after_the_first_sentence_come_in_few_reads(monkeypa
 def test_tokens_that_arrive_in_one_read_go_on_as_one_delta(monkeypatch):
     """What one read of the body brings is handed on as one TextDelta: the layers above (the turn,
     the support check) then work per read, not per token. The text is the same."""
-    from achilles.llm import openai_provider
-
-    reads = []
-    paced = openai_provider._paced_reads
-
-    async def counted(response, pace):
-        async for chunk in paced(response, pace):
-            reads.append(chunk)
-            yield chunk
-
-    monkeypatch.setattr(openai_provider, "_paced_reads", counted)
-
-    async def go():
-        server = await asyncio.start_server(_sentence_server(20), "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
-        provider = _provider(f"http://127.0.0.1:{port}/v1", stream_coalesce_ms=300)
-        events = [event async for event in provider.stream(QUESTION)]
-        server.close()
-        return events
-
     # given mid-sentence tokens read in batches; when the answer streams
-    deltas = [e.text for e in asyncio.run(go()) if isinstance(e, TextDelta)]
+    events, reads = _stream_counting_reads(monkeypatch, 300)
+    deltas = [e.text for e in events if isinstance(e, TextDelta)]
     # then the same text, in no more deltas than reads: far fewer than the 22 tokens
     assert "".join(deltas) == "Первое предложение [1]. " + "слово " * 20 + "конец."
     assert len(deltas) <= len(reads)
