@@ -5,6 +5,9 @@ with sources and a withheld hint, agents with a run history, a batch, a token, a
   field is hidden, and the chat opens at the latest message with the message field in view;
 - axe-core finds no violation of serious or critical impact, in the light theme and the dark one,
   at 1366 px and at 375 px, and with the bell's panel open (a notice in it).
+
+One walk does both, two loads a page (the layout on the light load at 375 px): a walk of its own for
+the layout loaded every page a third time.
 """
 
 from __future__ import annotations
@@ -174,23 +177,6 @@ def _open(page, url: str) -> None:
         expect(page.locator("#agent-lines")).not_to_contain_text("Загрузка")
 
 
-def test_every_page_at_375px_fits_the_screen_and_its_content(live_url, page):
-    # given: the demo data and content for both demo accounts
-    content = _content()
-    page.set_viewport_size({"width": 375, "height": 812})
-    problems = {}
-    for username in ("demo", "admin"):
-        _sign_in_as(page, live_url, username)
-        for path in _pages(username, content[username]):
-            # when: the page opens on a phone
-            _open(page, live_url + path)
-            # then: nothing wider than the screen, no empty stretches, every field reachable
-            found = layout_problems(page)
-            if found:
-                problems[f"{username} {path}"] = found
-    assert not problems, _listed(problems)
-
-
 def test_the_chat_opens_at_the_latest_message_with_the_input_in_view(live_url, page):
     content = _content()
     page.set_viewport_size({"width": 375, "height": 812})
@@ -214,46 +200,79 @@ def test_the_chat_opens_at_the_latest_message_with_the_input_in_view(live_url, p
 DESKTOP, PHONE = {"width": 1366, "height": 900}, {"width": 375, "height": 812}
 
 
-def _bell_open(page) -> bool:
-    """Open the bell's panel and wait for its notices (False on a page without the bell: the admin)."""
+def _bell(page, *, open_it: bool) -> bool:
+    """Open (and wait for its notices) or close the bell's panel; False on a page without the bell
+    (the admin)."""
     button = page.locator("#bell-button")
     if not button.count():
         return False
-    button.click()
-    expect(page.locator("#bell-list li").first).to_be_visible()
+    if (button.get_attribute("aria-expanded") == "true") != open_it:
+        button.click()
+    if open_it:
+        expect(page.locator("#bell-list li").first).to_be_visible()
+    else:
+        expect(page.locator("#bell-panel")).to_be_hidden()
     return True
 
 
-def _axe_everywhere(page, url: str, where: str) -> dict[str, list[str]]:
-    """axe-core on the page opened in the light theme, then opened in the dark one (as people load it:
-    switched live, the admin's stylesheet keeps light colours on parts of a dark page until a reload);
-    each load is checked at 1366 px, then resized live to 375 px with the bell's panel opened over it
-    (axe reads the whole page, under the panel too: one run covers the phone layout and the panel;
-    one load per theme, one sign-in per account)."""
+def _walk_the_page(page, url: str, where: str) -> tuple[list[str], dict[str, list[str]]]:
+    """One page as a person meets it, two loads (one sign-in per account covers all its pages):
+    its layout problems at 375 px, and axe-core's violations in both themes at both widths.
+
+    - Light: the page opens on a phone (375 px), is checked for layout, then axe runs with the
+      bell's panel opened over it (axe reads the whole page, under the panel too); the panel is
+      closed and the window widened to 1366 px for axe again.
+    - Dark: the page opens at 1366 px (as people load it: switched live, the admin's stylesheet
+      keeps light colours on parts of a dark page until a reload), axe runs, then narrowed live to
+      375 px, the panel opened, axe again.
+    """
     found = {}
-    for scheme in ("light", "dark"):
-        page.emulate_media(color_scheme=scheme)
-        page.set_viewport_size(DESKTOP)
-        _open(page, url)
+
+    def check(label: str) -> None:
         violations = axe_violations(page)
         if violations:
-            found[f"{where} {scheme} 1366"] = violations
-        page.set_viewport_size(PHONE)
-        bell = _bell_open(page)
-        violations = axe_violations(page)
-        if violations:
-            found[f"{where} {scheme} 375{' bell open' if bell else ''}"] = violations
-    return found
+            found[f"{where} {label}"] = violations
+
+    page.emulate_media(color_scheme="light")
+    page.set_viewport_size(PHONE)
+    _open(page, url)
+    layout = layout_problems(page)
+    bell = _bell(page, open_it=True)
+    check(f"light 375{' bell open' if bell else ''}")
+    _bell(page, open_it=False)
+    page.set_viewport_size(DESKTOP)
+    check("light 1366")
+
+    page.emulate_media(color_scheme="dark")
+    _open(page, url)
+    check("dark 1366")
+    page.set_viewport_size(PHONE)
+    bell = _bell(page, open_it=True)
+    check(f"dark 375{' bell open' if bell else ''}")
+    return layout, found
 
 
-@pytest.mark.timeout(600)  # 44 loads and 88 axe runs: 2.5 min on a busy machine, the live server first
-def test_axe_finds_nothing_serious_on_any_page_light_and_dark_wide_narrow_and_with_the_bell_open(live_url, page):
+@pytest.mark.timeout(600)  # 46 loads, 92 axe runs: 2.5 min on a busy machine, the live server first
+def test_every_page_fits_375px_and_axe_finds_nothing_serious_light_and_dark_wide_narrow_and_with_the_bell_open(
+    live_url, page
+):
+    # given: the demo data and content for both demo accounts
     content = _content()
-    violations = {}
+    problems, violations = {}, {}
     for username in ("demo", "admin"):
         _sign_in_as(page, live_url, username)
         for path in _pages(username, content[username]):
-            violations.update(_axe_everywhere(page, live_url + path, f"{username} {path}"))
+            # when: the page opens on a phone and on a desktop, in the light theme and the dark one
+            layout, found = _walk_the_page(page, live_url + path, f"{username} {path}")
+            # then: nothing wider than the screen, no empty stretches, every field reachable
+            if layout:
+                problems[f"{username} {path}"] = layout
+            # and axe finds nothing serious or critical
+            violations.update(found)
     page.context.clear_cookies()
-    violations.update(_axe_everywhere(page, live_url + "/accounts/login/", "signed out /accounts/login/"))
-    assert not violations, _listed(violations)
+    layout, found = _walk_the_page(page, live_url + "/accounts/login/", "signed out /accounts/login/")
+    if layout:
+        problems["signed out /accounts/login/"] = layout
+    violations.update(found)
+    assert not problems, "layout at 375 px:" + _listed(problems)
+    assert not violations, "axe:" + _listed(violations)
