@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 from ninja import Schema
-from pydantic import Field, StrictInt, field_validator, model_validator
+from pydantic import BeforeValidator, Field, StrictInt, field_validator, model_validator
 
 from achilles.names import name_clean
 from achilles.pagination import Page
@@ -117,8 +117,15 @@ class ConversationPatchIn(Schema):
     model_config = {"extra": "forbid"}
 
 
+def _json_integer(value):
+    """A JSON integer only: pydantic's Literal[1] takes ``true`` and ``1.0`` for 1."""
+    if value is not None and type(value) is not int:
+        raise ValueError("must be an integer")
+    return value
+
+
 class FeedbackIn(Schema):
-    value: Literal[-1, 1] | None
+    value: Annotated[Literal[-1, 1], BeforeValidator(_json_integer)] | None
 
     model_config = {"extra": "forbid"}
 
@@ -132,7 +139,7 @@ class AccessRequestIn(Schema):
     """«Запросить доступ»: the source and the contact, as the answer's withheld hint names them."""
 
     source_system: str = Field(min_length=1, max_length=64)
-    contact_id: int = Field(description="the contact's user_id in the hint")
+    contact_id: StrictInt = Field(description="the contact's user_id in the hint")
 
 
 class ShareIn(Schema):

@@ -15,6 +15,8 @@ from pydantic import (
     Field,
     SkipValidation,
     StrictBool,
+    StrictFloat,
+    StrictInt,
     StringConstraints,
     model_validator,
 )
@@ -98,7 +100,7 @@ class SettingsVersionOut(Schema):
 class PublicationIn(Schema):
     model_config = ConfigDict(extra="forbid")
 
-    version: int = Field(ge=1)
+    version: StrictInt = Field(ge=1)
     notes: str = Field(default="", max_length=20000)
     # The API takes JSON only: the .tar.gz travels base64-encoded (pydantic decodes it to bytes).
     artifact_base64: Base64Bytes = Field(description="The sync agent's .tar.gz, base64")
@@ -121,16 +123,16 @@ class _Protocol(Schema):
 
 class UpdateIn(_Protocol):
     state: Literal["idle", "downloading", "starting", "done", "rolled_back", "failed"]
-    from_version: int | None = Field(default=None, ge=1)
-    to_version: int | None = Field(default=None, ge=1)
+    from_version: StrictInt | None = Field(default=None, ge=1)
+    to_version: StrictInt | None = Field(default=None, ge=1)
     error: str | None = Field(default=None, max_length=4000)
 
 
 class ClaimIn(_Protocol):
-    version: int = Field(ge=1)
-    launcher_version: int | None = Field(default=None, ge=1)
-    max_commands: int = Field(default=20, ge=1, le=100)
-    settings_version: int | None = Field(default=None, ge=0)
+    version: StrictInt = Field(ge=1)
+    launcher_version: StrictInt | None = Field(default=None, ge=1)
+    max_commands: StrictInt = Field(default=20, ge=1, le=100)
+    settings_version: StrictInt | None = Field(default=None, ge=0)
     update: UpdateIn | None = None
 
 
@@ -163,7 +165,7 @@ class ClaimOut(Schema):
 
 
 class ResultIn(_Protocol):
-    command_id: int = Field(ge=1)
+    command_id: StrictInt = Field(ge=1)
     lease_token: str = Field(min_length=1, max_length=64)
     status: Literal["done", "failed"]
     result: dict | None = None
@@ -172,7 +174,7 @@ class ResultIn(_Protocol):
 
 class RateLimitedIn(_Protocol):
     at: JiraDateTime
-    retry_after_seconds: float = Field(default=0, ge=0, le=86400)
+    retry_after_seconds: StrictFloat = Field(default=0, ge=0, le=86400)
     path: str = Field(default="", max_length=500)
 
 
@@ -207,7 +209,7 @@ class SyncRunCreatedOut(Schema):
 
 class SyncRunFinishIn(_Protocol):
     status: Literal["ok", "failed"]
-    counts: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)
+    counts: dict[str, Annotated[StrictInt, Field(ge=0)]] = Field(default_factory=dict)
     errors: list[Annotated[str, StringConstraints(max_length=4000)]] = Field(default_factory=list, max_length=1000)
 
 
@@ -259,7 +261,7 @@ class IssueIn(_PageItem):
 
 
 class UploadIn(_Protocol):
-    sync_run_id: int | None = Field(default=None, ge=1)
+    sync_run_id: StrictInt | None = Field(default=None, ge=1)
     issues: list[IssueIn] = Field(max_length=500)
 
 

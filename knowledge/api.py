@@ -11,7 +11,7 @@ from datetime import datetime
 
 from django.http import HttpRequest, HttpResponse
 from ninja import File, Form, Query, Router, Schema, Status, UploadedFile
-from pydantic import Field, StrictBool, field_validator
+from pydantic import Field, StrictBool, StrictInt, field_validator
 
 from achilles.errors import NotFound, PermissionDenied
 from achilles.pagination import ListParams, Page
@@ -27,8 +27,8 @@ router = Router(tags=["knowledge"])
 
 class SearchIn(Schema):
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
-    k: int = Field(default=8, ge=1, le=MAX_K)
-    as_user_id: int | None = Field(
+    k: StrictInt = Field(default=8, ge=1, le=MAX_K)
+    as_user_id: StrictInt | None = Field(
         default=None,
         description="Admins with the «search as user» permission only: search as this user would (audited).",
     )

@@ -11,7 +11,7 @@ from typing import Literal
 
 from django.http import HttpRequest
 from ninja import Query, Router, Schema, Status
-from pydantic import Field, StrictBool
+from pydantic import Field, StrictBool, StrictInt
 
 from achilles.errors import PermissionDenied
 from achilles.pagination import ListParams, Page
@@ -31,8 +31,8 @@ class ConnectorIn(Schema):
         min_length=1, max_length=4000, description="A personal access token. Write-only: never returned."
     )
     spaces: list[str] = Field(min_length=1, max_length=500, description="Keys of the spaces to include.")
-    schedule_minutes: int = Field(default=60, ge=1, le=10080)
-    permission_sync_minutes: int = Field(default=15, ge=1, le=10080)
+    schedule_minutes: StrictInt = Field(default=60, ge=1, le=10080)
+    permission_sync_minutes: StrictInt = Field(default=15, ge=1, le=10080)
     enabled: StrictBool = True
 
 
@@ -41,8 +41,8 @@ class ConnectorPatch(Schema):
     base_url: str | None = Field(default=None, min_length=1, max_length=2000)
     token: str | None = Field(default=None, min_length=1, max_length=4000, description="Replaces the stored token.")
     spaces: list[str] | None = Field(default=None, min_length=1, max_length=500)
-    schedule_minutes: int | None = Field(default=None, ge=1, le=10080)
-    permission_sync_minutes: int | None = Field(default=None, ge=1, le=10080)
+    schedule_minutes: StrictInt | None = Field(default=None, ge=1, le=10080)
+    permission_sync_minutes: StrictInt | None = Field(default=None, ge=1, le=10080)
     enabled: StrictBool | None = None
 
 
