@@ -14,12 +14,6 @@ from tests.llm_fake import ScriptedChatProvider
 FAKE_PROVIDER = "fake-agent-engine"
 
 
-@pytest.fixture(autouse=True)
-def _fast_password_hashing(settings):
-    """Users are made by the dozen here; PBKDF2's deliberate slowness buys nothing in these tests."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def fake_ks(monkeypatch) -> FakeKnowledgeStore:
     """The KS facade replaced by the fake for this test (search/graph/sql/is_empty)."""

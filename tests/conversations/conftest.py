@@ -115,17 +115,6 @@ class StubWebSearch:
         return list(self.results)[:limit]
 
 
-@pytest.fixture(autouse=True)
-def _fast_password_hashing(request):
-    """Users are made by the dozen here; the production hasher's cost is not what we test."""
-    if request.node.get_closest_marker("unit"):
-        yield
-        return
-    settings = request.getfixturevalue("settings")
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    yield
-
-
 @pytest.fixture
 def hops(monkeypatch):
     """The name of every function a ``sync_to_async`` call ran, in order (a turn's thread hops)."""

@@ -429,11 +429,6 @@ ROUTES = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def _fast_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 def _get(client, seeded: Seeded, **params):
     response = client.get(seeded.url, params={**seeded.params, **params})
     return response

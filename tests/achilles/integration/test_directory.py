@@ -37,7 +37,6 @@ def configure(settings, env: dict[str, str]) -> None:
 
 @pytest.fixture
 def directory(slapd_server, settings):  # noqa: F811
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # sign-ins hash a password
     tree = Directory(slapd_server)
     tree.seed()
     configure(settings, tree.env())

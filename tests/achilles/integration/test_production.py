@@ -9,6 +9,7 @@ import sys
 
 import pytest
 from django.conf import settings
+from django.contrib.auth.hashers import make_password
 
 from tests.processes import child_env
 
@@ -45,7 +46,9 @@ def test_production_refuses_to_start_with_demo_accounts_or_passwords(user_factor
     and nothing stopped a production start with it."""
     user_factory(username="demo")
     staff = user_factory(username="ops", is_staff=True)
-    staff.set_password("achilles-admin")
+    # hashed as production hashes (the suite's settings hash with MD5, which production's hashers
+    # do not read)
+    staff.password = make_password("achilles-admin", hasher="pbkdf2_sha256")
     staff.save()
 
     check = _run("manage.py", "check", "--deploy")

@@ -20,8 +20,7 @@ NEW = "Командировки\n\nСуточные составляют 1500 р
 
 
 @pytest.fixture(autouse=True)
-def _no_broker(monkeypatch, settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+def _no_broker(monkeypatch):
     monkeypatch.setattr("knowledge.tasks.document_parse_task.delay", lambda *a: None)
 
 

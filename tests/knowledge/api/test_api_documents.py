@@ -23,11 +23,6 @@ def _file(name="trips.txt", data=TEXT):
     return SimpleUploadedFile(name, data, content_type="application/octet-stream")
 
 
-@pytest.fixture(autouse=True)
-def _fast_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def uploader(user_factory):
     """A non-staff user granted the upload permission through a group."""

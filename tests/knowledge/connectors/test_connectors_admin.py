@@ -8,8 +8,7 @@ from knowledge.connectors.secrets import credentials_decrypt
 pytestmark = [pytest.mark.api, pytest.mark.django_db]
 
 
-def test_admin_creates_a_connector_and_never_shows_its_token(client_for, user_factory, settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+def test_admin_creates_a_connector_and_never_shows_its_token(client_for, user_factory):
     client = client_for(user_factory(username="root", is_staff=True, is_superuser=True))
     data = {
         "kind": "confluence",
@@ -33,13 +32,12 @@ def test_admin_creates_a_connector_and_never_shows_its_token(client_for, user_fa
     assert connector.credentials_encrypted.encode() not in page.content
 
 
-def test_the_admin_action_cancels_the_connectors_active_runs(client_for, user_factory, settings):
+def test_the_admin_action_cancels_the_connectors_active_runs(client_for, user_factory):
     from django.utils import timezone
 
     from knowledge.connectors.models import ConnectorRun
     from knowledge.connectors.services import ConnectorFields, connector_create
 
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     client = client_for(user_factory(username="root", is_staff=True, is_superuser=True))
     connector = connector_create(
         actor=None,

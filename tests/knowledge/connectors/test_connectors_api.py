@@ -17,11 +17,6 @@ TOKEN = "pat-SECRET-0123456789abcdef"
 BODY = {"name": "Вики", "base_url": "https://wiki.example.com/", "token": TOKEN, "spaces": ["ENG", "HR"]}
 
 
-@pytest.fixture(autouse=True)
-def _fast_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def admin(user_factory):
     return user_factory(username="admin1", is_staff=True)

@@ -39,11 +39,6 @@ VACATION_PDF = pdf_bytes(
 )
 
 
-@pytest.fixture(autouse=True)
-def _fast_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def uploader(user_factory):
     user = user_factory(username="editor", groups=["hr"])
