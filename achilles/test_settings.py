@@ -17,7 +17,11 @@ _WORKER_NAMESPACE = bool(_XDIST_WORKER) and not os.environ.get("TEST_DATABASE_NA
 if _WORKER_NAMESPACE:
     os.environ["TEST_DATABASE_NAME"] = f"test_{_XDIST_WORKER}"
 
-# Set by the settings below; inherited by the workers and servers the tests start (they share it).
+# The metrics directory is set by the settings below and inherited by the servers and workers a test
+# run starts (they count together). An xdist worker inherits its controller's: it counts in its own
+# namespace's instead, or one worker's chat turn moves another worker's scrape between two reads.
+if _WORKER_NAMESPACE:
+    os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
 _METRICS_DIR_INHERITED = "PROMETHEUS_MULTIPROC_DIR" in os.environ
 
 from achilles.settings import *  # noqa: E402,F403
