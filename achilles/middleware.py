@@ -215,6 +215,10 @@ _SCANNED: dict[tuple, dict] = {}
 
 
 class _WhiteNoise(WhiteNoiseMiddleware):
+    """WhiteNoise's middleware, its scan of a directory shared by the chains of one process (keyed by
+    everything that shapes a file's answer: the directory, the URL prefix, the manifest's time and
+    the headers' settings)."""
+
     def add_files(self, root, prefix=None):
         if self.autorefresh:  # DEBUG: looks on disk per request; nothing is scanned
             return super().add_files(root, prefix)
@@ -237,6 +241,8 @@ class _WhiteNoise(WhiteNoiseMiddleware):
             own, self.files = self.files, {}
             try:
                 super().add_files(root, prefix)
+                for stale in [other for other in _SCANNED if other[:2] == key[:2]]:
+                    del _SCANNED[stale]  # an earlier collected state of the same directory
                 files = _SCANNED[key] = self.files
             finally:
                 self.files = {**own, **self.files}

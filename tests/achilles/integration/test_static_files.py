@@ -110,5 +110,6 @@ def test_the_collected_files_are_scanned_once_per_collected_state(monkeypatch, s
     try:
         middleware.StaticFilesMiddleware(lambda request: None)
         assert len(scans) == 3
+        assert len(middleware._SCANNED) == 1  # the earlier state's table is let go
     finally:
         os.utime(manifest, ns=(stat.st_atime_ns, stat.st_mtime_ns))
