@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 from urllib.parse import urlsplit
 
-from channels.security.websocket import WebsocketDenier
 from django.conf import settings
 from django.http.request import is_same_domain, split_domain_port, validate_host
 
@@ -100,6 +99,15 @@ def origin_allowed(scope) -> bool:
     return origin == site_origin(scope) or origin_trusted(origin, settings.CSRF_TRUSTED_ORIGINS)
 
 
+async def _refuse(receive, send) -> None:
+    """Refuse the handshake (the server answers HTTP 403) and end. channels' ``WebsocketDenier``
+    is a consumer: it joined the channel layer and waited for the client to leave, holding an
+    application and a Redis receive for every refused connect."""
+    message = await receive()
+    if message["type"] == "websocket.connect":
+        await send({"type": "websocket.close"})
+
+
 class SameOriginValidator:
     """ASGI middleware: a websocket handshake from any other origin is refused (HTTP 403)."""
 
@@ -113,5 +121,5 @@ class SameOriginValidator:
                 _headers(scope).get("origin"),
                 _headers(scope).get("host"),
             )
-            return await WebsocketDenier()(scope, receive, send)
+            return await _refuse(receive, send)
         return await self.application(scope, receive, send)

@@ -191,3 +191,28 @@ def test_the_probes_origins_against_daphne(user, tmp_path):
     (text_opcode, text), (close_opcode, close) = anonymous_frames
     assert text_opcode == 1 and json.loads(text)["code"] == "not_authenticated"
     assert close_opcode == 8 and int.from_bytes(close[:2], "big") == 4401
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_refused_handshake_ends_its_application_at_once(user):
+    """channels' WebsocketDenier, once it had refused, subscribed to the channel layer and waited for
+    the client's disconnect: the refused connection kept an application and a Redis receive for as
+    long as the client stayed (a second a connect in these tests, at any rate for anyone who asks)."""
+    import asyncio
+
+    from achilles.asgi import application
+
+    headers = [(b"cookie", _cookie(user)), (b"host", SITE_HOST.encode()), (b"origin", b"http://evil.example")]
+
+    async def go():
+        ws = WebsocketCommunicator(application, "/ws/chat/", headers=headers)
+        connected, _ = await ws.connect()
+        try:
+            await asyncio.wait_for(asyncio.shield(ws.future), timeout=0.5)
+        except TimeoutError:
+            return connected, False
+        finally:
+            await ws.disconnect()
+        return connected, ws.future.done()
+
+    assert async_to_sync(go)() == (False, True)
